@@ -1,0 +1,48 @@
+"""privsdr: differentially private dimension reduction and regression, privacy accounting first.
+
+Public API (a contract): ``Budget``, ``Ledger``, ``BudgetExceededError``, ``PrivacyReport``, the
+accountant names ``"basic"``, ``"advanced"``, ``"rdp"``, ``"pld"``, ``"best"``, and the estimators.
+dp-accounting is imported only when an RDP/PLD accountant runs.
+"""
+from ._version import __version__
+from .accounting import Budget, Cost, Ledger, Relation, Scope, Status
+from .accounting.accountants import ACCOUNTANT_NAMES
+from .algorithms import DPMeanCovariance
+from .errors import (
+    BudgetExceededError,
+    PlanError,
+    PrivsdrError,
+    RelationMismatchError,
+    UncertifiedPlanError,
+    ValidationError,
+)
+from .mechanisms import Sensitivity, available_mechanisms, get_mechanism, register_mechanism
+from .plan import Plan, Release, Run, execute
+from .report import PrivacyReport
+
+__all__ = [
+    "ACCOUNTANT_NAMES",
+    "Budget",
+    "BudgetExceededError",
+    "Cost",
+    "DPMeanCovariance",
+    "Ledger",
+    "Plan",
+    "PlanError",
+    "PrivacyReport",
+    "PrivsdrError",
+    "Relation",
+    "RelationMismatchError",
+    "Release",
+    "Run",
+    "Scope",
+    "Sensitivity",
+    "Status",
+    "UncertifiedPlanError",
+    "ValidationError",
+    "__version__",
+    "available_mechanisms",
+    "execute",
+    "get_mechanism",
+    "register_mechanism",
+]

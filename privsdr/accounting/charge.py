@@ -1,0 +1,49 @@
+"""A charge: the privacy events of one release node, with its scope, status and relation."""
+from __future__ import annotations
+
+from typing import Any, Protocol, Sequence
+
+import attrs
+
+from .events import Event, event_from_dict, event_to_dict
+from .relation import Relation, Status
+from .scope import Scope
+
+
+@attrs.frozen
+class Charge:
+    label: str
+    events: tuple[Event, ...] = attrs.field(converter=tuple)
+    relation: Relation = attrs.field(converter=Relation.parse)
+    scope: Scope = attrs.field(factory=Scope.whole)
+    status: Status = attrs.field(default=Status.CERTIFIED, converter=Status)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "events": [event_to_dict(e) for e in self.events],
+            "relation": self.relation.value,
+            "scope": self.scope.to_list(),
+            "status": self.status.value,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Charge":
+        return cls(
+            label=data["label"],
+            events=tuple(event_from_dict(e) for e in data["events"]),
+            relation=data["relation"],
+            scope=Scope.from_list(data["scope"]),
+            status=data["status"],
+        )
+
+
+class Chargeable(Protocol):
+    """What a ledger can preflight: a named, relation-tagged list of charges (a calibrated plan)."""
+
+    name: str
+
+    @property
+    def relation(self) -> Relation: ...
+
+    def charges(self) -> Sequence[Charge]: ...

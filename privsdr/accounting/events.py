@@ -1,0 +1,128 @@
+"""Privacy events: small frozen records of what one noisy release costs.
+
+They mirror dp-accounting's ``DpEvent`` family (GaussianDpEvent, LaplaceDpEvent, ...) but stay
+independent of it, so that nothing imports dp-accounting until an RDP/PLD accountant runs
+(``to_dp_event`` imports it lazily).
+
+Sensitivities are folded into the noise multiplier (``z = noise scale / sensitivity``), with the
+sensitivity computed under the node's own neighbouring relation. The accountants then always use
+dp-accounting's ADD_OR_REMOVE_ONE semantics, where a multiplier means "distance 1 between the two
+output means" -- which is exactly our declared sensitivity. This sidesteps the REPLACE_ONE
+inconsistency between dp-accounting's RDP and PLD accountants (google/differential-privacy#378).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Union
+
+import attrs
+
+from .budget import Cost
+from .gaussian import gaussian_epsilon
+
+
+def _nonneg(instance: object, attribute: attrs.Attribute, value: float) -> None:
+    if math.isnan(value) or value < 0:
+        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
+
+
+@attrs.frozen
+class GaussianEvent:
+    """Gaussian noise with ``noise_multiplier = sigma / L2-sensitivity``.
+
+    ``delta`` is the share of delta at which basic/advanced composition converts this event to an
+    (eps, delta) pair, using the exact profile (so classical or paper calibrations are charged what
+    they really cost, never their nominal epsilon).
+    """
+
+    kind: ClassVar[str] = "gaussian"
+    noise_multiplier: float = attrs.field(converter=float, validator=_nonneg)
+    delta: float = attrs.field(converter=float, validator=_nonneg)
+
+    def basic_cost(self) -> Cost:
+        return Cost(gaussian_epsilon(self.noise_multiplier, self.delta), self.delta)
+
+    def to_dp_event(self) -> Any:
+        import dp_accounting
+
+        return dp_accounting.GaussianDpEvent(self.noise_multiplier)
+
+
+@attrs.frozen
+class LaplaceEvent:
+    """Laplace noise with ``noise_multiplier = scale / L1-sensitivity``: pure eps = 1/z."""
+
+    kind: ClassVar[str] = "laplace"
+    noise_multiplier: float = attrs.field(converter=float, validator=_nonneg)
+
+    def basic_cost(self) -> Cost:
+        z = self.noise_multiplier
+        return Cost(math.inf if z == 0 else 1.0 / z, 0.0)
+
+    def to_dp_event(self) -> Any:
+        import dp_accounting
+
+        return dp_accounting.LaplaceDpEvent(self.noise_multiplier)
+
+
+@attrs.frozen
+class PureEvent:
+    """A pure eps-DP release with no finer description (e.g. report-noisy-max)."""
+
+    kind: ClassVar[str] = "pure"
+    epsilon: float = attrs.field(converter=float, validator=_nonneg)
+
+    def basic_cost(self) -> Cost:
+        return Cost(self.epsilon, 0.0)
+
+    def to_dp_event(self) -> Any:
+        # eps-DP implies (eps^2/2)-zCDP (Bun & Steinke 2016, Prop. 1.4); RDP accountant only.
+        import dp_accounting
+
+        return dp_accounting.ZCDpEvent(self.epsilon**2 / 2.0)
+
+
+@attrs.frozen
+class ApproxEvent:
+    """An opaque (eps, delta)-DP release (objective perturbation, a published claim, ...)."""
+
+    kind: ClassVar[str] = "approx"
+    epsilon: float = attrs.field(converter=float, validator=_nonneg)
+    delta: float = attrs.field(converter=float, validator=_nonneg)
+
+    def basic_cost(self) -> Cost:
+        return Cost(self.epsilon, self.delta)
+
+    def to_dp_event(self) -> Any:
+        raise NotImplementedError("opaque (eps, delta) events are composed outside RDP")
+
+
+@attrs.frozen
+class NonPrivateEvent:
+    """A release without a DP guarantee (status ``none``); excluded from numeric totals."""
+
+    kind: ClassVar[str] = "non_private"
+
+    def basic_cost(self) -> Cost:
+        return Cost(math.inf, 1.0)
+
+    def to_dp_event(self) -> Any:
+        import dp_accounting
+
+        return dp_accounting.NonPrivateDpEvent()
+
+
+Event = Union[GaussianEvent, LaplaceEvent, PureEvent, ApproxEvent, NonPrivateEvent]
+EVENT_TYPES: dict[str, type] = {
+    cls.kind: cls for cls in (GaussianEvent, LaplaceEvent, PureEvent, ApproxEvent, NonPrivateEvent)
+}
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    return {"kind": event.kind, **attrs.asdict(event)}
+
+
+def event_from_dict(data: dict[str, Any]) -> Event:
+    data = dict(data)
+    cls = EVENT_TYPES[data.pop("kind")]
+    return cls(**data)

@@ -1,0 +1,35 @@
+"""What every privsdr estimator shares: budget/ledger resolution and input checks before spending."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..accounting import Budget, Ledger, as_budget, make_accountant
+from ..errors import BudgetExceededError, ValidationError
+
+
+class PrivateEstimator:
+    """Base class following scikit-learn conventions (no logic in ``__init__``, ``*_`` after fit).
+
+    ``budget`` is what one fit may spend; ``ledger`` (optional) is the account it is charged to. With
+    only a budget, a fresh ledger of that budget is used; with only a ledger, the fit spends what
+    remains of it.
+    """
+
+    def get_params(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if not k.endswith("_") and not k.startswith("_")}
+
+    def _resolve_budget(self) -> tuple[Budget, Ledger]:
+        budget, ledger = getattr(self, "budget", None), getattr(self, "ledger", None)
+        if ledger is not None and not isinstance(ledger, Ledger):
+            raise ValidationError(f"ledger must be a privsdr.Ledger, got {type(ledger).__name__}")
+        if budget is None and ledger is None:
+            raise ValidationError("give budget=Budget(epsilon, delta) or ledger=Ledger(...)")
+        if budget is None:
+            eps, delta = ledger.remaining
+            if eps <= 0:
+                raise BudgetExceededError(type(self).__name__, (0.0, 0.0), (eps, delta), [], ledger.accountant.name, ledger.spent)
+            budget = Budget(eps, delta)
+        budget = as_budget(budget)
+        if ledger is None:
+            ledger = Ledger(budget, accountant=make_accountant(getattr(self, "accountant", "best"), budget.delta))
+        return budget, ledger

@@ -1,0 +1,113 @@
+"""DP mean and covariance: the first estimator on the stack.
+
+Rows are clipped to the public L2 bound ``clip`` (= C). Under replace-one with n public:
+
+* mean ``(1/n) sum x_i``: L2 sensitivity ``2C/n``, Gaussian mechanism;
+* second moment ``(1/n) sum x_i x_i^T``: the upper triangle (with diagonal) changes by at most
+  ``||x x^T - x' x'^T||_F / n <= sqrt(2) C^2 / n``, symmetric-matrix Gaussian (Analyze-Gauss style,
+  or MOD-SULQ with ``scale = C^2``).
+
+The covariance ``S - m m^T`` (projected onto the PSD cone) is post-processing.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import core
+from ..accounting import Budget, Ledger
+from ..errors import ValidationError
+from ..mechanisms import Sensitivity
+from ..plan import CalibratedPlan, Plan, Run
+from ._base import PrivateEstimator
+
+
+class DPMeanCovariance(PrivateEstimator):
+    """Differentially private mean and covariance of rows with public L2 bound ``clip``.
+
+    Parameters
+    ----------
+    clip: public bound C on every row's L2 norm (rows above it are scaled down). Required.
+    budget, ledger: see ``PrivateEstimator``.
+    accountant: accountant of the ledger created when none is given (default ``"best"``).
+    split: budget weights of (mean, second moment).
+    calibration: Gaussian calibration of the mean (``analytic``, ``thm3_exact``, ``classical``, ...).
+    second_moment_calibration: ``analytic`` (default), ``analyze_gauss``, ``thm3_exact``, ``modsulq``.
+    tight: rescale both noises by one factor so that the composed cost meets the budget exactly
+        under the ledger's accountant (less noise than basic composition of the shares).
+    random_state: None, int, SeedSequence or Generator.
+    """
+
+    def __init__(
+        self,
+        clip: float | None = None,
+        *,
+        budget: "Budget | tuple[float, float] | None" = None,
+        ledger: Ledger | None = None,
+        accountant: str = "best",
+        split: Sequence[float] = (1.0, 1.0),
+        calibration: str = "analytic",
+        second_moment_calibration: str = "analytic",
+        tight: bool = True,
+        random_state: Any = None,
+    ) -> None:
+        self.clip = clip
+        self.budget = budget
+        self.ledger = ledger
+        self.accountant = accountant
+        self.split = split
+        self.calibration = calibration
+        self.second_moment_calibration = second_moment_calibration
+        self.tight = tight
+        self.random_state = random_state
+
+    def _validated_clip(self) -> float:
+        if self.clip is None:
+            raise ValidationError("clip (a public bound on the rows' L2 norm) is required; it is never read off the data")
+        return core.check_positive(self.clip, "clip")
+
+    def build_plan(self, n_samples: int, n_features: int) -> Plan:
+        """The plan of one fit on n_samples x n_features data: public parameters only."""
+        C = self._validated_clip()
+        n, p = int(n_samples), int(n_features)
+        if len(self.split) != 2 or any(not (w > 0) for w in self.split):
+            raise ValidationError("split must be two positive weights (mean, second moment)")
+        plan = Plan("dp_mean_covariance", "replace_one", {"clip": C, "n_samples": n, "n_features": p})
+        plan.add(
+            "mean", "gaussian",
+            Sensitivity(2.0 * C / n, "l2", "replace_one", "||x - x'||/n <= 2C/n for rows clipped to L2 norm C"),
+            weight=float(self.split[0]), calibration=self.calibration,
+            description="mean of the clipped rows",
+        )
+        plan.add(
+            "second_moment", "symmetric_gaussian",
+            Sensitivity(math.sqrt(2.0) * C * C / n, "l2", "replace_one", "||xx^T - x'x'^T||_F / n <= sqrt(2) C^2 / n"),
+            weight=float(self.split[1]), calibration=self.second_moment_calibration,
+            params={"n": n, "p": p, "scale": C * C},
+            description="(1/n) X^T X of the clipped rows (upper triangle noised, mirrored)",
+        )
+        return plan
+
+    def plan(self, n_samples: int, n_features: int) -> CalibratedPlan:
+        """The calibrated plan for data of this shape: price it with ``.cost()`` before fitting."""
+        budget, ledger = self._resolve_budget()
+        return self.build_plan(n_samples, n_features).allocate(budget, accountant=ledger.accountant, tight=self.tight)
+
+    def fit(self, X: Any, y: Any = None) -> "DPMeanCovariance":
+        X = core.check_matrix(X, "X", min_rows=2)
+        budget, ledger = self._resolve_budget()
+        calibrated = self.build_plan(*X.shape).allocate(budget, accountant=ledger.accountant, tight=self.tight)
+        with Run(calibrated, ledger, random_state=self.random_state, data_shape=X.shape, algorithm="DPMeanCovariance") as run:
+            Xc = core.clip_rows_l2(X, self._validated_clip())
+            mean = run.release("mean", core.mean(Xc))
+            second = run.release("second_moment", core.second_moment(Xc))
+        self.mean_ = mean
+        self.second_moment_ = second
+        self.covariance_ = core.nearest_psd(second - np.outer(mean, mean))
+        self.n_features_in_ = X.shape[1]
+        self.plan_ = calibrated
+        self.ledger_ = ledger
+        self.privacy_report_ = run.report
+        return self

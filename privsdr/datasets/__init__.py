@@ -1,0 +1,4 @@
+"""Synthetic data for demos and tests (the papers' simulation models arrive with their estimators)."""
+from .synthetic import gaussian_rows
+
+__all__ = ["gaussian_rows"]

@@ -1,0 +1,50 @@
+"""Exceptions raised by privsdr.
+
+Every error that privsdr raises because of the caller's input derives from :class:`PrivsdrError`
+and from the matching builtin (``ValueError``/``TypeError``), so ``except ValueError`` keeps working.
+"""
+from __future__ import annotations
+
+
+class PrivsdrError(Exception):
+    """Base class of every privsdr error."""
+
+
+class ValidationError(PrivsdrError, ValueError):
+    """Bad input (NaN, wrong shape, impossible parameter) detected before any budget is spent."""
+
+
+class PlanError(PrivsdrError, ValueError):
+    """A plan is malformed: unknown parent, cycle, duplicate node, missing calibration."""
+
+
+class UncertifiedPlanError(PrivsdrError, PermissionError):
+    """A plan has `claimed`/`none` nodes and the caller did not opt in to running it."""
+
+
+class RelationMismatchError(PrivsdrError, ValueError):
+    """Charges under different neighbouring relations cannot be composed."""
+
+
+class BudgetExceededError(PrivsdrError):
+    """A plan does not fit in what remains of a ledger's budget. Nothing was spent.
+
+    Attributes: ``requested`` (cost of the plan alone), ``remaining`` (before the plan), ``items``
+    (per-node ``(label, cost)``), ``accountant`` and ``plan`` names.
+    """
+
+    def __init__(self, plan: str, requested: tuple, remaining: tuple, items: list, accountant: str, total_after: tuple) -> None:
+        self.plan = plan
+        self.requested = requested
+        self.remaining = remaining
+        self.items = list(items)
+        self.accountant = accountant
+        self.total_after = total_after
+        lines = [
+            f"plan {plan!r} needs (epsilon={requested[0]:.6g}, delta={requested[1]:.3g}) under the "
+            f"{accountant!r} accountant, but only (epsilon={remaining[0]:.6g}, delta={remaining[1]:.3g}) "
+            f"remains (composed total would be epsilon={total_after[0]:.6g}, delta={total_after[1]:.3g}); "
+            "nothing was spent. Items:"
+        ]
+        lines += [f"  {label}: epsilon={cost[0]:.6g}, delta={cost[1]:.3g}" for label, cost in self.items]
+        super().__init__("\n".join(lines))

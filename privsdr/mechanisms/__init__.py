@@ -1,0 +1,12 @@
+"""Noise mechanisms: calibration, sampling from a supplied Generator, and their privacy events."""
+from .base import Mechanism, NoiseSpec
+from .calibration import GAUSSIAN_CALIBRATIONS, gaussian_noise_multiplier, laplace_noise_multiplier, modsulq_sigma
+from .gaussian import GaussianMechanism, ShapedGaussianMechanism, smallest_singular_value
+from .laplace import LaplaceMechanism
+from .opaque import NonPrivateMechanism, OpaqueMechanism
+from .registry import available_mechanisms, get_mechanism, register_mechanism
+from .selection import PeelingMechanism, ReportNoisyMaxMechanism
+from .sensitivity import NORMS, Sensitivity
+from .symmetric import SymmetricGaussianMechanism
+
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,0 +1,59 @@
+"""Gaussian noise calibrations (noise std per unit of L2 sensitivity) and MOD-SULQ.
+
+* ``classical``:  sqrt(2 ln(1.25/delta)) / eps  (Dwork & Roth 2014, Thm A.1; proven for eps < 1).
+* ``thm3_exact``: (sqrt(L) + sqrt(L + eps)) / (eps sqrt 2), L = ln(2/delta) (FSIR spec §3.6: the
+  exact form of the paper's Theorem 3 floor).
+* ``paper_approx``: sqrt(2 ln(2/delta)) / eps (FSIR eq. 4, the paper's Taylor approximation; a
+  variance about 5-12% below Theorem 3).
+* ``analytic``:   the smallest multiplier whose exact profile meets (eps, delta) (Balle & Wang 2018).
+* MOD-SULQ (Chaudhuri et al. 2012, FSIR Lemma 1) for a second-moment matrix of n records with
+  ``||x|| <= 1``: sigma = (p+1)/(n eps) sqrt(2 log((p^2+p)/(2 sqrt(2 pi) delta))) + 1/(n sqrt(eps)).
+"""
+from __future__ import annotations
+
+import math
+
+from ..accounting.gaussian import analytic_noise_multiplier
+
+GAUSSIAN_CALIBRATIONS = ("classical", "thm3_exact", "paper_approx", "analytic")
+
+
+def _check(epsilon: float, delta: float) -> None:
+    if not (epsilon > 0 and 0 < delta < 1):
+        raise ValueError(f"Gaussian calibration needs epsilon > 0 and 0 < delta < 1, got ({epsilon}, {delta})")
+
+
+def gaussian_noise_multiplier(epsilon: float, delta: float, calibration: str = "analytic") -> float:
+    """Noise std per unit of L2 sensitivity that makes one Gaussian release (eps, delta)-DP."""
+    if math.isinf(epsilon):
+        return 0.0
+    _check(epsilon, delta)
+    if calibration == "classical":
+        return math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
+    if calibration == "thm3_exact":
+        L = math.log(2.0 / delta)
+        return (math.sqrt(L) + math.sqrt(L + epsilon)) / (epsilon * math.sqrt(2.0))
+    if calibration == "paper_approx":
+        return math.sqrt(2.0 * math.log(2.0 / delta)) / epsilon
+    if calibration == "analytic":
+        return analytic_noise_multiplier(epsilon, delta)
+    raise ValueError(f"unknown Gaussian calibration {calibration!r}; expected one of {GAUSSIAN_CALIBRATIONS}")
+
+
+def modsulq_sigma(n: int, p: int, epsilon: float, delta: float) -> float:
+    """MOD-SULQ noise std for ``X X^T / n`` with ``||x_i|| <= 1`` (Chaudhuri et al. 2012; FSIR Lemma 1)."""
+    if math.isinf(epsilon):
+        return 0.0
+    _check(epsilon, delta)
+    return (p + 1) / (n * epsilon) * math.sqrt(
+        2.0 * math.log((p * p + p) / (2.0 * math.sqrt(2.0 * math.pi) * delta))
+    ) + 1.0 / (n * math.sqrt(epsilon))
+
+
+def laplace_noise_multiplier(epsilon: float) -> float:
+    """Laplace scale per unit of L1 sensitivity for pure eps-DP: 1/eps."""
+    if math.isinf(epsilon):
+        return 0.0
+    if not epsilon > 0:
+        raise ValueError(f"Laplace calibration needs epsilon > 0, got {epsilon}")
+    return 1.0 / epsilon

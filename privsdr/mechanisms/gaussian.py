@@ -1,0 +1,99 @@
+"""Gaussian mechanisms: isotropic and shaped covariance.
+
+* ``gaussian``: value + N(0, sigma^2 I), sigma = z * Delta2 with z from a calibration
+  (classical / thm3_exact / paper_approx / analytic).
+* ``shaped_gaussian``: value + L Z with a public (or earlier-released) factor L, certified when
+  lambda_min(L L^T) >= sigma_floor^2, where sigma_floor is the isotropic calibration: the privacy
+  loss of N(0, S) at a shift v is governed by ||S^{-1/2} v|| <= ||v|| / sqrt(lambda_min(S)), so the
+  release is at least as private as the isotropic Gaussian at the floor (FSIR Theorem 3).
+  Alternatively pass ``boost=W``: noise sigma_floor Z1 + W Z2 has covariance
+  sigma_floor^2 I + W W^T, above the floor by construction.
+  Applied column by column to matrices (each column gets covariance L L^T).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..accounting.budget import Budget
+from ..accounting.events import Event, GaussianEvent
+from .base import Mechanism, NoiseSpec, as_float_array
+from .calibration import GAUSSIAN_CALIBRATIONS, gaussian_noise_multiplier
+from .sensitivity import Sensitivity
+
+
+class GaussianMechanism(Mechanism):
+    name = "gaussian"
+    norms = ("l2",)
+    calibrations = GAUSSIAN_CALIBRATIONS
+    default_calibration = "analytic"
+
+    def _multiplier(self, sensitivity: Sensitivity, share: Budget, calibration: str, params: Mapping[str, Any]) -> float:
+        return gaussian_noise_multiplier(share.epsilon, share.delta, calibration)
+
+    def events(self, spec: NoiseSpec) -> tuple[Event, ...]:
+        return (GaussianEvent(spec.noise_multiplier, spec.delta),)
+
+    def sample(self, value: Any, spec: NoiseSpec, rng: np.random.Generator, **kwargs: Any) -> np.ndarray:
+        arr = np.array(value, dtype=float)
+        if spec.noise_off:
+            return arr
+        return arr + spec.scale * rng.standard_normal(arr.shape)
+
+
+def smallest_singular_value(factor: np.ndarray) -> float:
+    """sqrt(lambda_min(L L^T)); zero when L has fewer columns than rows."""
+    factor = np.atleast_2d(np.asarray(factor, dtype=float))
+    if factor.shape[1] < factor.shape[0]:
+        return 0.0
+    return float(np.linalg.svd(factor, compute_uv=False).min())
+
+
+class ShapedGaussianMechanism(GaussianMechanism):
+    name = "shaped_gaussian"
+
+    def sample(
+        self,
+        value: Any,
+        spec: NoiseSpec,
+        rng: np.random.Generator,
+        shape: np.ndarray | None = None,
+        boost: np.ndarray | None = None,
+        **kwargs: Any,
+    ) -> np.ndarray:
+        arr = np.array(value, dtype=float)
+        if spec.noise_off:
+            return arr
+        cols = arr.reshape(arr.shape[0], -1)
+        if shape is not None:
+            factor = np.asarray(shape, dtype=float)
+            noise = factor @ rng.standard_normal((factor.shape[1], cols.shape[1]))
+        else:
+            noise = spec.scale * rng.standard_normal(cols.shape)
+            if boost is not None:
+                w = np.atleast_2d(np.asarray(boost, dtype=float))
+                noise = noise + w @ rng.standard_normal((w.shape[1], cols.shape[1]))
+        return (cols + noise).reshape(arr.shape)
+
+    def prepare(
+        self, value: Any, spec: NoiseSpec, shape: np.ndarray | None = None, boost: np.ndarray | None = None, **kwargs: Any
+    ) -> np.ndarray:
+        """Refuse (before any charge) a factor below the floor or of the wrong size."""
+        arr = as_float_array(value, self.name)
+        if shape is not None and boost is not None:
+            raise ValueError("pass either shape=L or boost=W, not both")
+        for name, m in (("shape", shape), ("boost", boost)):
+            if m is None:
+                continue
+            m = np.atleast_2d(np.asarray(m, dtype=float))
+            if m.shape[0] != arr.shape[0] or not np.all(np.isfinite(m)):
+                raise ValueError(f"{name} must be a finite matrix with {arr.shape[0]} rows, got shape {m.shape}")
+        if shape is not None and not spec.noise_off:
+            smin = smallest_singular_value(shape)
+            if smin < spec.scale:
+                raise ValueError(
+                    f"shaped noise factor has sqrt(lambda_min(L L^T)) = {smin:.6g} below the certified floor "
+                    f"sigma = {spec.scale:.6g}; the release would not meet its budget"
+                )
+        return arr

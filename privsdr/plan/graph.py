@@ -1,0 +1,304 @@
+"""Plans: the DAG of release nodes of one algorithm, built from public parameters only.
+
+A node names its mechanism, declared sensitivity, budget share (a relative ``weight``, an absolute
+``share``, or a ``noise_multiplier``), the data scope it reads, its parents (earlier outputs it may
+use) and its guarantee status. ``Plan.allocate(budget)`` turns weights into noise, so the total cost
+is known before any data is read; ``tight=True`` then rescales all weighted noise by one global
+factor so that the composed cost under the chosen accountant meets the budget.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any, Iterable, Mapping, Sequence
+
+import attrs
+
+from ..accounting import Accountant, BasicAccountant, Budget, Charge, Cost, Relation, Scope, Status, make_accountant
+from ..accounting.budget import _round_down_shares, as_budget
+from ..accounting.events import ApproxEvent, NonPrivateEvent, PureEvent
+from ..errors import PlanError, ValidationError
+from ..mechanisms import NoiseSpec, Sensitivity, get_mechanism
+
+
+@attrs.frozen
+class Partition:
+    """A public, data-independent partition of the records into named cells.
+
+    ``stable=True`` means the same name denotes the same cells in every run on this ledger
+    (e.g. federated sites); otherwise the ledger treats each run's partition as new.
+    """
+
+    name: str
+    cells: tuple[str, ...]
+    stable: bool = False
+
+
+@attrs.frozen
+class Node:
+    name: str
+    mechanism: str
+    sensitivity: Sensitivity
+    weight: float | None = None
+    share: Budget | None = None
+    noise_multiplier: float | None = None
+    delta: float | None = None
+    calibration: str | None = None
+    scope: Scope = attrs.field(factory=Scope.whole)
+    parents: tuple[str, ...] = ()
+    status: Status = Status.CERTIFIED
+    params: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
+    description: str = ""
+
+    def public_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "mechanism": self.mechanism,
+            "sensitivity": self.sensitivity.to_dict(),
+            "weight": self.weight,
+            "share": None if self.share is None else list(self.share),
+            "noise_multiplier": self.noise_multiplier,
+            "delta": self.delta,
+            "calibration": self.calibration,
+            "scope": self.scope.to_list(),
+            "parents": list(self.parents),
+            "status": self.status.value,
+            "params": {k: v for k, v in self.params.items()},
+        }
+
+
+class Plan:
+    """A DAG of release nodes; build it from public parameters, then ``allocate`` a budget."""
+
+    def __init__(self, name: str, relation: "Relation | str" = Relation.REPLACE_ONE, public_params: Mapping[str, Any] | None = None) -> None:
+        self.name = name
+        self.relation = Relation.parse(relation)
+        self.public_params = dict(public_params or {})
+        self.nodes: dict[str, Node] = {}
+        self.partitions: dict[str, Partition] = {}
+
+    def partition(self, name: str, cells: Iterable[object], *, stable: bool = False, within: Scope | None = None) -> list[Scope]:
+        """Declare a public partition and return the scope of each cell (inside ``within``)."""
+        cells = tuple(str(c) for c in cells)
+        if not cells or len(set(cells)) != len(cells):
+            raise PlanError(f"partition {name!r} needs distinct cells")
+        if name in self.partitions:
+            raise PlanError(f"partition {name!r} declared twice")
+        self.partitions[name] = Partition(name, cells, stable)
+        base = within or Scope.whole()
+        return [base.cell(name, c) for c in cells]
+
+    def add(
+        self,
+        name: str,
+        mechanism: str,
+        sensitivity: Sensitivity,
+        *,
+        weight: float | None = None,
+        share: "Budget | tuple[float, float] | None" = None,
+        noise_multiplier: float | None = None,
+        delta: float | None = None,
+        calibration: str | None = None,
+        scope: Scope | None = None,
+        parents: Sequence[str] = (),
+        status: "Status | str" = Status.CERTIFIED,
+        params: Mapping[str, Any] | None = None,
+        description: str = "",
+    ) -> Node:
+        """Add a release node. Exactly one of ``weight`` (default 1), ``share`` or ``noise_multiplier``."""
+        if name in self.nodes:
+            raise PlanError(f"node {name!r} already in plan {self.name!r}")
+        mech = get_mechanism(mechanism)
+        mech.check_sensitivity(sensitivity)
+        if sensitivity.relation != self.relation:
+            raise PlanError(f"node {name!r} declares a {sensitivity.relation.value!r} sensitivity in a {self.relation.value!r} plan")
+        given = [x is not None for x in (weight, share, noise_multiplier)]
+        if sum(given) > 1:
+            raise PlanError(f"node {name!r}: give one of weight, share, noise_multiplier")
+        if not any(given):
+            weight = 1.0
+        if weight is not None and not (math.isfinite(weight) and weight > 0):
+            raise PlanError(f"node {name!r}: weight must be positive and finite")
+        status = Status(status)
+        if status == Status.CLAIMED and share is None:
+            raise PlanError(f"claimed node {name!r} needs the published (epsilon, delta) as its share")
+        if (status == Status.NONE) != (mechanism == "non_private"):
+            raise PlanError(f"node {name!r}: status 'none' goes with mechanism 'non_private' and only with it")
+        unknown = [p for p in parents if p not in self.nodes]
+        if unknown:
+            raise PlanError(f"node {name!r} has unknown parents {unknown} (add parents first: the plan is a DAG)")
+        scope = scope or Scope.whole()
+        for partition, cell in scope.constraints:
+            if partition not in self.partitions or cell not in self.partitions[partition].cells:
+                raise PlanError(f"node {name!r} reads {partition}[{cell}], which no declared partition has")
+        node = Node(
+            name, mechanism, sensitivity, weight, None if share is None else as_budget(share), noise_multiplier, delta,
+            calibration, scope, tuple(parents), status, dict(params or {}), description,
+        )
+        self.nodes[name] = node
+        return node
+
+    def public_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "relation": self.relation.value,
+            "public_params": self.public_params,
+            "partitions": [attrs.asdict(p) for p in self.partitions.values()],
+            "nodes": [n.public_dict() for n in self.nodes.values()],
+        }
+
+    def plan_hash(self) -> str:
+        text = json.dumps(self.public_dict(), sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    # -- allocation ---------------------------------------------------------------------------------
+    def allocate(self, budget: "Budget | tuple[float, float]", *, accountant: "str | Accountant | None" = None, tight: bool = False) -> "CalibratedPlan":
+        """Give every node its noise so that the plan costs at most ``budget``.
+
+        Weighted nodes share what the fixed nodes (``share``/``noise_multiplier``) leave, in
+        proportion to their weights along the worst path of one record (disjoint scopes each get
+        the full share). With ``tight=True`` all weighted, scalable noise is then multiplied by the
+        smallest common factor for which the plan still fits ``budget`` under ``accountant``.
+        """
+        budget = as_budget(budget)
+        if not self.nodes:
+            raise PlanError(f"plan {self.name!r} has no nodes")
+        specs: dict[str, NoiseSpec] = {}
+        fixed = [n for n in self.nodes.values() if n.weight is None]
+        for node in fixed:
+            specs[node.name] = self._fixed_spec(node, budget)
+        weighted = [n for n in self.nodes.values() if n.weight is not None]
+        if weighted:
+            specs.update(self._weighted_specs(weighted, fixed, specs, budget))
+        plan = CalibratedPlan(self, specs, budget, "shares")
+        if tight and not budget.is_infinite and any(self._scalable(n) for n in weighted):
+            plan = _tighten(plan, make_accountant(accountant or "best", budget.delta), budget)
+        return plan
+
+    @staticmethod
+    def _scalable(node: Node) -> bool:
+        return node.weight is not None and get_mechanism(node.mechanism).scalable and node.status == Status.CERTIFIED
+
+    def _fixed_spec(self, node: Node, budget: Budget) -> NoiseSpec:
+        mech = get_mechanism(node.mechanism)
+        if budget.is_infinite and node.mechanism != "non_private":
+            return mech.calibrate(node.sensitivity, Budget.infinite(), node.calibration, node.params)
+        if node.share is not None:
+            return mech.calibrate(node.sensitivity, node.share, node.calibration, node.params)
+        if node.noise_multiplier is not None:
+            return mech.from_noise_multiplier(node.sensitivity, node.noise_multiplier, node.delta or 0.0, node.params)
+        return mech.calibrate(node.sensitivity, Budget.infinite(), node.calibration, node.params)  # non_private
+
+    def _weighted_specs(self, weighted: list[Node], fixed: list[Node], fixed_specs: dict[str, NoiseSpec], budget: Budget) -> dict[str, NoiseSpec]:
+        if budget.is_infinite:
+            return {
+                n.name: get_mechanism(n.mechanism).calibrate(n.sensitivity, Budget.infinite(), n.calibration, n.params)
+                for n in weighted
+            }
+        basic = BasicAccountant()
+        fixed_cost = basic.cost([_charge(n, fixed_specs[n.name], self.relation) for n in fixed]) if fixed else Cost.zero()
+        eps_left = budget.epsilon - fixed_cost.epsilon
+        delta_left = budget.delta - fixed_cost.delta
+        if not eps_left > 0:
+            raise ValidationError(f"the fixed nodes of plan {self.name!r} already use the whole epsilon budget")
+        # Normalisers: the largest total weight one record can be exposed to (disjoint scopes -> max).
+        eps_norm = _worst_weight(weighted, self.relation, lambda n: True)
+        delta_norm = _worst_weight(weighted, self.relation, lambda n: not get_mechanism(n.mechanism).pure)
+        specs = {}
+        for n in weighted:
+            mech = get_mechanism(n.mechanism)
+            eps_i = _round_down_shares(eps_left, [n.weight / eps_norm])[0]
+            delta_i = 0.0 if mech.pure or delta_left <= 0 else _round_down_shares(delta_left, [n.weight / delta_norm])[0]
+            specs[n.name] = mech.calibrate(n.sensitivity, Budget(eps_i, delta_i), n.calibration, n.params)
+        return specs
+
+
+def _worst_weight(nodes: list[Node], relation: Relation, include: Any) -> float:
+    charges = [Charge(n.name, (PureEvent(n.weight),), relation, n.scope) for n in nodes if include(n)]
+    return BasicAccountant().cost(charges).epsilon if charges else 1.0
+
+
+def _charge(node: Node, spec: NoiseSpec, relation: Relation) -> Charge:
+    if node.status == Status.CLAIMED:
+        assert node.share is not None
+        events: tuple = (ApproxEvent(*node.share),)
+    elif node.status == Status.NONE:
+        events = (NonPrivateEvent(),)
+    else:
+        events = get_mechanism(node.mechanism).events(spec)
+    return Charge(node.name, events, relation, node.scope, node.status)
+
+
+class CalibratedPlan:
+    """A plan whose every node has its noise: it can be priced (``charges``) and executed."""
+
+    def __init__(self, plan: Plan, specs: Mapping[str, NoiseSpec], budget: Budget, allocation: str) -> None:
+        self.plan = plan
+        self.specs = dict(specs)
+        self.budget = budget
+        self.allocation = allocation
+
+    @property
+    def name(self) -> str:
+        return self.plan.name
+
+    @property
+    def relation(self) -> Relation:
+        return self.plan.relation
+
+    @property
+    def nodes(self) -> dict[str, Node]:
+        return self.plan.nodes
+
+    @property
+    def local_partitions(self) -> list[str]:
+        return [p.name for p in self.plan.partitions.values() if not p.stable]
+
+    @property
+    def status(self) -> Status:
+        return Status.worst([n.status for n in self.nodes.values()])
+
+    def charges(self) -> list[Charge]:
+        return [_charge(n, self.specs[n.name], self.relation) for n in self.nodes.values()]
+
+    def cost(self, accountant: "str | Accountant" = "best") -> Cost:
+        """What the plan alone costs under ``accountant`` (no ledger, nothing spent)."""
+        return make_accountant(accountant, self.budget.delta).cost(self.charges())
+
+    def with_factor(self, factor: float) -> "CalibratedPlan":
+        specs = {
+            name: spec.scaled(factor) if Plan._scalable(self.nodes[name]) else spec for name, spec in self.specs.items()
+        }
+        return CalibratedPlan(self.plan, specs, self.budget, f"tight(x{factor:.6g})")
+
+    def __repr__(self) -> str:
+        return f"CalibratedPlan({self.name!r}, nodes={list(self.nodes)}, allocation={self.allocation!r})"
+
+
+def _tighten(plan: CalibratedPlan, accountant: Accountant, budget: Budget, rel_tol: float = 1e-4) -> CalibratedPlan:
+    """Smallest common noise factor f with cost(f) within budget (bisection in log f, feasible end)."""
+
+    def fits(f: float) -> bool:
+        return accountant.cost(plan.with_factor(f).charges()).fits_within(budget)
+
+    hi, lo = 1.0, 1.0
+    if fits(1.0):
+        lo = 0.5
+        while fits(lo):
+            hi, lo = lo, lo / 2.0
+            if lo < 1e-6:
+                return plan.with_factor(hi)
+    else:
+        hi = 2.0
+        while not fits(hi):
+            lo, hi = hi, hi * 2.0
+            if hi > 1e6:
+                raise ValidationError(f"plan {plan.name!r} cannot meet its budget under {accountant.name!r} at any noise level")
+    while hi / lo > 1.0 + rel_tol:
+        mid = math.sqrt(lo * hi)
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid
+    return plan.with_factor(hi)

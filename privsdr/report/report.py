@@ -1,0 +1,131 @@
+"""PrivacyReport: one per fit or run; versioned JSON that round-trips.
+
+The report is plain data (built by ``privsdr.plan`` when a run closes) so that this module depends
+on nothing else of privsdr. Field by field documentation: ``docs/report.md``.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import attrs
+
+SCHEMA = "privsdr.privacy-report"
+SCHEMA_VERSION = 1
+
+
+def _num(x: Any) -> Any:
+    """JSON has no inf/nan: encode them as strings so that files stay standard JSON."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return "inf" if x > 0 else ("-inf" if x < 0 else "nan")
+    if isinstance(x, dict):
+        return {k: _num(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_num(v) for v in x]
+    return x
+
+
+def _denum(x: Any) -> Any:
+    if x in ("inf", "-inf", "nan"):
+        return float(x)
+    if isinstance(x, dict):
+        return {k: _denum(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_denum(v) for v in x]
+    return x
+
+
+@attrs.frozen
+class NodeReport:
+    name: str
+    mechanism: str
+    status: str
+    calibration: str
+    sensitivity: dict[str, Any]
+    noise_multiplier: float
+    noise_scale: float
+    cost: dict[str, float]
+    scope: str
+    parents: list[str]
+    share: dict[str, float] | None = None
+    params: dict[str, Any] = attrs.field(factory=dict)
+    released: bool = True
+    description: str = ""
+
+
+@attrs.frozen
+class PrivacyReport:
+    """What a run released and what it cost. ``to_json()``/``from_json()`` round-trip exactly."""
+
+    status: str
+    status_line: str
+    algorithm: str
+    algorithm_version: str
+    run_id: str
+    plan_hash: str
+    relation: str
+    public_parameters: dict[str, Any]
+    data_shape: list[int] | None
+    budget: dict[str, Any]
+    accountant: dict[str, Any]
+    totals: dict[str, dict[str, float] | None]
+    nodes: list[NodeReport]
+    seed_policy: str
+    timestamps: dict[str, str]
+    library_versions: dict[str, str]
+    notes: list[str] = attrs.field(factory=list)
+    schema: str = SCHEMA
+    schema_version: int = SCHEMA_VERSION
+
+    # -- serialisation ----------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        data = attrs.asdict(self, recurse=True)
+        order = ["schema", "schema_version", "status", "status_line"]
+        return _num({**{k: data[k] for k in order}, **{k: v for k, v in data.items() if k not in order}})
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PrivacyReport":
+        data = _denum(dict(data))
+        if data.get("schema") != SCHEMA:
+            raise ValueError(f"not a privsdr privacy report (schema {data.get('schema')!r})")
+        if data.get("schema_version") != SCHEMA_VERSION:
+            raise ValueError(f"unsupported report schema version {data.get('schema_version')!r}; this privsdr reads {SCHEMA_VERSION}")
+        data["nodes"] = [NodeReport(**n) for n in data["nodes"]]
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, text: str) -> "PrivacyReport":
+        return cls.from_dict(json.loads(text))
+
+    # -- reading ----------------------------------------------------------------------------------
+    @property
+    def spent(self) -> tuple[float, float]:
+        s = self.budget["spent_by_run"]
+        return s["epsilon"], s["delta"]
+
+    def summary(self) -> str:
+        """A few lines for a terminal: status, budget, totals per accountant, nodes."""
+        lines = [self.status_line, f"algorithm: {self.algorithm} (privsdr {self.algorithm_version}); relation: {self.relation}"]
+        b = self.budget
+        lines.append(
+            "budget: total (eps={:.4g}, delta={:.3g}); remaining before (eps={:.4g}, delta={:.3g}), after (eps={:.4g}, delta={:.3g})".format(
+                b["total"]["epsilon"], b["total"]["delta"], b["before"]["epsilon"], b["before"]["delta"],
+                b["after"]["epsilon"], b["after"]["delta"],
+            )
+        )
+        totals = ", ".join(
+            f"{name}: eps={t['epsilon']:.4g} (delta={t['delta']:.3g})" if t else f"{name}: n/a" for name, t in self.totals.items()
+        )
+        lines.append(f"this run composed under each accountant -> {totals}")
+        for n in self.nodes:
+            lines.append(
+                f"  - {n.name}: {n.mechanism}/{n.calibration} [{n.status}] sensitivity {n.sensitivity['value']:.4g} "
+                f"({n.sensitivity['norm']}), noise scale {n.noise_scale:.4g}, cost eps={n.cost['epsilon']:.4g} "
+                f"delta={n.cost['delta']:.3g}, scope {n.scope}" + ("" if n.released else " (not released)")
+            )
+        lines.append(f"seed policy: {self.seed_policy}")
+        return "\n".join(lines)
