@@ -15,7 +15,8 @@ shares), plus the slack for ``advanced``; RDP/PLD thus answer "same delta, small
 from __future__ import annotations
 
 import math
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from fractions import Fraction
 from typing import Any, Callable, Sequence
 
@@ -118,10 +119,32 @@ class AdvancedAccountant(Accountant):
         return {"name": self.name, "slack": self.slack}
 
 
+_CACHE: "OrderedDict[tuple, Cost]" = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+_CACHE_SIZE = 4096
+
+
 class _CurveAccountant(Accountant):
-    """Shared logic of RDP/PLD: pure-only atoms at delta = 0 are composed exactly (basic)."""
+    """Shared logic of RDP/PLD: pure-only atoms at delta = 0 are composed exactly (basic).
+
+    Results are memoised on the event multiset (events are frozen and hashable), so repeated fits
+    of the same plan shape do not recompose their privacy-loss distributions.
+    """
 
     def compose(self, events: Sequence[Event]) -> Cost:
+        key = (repr(self.to_dict()), frozenset(Counter(events).items()))
+        with _CACHE_LOCK:
+            if key in _CACHE:
+                _CACHE.move_to_end(key)
+                return _CACHE[key]
+        cost = self._compose(events)
+        with _CACHE_LOCK:
+            _CACHE[key] = cost
+            if len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+        return cost
+
+    def _compose(self, events: Sequence[Event]) -> Cost:
         delta = _declared_delta(events)
         if any(math.isinf(e.basic_cost().epsilon) and not isinstance(e, GaussianEvent) for e in events):
             return Cost(math.inf, delta)

@@ -9,6 +9,7 @@ dp-accounting import) so that ``import privsdr`` stays light.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 from scipy import optimize, special
@@ -30,6 +31,7 @@ def gaussian_delta(noise_multiplier: float, epsilon: float) -> float:
     return float(math.exp(log_p) * -math.expm1(log_q - log_p))
 
 
+@functools.lru_cache(maxsize=16384)
 def gaussian_epsilon(noise_multiplier: float, delta: float) -> float:
     """Smallest eps >= 0 with delta(eps) <= delta for one Gaussian release (inf if impossible)."""
     z = float(noise_multiplier)
@@ -49,6 +51,7 @@ def gaussian_epsilon(noise_multiplier: float, delta: float) -> float:
     return float(eps)
 
 
+@functools.lru_cache(maxsize=4096)
 def analytic_noise_multiplier(epsilon: float, delta: float) -> float:
     """Smallest z = sigma/Delta with delta(eps) <= delta: the analytic Gaussian mechanism."""
     if math.isinf(epsilon):

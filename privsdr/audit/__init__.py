@@ -1,0 +1,12 @@
+"""Empirical DP audits: lower confidence bounds on epsilon from samples, and a deterministic
+sensitivity probe. See docs/audit.md and spec/auditing.md."""
+from .claims import GDP, ApproxDP, rejects
+from .core import AuditResult, audit, choose_threshold, evaluate
+from .estimators import audit_estimator, claim_from_report, projection_statistic, subspace_statistic
+from .mechanisms import DEFAULT_SAMPLES, audit_mechanism
+from .neighbours import adversarial_neighbours, canary_pair, clip_bound_pair, label_flip_pair, replacement_rows, slice_change_pair
+from .probe import ProbeResult, norm_of, probe_sensitivity, released_coordinates
+from .stats import approx_dp_tradeoff, cp_lower, cp_upper, epsilon_lower_bound, gdp_tradeoff, mu_lower_bound
+from .testing import assert_dp, assert_mechanism_dp, assert_sensitivity
+
+__all__ = [name for name in dir() if not name.startswith("_")]

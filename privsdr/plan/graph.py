@@ -276,8 +276,22 @@ class CalibratedPlan:
         return f"CalibratedPlan({self.name!r}, nodes={list(self.nodes)}, allocation={self.allocation!r})"
 
 
+_TIGHT_FACTORS: dict[tuple, float] = {}
+
+
 def _tighten(plan: CalibratedPlan, accountant: Accountant, budget: Budget, rel_tol: float = 1e-4) -> CalibratedPlan:
-    """Smallest common noise factor f with cost(f) within budget (bisection in log f, feasible end)."""
+    """Smallest common noise factor f with cost(f) within budget (bisection in log f, feasible end).
+
+    The factor depends only on public quantities (the plan, the budget, the accountant), so it is
+    memoised: repeated fits of one plan shape calibrate once.
+    """
+    key = (plan.plan.plan_hash(), budget.epsilon, budget.delta, repr(accountant.to_dict()))
+    if key not in _TIGHT_FACTORS:
+        _TIGHT_FACTORS[key] = _bisect_factor(plan, accountant, budget, rel_tol)
+    return plan.with_factor(_TIGHT_FACTORS[key])
+
+
+def _bisect_factor(plan: CalibratedPlan, accountant: Accountant, budget: Budget, rel_tol: float) -> float:
 
     def fits(f: float) -> bool:
         return accountant.cost(plan.with_factor(f).charges()).fits_within(budget)
@@ -288,7 +302,7 @@ def _tighten(plan: CalibratedPlan, accountant: Accountant, budget: Budget, rel_t
         while fits(lo):
             hi, lo = lo, lo / 2.0
             if lo < 1e-6:
-                return plan.with_factor(hi)
+                return hi
     else:
         hi = 2.0
         while not fits(hi):
@@ -301,4 +315,4 @@ def _tighten(plan: CalibratedPlan, accountant: Accountant, budget: Budget, rel_t
             hi = mid
         else:
             lo = mid
-    return plan.with_factor(hi)
+    return hi
