@@ -49,6 +49,8 @@ class Preflight:
 
 
 def _remaining(budget: Budget, spent: Cost) -> Cost:
+    if budget.is_infinite:
+        return Cost(math.inf, max(0.0, budget.delta - spent.delta))
     return Cost(max(0.0, budget.epsilon - spent.epsilon), max(0.0, budget.delta - spent.delta))
 
 

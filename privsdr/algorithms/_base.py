@@ -26,7 +26,7 @@ class PrivateEstimator:
             raise ValidationError("give budget=Budget(epsilon, delta) or ledger=Ledger(...)")
         if budget is None:
             eps, delta = ledger.remaining
-            if eps <= 0:
+            if eps <= 0 or (ledger.budget.delta > 0 and delta <= 0):
                 raise BudgetExceededError(type(self).__name__, (0.0, 0.0), (eps, delta), [], ledger.accountant.name, ledger.spent)
             budget = Budget(eps, delta)
         budget = as_budget(budget)

@@ -6,9 +6,11 @@ import numpy as np
 
 def clip_rows_l2(X: np.ndarray, bound: float) -> np.ndarray:
     """Scale each row down to L2 norm at most ``bound``: x * min(1, bound / ||x||)."""
-    norms = np.linalg.norm(X, axis=1, keepdims=True)
-    factor = np.minimum(1.0, bound / np.maximum(norms, np.finfo(float).tiny))
-    return X * factor
+    norms = np.linalg.norm(X, axis=1)
+    factor = np.ones_like(norms)
+    over = norms > bound
+    factor[over] = bound / norms[over]
+    return X * factor[:, None]
 
 
 def mean(X: np.ndarray) -> np.ndarray:

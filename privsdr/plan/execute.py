@@ -83,10 +83,11 @@ class Run:
         self._rngs: dict[str, np.random.Generator] = {}
 
     def __enter__(self) -> "Run":
+        # everything that can fail on the caller's input happens before the reservation
+        self._rngs = dict(zip(self.plan.nodes, _spawn(self.random_state, len(self.plan.nodes))))
         self._before = self.ledger.remaining
         self._started = _utc_now()
         self._reservation = self.ledger.reserve(self.plan, allow_uncertified=self.allow_uncertified)
-        self._rngs = dict(zip(self.plan.nodes, _spawn(self.random_state, len(self.plan.nodes))))
         return self
 
     def release(self, name: str, value: Any, **options: Any) -> Any:

@@ -15,10 +15,14 @@ SCHEMA = "privsdr.privacy-report"
 SCHEMA_VERSION = 1
 
 
+FLOAT_TAG = "$float"
+
+
 def _num(x: Any) -> Any:
-    """JSON has no inf/nan: encode them as strings so that files stay standard JSON."""
+    """JSON has no inf/nan: encode them as ``{"$float": "inf"}`` so files stay standard JSON and
+    user strings such as ``"inf"`` are never confused with numbers."""
     if isinstance(x, float) and not math.isfinite(x):
-        return "inf" if x > 0 else ("-inf" if x < 0 else "nan")
+        return {FLOAT_TAG: "inf" if x > 0 else ("-inf" if x < 0 else "nan")}
     if isinstance(x, dict):
         return {k: _num(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
@@ -27,9 +31,9 @@ def _num(x: Any) -> Any:
 
 
 def _denum(x: Any) -> Any:
-    if x in ("inf", "-inf", "nan"):
-        return float(x)
     if isinstance(x, dict):
+        if set(x) == {FLOAT_TAG}:
+            return float(x[FLOAT_TAG])
         return {k: _denum(v) for k, v in x.items()}
     if isinstance(x, list):
         return [_denum(v) for v in x]
