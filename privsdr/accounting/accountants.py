@@ -95,14 +95,19 @@ def kov_epsilon(epsilons: Sequence[float], slack: float) -> float:
 
 
 class AdvancedAccountant(Accountant):
-    """Heterogeneous advanced composition with declared slack ``slack`` (delta')."""
+    """Heterogeneous advanced composition with declared slack ``slack`` (delta').
+
+    The advanced bound costs ``slack`` extra delta; it is used only when its total delta stays
+    within ``delta_cap`` (a ledger sets the cap to its budget's delta) and its epsilon beats basic.
+    """
 
     name = "advanced"
 
-    def __init__(self, slack: float) -> None:
+    def __init__(self, slack: float, delta_cap: float = math.inf) -> None:
         if not 0.0 <= slack < 1.0:
             raise ValueError(f"slack must satisfy 0 <= slack < 1, got {slack!r}")
         self.slack = float(slack)
+        self.delta_cap = float(delta_cap)
 
     def compose(self, events: Sequence[Event]) -> Cost:
         basic = BasicAccountant().compose(events)
@@ -111,12 +116,13 @@ class AdvancedAccountant(Accountant):
         costs = [e.basic_cost() for e in events]
         eps = [c.epsilon for c in costs]
         advanced = min(drv_epsilon(eps, self.slack), kov_epsilon(eps, self.slack))
-        if advanced >= basic.epsilon:
+        delta = _exact_sum([basic.delta, self.slack])
+        if advanced >= basic.epsilon or delta > self.delta_cap:
             return basic
-        return Cost(advanced, _exact_sum([basic.delta, self.slack]))
+        return Cost(advanced, delta)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "slack": self.slack}
+        return {"name": self.name, "slack": self.slack, "delta_cap": self.delta_cap}
 
 
 _CACHE: "OrderedDict[tuple, Cost]" = OrderedDict()
@@ -253,11 +259,11 @@ def make_accountant(spec: "str | Accountant", budget_delta: float = 0.0) -> Acco
         raise TypeError(f"accountant must be a name or an Accountant, got {type(spec).__name__}")
     factories: dict[str, Callable[[], Accountant]] = {
         "basic": BasicAccountant,
-        "advanced": lambda: AdvancedAccountant(default_slack(budget_delta)),
+        "advanced": lambda: AdvancedAccountant(default_slack(budget_delta), delta_cap=budget_delta),
         "rdp": RdpAccountant,
         "pld": PldAccountant,
         "best": lambda: BestAccountant(
-            [BasicAccountant(), AdvancedAccountant(default_slack(budget_delta)), RdpAccountant(), PldAccountant()],
+            [BasicAccountant(), AdvancedAccountant(default_slack(budget_delta), budget_delta), RdpAccountant(), PldAccountant()],
             delta_cap=budget_delta,
         ),
     }
@@ -270,7 +276,7 @@ def make_accountant(spec: "str | Accountant", budget_delta: float = 0.0) -> Acco
 def accountant_from_dict(data: dict[str, Any]) -> Accountant:
     name = data["name"]
     if name == "advanced":
-        return AdvancedAccountant(data["slack"])
+        return AdvancedAccountant(data["slack"], data.get("delta_cap", math.inf))
     if name == "pld":
         return PldAccountant(data.get("value_discretization_interval", 1e-4))
     if name == "best":

@@ -64,6 +64,7 @@ def analytic_noise_multiplier(epsilon: float, delta: float) -> float:
     while gaussian_delta(lo, epsilon) <= delta and lo > 1e-12:
         lo /= 2.0
     z = optimize.brentq(lambda s: gaussian_delta(s, epsilon) - delta, lo, hi, xtol=1e-15, rtol=1e-14)
-    while gaussian_delta(z, epsilon) > delta:
-        z *= 1.0 + 1e-14
+    # the ledger prices the node with gaussian_epsilon: make the two directions agree exactly
+    while gaussian_delta(z, epsilon) > delta or gaussian_epsilon(z, delta) > epsilon:
+        z *= 1.0 + 1e-13
     return float(z)

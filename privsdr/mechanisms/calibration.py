@@ -56,4 +56,12 @@ def laplace_noise_multiplier(epsilon: float) -> float:
         return 0.0
     if not epsilon > 0:
         raise ValueError(f"Laplace calibration needs epsilon > 0, got {epsilon}")
-    return 1.0 / epsilon
+    return inverse_at_least(1.0, epsilon)
+
+
+def inverse_at_least(numerator: float, epsilon: float) -> float:
+    """The smallest float z with numerator / z <= epsilon (so the charged 1/z never exceeds the share)."""
+    z = numerator / epsilon
+    while numerator / z > epsilon:
+        z = math.nextafter(z, math.inf)
+    return z

@@ -22,6 +22,7 @@ import numpy as np
 from ..accounting.budget import Budget
 from ..accounting.events import Event, LaplaceEvent, PureEvent
 from .base import Mechanism, NoiseSpec, as_float_array
+from .calibration import inverse_at_least
 from .sensitivity import Sensitivity
 
 
@@ -33,7 +34,7 @@ class ReportNoisyMaxMechanism(Mechanism):
     pure = True
 
     def _multiplier(self, sensitivity: Sensitivity, share: Budget, calibration: str, params: Mapping[str, Any]) -> float:
-        return 2.0 / share.epsilon
+        return inverse_at_least(2.0, share.epsilon)
 
     def events(self, spec: NoiseSpec) -> tuple[Event, ...]:
         z = spec.noise_multiplier

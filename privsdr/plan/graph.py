@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import attrs
 
 from ..accounting import Accountant, BasicAccountant, Budget, Charge, Cost, Relation, Scope, Status, make_accountant
-from ..accounting.budget import _round_down_shares, as_budget
+from ..accounting.budget import as_budget
 from ..accounting.events import ApproxEvent, NonPrivateEvent, PureEvent
 from ..errors import PlanError, ValidationError
 from ..mechanisms import NoiseSpec, Sensitivity, get_mechanism
@@ -205,13 +205,27 @@ class Plan:
         # Normalisers: the largest total weight one record can be exposed to (disjoint scopes -> max).
         eps_norm = _worst_weight(weighted, self.relation, lambda n: True)
         delta_norm = _worst_weight(weighted, self.relation, lambda n: not get_mechanism(n.mechanism).pure)
-        specs = {}
-        for n in weighted:
-            mech = get_mechanism(n.mechanism)
-            eps_i = _round_down_shares(eps_left, [n.weight / eps_norm])[0]
-            delta_i = 0.0 if mech.pure or delta_left <= 0 else _round_down_shares(delta_left, [n.weight / delta_norm])[0]
-            specs[n.name] = mech.calibrate(n.sensitivity, Budget(eps_i, delta_i), n.calibration, n.params)
-        return specs
+        takes_delta = [not get_mechanism(n.mechanism).pure and delta_left > 0 for n in weighted]
+        eps_shares = _shares_within(weighted, [eps_left * n.weight / eps_norm for n in weighted], eps_left, self.relation)
+        delta_shares = _shares_within(
+            weighted, [delta_left * n.weight / delta_norm if t else 0.0 for n, t in zip(weighted, takes_delta)],
+            max(delta_left, 0.0), self.relation,
+        )
+        return {
+            n.name: get_mechanism(n.mechanism).calibrate(n.sensitivity, Budget(e, d), n.calibration, n.params)
+            for n, e, d in zip(weighted, eps_shares, delta_shares)
+        }
+
+
+def _shares_within(nodes: list[Node], shares: list[float], total: float, relation: Relation) -> list[float]:
+    """Round the shares down together until, on every path of one record, their exact sum <= total."""
+    def worst(values: list[float]) -> float:
+        charges = [Charge(n.name, (PureEvent(v),), relation, n.scope) for n, v in zip(nodes, values) if v > 0]
+        return BasicAccountant().cost(charges).epsilon if charges else 0.0
+
+    while worst(shares) > total:
+        shares = [math.nextafter(v, 0.0) for v in shares]
+    return shares
 
 
 def _worst_weight(nodes: list[Node], relation: Relation, include: Any) -> float:
