@@ -49,7 +49,7 @@ def laplace_plan(name="lap", z=4.0, n=1, relation="replace_one"):
 
 
 def state(ledger):
-    return (ledger.spent, ledger.remaining, ledger.charges, {k: list(v) for k, v in ledger._reserved.items()})
+    return (ledger.spent, ledger.remaining, ledger.charges, {k: list(v) for k, v in ledger.reserved.items()})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -139,7 +139,7 @@ def test_reservation_holds_budget_and_close_releases_uncharged_nodes():
     with pytest.raises(RuntimeError):
         res.charge("l1")
     assert ledger.spent == Cost(0.25, 0.0)
-    assert ledger._reserved == {}
+    assert ledger.reserved == {}
     # the released node's 0.25 is available again
     ledger.preflight(laplace_plan("after", z=4.0 / 3.0))  # 0.75
     res.close()  # idempotent
@@ -159,7 +159,7 @@ def test_run_charges_released_nodes_only():
     assert [c.label for c in ledger.charges] == ["l"]
     assert ledger.spent.delta == 0.0
     assert ledger.spent.epsilon == pytest.approx(0.25, rel=1e-9)  # the Laplace node's share of 0.5
-    assert ledger._reserved == {}
+    assert ledger.reserved == {}
     assert run.report is not None
 
 
@@ -237,7 +237,7 @@ def test_claimed_plan_needs_opt_in():
         with pytest.raises(UncertifiedPlanError) as info:
             call(cp)
         assert "pub (claimed)" in str(info.value)
-    assert ledger.spent == Cost(0.0, 0.0) and ledger._reserved == {}
+    assert ledger.spent == Cost(0.0, 0.0) and ledger.reserved == {}
     pf = ledger.preflight(cp, allow_uncertified=True)
     assert pf.status == Status.CLAIMED
     assert pf.requested == Cost(0.75, 1e-6)
@@ -248,10 +248,8 @@ def test_claimed_plan_needs_opt_in():
     assert run.report.status == "claimed"
 
 
-def test_as_budget_and_journal():
+def test_budget_may_be_given_as_a_pair():
     assert Ledger((1.0, 1e-6), accountant="basic").budget == Budget(1.0, 1e-6)
-    with pytest.raises(NotImplementedError):
-        Ledger(Budget(1.0, 0.0), journal="x.jsonl")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -343,7 +341,7 @@ def _run_sequence(name, eps, plans):
             for label in chosen:
                 res.charge(label)
                 assert ledger.spent.fits_within(budget)
-        assert ledger._reserved == {}
+        assert ledger.reserved == {}
         charged = [c for c in plan.charges() if c.label in chosen]
         assert list(ledger.charges) == spent_charges + charged
         assert ledger.spent == acc.cost(spent_charges + charged)
@@ -413,7 +411,7 @@ def test_concurrent_reservations_never_overspend():
     assert ledger.spent == Cost(1.25, 0.0)
     assert ledger.spent.fits_within(budget)
     assert len(ledger.charges) == 10
-    assert ledger._reserved == {}
+    assert ledger.reserved == {}
 
 
 def test_concurrent_reservations_hold_budget_before_charging():

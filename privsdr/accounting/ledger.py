@@ -4,25 +4,34 @@
   fit; it never spends anything.
 * ``reserve(plan)`` does the same check and, atomically, reserves the plan's cost so that
   concurrent fits cannot overspend; ``Reservation.charge(label)`` then moves one node's cost to
-  "spent" *before* its noise is drawn (write-ahead). Closing a reservation releases the nodes that
+  "spent" *before* its noise is drawn (write-ahead). Closing a reservation returns the nodes that
   were never charged (their noise was never drawn).
 * Plans with ``claimed``/``none`` nodes are refused unless ``allow_uncertified=True``.
-* All methods are thread-safe (one re-entrant lock).
+* Thread-safe (one re-entrant lock). With ``journal=PATH`` every reserve/charge/close is an
+  fsync'd, hash-chained record (``accounting.journal``) written under an inter-process file lock,
+  so several processes share one budget and a killed process leaves every charge on record. The
+  uncharged reservations of a process that died on this machine are returned (no noise was drawn
+  for them); a charge record whose noise was never drawn still counts (fail closed).
 """
 from __future__ import annotations
 
+import contextlib
+import datetime as _dt
 import itertools
 import math
+import os
+import socket
 import threading
 import uuid
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import attrs
 
 from ..errors import BudgetExceededError, RelationMismatchError, UncertifiedPlanError
-from .accountants import Accountant, BasicAccountant, make_accountant
+from .accountants import Accountant, BasicAccountant, accountant_from_dict, make_accountant
 from .budget import Budget, Cost, as_budget
 from .charge import Chargeable, Charge
+from .journal import Journal, JournalError
 from .relation import Relation, Status
 
 
@@ -48,75 +57,246 @@ class Preflight:
     status: Status
 
 
+@attrs.define
+class RunRecord:
+    """One run as the ledger knows it (from memory or from the journal)."""
+
+    run_id: str
+    plan: str
+    charges: dict[str, Charge]
+    pid: int
+    host: str
+    started: str
+    charged: list[str] = attrs.field(factory=list)
+    closed: bool = False
+    summary: dict[str, Any] = attrs.field(factory=dict)
+
+    @property
+    def uncharged(self) -> list[Charge]:
+        return [c for label, c in self.charges.items() if label not in self.charged]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id, "plan": self.plan, "started": self.started, "closed": self.closed,
+            "nodes": len(self.charges), "charged": len(self.charged), **self.summary,
+        }
+
+
 def _remaining(budget: Budget, spent: Cost) -> Cost:
     if budget.is_infinite:
         return Cost(math.inf, max(0.0, budget.delta - spent.delta))
     return Cost(max(0.0, budget.epsilon - spent.epsilon), max(0.0, budget.delta - spent.delta))
 
 
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class Ledger:
     """A privacy budget and the charges made against it.
 
     ``Ledger(Budget(1.0, 1e-6), accountant="best")``; ``spent`` and ``remaining`` are
-    ``Cost(epsilon, delta)`` pairs under the ledger's accountant.
+    ``Cost(epsilon, delta)`` pairs under the ledger's accountant. ``journal=PATH`` makes it
+    persistent (created if missing; reopening checks that budget and accountant match).
     """
 
     def __init__(
         self,
         budget: "Budget | tuple[float, float]",
         accountant: "str | Accountant" = "best",
-        journal: "str | None" = None,
+        journal: "str | os.PathLike[str] | None" = None,
         relation: "Relation | str | None" = None,
     ) -> None:
-        if journal is not None:
-            raise NotImplementedError("persistent journals are not available in this version of privsdr")
         self.budget = as_budget(budget)
         self.accountant = make_accountant(accountant, self.budget.delta)
         self.relation = None if relation is None else Relation.parse(relation)
         self._lock = threading.RLock()
-        self._spent: list[Charge] = []
-        self._reserved: dict[str, list[Charge]] = {}
-        self._spent_cost: Cost | None = Cost.zero()
-        self.runs: list[dict[str, Any]] = []
+        self._runs: dict[str, RunRecord] = {}
+        self._applied = 0
+        self._spent_cost: Cost | None = None
+        self._journal: Journal | None = None
+        if journal is not None:
+            self._attach(journal)
+
+    # -- persistence -----------------------------------------------------------------------------
+    @classmethod
+    def open(cls, journal: "str | os.PathLike[str]") -> "Ledger":
+        """Reopen a journal with the budget and accountant it was created with."""
+        header = Journal.open(journal).header
+        budget = Budget(header["budget"]["epsilon"], header["budget"]["delta"], unlimited=math.isinf(header["budget"]["epsilon"]))
+        return cls(budget, accountant_from_dict(header["accountant"]), journal=journal, relation=header.get("relation"))
+
+    @classmethod
+    def create(cls, journal: "str | os.PathLike[str]", budget: "Budget | tuple[float, float]", accountant: "str | Accountant" = "best", relation: "Relation | str | None" = None) -> "Ledger":
+        """Create a new journal (refuses to overwrite one)."""
+        if os.path.exists(journal) and os.path.getsize(journal) > 0:
+            raise JournalError(f"journal {journal} already exists")
+        return cls(budget, accountant, journal=journal, relation=relation)
+
+    def _header(self) -> dict[str, Any]:
+        return {
+            "budget": {"epsilon": self.budget.epsilon if math.isfinite(self.budget.epsilon) else "inf", "delta": self.budget.delta},
+            "accountant": self.accountant.to_dict(),
+            "relation": None if self.relation is None else self.relation.value,
+            "created": _now(),
+        }
+
+    def _attach(self, path: "str | os.PathLike[str]") -> None:
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            journal = Journal.open(path)
+            header = journal.header
+            mine = self._header()
+            theirs_budget = {k: float(v) for k, v in header["budget"].items()}
+            if theirs_budget != {k: float(v) for k, v in mine["budget"].items()}:
+                raise JournalError(f"journal {path} was created with budget {header['budget']}, not {mine['budget']}")
+            if header["accountant"] != mine["accountant"]:
+                raise JournalError(f"journal {path} was created with accountant {header['accountant']}, not {mine['accountant']}")
+            if self.relation is not None and header.get("relation") not in (None, self.relation.value):
+                raise JournalError(f"journal {path} composes {header['relation']!r} charges, not {self.relation.value!r}")
+            if header.get("relation"):
+                self.relation = Relation.parse(header["relation"])
+        else:
+            journal = Journal.create(path, self._header())
+        self._journal = journal
+        self._applied = 1  # the header
+        self._apply_new()
+
+    @property
+    def journal_path(self) -> str | None:
+        return None if self._journal is None else str(self._journal.path)
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """Thread lock, then (if persistent) the file lock with the journal brought up to date."""
+        with self._lock:
+            if self._journal is None:
+                yield
+                return
+            with self._journal.locked():
+                self._apply_new()
+                yield
+
+    def _commit(self, record: dict[str, Any]) -> None:
+        if self._journal is not None:
+            self._journal.append(record)
+            self._apply_new()
+        else:
+            self._apply(record)
+
+    def _apply_new(self) -> None:
+        assert self._journal is not None
+        records = self._journal.records
+        while self._applied < len(records):
+            self._apply(records[self._applied])
+            self._applied += 1
+
+    def _apply(self, record: dict[str, Any]) -> None:
+        kind = record["type"]
+        if kind == "reserve":
+            self._runs[record["run_id"]] = RunRecord(
+                record["run_id"], record["plan"], {c["label"]: Charge.from_dict(c) for c in record["charges"]},
+                record["pid"], record["host"], record["time"],
+            )
+            if self.relation is None:
+                self.relation = Relation.parse(record["relation"])
+        elif kind == "charge":
+            self._runs[record["run_id"]].charged.append(record["label"])
+        elif kind == "close":
+            run = self._runs[record["run_id"]]
+            run.closed = True
+            run.summary = dict(record.get("summary", {}))
+        elif kind != "header":
+            raise JournalError(f"unknown journal record type {kind!r}")
+        self._spent_cost = None
 
     # -- state --------------------------------------------------------------------------------
+    def _refresh(self) -> None:
+        if self._journal is not None:
+            with self._transaction():
+                pass
+
+    def _spent_charges(self) -> list[Charge]:
+        return [run.charges[label] for run in self._runs.values() for label in run.charged]
+
+    def _open_runs(self) -> dict[str, list[Charge]]:
+        here = socket.gethostname()
+        reserved = {}
+        for run in self._runs.values():
+            if run.closed:
+                continue
+            if run.host == here and run.pid != os.getpid() and not _alive(run.pid):
+                continue  # the process died: its uncharged nodes never drew noise
+            if run.uncharged:
+                reserved[run.run_id] = run.uncharged
+        return reserved
+
+    def _reserved_charges(self) -> list[Charge]:
+        return [c for charges in self._open_runs().values() for c in charges]
+
+    @property
+    def reserved(self) -> dict[str, list[Charge]]:
+        """Uncharged nodes of runs still open (per run id): counted against the budget, not spent."""
+        with self._lock:
+            self._refresh()
+            return self._open_runs()
+
     @property
     def charges(self) -> tuple[Charge, ...]:
         with self._lock:
-            return tuple(self._spent)
+            self._refresh()
+            return tuple(self._spent_charges())
+
+    @property
+    def runs(self) -> list[RunRecord]:
+        with self._lock:
+            self._refresh()
+            return list(self._runs.values())
 
     @property
     def spent(self) -> Cost:
         with self._lock:
+            self._refresh()
             if self._spent_cost is None:
-                self._spent_cost = self.cost_of(self._spent)
+                self._spent_cost = self.cost_of(self._spent_charges())
             return self._spent_cost
 
     @property
     def remaining(self) -> Cost:
-        if not self._spent:
-            return self.budget.as_cost()
-        return _remaining(self.budget, self.spent)
+        with self._lock:
+            spent = self.spent
+            if not self._spent_charges():
+                return self.budget.as_cost()
+            return _remaining(self.budget, spent)
 
     def cost_of(self, charges: Sequence[Charge]) -> Cost:
         return self.accountant.cost(charges) if charges else Cost.zero()
 
-    # -- pricing --------------------------------------------------------------------------------
+    # -- pricing and reserving -------------------------------------------------------------------
     def preflight(self, plan: Chargeable, *, allow_uncertified: bool = False) -> Preflight:
         """Price ``plan`` against this ledger; raise ``BudgetExceededError`` if it does not fit."""
-        with self._lock:
+        with self._transaction():
             return self._check(plan, self._qualified(plan, "preflight"), allow_uncertified)
 
     def reserve(self, plan: Chargeable, *, allow_uncertified: bool = False, run_id: str | None = None) -> "Reservation":
         """Check ``plan`` and reserve its whole cost; charge nodes one by one through the result."""
-        run_id = run_id or uuid.uuid4().hex[:12]
-        with self._lock:
+        run_id = run_id or uuid.uuid4().hex[:16]
+        with self._transaction():
             charges = self._qualified(plan, run_id)
             preflight = self._check(plan, charges, allow_uncertified)
-            if self.relation is None:
-                self.relation = plan.relation
-            self._reserved[run_id] = list(charges)
-            self.runs.append({"run_id": run_id, "plan": plan.name, "labels": [c.label for c in charges]})
+            self._commit({
+                "type": "reserve", "run_id": run_id, "plan": plan.name, "relation": plan.relation.value,
+                "charges": [c.to_dict() for c in charges], "pid": os.getpid(), "host": socket.gethostname(), "time": _now(),
+            })
             return Reservation(self, run_id, charges, preflight)
 
     def _qualified(self, plan: Chargeable, run_id: str) -> list[Charge]:
@@ -141,9 +321,9 @@ class Ledger:
                 f"plan {plan.name!r} has nodes without a certified guarantee: {bad}. "
                 "Pass allow_uncertified=True to run it anyway; its report will say so."
             )
-        reserved = list(itertools.chain.from_iterable(self._reserved.values()))
-        before = self.cost_of(self._spent + reserved)
-        after = self.cost_of(self._spent + reserved + list(charges))
+        committed = self._spent_charges() + self._reserved_charges()
+        before = self.cost_of(committed)
+        after = self.cost_of(committed + list(charges))
         requested = self.cost_of(list(charges))
         basic = BasicAccountant()
         items = tuple(
@@ -152,32 +332,40 @@ class Ledger:
         )
         if not after.fits_within(self.budget):
             raise BudgetExceededError(
-                plan.name,
-                requested,
-                _remaining(self.budget, before),
-                [(i.label, i.basic_cost) for i in items],
-                self.accountant.name,
-                after,
+                plan.name, requested, _remaining(self.budget, before), [(i.label, i.basic_cost) for i in items],
+                self.accountant.name, after,
             )
         return Preflight(plan.name, self.accountant.name, items, requested, before, after, _remaining(self.budget, after), status)
 
     # -- charging (used by Reservation) ---------------------------------------------------------
-    def _charge(self, run_id: str, charge: Charge) -> None:
-        with self._lock:
-            pending = self._reserved[run_id]
-            pending.remove(charge)
-            self._spent.append(charge)
-            self._spent_cost = None
+    def _charge(self, run_id: str, label: str) -> None:
+        with self._transaction():
+            self._commit({"type": "charge", "run_id": run_id, "label": label, "time": _now()})
 
-    def _release(self, run_id: str) -> list[Charge]:
+    def _close(self, run_id: str, summary: dict[str, Any] | None = None) -> None:
+        with self._transaction():
+            self._commit({"type": "close", "run_id": run_id, "time": _now(), "summary": summary or {}})
+
+    def summary(self) -> dict[str, Any]:
+        """Budget, accountant, spent, remaining and every run: what a ledger-level report shows."""
         with self._lock:
-            return self._reserved.pop(run_id, [])
+            spent, remaining = self.spent, self.remaining
+            return {
+                "journal": self.journal_path,
+                "budget": self.budget.as_cost().to_dict(),
+                "accountant": self.accountant.to_dict(),
+                "relation": None if self.relation is None else self.relation.value,
+                "spent": spent.to_dict(),
+                "remaining": remaining.to_dict(),
+                "runs": [run.to_dict() for run in self._runs.values()],
+            }
 
     def __repr__(self) -> str:
         eps, delta = self.spent
+        where = f", journal={self.journal_path!r}" if self._journal else ""
         return (
             f"Ledger(budget=({self.budget.epsilon:g}, {self.budget.delta:g}), accountant={self.accountant.name!r}, "
-            f"spent=({eps:.6g}, {delta:.3g}), charges={len(self._spent)})"
+            f"spent=({eps:.6g}, {delta:.3g}), runs={len(self._runs)}{where})"
         )
 
 
@@ -195,11 +383,10 @@ class Reservation:
     def charge(self, label: str) -> Charge:
         if self.closed:
             raise RuntimeError(f"run {self.run_id} is closed")
-        try:
-            charge = self._pending.pop(label)
-        except KeyError:
-            raise KeyError(f"node {label!r} is not pending in run {self.run_id}") from None
-        self.ledger._charge(self.run_id, charge)
+        if label not in self._pending:
+            raise KeyError(f"node {label!r} is not pending in run {self.run_id}")
+        self.ledger._charge(self.run_id, label)
+        charge = self._pending.pop(label)
         self.charged.append(charge)
         return charge
 
@@ -207,9 +394,9 @@ class Reservation:
     def pending(self) -> list[str]:
         return list(self._pending)
 
-    def close(self) -> None:
+    def close(self, summary: dict[str, Any] | None = None) -> None:
         if not self.closed:
-            self.ledger._release(self.run_id)
+            self.ledger._close(self.run_id, summary)
             self._pending.clear()
             self.closed = True
 

@@ -111,8 +111,18 @@ class Run:
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         assert self._reservation is not None
-        self._reservation.close()
-        self.report = build_report(self)
+        try:
+            self.report = build_report(self)
+            summary = {
+                "algorithm": self.report.algorithm,
+                "status": self.report.status,
+                "status_line": self.report.status_line,
+                "spent_by_run": self.report.budget["spent_by_run"],
+                "finished": self.report.timestamps["finished"],
+                "failed": exc_type is not None,
+            }
+        finally:
+            self._reservation.close(summary if self.report is not None else {"failed": True})
 
 
 def execute(
