@@ -1,39 +1,66 @@
-"""The ``privsdr`` command.
-
-    privsdr demo [--epsilon E] [--delta D] [--accountant NAME] [--seed S] [--report OUT.json]
-    privsdr audit MECHANISM [--epsilon E] [--delta D] [--samples N] [--noise-scale F] [--json]
-
-``demo`` runs the main job on built-in synthetic data: declare a budget, fit, print the estimate
-against the truth and the privacy report summary, write the JSON report. ``audit`` prints an
-empirical lower bound on a mechanism's epsilon and exits 1 when the claim is rejected.
-"""
+"""The ``privsdr`` command. ``privsdr --help`` and ``privsdr COMMAND --help`` explain each part."""
 from __future__ import annotations
 
 import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from . import __version__
-from .accounting import Budget
+from .accounting import Budget, Ledger
 from .accounting.accountants import ACCOUNTANT_NAMES
+from .accounting.journal import verify
 from .algorithms import DPMeanCovariance
-from .datasets import gaussian_rows
-from .errors import PrivsdrError
+from .datasets import gaussian_rows, load_csv
+from .errors import BudgetExceededError, PrivsdrError
 from .mechanisms import available_mechanisms
+from .report import PrivacyReport, ledger_to_html, ledger_to_markdown
+
+EXIT_ERROR, EXIT_REFUSED, EXIT_FAILED = 2, 3, 1
+
+OVERVIEW = """\
+privsdr fits differentially private estimators under a declared (epsilon, delta) budget and
+writes a privacy report you can file. A ledger (optionally a journal file shared by several
+processes) refuses, before reading any data, a fit that would overspend.
+
+typical session:
+  privsdr ledger init budget.jsonl --epsilon 3 --delta 1e-5 --accountant best
+  privsdr demo --journal budget.jsonl --report demo.html     # a fit on built-in data
+  privsdr fit mean-covariance --data rows.csv --clip 3 --epsilon 1 --delta 1e-6 --journal budget.jsonl
+  privsdr ledger show budget.jsonl                            # spent, remaining, runs
+  privsdr ledger verify budget.jsonl                          # detects any edit of the journal
+  privsdr audit gaussian --noise-scale 0.5                    # watch an audit catch too little noise
+
+exit codes: 0 ok, 1 audit or verification failed, 2 bad input, 3 refused for lack of budget.
+"""
+
+
+def _ledger_for(args: argparse.Namespace, budget: Budget) -> Ledger | None:
+    return Ledger.open(args.journal) if getattr(args, "journal", None) else None
+
+
+def _write_report(report: PrivacyReport, out: str | None) -> None:
+    if not out:
+        return
+    suffix = Path(out).suffix.lower()
+    text = report.to_html() if suffix in (".html", ".htm") else report.to_markdown() if suffix == ".md" else report.to_json()
+    Path(out).write_text(text)
+    print(f"wrote the privacy report to {out}")
 
 
 def _demo(args: argparse.Namespace) -> int:
     budget = Budget(args.epsilon, args.delta)
+    ledger = _ledger_for(args, budget)
     X, mean, cov = gaussian_rows(n=args.n, p=args.p, seed=0)
     print(f"privsdr {__version__} demo: DP mean and covariance of {args.n} synthetic rows in {args.p} dimensions")
-    print(f"declared budget: epsilon={budget.epsilon:g}, delta={budget.delta:g}; accountant: {args.accountant}; public row bound clip={args.clip:g}")
-    est = DPMeanCovariance(clip=args.clip, budget=budget, accountant=args.accountant, random_state=args.seed)
+    accountant = ledger.accountant.name if ledger else args.accountant
+    print(f"declared budget: epsilon={budget.epsilon:g}, delta={budget.delta:g}; accountant: {accountant}; public row bound clip={args.clip:g}")
+    est = DPMeanCovariance(clip=args.clip, budget=budget, ledger=ledger, accountant=args.accountant, random_state=args.seed)
     preview = est.plan(*X.shape)
-    print(f"preflight: this fit costs at most (epsilon={preview.cost(args.accountant).epsilon:.4g}) before any data is read")
+    print(f"preflight: this fit costs epsilon={preview.cost(accountant).epsilon:.4g} (before any data is read)")
     est.fit(X)
     np.set_printoptions(precision=4, suppress=True)
     print("\nestimated mean: ", est.mean_)
@@ -41,9 +68,66 @@ def _demo(args: argparse.Namespace) -> int:
     rel = np.linalg.norm(est.covariance_ - cov) / np.linalg.norm(cov)
     print(f"mean error (L2): {np.linalg.norm(est.mean_ - mean):.4g}; covariance relative error (Frobenius): {rel:.4g}")
     print("\n" + est.privacy_report_.summary())
-    if args.report:
-        Path(args.report).write_text(est.privacy_report_.to_json())
-        print(f"\nwrote the privacy report to {args.report}")
+    if ledger is not None:
+        eps, delta = ledger.remaining
+        print(f"journal {args.journal}: remaining epsilon={eps:.4g}, delta={delta:.3g}")
+    _write_report(est.privacy_report_, args.report)
+    return 0
+
+
+METHODS = {"mean-covariance": "DP mean and covariance of the numeric columns (rows clipped to L2 norm --clip)"}
+
+
+def _fit(args: argparse.Namespace) -> int:
+    budget = Budget(args.epsilon, args.delta)
+    X, _, names = load_csv(args.data, target=args.target, columns=args.columns)
+    ledger = _ledger_for(args, budget)
+    if args.clip is None:
+        raise ValueError("--clip (a public bound on each row's L2 norm) is required; it is never read off the data")
+    est = DPMeanCovariance(clip=args.clip, budget=budget, ledger=ledger, accountant=args.accountant, random_state=args.seed).fit(X)
+    np.set_printoptions(precision=5, suppress=True)
+    print(f"columns: {', '.join(names)}")
+    print("mean:", est.mean_)
+    print("covariance:\n", est.covariance_)
+    print("\n" + est.privacy_report_.summary())
+    _write_report(est.privacy_report_, args.report)
+    return 0
+
+
+def _ledger_init(args: argparse.Namespace) -> int:
+    ledger = Ledger.create(args.path, Budget(args.epsilon, args.delta), accountant=args.accountant)
+    print(f"created {args.path}: budget epsilon={ledger.budget.epsilon:g}, delta={ledger.budget.delta:g}, accountant {ledger.accountant.name}")
+    return 0
+
+
+def _ledger_show(args: argparse.Namespace) -> int:
+    summary = Ledger.open(args.path).summary()
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        print(ledger_to_markdown(summary))
+    if args.html:
+        Path(args.html).write_text(ledger_to_html(summary))
+        print(f"wrote the ledger report to {args.html}")
+    return 0
+
+
+def _ledger_verify(args: argparse.Namespace) -> int:
+    ok, message, _ = verify(args.path)
+    print(("OK: " if ok else "TAMPERED OR CORRUPT: ") + message)
+    return 0 if ok else EXIT_FAILED
+
+
+def _report(args: argparse.Namespace) -> int:
+    report = PrivacyReport.from_json(Path(args.path).read_text())
+    if not (args.html or args.markdown):
+        print(report.summary())
+    if args.html:
+        Path(args.html).write_text(report.to_html())
+        print(f"wrote {args.html}")
+    if args.markdown:
+        Path(args.markdown).write_text(report.to_markdown())
+        print(f"wrote {args.markdown}")
     return 0
 
 
@@ -59,39 +143,84 @@ def _audit(args: argparse.Namespace) -> int:
     else:
         print(f"{args.mechanism} at (epsilon={args.epsilon:g}, delta={args.delta:g}), noise x{args.noise_scale:g}")
         print(result.summary())
-    return 0 if result.passed else 1
+    return 0 if result.passed else EXIT_FAILED
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are one line (plus exit code 2), like every other bad-input error."""
+
+    def error(self, message: str) -> "None":  # type: ignore[override]
+        self.exit(EXIT_ERROR, f"privsdr: error: {self.prog}: {message} (see --help)\n")
+
+
+def _budget_options(p: argparse.ArgumentParser, epsilon: float | None = 1.0, delta: float | None = 1e-6) -> None:
+    p.add_argument("--epsilon", type=float, default=epsilon, required=epsilon is None, help=f"epsilon of this fit (default {epsilon})")
+    p.add_argument("--delta", type=float, default=delta, required=delta is None, help=f"delta of this fit (default {delta})")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="privsdr",
-        description="Differentially private dimension reduction and regression, with privacy accounting first.",
-    )
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = _Parser(prog="privsdr", description=OVERVIEW, formatter_class=fmt)
     parser.add_argument("--version", action="version", version=f"privsdr {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser(
-        "demo",
-        help="fit on built-in synthetic data under a declared budget and print the privacy report",
-        description="The main job on a built-in default: synthetic data, a declared (epsilon, delta) budget, a DP fit, "
-        "the estimate against the known truth, and the privacy report.",
-    )
-    demo.add_argument("--epsilon", type=float, default=1.0, help="total epsilon of the fit (default 1.0)")
-    demo.add_argument("--delta", type=float, default=1e-6, help="total delta of the fit (default 1e-6)")
-    demo.add_argument("--accountant", choices=ACCOUNTANT_NAMES, default="best", help="composition accountant (default best)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+
+    demo = sub.add_parser("demo", formatter_class=fmt, help="the main job on built-in synthetic data",
+                          description="Synthetic data, a declared budget, a DP fit of the mean and covariance, the estimate "
+                          "against the known truth, and the privacy report. With --journal the fit is charged to that "
+                          "journal and refused (exit 3, nothing spent) when it lacks budget.")
+    _budget_options(demo)
+    demo.add_argument("--accountant", choices=ACCOUNTANT_NAMES, default="best", help="accountant when no journal is given (default best)")
     demo.add_argument("--clip", type=float, default=3.0, help="public bound on each row's L2 norm (default 3.0)")
     demo.add_argument("--n", type=int, default=20_000, help="number of synthetic rows (default 20000)")
     demo.add_argument("--p", type=int, default=5, help="number of features (default 5)")
-    demo.add_argument("--seed", type=int, default=None, help="seed the noise (for reproducible demos only)")
-    demo.add_argument("--report", default=None, help="write the JSON privacy report to this file")
+    demo.add_argument("--seed", type=int, default=None, help="seed the noise (reproducible demos only; never for real releases)")
+    demo.add_argument("--journal", default=None, help="charge this ledger journal (see `privsdr ledger init`)")
+    demo.add_argument("--report", default=None, help="write the report: OUT.html, OUT.md or OUT.json")
     demo.set_defaults(func=_demo)
 
-    audit = sub.add_parser(
-        "audit",
-        help="empirically audit a registered mechanism: a lower confidence bound on its epsilon",
-        description="Sample MECHANISM on its worst-case neighbouring pair, count a pre-registered threshold test, "
-        "and print a lower confidence bound on epsilon with the counts behind it. Exit code 1 when the claimed "
-        "guarantee is rejected. --noise-scale F < 1 draws less noise than calibrated: watch the audit fail.",
-    )
+    fit = sub.add_parser("fit", formatter_class=fmt, help="fit a method on a CSV file under a budget",
+                         description="Fit METHOD on the numeric columns of a CSV (header row required). Public bounds are "
+                         "required options. Methods:\n" + "\n".join(f"  {k}: {v}" for k, v in METHODS.items()))
+    fit.add_argument("method", choices=sorted(METHODS))
+    fit.add_argument("--data", required=True, help="CSV file with a header row")
+    fit.add_argument("--target", default=None, help="response column (excluded from the features)")
+    fit.add_argument("--columns", nargs="+", default=None, help="feature columns (default: all but the target)")
+    fit.add_argument("--clip", type=float, default=None, help="public bound on each row's L2 norm (required)")
+    _budget_options(fit)
+    fit.add_argument("--accountant", choices=ACCOUNTANT_NAMES, default="best")
+    fit.add_argument("--journal", default=None, help="charge this ledger journal")
+    fit.add_argument("--report", default=None, help="write the report: OUT.html, OUT.md or OUT.json")
+    fit.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
+    fit.set_defaults(func=_fit)
+
+    ledger = sub.add_parser("ledger", help="create, inspect and verify ledger journals")
+    lsub = ledger.add_subparsers(dest="ledger_command", required=True, metavar="ACTION", parser_class=_Parser)
+    init = lsub.add_parser("init", help="create a journal with a total budget")
+    init.add_argument("path")
+    _budget_options(init, None, None)
+    init.add_argument("--accountant", choices=ACCOUNTANT_NAMES, default="best")
+    init.set_defaults(func=_ledger_init)
+    show = lsub.add_parser("show", help="spent, remaining and every run of a journal")
+    show.add_argument("path")
+    show.add_argument("--json", action="store_true", help="print the summary as JSON")
+    show.add_argument("--html", default=None, help="also write a ledger-level HTML report")
+    show.set_defaults(func=_ledger_show)
+    ver = lsub.add_parser("verify", help="check the journal's hash chain (exit 1 if tampered)")
+    ver.add_argument("path")
+    ver.set_defaults(func=_ledger_verify)
+
+    rep = sub.add_parser("report", help="render a saved JSON privacy report")
+    rep.add_argument("path", help="a report written with --report OUT.json")
+    rep.add_argument("--html", default=None, help="write a self-contained HTML page")
+    rep.add_argument("--markdown", default=None, help="write Markdown")
+    rep.set_defaults(func=_report)
+
+    audit = sub.add_parser("audit", formatter_class=fmt,
+                           help="empirically audit a registered mechanism: a lower confidence bound on its epsilon",
+                           description="Sample MECHANISM on its worst-case neighbouring pair, count a pre-registered threshold "
+                           "test, and print a lower confidence bound on epsilon with the counts behind it. Exit code 1 when "
+                           "the claimed guarantee is rejected. --noise-scale F < 1 draws less noise than calibrated: watch "
+                           "the audit fail.")
     audit.add_argument("mechanism", choices=available_mechanisms(), help="registered mechanism name")
     audit.add_argument("--epsilon", type=float, default=1.0, help="claimed epsilon (default 1.0)")
     audit.add_argument("--delta", type=float, default=1e-5, help="claimed delta (default 1e-5; ignored by pure mechanisms)")
@@ -109,9 +238,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (PrivsdrError, ValueError, TypeError) as exc:
+    except BudgetExceededError as exc:
+        print(f"privsdr: refused, nothing spent: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return EXIT_REFUSED
+    except (PrivsdrError, ValueError, TypeError, OSError, ImportError) as exc:
         print(f"privsdr: error: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":  # pragma: no cover

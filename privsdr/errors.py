@@ -44,7 +44,8 @@ class BudgetExceededError(PrivsdrError):
             f"plan {plan!r} needs (epsilon={requested[0]:.6g}, delta={requested[1]:.3g}) under the "
             f"{accountant!r} accountant, but only (epsilon={remaining[0]:.6g}, delta={remaining[1]:.3g}) "
             f"remains (composed total would be epsilon={total_after[0]:.6g}, delta={total_after[1]:.3g}); "
-            "nothing was spent. Items:"
+            "nothing was spent.",
+            "Items (basic cost of each node):",
         ]
         lines += [f"  {label}: epsilon={cost[0]:.6g}, delta={cost[1]:.3g}" for label, cost in self.items]
         super().__init__("\n".join(lines))

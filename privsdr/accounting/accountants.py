@@ -24,6 +24,7 @@ from .budget import Cost
 from .charge import Charge
 from .composition import atoms
 from .events import ApproxEvent, Event, GaussianEvent, LaplaceEvent, PureEvent
+from .gaussian import gaussian_epsilon
 
 
 def _frac_up(x: Fraction) -> float:
@@ -130,6 +131,24 @@ _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 4096
 
 
+def merge_gaussians(events: Sequence[Event]) -> list[Event]:
+    """Replace all Gaussian events by one with z = (sum z_i^-2)^(-1/2): exact, not a bound.
+
+    The privacy loss of a Gaussian release with multiplier z is N(1/(2z^2), 1/z^2) (Balle & Wang
+    2018), and independent normal losses add, so k Gaussian releases have exactly the privacy curve
+    of one Gaussian with mu^2 = sum mu_i^2 (Dong, Roth & Su 2022, Cor. 3.3).
+    """
+    gaussians = [e for e in events if isinstance(e, GaussianEvent)]
+    if len(gaussians) <= 1:
+        return list(events)
+    if any(g.noise_multiplier == 0 for g in gaussians):
+        merged = GaussianEvent(0.0, _exact_sum([g.delta for g in gaussians]))
+    else:
+        mu2 = math.fsum(1.0 / (g.noise_multiplier * g.noise_multiplier) for g in gaussians)
+        merged = GaussianEvent(1.0 / math.sqrt(mu2), _exact_sum([g.delta for g in gaussians]))
+    return [merged] + [e for e in events if not isinstance(e, GaussianEvent)]
+
+
 class _CurveAccountant(Accountant):
     """Shared logic of RDP/PLD: pure-only atoms at delta = 0 are composed exactly (basic).
 
@@ -152,6 +171,7 @@ class _CurveAccountant(Accountant):
 
     def _compose(self, events: Sequence[Event]) -> Cost:
         delta = _declared_delta(events)
+        events = merge_gaussians(events)
         if any(math.isinf(e.basic_cost().epsilon) and not isinstance(e, GaussianEvent) for e in events):
             return Cost(math.inf, delta)
         if any(isinstance(e, GaussianEvent) and e.noise_multiplier == 0 for e in events):
@@ -202,6 +222,10 @@ class PldAccountant(_CurveAccountant):
         return pld.from_privacy_parameters(common.DifferentialPrivacyParameters(eps, d), value_discretization_interval=vdi)
 
     def _epsilon(self, events: Sequence[Event], delta: float) -> float:
+        if len(events) == 1 and isinstance(events[0], GaussianEvent):
+            # one (merged) Gaussian: its privacy-loss distribution is known in closed form, so the
+            # exact curve replaces the discretised one (which can only be more pessimistic)
+            return gaussian_epsilon(events[0].noise_multiplier, delta)
         total = None
         for event, count in Counter(events).items():
             dist = self._pld(event)

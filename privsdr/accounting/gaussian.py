@@ -12,8 +12,6 @@ from __future__ import annotations
 import functools
 import math
 
-from scipy import optimize, special
-
 
 def gaussian_delta(noise_multiplier: float, epsilon: float) -> float:
     """delta(eps) of one Gaussian release with ``noise_multiplier = sigma / sensitivity``."""
@@ -22,6 +20,8 @@ def gaussian_delta(noise_multiplier: float, epsilon: float) -> float:
         return 1.0
     if math.isinf(z):
         return 0.0
+    from scipy import special
+
     a = 1.0 / (2.0 * z)
     b = epsilon * z
     log_p = special.log_ndtr(a - b)
@@ -39,6 +39,8 @@ def gaussian_epsilon(noise_multiplier: float, delta: float) -> float:
         return math.inf
     if math.isinf(z) or gaussian_delta(z, 0.0) <= delta:
         return 0.0
+    from scipy import optimize
+
     hi = 1.0
     while gaussian_delta(z, hi) > delta:
         hi *= 2.0
@@ -58,6 +60,8 @@ def analytic_noise_multiplier(epsilon: float, delta: float) -> float:
         return 0.0
     if not (epsilon > 0 and 0 < delta < 1):
         raise ValueError("the analytic Gaussian needs epsilon > 0 and 0 < delta < 1")
+    from scipy import optimize
+
     lo, hi = 1e-3, 1.0
     while gaussian_delta(hi, epsilon) > delta:
         hi *= 2.0

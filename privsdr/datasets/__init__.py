@@ -1,4 +1,5 @@
 """Synthetic data for demos and tests (the papers' simulation models arrive with their estimators)."""
 from .synthetic import gaussian_rows
+from .tables import load_csv
 
-__all__ = ["gaussian_rows"]
+__all__ = ["gaussian_rows", "load_csv"]

@@ -105,6 +105,17 @@ class PrivacyReport:
     def from_json(cls, text: str) -> "PrivacyReport":
         return cls.from_dict(json.loads(text))
 
+    def to_markdown(self) -> str:
+        from .render import to_markdown
+
+        return to_markdown(self)
+
+    def to_html(self) -> str:
+        """A self-contained HTML page (embedded chart, no network assets); needs matplotlib."""
+        from .render import to_html
+
+        return to_html(self)
+
     # -- reading ----------------------------------------------------------------------------------
     @property
     def spent(self) -> tuple[float, float]:

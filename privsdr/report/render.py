@@ -1,0 +1,222 @@
+"""Human-readable renderings of privacy reports: Markdown and a self-contained HTML page.
+
+The HTML page has no network assets: its chart (matplotlib, Agg backend) is an embedded PNG and its
+style is inline. The status line comes first, then the budget, the chart of where the budget
+went, the table of nodes, and the accountant totals side by side.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from typing import Any, Sequence
+
+from .report import PrivacyReport
+
+
+def _f(x: Any, digits: int = 4) -> str:
+    if isinstance(x, float):
+        if math.isinf(x):
+            return "∞"
+        return f"{x:.{digits}g}"
+    return str(x)
+
+
+def _cost(c: dict[str, float] | None) -> str:
+    return "n/a" if c is None else f"ε = {_f(c['epsilon'])}, δ = {_f(c['delta'], 3)}"
+
+
+def _budget_rows(report: PrivacyReport) -> list[tuple[str, str]]:
+    b = report.budget
+    return [
+        ("ledger budget", _cost(b["total"])),
+        ("this fit's budget", _cost(b["requested"])),
+        ("remaining before", _cost(b["before"])),
+        ("spent by this run", _cost(b["spent_by_run"])),
+        ("remaining after", _cost(b["after"])),
+        ("allocation", str(b.get("allocation", ""))),
+    ]
+
+
+NODE_HEADERS = ("node", "mechanism", "calibration", "status", "sensitivity", "noise scale", "ε (basic)", "δ", "scope", "released")
+
+
+def _node_rows(report: PrivacyReport) -> list[tuple[str, ...]]:
+    return [
+        (
+            n.name, n.mechanism, n.calibration, n.status,
+            f"{_f(n.sensitivity['value'])} ({n.sensitivity['norm']}, {n.sensitivity['relation']})",
+            _f(n.noise_scale), _f(n.cost["epsilon"]), _f(n.cost["delta"], 3), n.scope, "yes" if n.released else "no",
+        )
+        for n in report.nodes
+    ]
+
+
+def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def to_markdown(report: PrivacyReport) -> str:
+    lines = [
+        f"**{report.status_line}**",
+        "",
+        f"# Privacy report: {report.algorithm}",
+        "",
+        f"privsdr {report.algorithm_version} · run `{report.run_id}` · plan `{report.plan_hash}` · relation `{report.relation}` · "
+        f"accountant `{report.accountant.get('name')}`",
+        "",
+        "## Budget",
+        "",
+        _md_table(("", "value"), _budget_rows(report)),
+        "",
+        "## Releases",
+        "",
+        _md_table(NODE_HEADERS, _node_rows(report)),
+        "",
+        "## This run under each accountant",
+        "",
+        _md_table(("accountant", "composed cost"), [(k, _cost(v)) for k, v in report.totals.items()]),
+        "",
+        "## Parameters",
+        "",
+        _md_table(("public parameter", "value"), [(k, _f(v)) for k, v in report.public_parameters.items()]),
+        "",
+        f"Data shape: {report.data_shape}. Seed policy: {report.seed_policy}. "
+        f"Started {report.timestamps.get('started')}, finished {report.timestamps.get('finished')}.",
+    ]
+    if report.notes:
+        lines += ["", "## Notes", ""] + [f"- {note}" for note in report.notes]
+    return "\n".join(lines) + "\n"
+
+
+def budget_chart_png(labels: Sequence[str], epsilons: Sequence[float], title: str) -> bytes:
+    """A horizontal bar chart of epsilon per item, as PNG bytes (matplotlib, Agg)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        from matplotlib.figure import Figure
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ImportError("HTML reports need matplotlib: pip install 'privsdr[report]'") from exc
+    fig = Figure(figsize=(7.0, 0.55 * max(2, len(labels)) + 1.2), dpi=110)
+    ax = fig.add_subplot(1, 1, 1)
+    values = [0.0 if not math.isfinite(e) else e for e in epsilons]
+    ax.barh(list(labels)[::-1], values[::-1], color="#2b6cb0")
+    for y, v in enumerate(values[::-1]):
+        ax.text(v, y, f" {v:.3g}", va="center", fontsize=9)
+    ax.set_xlabel("ε (basic cost of each release)")
+    ax.set_title(title, fontsize=11)
+    ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+STYLE = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1100px;color:#1a202c;padding:0 1em}
+.status{font-size:1.15em;font-weight:600;padding:.8em 1em;border-radius:6px;margin-bottom:1.2em}
+.certified{background:#e6fffa;border-left:6px solid #2c7a7b}
+.claimed{background:#fffaf0;border-left:6px solid #c05621}
+.none{background:#fff5f5;border-left:6px solid #c53030}
+table{border-collapse:collapse;margin:.6em 0 1.4em 0;font-size:.92em}
+th,td{border:1px solid #cbd5e0;padding:.35em .6em;text-align:left;vertical-align:top}
+th{background:#edf2f7}
+.meta{color:#4a5568;font-size:.9em}
+img{max-width:100%;border:1px solid #e2e8f0}
+"""
+
+
+def _html_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _page(title: str, status_class: str, status_line: str, body: str) -> str:
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>"
+        f"<div class='status {status_class}' id='status'>{html.escape(status_line)}</div>{body}</body></html>\n"
+    )
+
+
+def to_html(report: PrivacyReport) -> str:
+    released = [n for n in report.nodes if n.released]
+    png = budget_chart_png([n.name for n in released], [n.cost["epsilon"] for n in released], "Where the budget went")
+    chart = f"<img id='budget-chart' alt='epsilon per release' src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
+    body = (
+        f"<h1>Privacy report: {html.escape(report.algorithm)}</h1>"
+        f"<p class='meta'>privsdr {html.escape(report.algorithm_version)} · run {html.escape(report.run_id)} · plan "
+        f"{html.escape(report.plan_hash)} · relation {html.escape(report.relation)} · accountant "
+        f"{html.escape(str(report.accountant.get('name')))}</p>"
+        "<h2>Budget</h2>" + _html_table(("", "value"), _budget_rows(report))
+        + "<h2>Where the budget went</h2>" + chart
+        + f"<p class='meta'>Each bar is the basic (&epsilon;, &delta;) cost of one release on its own. Composed, the run "
+        f"spent {html.escape(_cost(report.budget['spent_by_run']))} under the {html.escape(str(report.accountant.get('name')))} "
+        "accountant (tight composition is sub-additive).</p>"
+        + "<h2>Releases</h2>" + _html_table(NODE_HEADERS, _node_rows(report))
+        + "<h2>This run under each accountant</h2>"
+        + _html_table(("accountant", "composed cost"), [(k, _cost(v)) for k, v in report.totals.items()])
+        + "<h2>Public parameters</h2>"
+        + _html_table(("parameter", "value"), [(k, _f(v)) for k, v in report.public_parameters.items()])
+        + f"<p class='meta'>Data shape {html.escape(str(report.data_shape))}. Seed policy: {html.escape(report.seed_policy)}. "
+        f"Started {html.escape(str(report.timestamps.get('started')))}, finished {html.escape(str(report.timestamps.get('finished')))}.</p>"
+    )
+    return _page(f"privacy report — {report.algorithm}", report.status, report.status_line, body)
+
+
+# -- ledger-level ------------------------------------------------------------------------------------
+def _ledger_status(summary: dict[str, Any]) -> tuple[str, str]:
+    statuses = [r.get("status") for r in summary["runs"] if r.get("status")]
+    worst = "none" if "none" in statuses else ("claimed" if "claimed" in statuses else "certified")
+    spent, total = summary["spent"], summary["budget"]
+    line = (
+        f"LEDGER: spent ε = {_f(spent['epsilon'])}, δ = {_f(spent['delta'], 3)} of ε = {_f(total['epsilon'])}, "
+        f"δ = {_f(total['delta'], 3)} under the {summary['accountant']['name']!r} accountant over {len(summary['runs'])} runs"
+    )
+    if worst != "certified":
+        line += f"; some runs are {worst.upper()}"
+    return worst, line
+
+
+RUN_HEADERS = ("run", "plan / algorithm", "status", "started", "charged / nodes", "spent by run", "closed")
+
+
+def _run_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
+    return [
+        (
+            r["run_id"], f"{r['plan']} / {r.get('algorithm', '?')}", r.get("status", "open" if not r["closed"] else "?"),
+            r["started"], f"{r['charged']} / {r['nodes']}", _cost(r.get("spent_by_run")) if r.get("spent_by_run") else "n/a",
+            "yes" if r["closed"] else "no (crashed or running)",
+        )
+        for r in summary["runs"]
+    ]
+
+
+def ledger_to_markdown(summary: dict[str, Any]) -> str:
+    _, line = _ledger_status(summary)
+    return "\n".join([
+        f"**{line}**", "", "# Ledger report", "", f"Journal: `{summary.get('journal')}` · relation `{summary.get('relation')}`", "",
+        _md_table(("", "value"), [("budget", _cost(summary["budget"])), ("spent", _cost(summary["spent"])), ("remaining", _cost(summary["remaining"]))]),
+        "", "## Runs", "", _md_table(RUN_HEADERS, _run_rows(summary)), "",
+    ])
+
+
+def ledger_to_html(summary: dict[str, Any]) -> str:
+    worst, line = _ledger_status(summary)
+    runs = [r for r in summary["runs"] if r.get("spent_by_run")]
+    body = (
+        "<h1>Ledger report</h1>"
+        f"<p class='meta'>Journal {html.escape(str(summary.get('journal')))} · relation {html.escape(str(summary.get('relation')))}</p>"
+        + _html_table(("", "value"), [("budget", _cost(summary["budget"])), ("spent", _cost(summary["spent"])), ("remaining", _cost(summary["remaining"]))])
+    )
+    if runs:
+        png = budget_chart_png([r["run_id"][:8] + " " + str(r.get("algorithm", "")) for r in runs],
+                               [r["spent_by_run"]["epsilon"] for r in runs], "ε spent per run (each run alone)")
+        body += f"<h2>Spent per run</h2><img id='budget-chart' alt='epsilon per run' src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
+    body += "<h2>Runs</h2>" + _html_table(RUN_HEADERS, _run_rows(summary))
+    return _page("privsdr ledger report", worst, line, body)

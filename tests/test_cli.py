@@ -1,0 +1,163 @@
+"""The privsdr command: main job, journals shared by concurrent processes, bad input, reports."""
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from privsdr import Ledger
+
+CLI = [sys.executable, "-m", "privsdr"]
+
+
+def run(*args, cwd=None):
+    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, cwd=cwd)
+
+
+def test_help_teaches_the_commands():
+    out = run("--help")
+    assert out.returncode == 0
+    for word in ("demo", "fit", "ledger", "report", "audit", "exit codes"):
+        assert word in out.stdout
+    assert "--journal" in run("demo", "--help").stdout
+
+
+def test_demo_prints_estimate_report_and_writes_files(tmp_path):
+    html, js = tmp_path / "demo.html", tmp_path / "demo.json"
+    out = run("demo", "--n", 3000, "--report", html)
+    assert out.returncode == 0, out.stderr
+    assert "estimated mean" in out.stdout and "true mean" in out.stdout and "CERTIFIED" in out.stdout
+    page = html.read_text()
+    assert page.index("CERTIFIED") < page.index("<h1>")  # status line first
+    assert "data:image/png;base64," in page
+    assert not re.search(r"(src|href)=['\"]https?:", page)  # self-contained: no network assets
+    assert run("demo", "--n", 3000, "--report", js).returncode == 0
+    data = json.loads(js.read_text())
+    assert data["schema"] == "privsdr.privacy-report" and data["status"] == "certified"
+    rendered = tmp_path / "again.html"
+    assert run("report", js, "--html", rendered).returncode == 0
+    assert "data:image/png;base64," in rendered.read_text()
+
+
+def test_five_concurrent_demos_against_a_journal_for_three(tmp_path):
+    journal = tmp_path / "budget.jsonl"
+    assert run("ledger", "init", journal, "--epsilon", 3, "--delta", 3e-6, "--accountant", "basic").returncode == 0
+    procs = [subprocess.Popen([*CLI, "demo", "--journal", str(journal), "--n", "2000"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(5)]
+    codes = sorted(p.wait() for p in procs)
+    for p in procs:
+        p.stdout.close()
+        p.stderr.close()
+    assert codes == [0, 0, 0, 3, 3]
+    ledger = Ledger.open(journal)
+    assert len([r for r in ledger.runs if r.charged]) == 3
+    assert ledger.spent.fits_within(ledger.budget)
+    assert run("ledger", "verify", journal).returncode == 0
+    # editing one byte makes verify fail
+    text = journal.read_bytes()
+    i = text.index(b'"noise_multiplier":') + len(b'"noise_multiplier":') + 1
+    journal.write_bytes(text[:i] + (b"7" if text[i:i + 1] != b"7" else b"8") + text[i + 1:])
+    bad = run("ledger", "verify", journal)
+    assert bad.returncode == 1 and "TAMPERED" in bad.stdout
+
+
+def test_demo_refuses_without_budget_and_spends_nothing(tmp_path):
+    journal = tmp_path / "small.jsonl"
+    run("ledger", "init", journal, "--epsilon", 0.5, "--delta", 1e-6)
+    before = journal.read_bytes()
+    out = run("demo", "--journal", journal, "--n", 2000)
+    assert out.returncode == 3 and "refused" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert journal.read_bytes() == before
+
+
+def test_ledger_show_and_html(tmp_path):
+    journal = tmp_path / "l.jsonl"
+    run("ledger", "init", journal, "--epsilon", 2, "--delta", 1e-5)
+    run("demo", "--journal", journal, "--n", 2000)
+    shown = run("ledger", "show", journal, "--json")
+    data = json.loads(shown.stdout)
+    assert data["budget"] == {"epsilon": 2.0, "delta": 1e-5} and len(data["runs"]) == 1
+    assert data["runs"][0]["status"] == "certified"
+    page = tmp_path / "ledger.html"
+    assert run("ledger", "show", journal, "--html", page).returncode == 0
+    assert "LEDGER:" in page.read_text() and "data:image/png;base64," in page.read_text()
+
+
+@pytest.fixture
+def table(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((500, 3))
+    path = tmp_path / "rows.csv"
+    lines = ["a,b,c,y"] + [f"{r[0]},{r[1]},{r[2]},{r.sum()}" for r in X]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_fit_on_csv(table, tmp_path):
+    journal = tmp_path / "f.jsonl"
+    run("ledger", "init", journal, "--epsilon", 1, "--delta", 1e-6)
+    out = run("fit", "mean-covariance", "--data", table, "--target", "y", "--clip", 3, "--epsilon", 1, "--delta", 1e-6,
+              "--journal", journal, "--report", tmp_path / "fit.md")
+    assert out.returncode == 0, out.stderr
+    assert "columns: a, b, c" in out.stdout and "CERTIFIED" in (tmp_path / "fit.md").read_text()
+
+
+@pytest.mark.parametrize("problem", ["missing_file", "non_numeric", "nan", "unknown_method", "no_clip", "bad_delta", "missing_column"])
+def test_bad_input_is_one_line_nonzero_and_spends_nothing(problem, table, tmp_path):
+    journal = tmp_path / "g.jsonl"
+    run("ledger", "init", journal, "--epsilon", 1, "--delta", 1e-6)
+    before = journal.read_bytes()
+    data = table
+    args = ["fit", "mean-covariance", "--data", data, "--clip", 3, "--epsilon", 1, "--delta", 1e-6, "--journal", journal]
+    if problem == "missing_file":
+        args[3] = tmp_path / "nope.csv"
+    elif problem in ("non_numeric", "nan"):
+        bad = tmp_path / "bad.csv"
+        rows = table.read_text().splitlines()
+        rows[5] = rows[5].replace(rows[5].split(",")[1], "oops" if problem == "non_numeric" else "nan", 1)
+        bad.write_text("\n".join(rows) + "\n")
+        args[3] = bad
+    elif problem == "unknown_method":
+        args[1] = "no-such-method"
+    elif problem == "no_clip":
+        args = [a for a in args if a not in ("--clip", 3)]
+    elif problem == "bad_delta":
+        args[args.index("--delta") + 1] = 1.5
+    elif problem == "missing_column":
+        args += ["--target", "zzz"]
+    out = run(*args)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and out.stderr.startswith(("privsdr: error", "usage:"))
+    assert journal.read_bytes() == before
+
+
+def test_ledger_init_refuses_to_overwrite(tmp_path):
+    journal = tmp_path / "x.jsonl"
+    assert run("ledger", "init", journal, "--epsilon", 1, "--delta", 0).returncode == 0
+    out = run("ledger", "init", journal, "--epsilon", 5, "--delta", 0)
+    assert out.returncode == 2 and "already exists" in out.stderr
+
+
+def test_html_report_renders_in_headless_chromium_with_the_chart(tmp_path):
+    """As a person would see it: a screenshot shows the status banner and the blue bars of the chart."""
+    import shutil
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    import matplotlib.image as mpimg
+
+    page, shot = tmp_path / "demo.html", tmp_path / "demo.png"
+    assert run("demo", "--n", 3000, "--report", page).returncode == 0
+    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                    f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,1400", f"--screenshot={shot}",
+                    page.as_uri()], capture_output=True, timeout=120)
+    pixels = mpimg.imread(shot)[..., :3]
+    bar_blue = np.all(np.abs(pixels - np.array([0x2B, 0x6C, 0xB0]) / 255) < 0.03, axis=-1)
+    assert bar_blue.sum() > 5_000  # the chart's bars are on screen
+    banner = np.all(np.abs(pixels - np.array([0xE6, 0xFF, 0xFA]) / 255) < 0.02, axis=-1)
+    assert banner[:200].sum() > 10_000  # the certified status banner is at the top
