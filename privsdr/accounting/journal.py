@@ -52,10 +52,26 @@ class Journal:
     def create(cls, path: "str | os.PathLike[str]", header: dict[str, Any]) -> "Journal":
         journal = cls(Path(path))
         with journal.locked():
-            if journal.path.exists() and journal.path.stat().st_size > 0:
+            if journal.records:
                 raise JournalError(f"journal {journal.path} already exists")
-            journal.append({"type": "header", "format": FORMAT, "format_version": FORMAT_VERSION, **header})
+            journal.append(header_record(header))
         return journal
+
+    @classmethod
+    def open_or_create(cls, path: "str | os.PathLike[str]", header: dict[str, Any]) -> tuple["Journal", bool]:
+        """Open the journal, or create it with ``header`` if missing or empty: one atomic step under
+        the lock, so processes starting together on a missing journal all get the same one."""
+        journal = cls(Path(path))
+        with journal.locked():
+            created = not journal.records
+            if created:
+                journal.append(header_record(header))
+        journal.check_header()
+        return journal, created
+
+    def check_header(self) -> None:
+        if not self.records or self.records[0].get("type") != "header" or self.records[0].get("format") != FORMAT:
+            raise JournalError(f"{self.path} is not a privsdr ledger journal")
 
     @classmethod
     def open(cls, path: "str | os.PathLike[str]") -> "Journal":
@@ -64,8 +80,7 @@ class Journal:
             raise JournalError(f"no journal at {journal.path}")
         with journal.locked():
             pass  # locked() syncs and verifies
-        if not journal.records or journal.records[0].get("type") != "header":
-            raise JournalError(f"{journal.path} is not a privsdr ledger journal")
+        journal.check_header()
         return journal
 
     @property
@@ -110,10 +125,10 @@ class Journal:
         if data and not data.endswith(b"\n"):
             raise JournalError(f"journal {self.path} ends with an incomplete record (a crash during a write, or an edit)")
         new = []
-        for line in data.splitlines():
+        for line in data.split(b"\n")[:-1] if data else []:
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
+                record = json.loads(line.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError):
                 raise JournalError(f"journal {self.path}: record {len(self.records) + len(new) + 1} is not valid JSON") from None
             prev = new[-1]["hash"] if new else self.last_hash
             _check(record, prev, len(self.records) + len(new) + 1, self.path)
@@ -138,6 +153,10 @@ class Journal:
         self.records.append(record)
         self._offset += len(line)
         return record
+
+
+def header_record(header: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "header", "format": FORMAT, "format_version": FORMAT_VERSION, **header}
 
 
 def _check(record: Any, prev: str, number: int, path: Path) -> None:

@@ -152,24 +152,24 @@ class Ledger:
         }
 
     def _attach(self, path: "str | os.PathLike[str]") -> None:
-        if os.path.exists(path) and os.path.getsize(path) > 0:
-            journal = Journal.open(path)
+        mine = self._header()
+        journal, created = Journal.open_or_create(path, mine)
+        if not created:
             header = journal.header
-            mine = self._header()
             theirs_budget = {k: float(v) for k, v in header["budget"].items()}
             if theirs_budget != {k: float(v) for k, v in mine["budget"].items()}:
                 raise JournalError(f"journal {path} was created with budget {header['budget']}, not {mine['budget']}")
             if header["accountant"] != mine["accountant"]:
                 raise JournalError(f"journal {path} was created with accountant {header['accountant']}, not {mine['accountant']}")
-            if self.relation is not None and header.get("relation") not in (None, self.relation.value):
-                raise JournalError(f"journal {path} composes {header['relation']!r} charges, not {self.relation.value!r}")
-            if header.get("relation"):
-                self.relation = Relation.parse(header["relation"])
-        else:
-            journal = Journal.create(path, self._header())
+        requested = self.relation
+        self.relation = Relation.parse(journal.header["relation"]) if journal.header.get("relation") else None
         self._journal = journal
         self._applied = 1  # the header
-        self._apply_new()
+        self._apply_new()  # the first reservation fixes the relation when the header does not
+        if requested is not None:
+            if self.relation is not None and self.relation != requested:
+                raise JournalError(f"journal {path} composes {self.relation.value!r} charges, not {requested.value!r}")
+            self.relation = requested
 
     @property
     def journal_path(self) -> str | None:
