@@ -266,3 +266,29 @@ def test_cli_audit_json_and_exit_codes():
     bad = subprocess.run([sys.executable, "-m", "privsdr", "audit", "gaussian", "--noise-scale", "0.5", "--json"],
                          capture_output=True, text=True)
     assert bad.returncode == 1 and json.loads(bad.stdout)["passed"] is False
+
+
+def test_subspace_and_membership_statistics():
+    from privsdr.audit import membership_statistic, subspace_statistic
+
+    stat, t = subspace_statistic(np.array([[1.0], [0.0]]), np.array([[0.0], [1.0]]))
+    # sign and scale of the basis do not matter; D' side scores above the threshold
+    assert stat([np.array([[0.0], [-3.0]])])[0] > t > stat([np.array([[2.0], [0.0]])])[0]
+    m, t = membership_statistic(4)
+    assert list(m([np.array([1, 4]), np.array([0, 2])])) == [1.0, 0.0] and t == 0.5
+
+
+def test_peeling_membership_audit_end_to_end():
+    # a "fit" that selects 1 of 20 columns with the peeling mechanism; D' raises column 0
+    mech = get_mechanism("peeling")
+    spec = mech.calibrate(Sensitivity(1.0, "linf"), Budget(1.0, 0.0), params={"s": 1, "d": 1, "delta": 1e-5})
+    D0, D1 = np.full((1, 20), 1.0), np.zeros((1, 20))
+    D0[0, 0], D1[0, 0] = 0.0, 1.0
+    fit = lambda D, rng: mech.sample(mech.prepare(D, spec), spec, rng)[1]  # noqa: E731
+    result = audit_estimator(fit, D0, D1, reference=lambda D: 0, claim=ApproxDP(1.0, 1e-5), kind="membership",
+                             samples=2_000, alpha=ALPHA, seed=21)
+    assert result.passed
+    off = spec.scaled(0.0)
+    leaky = lambda D, rng: mech.sample(mech.prepare(D, off), off, rng)[1]  # noqa: E731
+    assert not audit_estimator(leaky, D0, D1, reference=lambda D: 0, claim=ApproxDP(1.0, 1e-5), kind="membership",
+                               samples=2_000, alpha=ALPHA, seed=22).passed

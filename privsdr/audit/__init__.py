@@ -2,7 +2,7 @@
 sensitivity probe. See docs/audit.md and spec/auditing.md."""
 from .claims import GDP, ApproxDP, rejects
 from .core import AuditResult, audit, choose_threshold, evaluate
-from .estimators import audit_estimator, claim_from_report, projection_statistic, subspace_statistic
+from .estimators import audit_estimator, claim_from_report, membership_statistic, projection_statistic, subspace_statistic
 from .mechanisms import DEFAULT_SAMPLES, audit_mechanism
 from .neighbours import adversarial_neighbours, canary_pair, clip_bound_pair, label_flip_pair, replacement_rows, slice_change_pair
 from .probe import ProbeResult, norm_of, probe_sensitivity, released_coordinates

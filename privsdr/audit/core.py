@@ -12,6 +12,7 @@ from typing import Any, Callable, Literal
 import attrs
 import numpy as np
 
+from .._progress import progress
 from .claims import GDP, ApproxDP, Claim, rejects
 from .stats import cp_upper, epsilon_lower_bound, mu_lower_bound
 
@@ -157,7 +158,7 @@ def audit(
     sel_rng0, sel_rng1, rng0, rng1 = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4))
 
     def draw(D: Any, n: int, rng: np.random.Generator) -> np.ndarray:
-        outputs = mechanism(D, n, rng) if batched else [mechanism(D, rng) for _ in range(n)]
+        outputs = mechanism(D, n, rng) if batched else [mechanism(D, rng) for _ in progress(range(n), n, "audit samples")]
         scores = np.asarray(statistic(outputs), dtype=float).ravel()
         if scores.size != n:
             raise ValueError(f"statistic returned {scores.size} scores for {n} outputs")

@@ -48,6 +48,15 @@ def subspace_statistic(basis0: np.ndarray, basis1: np.ndarray) -> tuple[Callable
     return stat, float(np.sum((p0 + p1) / 2.0 * a))
 
 
+def membership_statistic(index: int) -> tuple[Callable[[Any], np.ndarray], float]:
+    """For top-k / peeling outputs: T = 1[index selected], threshold 0.5 (pre-registered)."""
+
+    def statistic(outputs: Any) -> np.ndarray:
+        return np.array([float(index in np.atleast_1d(o)) for o in outputs])
+
+    return statistic, 0.5
+
+
 def audit_estimator(
     fit: Callable[[Any, Any], Any],
     D0: Any,
@@ -61,8 +70,12 @@ def audit_estimator(
     seed: int = 0,
 ) -> AuditResult:
     """Audit a whole fit. ``fit(D, random_state)`` returns the released output; ``reference(D)`` the
-    same output without noise. ``kind``: ``vector`` (projection), ``subspace`` (projector alignment)."""
-    r0, r1 = reference(D0), reference(D1)
-    statistic, threshold = (subspace_statistic if kind == "subspace" else projection_statistic)(r0, r1)
+    same output without noise. ``kind``: ``vector`` (projection), ``subspace`` (projector alignment),
+    or ``membership`` (``reference`` then returns the index whose selection distinguishes D')."""
+    if kind == "membership":
+        statistic, threshold = membership_statistic(int(reference(D1)))
+    else:
+        r0, r1 = reference(D0), reference(D1)
+        statistic, threshold = (subspace_statistic if kind == "subspace" else projection_statistic)(r0, r1)
     return audit(lambda D, rng: fit(D, rng), D0, D1, claim=claim, statistic=statistic, threshold=threshold,
                  samples=samples, alpha=alpha, seed=seed)
