@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import itertools
 import math
 import os
 import socket

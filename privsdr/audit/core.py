@@ -13,7 +13,7 @@ import attrs
 import numpy as np
 
 from .._progress import progress
-from .claims import GDP, ApproxDP, Claim, rejects
+from .claims import GDP, Claim, rejects
 from .stats import cp_upper, epsilon_lower_bound, mu_lower_bound
 
 

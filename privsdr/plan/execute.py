@@ -9,7 +9,6 @@ ledger and the run's ``PrivacyReport`` is built.
 from __future__ import annotations
 
 import datetime as _dt
-import math
 from typing import Any, Callable, Mapping
 
 import attrs
