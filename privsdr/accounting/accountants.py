@@ -55,8 +55,12 @@ class Accountant:
         raise NotImplementedError
 
     def cost(self, charges: Sequence[Charge]) -> Cost:
+        return self.cost_of_atoms(atoms(charges))
+
+    def cost_of_atoms(self, event_sets: Sequence[Sequence[Event]]) -> Cost:
+        """Componentwise worst, over the positions of one record, of the sequential composition."""
         worst_eps, worst_delta = 0.0, 0.0
-        for events in atoms(charges):
+        for events in event_sets:
             if not events:
                 continue
             eps, delta = self.compose(events)
@@ -250,15 +254,16 @@ class BestAccountant(Accountant):
         self.delta_cap = float(delta_cap)
 
     def cost_by_member(self, charges: Sequence[Charge]) -> dict[str, Cost]:
-        return {m.name: m.cost(charges) for m in self.members}
+        event_sets = atoms(charges)  # shared by every member
+        return {m.name: m.cost_of_atoms(event_sets) for m in self.members}
 
     def choose(self, costs: dict[str, Cost]) -> tuple[str, Cost]:
         ok = {k: c for k, c in costs.items() if c.delta <= self.delta_cap} or costs
         name = min(ok, key=lambda k: (ok[k].epsilon, ok[k].delta))
         return name, ok[name]
 
-    def cost(self, charges: Sequence[Charge]) -> Cost:
-        return self.choose(self.cost_by_member(charges))[1]
+    def cost_of_atoms(self, event_sets: Sequence[Sequence[Event]]) -> Cost:
+        return self.choose({m.name: m.cost_of_atoms(event_sets) for m in self.members})[1]
 
     def compose(self, events: Sequence[Event]) -> Cost:
         return self.choose({m.name: m.compose(events) for m in self.members})[1]
