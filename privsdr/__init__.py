@@ -7,7 +7,7 @@ dp-accounting is imported only when an RDP/PLD accountant runs.
 from ._version import __version__
 from .accounting import Budget, Cost, Ledger, Relation, Scope, Status
 from .accounting.accountants import ACCOUNTANT_NAMES
-from .algorithms import DPMeanCovariance
+from .algorithms import DPSIR, DPMeanCovariance, DPSparsePCA, SparseDPSIR
 from .errors import (
     BudgetExceededError,
     PlanError,
@@ -26,6 +26,9 @@ __all__ = [
     "BudgetExceededError",
     "Cost",
     "DPMeanCovariance",
+    "DPSIR",
+    "DPSparsePCA",
+    "SparseDPSIR",
     "Ledger",
     "Plan",
     "PlanError",

@@ -1,5 +1,18 @@
 """Numerical core: numpy/scipy only. Never imports accounting, mechanisms, plans or algorithms."""
+from .gradient import batch_terms, batches, eigen_floor, pca_update, project_columns, sir_update
 from .moments import clip_rows_l2, mean, nearest_psd, second_moment
+from .sir import (
+    classical_sir,
+    covariance_uncentred,
+    generalized_eigen,
+    kernel_diagonal,
+    orthonormalize,
+    projection_distance,
+    projector,
+    sir_kernel,
+    whitened_eigen,
+)
+from .slicing import equal_count_cut_points, slice_by_category, slice_by_cut_points, slice_sums
 from .validation import check_matrix, check_positive
 
-__all__ = ["check_matrix", "check_positive", "clip_rows_l2", "mean", "nearest_psd", "second_moment"]
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -18,7 +18,7 @@ from .._version import __version__
 from ..accounting import Accountant, AdvancedAccountant, BasicAccountant, Charge, Cost, Ledger, PldAccountant, RdpAccountant, Status
 from ..accounting.accountants import default_slack
 from ..errors import PlanError
-from ..mechanisms import get_mechanism
+from ..mechanisms import Sensitivity, get_mechanism
 from ..report import NodeReport, PrivacyReport
 from .graph import CalibratedPlan
 
@@ -77,6 +77,7 @@ class Run:
         self.algorithm = algorithm or plan.name
         self.notes = list(notes or [])
         self.outputs: dict[str, Any] = {}
+        self.runtime_specs: dict[str, Any] = {}
         self.report: PrivacyReport | None = None
         self._reservation = None
         self._rngs: dict[str, np.random.Generator] = {}
@@ -100,13 +101,27 @@ class Run:
         missing = [p for p in self.plan.nodes[name].parents if p not in self.outputs]
         if missing:
             raise PlanError(f"node {name!r} needs its parents released first: {missing}")
-        spec = self.plan.specs[name]
+        spec = self._spec_for(name, options.pop("sensitivity", None))
         mech = get_mechanism(spec.mechanism)
         prepared = mech.prepare(value, spec, **options)
         self._reservation.charge(name)  # write-ahead: charged before the noise exists
         out = mech.sample(prepared, spec, self._rngs[name], **options)
         self.outputs[name] = out
         return out
+
+    def _spec_for(self, name: str, sensitivity: float | None) -> Any:
+        """The node's noise spec; for adaptive nodes, with the sensitivity value given at release."""
+        spec, node = self.plan.specs[name], self.plan.nodes[name]
+        if not node.adaptive:
+            if sensitivity is not None:
+                raise PlanError(f"node {name!r} has a fixed sensitivity; only adaptive nodes take sensitivity=")
+            return spec
+        if sensitivity is None:
+            raise PlanError(f"adaptive node {name!r} needs sensitivity= at release")
+        declared = spec.sensitivity
+        runtime = attrs.evolve(spec, sensitivity=Sensitivity(float(sensitivity), declared.norm, declared.relation, declared.derivation))
+        self.runtime_specs[name] = runtime
+        return runtime
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         assert self._reservation is not None
@@ -182,7 +197,8 @@ def build_report(run: Run) -> PrivacyReport:
     basic = BasicAccountant()
     nodes = []
     for charge in plan.charges():
-        node, spec = plan.nodes[charge.label], plan.specs[charge.label]
+        node = plan.nodes[charge.label]
+        spec = run.runtime_specs.get(charge.label, plan.specs[charge.label])
         nodes.append(
             NodeReport(
                 name=node.name,
@@ -198,7 +214,7 @@ def build_report(run: Run) -> PrivacyReport:
                 share=None if spec.share is None else {"epsilon": spec.share.epsilon, "delta": spec.share.delta},
                 params=dict(spec.params),
                 released=node.name in charged_names,
-                description=node.description,
+                description=node.description + (" [sensitivity computed at release from public parameters and parent outputs]" if node.adaptive else ""),
             )
         )
     versions = {"privsdr": __version__, "numpy": np.__version__}

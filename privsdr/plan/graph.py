@@ -50,6 +50,7 @@ class Node:
     status: Status = Status.CERTIFIED
     params: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
     description: str = ""
+    adaptive: bool = False
 
     def public_dict(self) -> dict[str, Any]:
         return {
@@ -65,6 +66,7 @@ class Node:
             "parents": list(self.parents),
             "status": self.status.value,
             "params": {k: v for k, v in self.params.items()},
+            "adaptive": self.adaptive,
         }
 
 
@@ -105,8 +107,15 @@ class Plan:
         status: "Status | str" = Status.CERTIFIED,
         params: Mapping[str, Any] | None = None,
         description: str = "",
+        adaptive: bool = False,
     ) -> Node:
-        """Add a release node. Exactly one of ``weight`` (default 1), ``share`` or ``noise_multiplier``."""
+        """Add a release node. Exactly one of ``weight`` (default 1), ``share`` or ``noise_multiplier``.
+
+        ``adaptive=True``: the sensitivity *value* is computed at release time from public
+        parameters and parent outputs (``run.release(name, value, sensitivity=...)``); the declared
+        ``sensitivity`` gives its norm, relation and derivation. The node's privacy cost depends only
+        on its noise multiplier, which the plan fixes, so adaptive composition still applies.
+        """
         if name in self.nodes:
             raise PlanError(f"node {name!r} already in plan {self.name!r}")
         mech = get_mechanism(mechanism)
@@ -132,9 +141,11 @@ class Plan:
         for partition, cell in scope.constraints:
             if partition not in self.partitions or cell not in self.partitions[partition].cells:
                 raise PlanError(f"node {name!r} reads {partition}[{cell}], which no declared partition has")
+        if adaptive and (calibration == "modsulq" or mechanism in ("opaque", "non_private")):
+            raise PlanError(f"node {name!r}: adaptive sensitivities need a calibration that does not depend on the value")
         node = Node(
             name, mechanism, sensitivity, weight, None if share is None else as_budget(share), noise_multiplier, delta,
-            calibration, scope, tuple(parents), status, dict(params or {}), description,
+            calibration, scope, tuple(parents), status, dict(params or {}), description, adaptive,
         )
         self.nodes[name] = node
         return node

@@ -1,0 +1,136 @@
+"""What the DP-SIR family shares: input checks, slicing policies, sensitivities, hyperparameters, BIC."""
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .. import core
+from ..errors import ValidationError
+
+SLICINGS = ("public", "dp_quantile", "data_quantile")
+MODES = ("certified", "paper")
+
+
+def check_xy(X: Any, y: Any, n_slices: int, *, low_dimensional: bool) -> tuple[np.ndarray, np.ndarray]:
+    X = core.check_matrix(X, "X", min_rows=2)
+    try:
+        y = np.asarray(y, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise ValidationError("y must be numeric") from None
+    n, p = X.shape
+    if y.size != n:
+        raise ValidationError(f"y has {y.size} values for {n} rows of X")
+    if not np.all(np.isfinite(y)):
+        raise ValidationError("y contains NaN or inf")
+    if np.all(y == y[0]):
+        raise ValidationError("y is constant: SIR needs a response that varies")
+    if n < 2 * n_slices:
+        raise ValidationError(f"need at least {2 * n_slices} rows for {n_slices} slices, got {n}")
+    if low_dimensional and p >= n // 2:
+        raise ValidationError(f"DPSIR is the low-dimensional estimator (p < n/2); got p={p}, n={n}: use SparseDPSIR")
+    return X, y
+
+
+def check_int(value: Any, name: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValidationError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def check_slicing(slicing: str, mode: str, cut_points: Any, n_slices: int, y_grid: Any) -> tuple[str, np.ndarray | None, np.ndarray | None]:
+    """Resolve the slicing policy. ``data_quantile`` (equal-count slices from the data) is what the
+    paper presumably did; it is not private and only allowed in paper mode."""
+    if mode not in MODES:
+        raise ValidationError(f"mode must be one of {MODES}, got {mode!r}")
+    if slicing is None:
+        slicing = "public" if cut_points is not None else ("dp_quantile" if y_grid is not None else ("data_quantile" if mode == "paper" else None))
+    if slicing is None:
+        raise ValidationError(
+            "certified mode needs public slice boundaries: pass cut_points=[...] (H-1 values) or "
+            "y_grid=[...] (public candidate cut points for a DP quantile release)"
+        )
+    if slicing not in SLICINGS:
+        raise ValidationError(f"slicing must be one of {SLICINGS}, got {slicing!r}")
+    cuts = grid = None
+    if slicing == "public":
+        if cut_points is None:
+            raise ValidationError("slicing='public' needs cut_points")
+        cuts = np.asarray(cut_points, dtype=float).ravel()
+        if cuts.size != n_slices - 1 or not np.all(np.isfinite(cuts)) or np.any(np.diff(cuts) <= 0):
+            raise ValidationError(f"cut_points must be {n_slices - 1} strictly increasing finite values")
+    elif slicing == "dp_quantile":
+        if y_grid is None:
+            raise ValidationError("slicing='dp_quantile' needs y_grid, public candidate cut points")
+        grid = np.unique(np.asarray(y_grid, dtype=float).ravel())
+        if grid.size < n_slices or not np.all(np.isfinite(grid)):
+            raise ValidationError(f"y_grid needs at least {n_slices} distinct finite values")
+    elif mode != "paper":
+        raise ValidationError("slicing='data_quantile' reads slice boundaries off the data (not private): paper mode only")
+    return slicing, cuts, grid
+
+
+def quantile_scores(y: np.ndarray, grid: np.ndarray, level: float) -> np.ndarray:
+    """Scores -|#{y <= c} - level * n| over a public grid: each changes by <= 1 under replace-one."""
+    counts = np.searchsorted(np.sort(y), grid, side="right")
+    return -np.abs(counts - level * y.size)
+
+
+def sir_step_sensitivity(p: int, K: int, bound: float, L: float, eta: float, lambda_pen: float, m: int, norm: str) -> float:
+    """Sensitivity of U_t (DP-SIR spec §5.2, replace-one): Frobenius for Algorithm 2, entry-wise for 3.
+
+        2 eta c_X L [6 + lambda_pen (2 + 4 K L^2)] / m_t   (x sqrt(pK) for the Frobenius norm)
+    """
+    entry = 2.0 * eta * bound * L * (6.0 + lambda_pen * (2.0 + 4.0 * K * L * L)) / m
+    return entry * math.sqrt(p * K) if norm == "l2" else entry
+
+
+NOISE_RATIO = 0.03  #: default step size keeps the expected step noise below this fraction of ||B0||_F
+CLIP_LEVEL = 3.0   #: default L: B0 is Sigma-orthonormal, so the projections x^T b have unit scale
+
+
+def default_hyperparameters(
+    lam_hat: float, B0: np.ndarray, n: int, eta: float | None, lambda_pen: float | None, radius: float | None,
+    tau: float | None, noise_per_eta: Callable[[float, float], float] | None = None,
+) -> dict[str, float]:
+    """Tuning from public parameters and the DP initial values only (post-processing).
+
+    lambda_hat = max(lambda~_K, 1e-3); lambda_pen = 2 lambda_hat and C = 2 max_k ||b_k|| (spec §7);
+    L = tau C with tau = CLIP_LEVEL / C unless given (the spec's 2 sqrt(ln n) makes the K L^3 term of
+    the sensitivity swamp every step, spec §10 U1); eta = min(0.1 / lambda_hat, the step size at which
+    the expected Frobenius norm of the step noise is NOISE_RATIO ||B0||_F). ``noise_per_eta(L,
+    lambda_pen)`` is that expected norm per unit of eta (public: noise multiplier x sensitivity).
+    """
+    lam = max(float(lam_hat), 1e-3)
+    C = radius if radius is not None else (2.0 * float(np.linalg.norm(B0, axis=0).max(initial=0.0)) or 1.0)
+    lambda_pen = lambda_pen if lambda_pen is not None else 2.0 * lam
+    tau = tau if tau is not None else CLIP_LEVEL / C
+    chosen_eta = eta
+    if chosen_eta is None:
+        chosen_eta = 0.1 / lam
+        per_eta = noise_per_eta(tau * C, lambda_pen) if noise_per_eta is not None else 0.0
+        if per_eta > 0:
+            chosen_eta = min(chosen_eta, NOISE_RATIO * float(np.linalg.norm(B0)) / per_eta)
+    return {"lambda_hat": lam, "eta": float(chosen_eta), "lambda_pen": float(lambda_pen), "radius": float(C), "tau": float(tau)}
+
+
+def bic_dimension(eigenvalues: Sequence[float], n: int, p: int, epsilon: float, delta: float, max_k: int) -> tuple[int, float]:
+    """K = argmax_k  n sum_{i<=k} l_i^2 / sum_{i<=H} l_i^2 - C_n k(k+1)/2 (DP-SIR §4.6), on DP eigenvalues.
+
+    C_n = (p + p^3 ln(1/delta)/(n eps^2)) ln n, capped at n / ln n (warns when the cap binds).
+    """
+    lam = np.asarray(eigenvalues, dtype=float)[:max_k]
+    lam2 = lam**2
+    total = lam2.sum()
+    if total <= 0:
+        return 1, 0.0
+    c_n = (p + p**3 * math.log(1.0 / delta) / (n * epsilon**2)) * math.log(n) if delta > 0 else p * math.log(n)
+    cap = n / math.log(n)
+    if c_n > cap:
+        warnings.warn(f"BIC penalty C_n = {c_n:.3g} capped at n/ln n = {cap:.3g}: no consistent C_n exists at this n", stacklevel=3)
+        c_n = cap
+    ks = np.arange(1, lam.size + 1)
+    G = n * np.cumsum(lam2) / total - c_n * ks * (ks + 1) / 2.0
+    return int(ks[np.argmax(G)]), float(c_n)

@@ -1,0 +1,154 @@
+"""DP sparse PCA: the special case of DP-SIR with M -> Sigma and Sigma -> I (spec dpsir_003.md §4.8,
+reconstructed: the paper's appendix is missing).
+
+Initializer on one part of the data: peeling screens diag(Sigma) (entry-wise sensitivity c_X^2/n1),
+Analyze-Gauss noise on Sigma restricted to the screened coordinates (Frobenius sqrt(2) s c_X^2/n1),
+top-K eigenvectors embedded. Refinement on the other part, one batch per step:
+
+    B <- B + 2 eta (1/m) sum_i x_i pi_i^T - 2 eta lambda_pen B (B^T B - I),   pi_i = clip(B^T x_i, -L, L)
+
+then peeling (entry-wise sensitivity 4 eta c_X L / m: the penalty is data-independent) and the
+column ball. ``directions_`` (p x K, at most s nonzero rows, orthonormal).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .. import core
+from ..accounting import Budget, Ledger
+from ..errors import ValidationError
+from ..mechanisms import Sensitivity
+from ..plan import CalibratedPlan, Plan, Run
+from ._base import PrivateEstimator
+from ._sir_common import check_int, default_hyperparameters
+
+RELATION = "replace_one"
+
+
+class DPSparsePCA(PrivateEstimator):
+    """Differentially private sparse PCA (top-K eigenvectors with at most ``sparsity`` nonzero rows)."""
+
+    def __init__(
+        self,
+        n_components: int = 1,
+        *,
+        sparsity: int | None = None,
+        bound: float | None = None,
+        budget: "Budget | tuple[float, float] | None" = None,
+        ledger: Ledger | None = None,
+        accountant: str = "best",
+        n_iter: int | None = None,
+        eta: float | None = None,
+        lambda_pen: float | None = None,
+        radius: float | None = None,
+        tau: float | None = None,
+        init_fraction: float = 0.5,
+        tight: bool = True,
+        random_state: Any = None,
+    ) -> None:
+        self.n_components = n_components
+        self.sparsity = sparsity
+        self.bound = bound
+        self.budget = budget
+        self.ledger = ledger
+        self.accountant = accountant
+        self.n_iter = n_iter
+        self.eta = eta
+        self.lambda_pen = lambda_pen
+        self.radius = radius
+        self.tau = tau
+        self.init_fraction = init_fraction
+        self.tight = tight
+        self.random_state = random_state
+
+    def _checked(self, p: int) -> tuple[float, int, int]:
+        if self.bound is None:
+            raise ValidationError("bound (a public bound c_X on |x_ij|) is required; it is never read off the data")
+        if self.sparsity is None:
+            raise ValidationError("sparsity (s, the number of nonzero rows to keep) is required")
+        K = check_int(self.n_components, "n_components", 1)
+        s = check_int(self.sparsity, "sparsity", K)
+        if s > p:
+            raise ValidationError(f"sparsity {s} exceeds the number of features {p}")
+        if not 0.05 <= float(self.init_fraction) <= 0.95:
+            raise ValidationError("init_fraction must be in [0.05, 0.95]")
+        return core.check_positive(self.bound, "bound"), K, s
+
+    def build_plan(self, n_samples: int, n_features: int, budget: Budget) -> Plan:
+        n, p = int(n_samples), int(n_features)
+        c, K, s = self._checked(p)
+        n1 = int(round(n * float(self.init_fraction)))
+        T = check_int(self.n_iter, "n_iter", 1) if self.n_iter is not None else max(1, math.ceil(math.log(n)))
+        if n - n1 < T or n1 < 2:
+            raise ValidationError(f"{n} rows are too few for the split and {T} batches")
+        delta = budget.delta if not budget.is_infinite and budget.delta > 0 else 1e-5
+        plan = Plan("dp_sparse_pca", RELATION, {"bound": c, "n_components": K, "sparsity": s, "n_samples": n,
+                                                  "n_features": p, "init_rows": n1, "n_iter": T})
+        init_scope, refine_scope = plan.partition("part", ["init", "refine"])
+        batch_scopes = plan.partition("batch", range(T), within=refine_scope)
+        plan.add("screen", "peeling", Sensitivity(c * c / n1, "linf", RELATION, "diag(Sigma) entries change by <= c_X^2 / n1"),
+                 weight=0.5, scope=init_scope, params={"s": s, "d": 1, "delta": delta / 2},
+                 description="private screening of diag(Sigma) (noisy values discarded)")
+        plan.add("init_sigma", "symmetric_gaussian",
+                 Sensitivity(math.sqrt(2.0) * s * c * c / n1, "l2", RELATION, "sqrt(2) s c_X^2 / n1 on the screened block"),
+                 weight=0.5, scope=init_scope, parents=("screen",), calibration="analytic",
+                 description="Analyze-Gauss on Sigma restricted to the screened coordinates")
+        for t in range(T):
+            plan.add(f"step_{t}", "peeling", Sensitivity(1.0, "linf", RELATION, "4 eta c_X L / m_t entry-wise"), weight=1.0,
+                     scope=batch_scopes[t], parents=("init_sigma",) + ((f"step_{t - 1}",) if t else ()), adaptive=True,
+                     params={"s": s, "d": K, "delta": delta}, description=f"power-type step {t} + peeling on batch {t}")
+        return plan
+
+    def plan(self, n_samples: int, n_features: int) -> CalibratedPlan:
+        budget, ledger = self._resolve_budget()
+        return self.build_plan(n_samples, n_features, budget).allocate(budget, accountant=ledger.accountant, tight=self.tight)
+
+    def fit(self, X: Any, y: Any = None) -> "DPSparsePCA":
+        X = core.check_matrix(X, "X", min_rows=4)
+        n, p = X.shape
+        c, K, s = self._checked(p)
+        budget, ledger = self._resolve_budget()
+        calibrated = self.build_plan(n, p, budget).allocate(budget, accountant=ledger.accountant, tight=self.tight)
+        T = calibrated.plan.public_params["n_iter"]
+        n1 = calibrated.plan.public_params["init_rows"]
+        rng = np.random.default_rng(self.random_state if not isinstance(self.random_state, np.random.Generator) else self.random_state.integers(2**63))
+        order = rng.permutation(n)
+        Xc = np.clip(X, -c, c)
+        X1, Xr = Xc[order[:n1]], Xc[order[n1:]]
+        batch_idx = core.batches(n - n1, T, rng)
+        with Run(calibrated, ledger, random_state=self.random_state, data_shape=X.shape, algorithm="DPSparsePCA") as run:
+            _, selected = run.release("screen", np.mean(X1 * X1, axis=0)[None, :])
+            selected = np.sort(selected)
+            sigma = run.release("init_sigma", core.covariance_uncentred(X1[:, selected]))
+            values, vectors = np.linalg.eigh(sigma)
+            order_ev = np.argsort(values)[::-1]
+            B0 = np.zeros((p, K))
+            B0[selected] = vectors[:, order_ev[:K]]
+            gap = values[order_ev[K - 1]] - (values[order_ev[K]] if K < len(values) else 0.0)
+            m = min(len(b) for b in batch_idx)
+            z = calibrated.specs["step_0"].noise_multiplier
+            hyper = default_hyperparameters(gap, B0, n, self.eta, self.lambda_pen, self.radius, self.tau,
+                                            lambda L, lp: z * 4.0 * c * L / m * math.sqrt(2.0 * s * K))
+            C, L = hyper["radius"], hyper["tau"] * hyper["radius"]
+            B = core.project_columns(B0, C)
+            support = selected
+            for t, idx in enumerate(batch_idx):
+                U = core.pca_update(Xr[idx], B, L, hyper["eta"], hyper["lambda_pen"])
+                A_hat, support = run.release(f"step_{t}", U.T, sensitivity=4.0 * hyper["eta"] * c * L / len(idx))
+                B = core.project_columns(A_hat.T, C)
+        self.init_components_ = core.orthonormalize(B0)
+        self.components_ = core.orthonormalize(B)
+        self.support_ = np.sort(np.asarray(support))
+        self.hyperparameters_ = hyper
+        self.n_features_in_ = p
+        self.plan_ = calibrated
+        self.ledger_ = ledger
+        self.privacy_report_ = run.report
+        return self
+
+    def transform(self, X: Any) -> np.ndarray:
+        X = core.check_matrix(X, "X")
+        return np.clip(X, -float(self.bound), float(self.bound)) @ self.components_

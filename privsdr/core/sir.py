@@ -1,0 +1,76 @@
+"""Sliced inverse regression: the kernel, the classical estimator, and subspace metrics.
+
+* Kernel (uncentred form, data assumed centred):  M = (1/n) sum_h S_h S_h^T / n_h  (empty slices add 0).
+* Classical SIR (Li 1991): centre X, Sigma = X^T X / n, and the top-K generalized eigenvectors of
+  (M, Sigma), normalised so that B^T Sigma B = I_K.
+* Distance of subspaces: ||P_A - P_B||_F with P_A = A (A^T A)^+ A^T (DP-SIR §2.5; FSIR §7.2).
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy import linalg
+
+from .slicing import slice_sums
+
+
+def sir_kernel(X: np.ndarray, labels: np.ndarray, n_slices: int) -> np.ndarray:
+    """M = sum_h p_h m_h m_h^T = (1/n) sum_h S_h S_h^T / n_h for (already centred) X."""
+    S, counts = slice_sums(X, labels, n_slices)
+    nonempty = counts > 0
+    scaled = S[:, nonempty] / np.sqrt(counts[nonempty])
+    M = scaled @ scaled.T / X.shape[0]
+    return (M + M.T) / 2.0
+
+
+def kernel_diagonal(X: np.ndarray, labels: np.ndarray, n_slices: int) -> np.ndarray:
+    """diag(M) = (1/n) sum_h S_{h,j}^2 / n_h, without forming M (for screening)."""
+    S, counts = slice_sums(X, labels, n_slices)
+    nonempty = counts > 0
+    return (S[:, nonempty] ** 2 / counts[nonempty]).sum(axis=1) / X.shape[0]
+
+
+def covariance_uncentred(X: np.ndarray) -> np.ndarray:
+    s = X.T @ X / X.shape[0]
+    return (s + s.T) / 2.0
+
+
+def generalized_eigen(M: np.ndarray, Sigma: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top-K generalized eigenpairs of (M, Sigma): (B with B^T Sigma B = I_K, eigenvalues descending)."""
+    values, vectors = linalg.eigh(M, Sigma)
+    order = np.argsort(values)[::-1]
+    return vectors[:, order[:K]], values[order]
+
+
+def whitened_eigen(M: np.ndarray, Sigma: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
+    """Same as ``generalized_eigen`` through R = Sigma^{-1/2}: B = R U_K (DP-SIR B.1 step 5)."""
+    w, Q = np.linalg.eigh(Sigma)
+    R = (Q / np.sqrt(w)) @ Q.T
+    values, U = np.linalg.eigh(R @ M @ R)
+    order = np.argsort(values)[::-1]
+    return R @ U[:, order[:K]], values[order]
+
+
+def classical_sir(X: np.ndarray, labels: np.ndarray, n_slices: int, K: int) -> tuple[np.ndarray, np.ndarray]:
+    """Li (1991): centre, then the top-K generalized eigenvectors of (M, Sigma). Returns (B, eigenvalues)."""
+    Xc = X - X.mean(axis=0)
+    return generalized_eigen(sir_kernel(Xc, labels, n_slices), covariance_uncentred(Xc), K)
+
+
+def projector(B: np.ndarray) -> np.ndarray:
+    """P_B = B (B^T B)^+ B^T, the orthogonal projector onto span(B)."""
+    B = np.atleast_2d(np.asarray(B, dtype=float))
+    if B.shape[0] == 1 and B.shape[1] > 1:
+        B = B.T
+    return B @ np.linalg.pinv(B.T @ B) @ B.T
+
+
+def projection_distance(A: np.ndarray, B: np.ndarray) -> float:
+    """||P_A - P_B||_F: 0 for equal spans; sqrt(2K) at most for two K-dimensional spans."""
+    return float(np.linalg.norm(projector(A) - projector(B)))
+
+
+def orthonormalize(B: np.ndarray) -> np.ndarray:
+    """B (B^T B)^{-1/2}, computed as U V^T from the thin SVD (pseudo-inverse when rank-deficient)."""
+    U, s, Vt = np.linalg.svd(B, full_matrices=False)
+    keep = s > s.max(initial=0.0) * 1e-12
+    return U[:, keep] @ Vt[keep, :]
