@@ -13,8 +13,8 @@ from . import __version__
 from .accounting import Budget, Ledger
 from .accounting.accountants import ACCOUNTANT_NAMES
 from .accounting.journal import verify
-from .algorithms import DPMeanCovariance
-from .datasets import gaussian_rows, load_csv
+from .algorithms import DPSIR, DPMeanCovariance
+from .datasets import MODELS, TRUE_K, load_csv, sir_model
 from .errors import BudgetExceededError, PrivsdrError
 from .mechanisms import available_mechanisms
 from .report import PrivacyReport, ledger_to_html, ledger_to_markdown
@@ -28,8 +28,9 @@ processes) refuses, before reading any data, a fit that would overspend.
 
 typical session:
   privsdr ledger init budget.jsonl --epsilon 3 --delta 1e-5 --accountant best
-  privsdr demo --journal budget.jsonl --report demo.html     # a fit on built-in data
-  privsdr fit mean-covariance --data rows.csv --clip 3 --epsilon 1 --delta 1e-6 --journal budget.jsonl
+  privsdr demo --journal budget.jsonl --report demo.html     # a DP-SIR fit on built-in data
+  privsdr fit dpsir --data rows.csv --target y --bound 3 --y-grid -10 10 --epsilon 1 --delta 1e-6 --journal budget.jsonl
+  privsdr reproduce dpsir-table1 --reps 3                    # the paper's table, our medians beside it
   privsdr ledger show budget.jsonl                            # spent, remaining, runs
   privsdr ledger verify budget.jsonl                          # detects any edit of the journal
   privsdr audit gaussian --noise-scale 0.5                    # watch an audit catch too little noise
@@ -52,21 +53,32 @@ def _write_report(report: PrivacyReport, out: str | None) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from .core import classical_sir, equal_count_cut_points, projection_distance, slice_by_cut_points
+    from .reproduce.dpsir_tables import public_grid
+
     budget = Budget(args.epsilon, args.delta)
     ledger = _ledger_for(args, budget)
-    X, mean, cov = gaussian_rows(n=args.n, p=args.p, seed=0)
-    print(f"privsdr {__version__} demo: DP mean and covariance of {args.n} synthetic rows in {args.p} dimensions")
+    X, y, B = sir_model(args.model, args.n, args.p, seed=0)
+    K = TRUE_K[args.model]
     accountant = ledger.accountant.name if ledger else args.accountant
-    print(f"declared budget: epsilon={budget.epsilon:g}, delta={budget.delta:g}; accountant: {accountant}; public row bound clip={args.clip:g}")
-    est = DPMeanCovariance(clip=args.clip, budget=budget, ledger=ledger, accountant=args.accountant, random_state=args.seed)
+    print(f"privsdr {__version__} demo: DP sliced inverse regression on model {args.model} "
+          f"({args.n} synthetic rows, {args.p} features, K = {K} true direction{'s' if K > 1 else ''})")
+    print(f"declared budget: epsilon={budget.epsilon:g}, delta={budget.delta:g}; accountant: {accountant}; "
+          "public bound |x_ij| <= 1; slices from a DP quantile release over a public grid")
+    est = DPSIR(K, bound=1.0, y_grid=public_grid(args.model), budget=budget, ledger=ledger, accountant=args.accountant,
+                random_state=args.seed)
     preview = est.plan(*X.shape)
     print(f"preflight: this fit costs epsilon={preview.cost(accountant).epsilon:.4g} (before any data is read)")
-    est.fit(X)
-    np.set_printoptions(precision=4, suppress=True)
-    print("\nestimated mean: ", est.mean_)
-    print("true mean:      ", mean)
-    rel = np.linalg.norm(est.covariance_ - cov) / np.linalg.norm(cov)
-    print(f"mean error (L2): {np.linalg.norm(est.mean_ - mean):.4g}; covariance relative error (Frobenius): {rel:.4g}")
+    est.fit(X, y)
+    labels = slice_by_cut_points(y, equal_count_cut_points(y, 4))
+    sir = classical_sir(X, labels, 4, K)[0]
+    np.set_printoptions(precision=3, suppress=True)
+    truth = B / np.linalg.norm(B, axis=0)
+    estimate = est.directions_ * np.sign(np.sum(est.directions_ * truth, axis=0))
+    print("\ntrue direction(s), normalised:\n", truth.T)
+    print("DP-SIR estimate:\n", estimate.T)
+    print(f"distance ||P_B - P_B_hat||_F (0 = exact, {np.sqrt(2 * K):.2f} = orthogonal): DP-SIR {projection_distance(est.directions_, B):.3f}, "
+          f"DP initializer {projection_distance(est.init_directions_, B):.3f}, non-private SIR {projection_distance(sir, B):.3f}")
     print("\n" + est.privacy_report_.summary())
     if ledger is not None:
         eps, delta = ledger.remaining
@@ -75,22 +87,54 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-METHODS = {"mean-covariance": "DP mean and covariance of the numeric columns (rows clipped to L2 norm --clip)"}
+METHODS = {
+    "mean-covariance": "DP mean and covariance of the numeric columns (rows clipped to L2 norm --clip)",
+    "dpsir": "DP sliced inverse regression of --target on the other columns (|x_ij| clipped to --bound; "
+             "slices from --cut-points, or a DP quantile release over --y-grid LO HI)",
+}
 
 
 def _fit(args: argparse.Namespace) -> int:
     budget = Budget(args.epsilon, args.delta)
-    X, _, names = load_csv(args.data, target=args.target, columns=args.columns)
+    if args.method == "dpsir" and not args.target:
+        raise ValueError("dpsir needs --target, the response column")
+    X, y, names = load_csv(args.data, target=args.target, columns=args.columns)
     ledger = _ledger_for(args, budget)
-    if args.clip is None:
-        raise ValueError("--clip (a public bound on each row's L2 norm) is required; it is never read off the data")
-    est = DPMeanCovariance(clip=args.clip, budget=budget, ledger=ledger, accountant=args.accountant, random_state=args.seed).fit(X)
     np.set_printoptions(precision=5, suppress=True)
     print(f"columns: {', '.join(names)}")
-    print("mean:", est.mean_)
-    print("covariance:\n", est.covariance_)
+    if args.method == "dpsir":
+        if args.bound is None:
+            raise ValueError("--bound (a public bound on |x_ij|) is required; it is never read off the data")
+        grid = np.linspace(args.y_grid[0], args.y_grid[1], 1001) if args.y_grid else None
+        est = DPSIR(args.n_directions, bound=args.bound, n_slices=args.n_slices, cut_points=args.cut_points, y_grid=grid,
+                    budget=budget, ledger=ledger, accountant=args.accountant, random_state=args.seed).fit(X, y)
+        print("directions (columns):\n", est.directions_)
+        print("slice boundaries:", est.cut_points_)
+    else:
+        if args.clip is None:
+            raise ValueError("--clip (a public bound on each row's L2 norm) is required; it is never read off the data")
+        est = DPMeanCovariance(clip=args.clip, budget=budget, ledger=ledger, accountant=args.accountant, random_state=args.seed).fit(X)
+        print("mean:", est.mean_)
+        print("covariance:\n", est.covariance_)
     print("\n" + est.privacy_report_.summary())
     _write_report(est.privacy_report_, args.report)
+    return 0
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    from .reproduce import REPRODUCTIONS
+
+    if args.list or not args.name:
+        for name, (_, title) in REPRODUCTIONS.items():
+            print(f"{name:<14} {title}")
+        return 0
+    if args.name not in REPRODUCTIONS:
+        raise ValueError(f"unknown reproduction {args.name!r}; see privsdr reproduce --list")
+    module, _ = REPRODUCTIONS[args.name]
+    rows = module.run(args.name, reps=args.reps, seed=args.seed)
+    csv_path, md_path = module.write(rows, args.out)
+    print(md_path.read_text())
+    print(f"wrote {csv_path} and {md_path} ({rows[0]['seconds_total']} s)")
     return 0
 
 
@@ -165,13 +209,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     demo = sub.add_parser("demo", formatter_class=fmt, help="the main job on built-in synthetic data",
-                          description="Synthetic data, a declared budget, a DP fit of the mean and covariance, the estimate "
-                          "against the known truth, and the privacy report. With --journal the fit is charged to that "
-                          "journal and refused (exit 3, nothing spent) when it lacks budget.")
+                          description="A simulated single-index problem (DP-SIR paper, model M1), a declared budget, a DP "
+                          "sliced inverse regression fit, the estimated direction against the truth, and the privacy report. "
+                          "With --journal the fit is charged to that journal and refused (exit 3, nothing spent) when it "
+                          "lacks budget.")
     _budget_options(demo)
     demo.add_argument("--accountant", choices=ACCOUNTANT_NAMES, default="best", help="accountant when no journal is given (default best)")
-    demo.add_argument("--clip", type=float, default=3.0, help="public bound on each row's L2 norm (default 3.0)")
-    demo.add_argument("--n", type=int, default=20_000, help="number of synthetic rows (default 20000)")
+    demo.add_argument("--model", choices=MODELS, default="M1", help="simulation model of the DP-SIR paper (default M1)")
+    demo.add_argument("--n", type=int, default=200_000, help="number of synthetic rows (default 200000)")
     demo.add_argument("--p", type=int, default=5, help="number of features (default 5)")
     demo.add_argument("--seed", type=int, default=None, help="seed the noise (reproducible demos only; never for real releases)")
     demo.add_argument("--journal", default=None, help="charge this ledger journal (see `privsdr ledger init`)")
@@ -185,7 +230,13 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--data", required=True, help="CSV file with a header row")
     fit.add_argument("--target", default=None, help="response column (excluded from the features)")
     fit.add_argument("--columns", nargs="+", default=None, help="feature columns (default: all but the target)")
-    fit.add_argument("--clip", type=float, default=None, help="public bound on each row's L2 norm (required)")
+    fit.add_argument("--clip", type=float, default=None, help="mean-covariance: public bound on each row's L2 norm (required)")
+    fit.add_argument("--bound", type=float, default=None, help="dpsir: public bound on |x_ij| (required)")
+    fit.add_argument("--n-directions", type=int, default=1, help="dpsir: number of directions K (default 1)")
+    fit.add_argument("--n-slices", type=int, default=4, help="dpsir: number of slices H (default 4)")
+    fit.add_argument("--cut-points", type=float, nargs="+", default=None, help="dpsir: public slice boundaries (H-1 values)")
+    fit.add_argument("--y-grid", type=float, nargs=2, default=None, metavar=("LO", "HI"),
+                     help="dpsir: public range of y for a DP quantile release of the slice boundaries")
     _budget_options(fit)
     fit.add_argument("--accountant", choices=ACCOUNTANT_NAMES, default="best")
     fit.add_argument("--journal", default=None, help="charge this ledger journal")
@@ -208,6 +259,16 @@ def build_parser() -> argparse.ArgumentParser:
     ver = lsub.add_parser("verify", help="check the journal's hash chain (exit 1 if tampered)")
     ver.add_argument("path")
     ver.set_defaults(func=_ledger_verify)
+
+    repro = sub.add_parser("reproduce", formatter_class=fmt, help="reproduce a paper's table (--list shows them)",
+                           description="Run a paper's simulation grid and write a CSV and a Markdown table with our medians "
+                           "beside the paper's. The paper used 1000 replications; the default here is small enough for minutes.")
+    repro.add_argument("name", nargs="?", default=None, help="e.g. dpsir-table1")
+    repro.add_argument("--list", action="store_true", help="list the available reproductions")
+    repro.add_argument("--reps", type=int, default=3, help="replications per cell (default 3; the paper: 1000)")
+    repro.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
+    repro.add_argument("--out", default="reproductions", help="output folder (default ./reproductions)")
+    repro.set_defaults(func=_reproduce)
 
     rep = sub.add_parser("report", help="render a saved JSON privacy report")
     rep.add_argument("path", help="a report written with --report OUT.json")

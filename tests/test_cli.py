@@ -26,14 +26,14 @@ def test_help_teaches_the_commands():
 
 def test_demo_prints_estimate_report_and_writes_files(tmp_path):
     html, js = tmp_path / "demo.html", tmp_path / "demo.json"
-    out = run("demo", "--n", 3000, "--report", html)
+    out = run("demo", "--n", 20000, "--report", html)
     assert out.returncode == 0, out.stderr
-    assert "estimated mean" in out.stdout and "true mean" in out.stdout and "CERTIFIED" in out.stdout
+    assert "true direction" in out.stdout and "DP-SIR estimate" in out.stdout and "CERTIFIED" in out.stdout
     page = html.read_text()
     assert page.index("CERTIFIED") < page.index("<h1>")  # status line first
     assert "data:image/png;base64," in page
     assert not re.search(r"(src|href)=['\"]https?:", page)  # self-contained: no network assets
-    assert run("demo", "--n", 3000, "--report", js).returncode == 0
+    assert run("demo", "--n", 20000, "--report", js).returncode == 0
     data = json.loads(js.read_text())
     assert data["schema"] == "privsdr.privacy-report" and data["status"] == "certified"
     rendered = tmp_path / "again.html"
@@ -150,7 +150,7 @@ def test_html_report_renders_in_headless_chromium_with_the_chart(tmp_path):
     import matplotlib.image as mpimg
 
     page, shot = tmp_path / "demo.html", tmp_path / "demo.png"
-    assert run("demo", "--n", 3000, "--report", page).returncode == 0
+    assert run("demo", "--n", 20000, "--report", page).returncode == 0
     subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
                     f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,1400", f"--screenshot={shot}",
@@ -160,3 +160,19 @@ def test_html_report_renders_in_headless_chromium_with_the_chart(tmp_path):
     assert bar_blue.sum() > 5_000  # the chart's bars are on screen
     banner = np.all(np.abs(pixels - np.array([0xE6, 0xFF, 0xFA]) / 255) < 0.02, axis=-1)
     assert banner[:200].sum() > 10_000  # the certified status banner is at the top
+
+
+def test_fit_dpsir_on_csv(tmp_path):
+    from privsdr.datasets import sir_model
+
+    X, y, _ = sir_model("M1", 4000, 4, seed=1)
+    path = tmp_path / "sir.csv"
+    path.write_text("x1,x2,x3,x4,y\n" + "\n".join(",".join(f"{v:.6f}" for v in (*row, t)) for row, t in zip(X, y)) + "\n")
+    out = run("fit", "dpsir", "--data", path, "--target", "y", "--bound", 1, "--y-grid", -30, 30, "--epsilon", 1, "--delta", 1e-6,
+              "--report", tmp_path / "sir.json")
+    assert out.returncode == 0, out.stderr
+    assert "directions" in out.stdout and "CERTIFIED" in out.stdout
+    missing = run("fit", "dpsir", "--data", path, "--bound", 1, "--y-grid", -30, 30)
+    assert missing.returncode == 2 and "--target" in missing.stderr
+    no_slices = run("fit", "dpsir", "--data", path, "--target", "y", "--bound", 1)
+    assert no_slices.returncode == 2 and "cut_points" in no_slices.stderr

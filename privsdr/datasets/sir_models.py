@@ -11,6 +11,8 @@ The true subspace is span(b1), span(b2), and span(e1, e2) for M3/M4 (K = 2).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 MODELS = ("M1", "M2", "M3", "M4")
@@ -20,6 +22,28 @@ TRUE_K = {"M1": 1, "M2": 1, "M3": 2, "M4": 2}
 def band_covariance(p: int) -> np.ndarray:
     lag = np.abs(np.subtract.outer(np.arange(p), np.arange(p)))
     return np.where(lag <= 2, 0.25 * 2.0 ** (-lag), 0.0)
+
+
+@functools.lru_cache(maxsize=16)
+def _band_cholesky(p: int) -> np.ndarray:
+    """The 3 nonzero diagonals of the lower Cholesky factor of the band covariance (O(p))."""
+    from scipy.linalg import cholesky_banded
+
+    upper = np.zeros((3, p))
+    upper[2] = 0.25
+    upper[1, 1:] = 0.125
+    upper[0, 2:] = 0.0625
+    return cholesky_banded(upper, lower=False)  # rows: diagonal offsets 2, 1, 0 of U = L^T
+
+
+def band_gaussian(n: int, p: int, rng: np.random.Generator) -> np.ndarray:
+    """n rows of N_p(0, band_covariance(p)) in O(np): X = Z L^T with L banded."""
+    U = _band_cholesky(p)
+    Z = rng.standard_normal((n, p))
+    X = Z * U[2]
+    X[:, 1:] += Z[:, :-1] * U[1, 1:]
+    X[:, 2:] += Z[:, :-2] * U[0, 2:]
+    return X
 
 
 def sir_model(model: str, n: int, p: int, *, seed: int | np.random.Generator = 0, clip: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -33,9 +57,7 @@ def sir_model(model: str, n: int, p: int, *, seed: int | np.random.Generator = 0
         raise ValueError("the DP-SIR models need p >= 2")
     rng = np.random.default_rng(seed)
     mu = rng.uniform(-10.0, 10.0, size=8)
-    # X ~ N(0, Sigma) through the Cholesky factor of the band matrix (O(n p^2), no n x n objects)
-    X = rng.standard_normal((n, p)) @ np.linalg.cholesky(band_covariance(p)).T
-    X = np.clip(X, -clip, clip)
+    X = np.clip(band_gaussian(n, p, rng), -clip, clip)
     e = rng.standard_normal(n)
     b = np.zeros((4, p))
     b[0, :2], b[1, :2], b[2, :2], b[3, :2] = mu[0:2], mu[2:4], mu[4:6], mu[6:8]

@@ -125,7 +125,7 @@ class Plan:
         given = [x is not None for x in (weight, share, noise_multiplier)]
         if sum(given) > 1:
             raise PlanError(f"node {name!r}: give one of weight, share, noise_multiplier")
-        if not any(given):
+        if not any(given) and mechanism != "non_private":
             weight = 1.0
         if weight is not None and not (math.isfinite(weight) and weight > 0):
             raise PlanError(f"node {name!r}: weight must be positive and finite")
