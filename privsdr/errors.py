@@ -14,6 +14,10 @@ class ValidationError(PrivsdrError, ValueError):
     """Bad input (NaN, wrong shape, impossible parameter) detected before any budget is spent."""
 
 
+class InputTypeError(PrivsdrError, TypeError):
+    """An argument of the wrong type (a string where a number is needed, ...), before any budget is spent."""
+
+
 class PlanError(PrivsdrError, ValueError):
     """A plan is malformed: unknown parent, cycle, duplicate node, missing calibration."""
 

@@ -120,6 +120,8 @@ class AdvancedAccountant(Accountant):
             return basic
         costs = [e.basic_cost() for e in events]
         eps = [c.epsilon for c in costs]
+        if max(eps) > 50.0:  # e^eps overflows; advanced composition never beats basic there anyway
+            return basic
         advanced = min(drv_epsilon(eps, self.slack), kov_epsilon(eps, self.slack))
         delta = _exact_sum([basic.delta, self.slack])
         if advanced >= basic.epsilon or delta > self.delta_cap:
@@ -214,10 +216,9 @@ class PldAccountant(_CurveAccountant):
     def __init__(self, value_discretization_interval: float = 1e-4) -> None:
         self.value_discretization_interval = float(value_discretization_interval)
 
-    def _pld(self, event: Event) -> Any:
+    def _pld(self, event: Event, vdi: float) -> Any:
         from dp_accounting.pld import common, privacy_loss_distribution as pld
 
-        vdi = self.value_discretization_interval
         if isinstance(event, GaussianEvent):
             return pld.from_gaussian_mechanism(event.noise_multiplier, sensitivity=1.0, value_discretization_interval=vdi)
         if isinstance(event, LaplaceEvent):
@@ -230,9 +231,13 @@ class PldAccountant(_CurveAccountant):
             # one (merged) Gaussian: its privacy-loss distribution is known in closed form, so the
             # exact curve replaces the discretised one (which can only be more pessimistic)
             return gaussian_epsilon(events[0].noise_multiplier, delta)
+        # The pessimistic PLD is an upper bound at any grid; keep the grid at <= ~2e4 points so that
+        # large-epsilon atoms (hundreds of pure steps) stay cheap.
+        basic_eps = BasicAccountant().compose(events).epsilon
+        vdi = max(self.value_discretization_interval, basic_eps / 2e4) if math.isfinite(basic_eps) else self.value_discretization_interval
         total = None
         for event, count in Counter(events).items():
-            dist = self._pld(event)
+            dist = self._pld(event, vdi)
             if count > 1:
                 dist = dist.self_compose(count)
             total = dist if total is None else total.compose(dist)

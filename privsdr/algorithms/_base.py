@@ -3,8 +3,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from .. import core
 from ..accounting import Budget, Ledger, as_budget, make_accountant
-from ..errors import BudgetExceededError, ValidationError
+from ..errors import BudgetExceededError, InputTypeError, ValidationError
 
 
 class PrivateEstimator:
@@ -33,3 +36,22 @@ class PrivateEstimator:
         if ledger is None:
             ledger = Ledger(budget, accountant=make_accountant(getattr(self, "accountant", "best"), budget.delta))
         return budget, ledger
+
+
+def check_matrix(X: Any, name: str = "X", min_rows: int = 1) -> np.ndarray:
+    """core.check_matrix, with its errors raised as privsdr.ValidationError."""
+    try:
+        return core.check_matrix(X, name, min_rows=min_rows)
+    except TypeError as exc:
+        raise InputTypeError(str(exc)) from None
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
+
+
+def check_positive(value: Any, name: str) -> float:
+    try:
+        return core.check_positive(value, name)
+    except TypeError as exc:
+        raise InputTypeError(str(exc)) from None
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None

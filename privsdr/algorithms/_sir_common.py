@@ -7,15 +7,15 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .. import core
 from ..errors import ValidationError
+from ._base import check_matrix
 
 SLICINGS = ("public", "dp_quantile", "data_quantile")
 MODES = ("certified", "paper")
 
 
 def check_xy(X: Any, y: Any, n_slices: int, *, low_dimensional: bool) -> tuple[np.ndarray, np.ndarray]:
-    X = core.check_matrix(X, "X", min_rows=2)
+    X = check_matrix(X, "X", min_rows=2)
     try:
         y = np.asarray(y, dtype=float).ravel()
     except (TypeError, ValueError):
@@ -114,6 +114,15 @@ def default_hyperparameters(
         if per_eta > 0:
             chosen_eta = min(chosen_eta, NOISE_RATIO * float(np.linalg.norm(B0)) / per_eta)
     return {"lambda_hat": lam, "eta": float(chosen_eta), "lambda_pen": float(lambda_pen), "radius": float(C), "tau": float(tau)}
+
+
+def stationary_start(B0: np.ndarray, eigenvalues: Sequence[float], lam_hat: float, lambda_pen: float | None) -> tuple[np.ndarray, float]:
+    """Scale B0's columns to the stationary norm of the penalised objective, B = V (I + Lambda/lambda_pen)^{1/2}
+    (spec §9 oracle 2), using the DP eigenvalues. Started at B0 itself, the norm's adjustment drags the
+    direction through the low-variance directions of Sigma for many more steps than T = ceil(ln n)."""
+    lambda_pen = lambda_pen if lambda_pen is not None else 2.0 * max(float(lam_hat), 1e-3)
+    lam = np.maximum(np.asarray(eigenvalues[: B0.shape[1]], dtype=float), 0.0)
+    return B0 * np.sqrt(1.0 + lam / lambda_pen), lambda_pen
 
 
 def bic_dimension(eigenvalues: Sequence[float], n: int, p: int, epsilon: float, delta: float, max_k: int) -> tuple[int, float]:

@@ -22,6 +22,7 @@ so the ledger composes them in parallel. Two modes:
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -31,7 +32,7 @@ from ..accounting import Budget, Ledger
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity
 from ..plan import CalibratedPlan, Plan, Run
-from ._base import PrivateEstimator
+from ._base import PrivateEstimator, check_matrix, check_positive
 from ._sir_common import (
     bic_dimension,
     check_int,
@@ -40,9 +41,23 @@ from ._sir_common import (
     default_hyperparameters,
     quantile_scores,
     sir_step_sensitivity,
+    stationary_start,
 )
 
 RELATION = "replace_one"
+
+
+class _ClippedRows:
+    """Rows of X clipped to [-c_X, c_X] on demand, part by part (no clipped copy of all of X)."""
+
+    def __init__(self, X: np.ndarray, labels: np.ndarray, bound: float) -> None:
+        self.X, self.labels, self.bound = X, labels, bound
+        self.p = X.shape[1]
+
+    def take(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rows = self.X[idx]
+        np.clip(rows, -self.bound, self.bound, out=rows)  # enforce |x_ij| <= c_X: what makes the sensitivities true
+        return rows, self.labels[idx]
 
 
 class _SlicedDP(PrivateEstimator):
@@ -113,8 +128,8 @@ class _SlicedDP(PrivateEstimator):
             raise ValidationError("quantile_fraction must be in (0, 1)")
         for name in ("eta", "lambda_pen", "radius", "tau"):
             if getattr(self, name) is not None:
-                core.check_positive(getattr(self, name), name)
-        return {"bound": core.check_positive(self.bound, "bound"), "H": H, "K": K, "slicing": slicing, "cuts": cuts, "grid": grid}
+                check_positive(getattr(self, name), name)
+        return {"bound": check_positive(self.bound, "bound"), "H": H, "K": K, "slicing": slicing, "cuts": cuts, "grid": grid}
 
     def _sizes(self, n: int) -> tuple[int, int, int]:
         n1 = int(round(n * float(self.init_fraction)))
@@ -207,6 +222,8 @@ class _SlicedDP(PrivateEstimator):
             grid = c["grid"]
             picks = [grid[run.release(f"cut_{h}", quantile_scores(y, grid, h / H))] for h in range(1, H)]
             cuts = np.unique(picks)  # post-processing: ties merge slices
+            if len(cuts) + 1 < H:
+                warnings.warn(f"the DP quantiles collapsed: {len(cuts) + 1} slices instead of {H} (refine y_grid)", stacklevel=4)
         else:
             cuts = run.release("cut_points", core.equal_count_cut_points(y, H))
         return core.slice_by_cut_points(y, cuts), np.asarray(cuts, dtype=float)
@@ -232,14 +249,14 @@ class _SlicedDP(PrivateEstimator):
         calibrated = self._allocate(self.build_plan(n, p, budget), budget, ledger)
         split_rng = np.random.default_rng(self.random_state if not isinstance(self.random_state, np.random.Generator) else self.random_state.integers(2**63))
         order = split_rng.permutation(n)  # data-independent split and batches (public)
-        init_idx, refine_idx = order[:n1], order[n1:]
-        batch_idx = core.batches(n2, T, split_rng)
-        Xc = np.clip(X, -c["bound"], c["bound"])
+        init_idx, refine_idx = np.sort(order[:n1]), order[n1:]  # sorted: same sets, sequential memory access
+        batch_idx = [np.sort(refine_idx[b]) for b in core.batches(n2, T, split_rng)]
         with Run(calibrated, ledger, random_state=self.random_state, data_shape=X.shape, algorithm=type(self).__name__,
                  allow_uncertified=self.allow_uncertified, notes=self._notes()) as run:
             labels, cuts = self._slices(run, y, c)
             H = len(cuts) + 1
-            self._fit_released(run, calibrated, Xc, labels, H, init_idx, refine_idx, batch_idx, c, n, budget)
+            rows = _ClippedRows(X, labels, c["bound"])
+            self._fit_released(run, calibrated, rows, H, init_idx, batch_idx, c, n, budget)
         self.cut_points_ = cuts
         self.n_features_in_ = p
         self.plan_ = calibrated
@@ -253,13 +270,13 @@ class _SlicedDP(PrivateEstimator):
                     "(total (eps, delta)); the ledger composes the disjoint batches in parallel"]
         return []
 
-    def _refine(self, run: Run, Xr: np.ndarray, labels_r: np.ndarray, batch_idx: list[np.ndarray], B0: np.ndarray, H: int,
+    def _refine(self, run: Run, rows: "_ClippedRows", batch_idx: list[np.ndarray], B0: np.ndarray, H: int,
                 hyper: dict[str, float], n: int) -> np.ndarray:
         K, p = B0.shape[1], B0.shape[0]
         C, L = hyper["radius"], hyper["tau"] * hyper["radius"]
         B = core.project_columns(B0, C)
         for t, idx in enumerate(batch_idx):
-            kern, A, G = core.batch_terms(Xr[idx], labels_r[idx], B, L, H)
+            kern, A, G = core.batch_terms(*rows.take(idx), B, L, H)
             U = core.sir_update(B, kern, A, G, hyper["eta"], hyper["lambda_pen"])
             delta_t = sir_step_sensitivity(p, K, float(self.bound), L, hyper["eta"], hyper["lambda_pen"], len(idx), "l2")
             B = core.project_columns(run.release(f"step_{t}", U, sensitivity=delta_t), C)
@@ -267,7 +284,7 @@ class _SlicedDP(PrivateEstimator):
 
     def transform(self, X: Any) -> np.ndarray:
         """Project clipped rows on the estimated directions."""
-        X = core.check_matrix(X, "X")
+        X = check_matrix(X, "X")
         return np.clip(X, -float(self.bound), float(self.bound)) @ self.directions_
 
     def _choose_k(self, eigenvalues: np.ndarray, H: int, n1: int, p: int, budget: Budget) -> int:
@@ -287,10 +304,10 @@ class DPSIR(_SlicedDP):
     ``n_directions_``, ``hyperparameters_``, ``cut_points_``, ``privacy_report_``.
     """
 
-    def _fit_released(self, run: Run, plan: CalibratedPlan, Xc: np.ndarray, labels: np.ndarray, H: int,
-                      init_idx: np.ndarray, refine_idx: np.ndarray, batch_idx: list[np.ndarray], c: dict[str, Any], n: int, budget: Budget) -> None:
-        p = Xc.shape[1]
-        B_all, eigenvalues = self._init_release(run, Xc[init_idx], labels[init_idx], H, plan)
+    def _fit_released(self, run: Run, plan: CalibratedPlan, rows: "_ClippedRows", H: int,
+                      init_idx: np.ndarray, batch_idx: list[np.ndarray], c: dict[str, Any], n: int, budget: Budget) -> None:
+        p = rows.p
+        B_all, eigenvalues = self._init_release(run, *rows.take(init_idx), H, plan)
         K = self._choose_k(eigenvalues, H, len(init_idx), p, budget)
         B0 = B_all[:, :K]
         m = min(len(b) for b in batch_idx)
@@ -299,8 +316,9 @@ class DPSIR(_SlicedDP):
         def noise_per_eta(L: float, lambda_pen: float) -> float:  # E||W||_F at eta = 1
             return z * sir_step_sensitivity(p, K, float(self.bound), L, 1.0, lambda_pen, m, "l2") * math.sqrt(p * K)
 
-        hyper = default_hyperparameters(eigenvalues[K - 1], B0, n, self.eta, self.lambda_pen, self.radius, self.tau, noise_per_eta)
-        B = self._refine(run, Xc[refine_idx], labels[refine_idx], batch_idx, B0, H, hyper, n)
+        start, lambda_pen = stationary_start(B0, eigenvalues, eigenvalues[K - 1], self.lambda_pen)
+        hyper = default_hyperparameters(eigenvalues[K - 1], start, n, self.eta, lambda_pen, self.radius, self.tau, noise_per_eta)
+        B = self._refine(run, rows, batch_idx, start, H, hyper, n)
         self.init_directions_ = core.orthonormalize(B0)
         self.directions_ = core.orthonormalize(B)
         self.eigenvalues_ = eigenvalues[: max(H - 1, 1)]
@@ -375,10 +393,10 @@ class SparseDPSIR(_SlicedDP):
             raise ValidationError("SparseDPSIR needs n_directions given (the peeling size of each step depends on it)")
         return super().build_plan(n_samples, n_features, budget)
 
-    def _fit_released(self, run: Run, plan: CalibratedPlan, Xc: np.ndarray, labels: np.ndarray, H: int,
-                      init_idx: np.ndarray, refine_idx: np.ndarray, batch_idx: list[np.ndarray], c: dict[str, Any], n: int, budget: Budget) -> None:
-        p = Xc.shape[1]
-        X1, labels1 = Xc[init_idx], labels[init_idx]
+    def _fit_released(self, run: Run, plan: CalibratedPlan, rows: "_ClippedRows", H: int,
+                      init_idx: np.ndarray, batch_idx: list[np.ndarray], c: dict[str, Any], n: int, budget: Budget) -> None:
+        p = rows.p
+        X1, labels1 = rows.take(init_idx)
         _, selected = run.release("screen", core.kernel_diagonal(X1, labels1, H)[None, :])
         selected = np.sort(selected)
         B_sel, eigenvalues = self._init_release(run, X1[:, selected], labels1, H, plan)
@@ -392,13 +410,13 @@ class SparseDPSIR(_SlicedDP):
         def noise_per_eta(L: float, lambda_pen: float) -> float:  # E||noise on the s kept rows||_F at eta = 1
             return z * sir_step_sensitivity(p, K, float(self.bound), L, 1.0, lambda_pen, m, "linf") * math.sqrt(2.0 * s * K)
 
-        hyper = default_hyperparameters(eigenvalues[K - 1], B0, n, self.eta, self.lambda_pen, self.radius, self.tau, noise_per_eta)
-        Xr, labels_r = Xc[refine_idx], labels[refine_idx]
+        start, lambda_pen = stationary_start(B0, eigenvalues, eigenvalues[K - 1], self.lambda_pen)
+        hyper = default_hyperparameters(eigenvalues[K - 1], start, n, self.eta, lambda_pen, self.radius, self.tau, noise_per_eta)
         C, L = hyper["radius"], hyper["tau"] * hyper["radius"]
-        B = core.project_columns(B0, C)
+        B = core.project_columns(start, C)
         support = selected
         for t, idx in enumerate(batch_idx):
-            kern, A, G = core.batch_terms(Xr[idx], labels_r[idx], B, L, H)
+            kern, A, G = core.batch_terms(*rows.take(idx), B, L, H)
             U = core.sir_update(B, kern, A, G, hyper["eta"], hyper["lambda_pen"])
             m = n if self.mode == "paper" else len(idx)  # paper: Lemma 5's 1/n (spec §10 P3)
             lam = sir_step_sensitivity(p, K, float(self.bound), L, hyper["eta"], hyper["lambda_pen"], m, "linf")

@@ -21,7 +21,7 @@ from ..accounting import Budget, Ledger
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity
 from ..plan import CalibratedPlan, Plan, Run
-from ._base import PrivateEstimator
+from ._base import PrivateEstimator, check_matrix, check_positive
 
 
 class DPMeanCovariance(PrivateEstimator):
@@ -66,7 +66,7 @@ class DPMeanCovariance(PrivateEstimator):
     def _validated_clip(self) -> float:
         if self.clip is None:
             raise ValidationError("clip (a public bound on the rows' L2 norm) is required; it is never read off the data")
-        return core.check_positive(self.clip, "clip")
+        return check_positive(self.clip, "clip")
 
     def build_plan(self, n_samples: int, n_features: int) -> Plan:
         """The plan of one fit on n_samples x n_features data: public parameters only."""
@@ -96,7 +96,7 @@ class DPMeanCovariance(PrivateEstimator):
         return self.build_plan(n_samples, n_features).allocate(budget, accountant=ledger.accountant, tight=self.tight)
 
     def fit(self, X: Any, y: Any = None) -> "DPMeanCovariance":
-        X = core.check_matrix(X, "X", min_rows=2)
+        X = check_matrix(X, "X", min_rows=2)
         budget, ledger = self._resolve_budget()
         calibrated = self.build_plan(*X.shape).allocate(budget, accountant=ledger.accountant, tight=self.tight)
         with Run(calibrated, ledger, random_state=self.random_state, data_shape=X.shape, algorithm="DPMeanCovariance") as run:

@@ -22,8 +22,8 @@ from ..accounting import Budget, Ledger
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity
 from ..plan import CalibratedPlan, Plan, Run
-from ._base import PrivateEstimator
-from ._sir_common import check_int, default_hyperparameters
+from ._base import PrivateEstimator, check_matrix, check_positive
+from ._sir_common import check_int, default_hyperparameters, stationary_start
 
 RELATION = "replace_one"
 
@@ -75,7 +75,7 @@ class DPSparsePCA(PrivateEstimator):
             raise ValidationError(f"sparsity {s} exceeds the number of features {p}")
         if not 0.05 <= float(self.init_fraction) <= 0.95:
             raise ValidationError("init_fraction must be in [0.05, 0.95]")
-        return core.check_positive(self.bound, "bound"), K, s
+        return check_positive(self.bound, "bound"), K, s
 
     def build_plan(self, n_samples: int, n_features: int, budget: Budget) -> Plan:
         n, p = int(n_samples), int(n_features)
@@ -107,7 +107,7 @@ class DPSparsePCA(PrivateEstimator):
         return self.build_plan(n_samples, n_features, budget).allocate(budget, accountant=ledger.accountant, tight=self.tight)
 
     def fit(self, X: Any, y: Any = None) -> "DPSparsePCA":
-        X = core.check_matrix(X, "X", min_rows=4)
+        X = check_matrix(X, "X", min_rows=4)
         n, p = X.shape
         c, K, s = self._checked(p)
         budget, ledger = self._resolve_budget()
@@ -130,10 +130,11 @@ class DPSparsePCA(PrivateEstimator):
             gap = values[order_ev[K - 1]] - (values[order_ev[K]] if K < len(values) else 0.0)
             m = min(len(b) for b in batch_idx)
             z = calibrated.specs["step_0"].noise_multiplier
-            hyper = default_hyperparameters(gap, B0, n, self.eta, self.lambda_pen, self.radius, self.tau,
+            start, lambda_pen = stationary_start(B0, values[order_ev], gap, self.lambda_pen)
+            hyper = default_hyperparameters(gap, start, n, self.eta, lambda_pen, self.radius, self.tau,
                                             lambda L, lp: z * 4.0 * c * L / m * math.sqrt(2.0 * s * K))
             C, L = hyper["radius"], hyper["tau"] * hyper["radius"]
-            B = core.project_columns(B0, C)
+            B = core.project_columns(start, C)
             support = selected
             for t, idx in enumerate(batch_idx):
                 U = core.pca_update(Xr[idx], B, L, hyper["eta"], hyper["lambda_pen"])
@@ -150,5 +151,5 @@ class DPSparsePCA(PrivateEstimator):
         return self
 
     def transform(self, X: Any) -> np.ndarray:
-        X = core.check_matrix(X, "X")
+        X = check_matrix(X, "X")
         return np.clip(X, -float(self.bound), float(self.bound)) @ self.components_

@@ -1,0 +1,63 @@
+"""Fit time of DPSIR against the non-private core SIR on the same data, as a ratio within one run,
+and peak memory (tracemalloc) relative to the data itself.
+
+    python benchmarks/bench_dpsir.py [--big]     # --big adds n = 10^6, p = 100
+"""
+from __future__ import annotations
+
+import argparse
+import time
+import tracemalloc
+import warnings
+
+import numpy as np
+
+from privsdr import Budget, DPSIR
+from privsdr.core import classical_sir, equal_count_cut_points, slice_by_cut_points
+from privsdr.datasets import sir_model
+
+
+def median_seconds(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def peak_bytes(fn) -> int:
+    tracemalloc.start()
+    fn()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--big", action="store_true", help="also n = 10^6, p = 100 (about a minute)")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    sizes = [(40_000, 40)] + ([(1_000_000, 100)] if args.big else [])
+    print(f"{'n':>9} {'p':>4} {'core SIR (s)':>13} {'DPSIR (s)':>10} {'ratio':>6} {'DPSIR peak / data':>18}")
+    for n, p in sizes:
+        X, y, _ = sir_model("M1", n, p, seed=0)
+        cuts = equal_count_cut_points(y, 4)
+
+        def sir() -> None:
+            classical_sir(X, slice_by_cut_points(y, cuts), 4, 1)
+
+        def dp() -> None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                DPSIR(1, bound=1.0, cut_points=cuts, budget=Budget(1.0, n ** -1.1), random_state=0).fit(X, y)
+
+        dp()  # warm the memoised calibration of this plan shape
+        t_sir, t_dp = median_seconds(sir, args.repeats), median_seconds(dp, args.repeats)
+        peak = peak_bytes(dp)
+        print(f"{n:>9} {p:>4} {t_sir:>13.3f} {t_dp:>10.3f} {t_dp / t_sir:>6.2f} {peak / X.nbytes:>18.2f}")
+
+
+if __name__ == "__main__":
+    main()
