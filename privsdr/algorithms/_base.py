@@ -55,3 +55,28 @@ def check_positive(value: Any, name: str) -> float:
         raise InputTypeError(str(exc)) from None
     except ValueError as exc:
         raise ValidationError(str(exc)) from None
+
+
+def public_split(random_state: Any, n: int, n_init: int, n_batches: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """A data-independent split of range(n): the sorted init rows and ``n_batches`` sorted batches of
+    the rest (DP-SIR spec §4.0 item 4). Under replace-one each record stays in one part, so the
+    parts are disjoint scopes; sorting keeps the sets and makes row gathers sequential in memory."""
+    seed = random_state.integers(2**63) if isinstance(random_state, np.random.Generator) else random_state
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(n)
+    rest = order[n_init:]
+    return np.sort(order[:n_init]), [np.sort(rest[b]) for b in core.batches(n - n_init, n_batches, rng)]
+
+
+class ClippedRows:
+    """Rows of X clipped to [-bound, bound] on demand, part by part (no clipped copy of all of X)."""
+
+    def __init__(self, X: np.ndarray, bound: float, labels: np.ndarray | None = None) -> None:
+        self.X, self.bound, self.labels = X, bound, labels
+        self.p = X.shape[1]
+
+    def take(self, idx: np.ndarray) -> Any:
+        """The clipped rows ``idx`` (integer indices: always a copy), with their labels if any."""
+        rows = self.X[np.asarray(idx, dtype=np.intp)]
+        np.clip(rows, -self.bound, self.bound, out=rows)  # what makes the declared sensitivities true
+        return rows if self.labels is None else (rows, self.labels[idx])

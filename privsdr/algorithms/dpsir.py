@@ -32,7 +32,7 @@ from ..accounting import Budget, Ledger
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity
 from ..plan import CalibratedPlan, Plan, Run
-from ._base import PrivateEstimator, check_matrix, check_positive
+from ._base import ClippedRows, PrivateEstimator, check_matrix, check_positive, public_split
 from ._sir_common import (
     bic_dimension,
     check_int,
@@ -45,19 +45,6 @@ from ._sir_common import (
 )
 
 RELATION = "replace_one"
-
-
-class _ClippedRows:
-    """Rows of X clipped to [-c_X, c_X] on demand, part by part (no clipped copy of all of X)."""
-
-    def __init__(self, X: np.ndarray, labels: np.ndarray, bound: float) -> None:
-        self.X, self.labels, self.bound = X, labels, bound
-        self.p = X.shape[1]
-
-    def take(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        rows = self.X[idx]
-        np.clip(rows, -self.bound, self.bound, out=rows)  # enforce |x_ij| <= c_X: what makes the sensitivities true
-        return rows, self.labels[idx]
 
 
 class _SlicedDP(PrivateEstimator):
@@ -247,15 +234,12 @@ class _SlicedDP(PrivateEstimator):
         n1, n2, T = self._sizes(n)
         budget, ledger = self._resolve_budget()
         calibrated = self._allocate(self.build_plan(n, p, budget), budget, ledger)
-        split_rng = np.random.default_rng(self.random_state if not isinstance(self.random_state, np.random.Generator) else self.random_state.integers(2**63))
-        order = split_rng.permutation(n)  # data-independent split and batches (public)
-        init_idx, refine_idx = np.sort(order[:n1]), order[n1:]  # sorted: same sets, sequential memory access
-        batch_idx = [np.sort(refine_idx[b]) for b in core.batches(n2, T, split_rng)]
+        init_idx, batch_idx = public_split(self.random_state, n, n1, T)
         with Run(calibrated, ledger, random_state=self.random_state, data_shape=X.shape, algorithm=type(self).__name__,
                  allow_uncertified=self.allow_uncertified, notes=self._notes()) as run:
             labels, cuts = self._slices(run, y, c)
             H = len(cuts) + 1
-            rows = _ClippedRows(X, labels, c["bound"])
+            rows = ClippedRows(X, c["bound"], labels)
             self._fit_released(run, calibrated, rows, H, init_idx, batch_idx, c, n, budget)
         self.cut_points_ = cuts
         self.n_features_in_ = p
@@ -270,7 +254,7 @@ class _SlicedDP(PrivateEstimator):
                     "(total (eps, delta)); the ledger composes the disjoint batches in parallel"]
         return []
 
-    def _refine(self, run: Run, rows: "_ClippedRows", batch_idx: list[np.ndarray], B0: np.ndarray, H: int,
+    def _refine(self, run: Run, rows: ClippedRows, batch_idx: list[np.ndarray], B0: np.ndarray, H: int,
                 hyper: dict[str, float], n: int) -> np.ndarray:
         K, p = B0.shape[1], B0.shape[0]
         C, L = hyper["radius"], hyper["tau"] * hyper["radius"]
@@ -304,7 +288,7 @@ class DPSIR(_SlicedDP):
     ``n_directions_``, ``hyperparameters_``, ``cut_points_``, ``privacy_report_``.
     """
 
-    def _fit_released(self, run: Run, plan: CalibratedPlan, rows: "_ClippedRows", H: int,
+    def _fit_released(self, run: Run, plan: CalibratedPlan, rows: ClippedRows, H: int,
                       init_idx: np.ndarray, batch_idx: list[np.ndarray], c: dict[str, Any], n: int, budget: Budget) -> None:
         p = rows.p
         B_all, eigenvalues = self._init_release(run, *rows.take(init_idx), H, plan)
@@ -393,7 +377,7 @@ class SparseDPSIR(_SlicedDP):
             raise ValidationError("SparseDPSIR needs n_directions given (the peeling size of each step depends on it)")
         return super().build_plan(n_samples, n_features, budget)
 
-    def _fit_released(self, run: Run, plan: CalibratedPlan, rows: "_ClippedRows", H: int,
+    def _fit_released(self, run: Run, plan: CalibratedPlan, rows: ClippedRows, H: int,
                       init_idx: np.ndarray, batch_idx: list[np.ndarray], c: dict[str, Any], n: int, budget: Budget) -> None:
         p = rows.p
         X1, labels1 = rows.take(init_idx)

@@ -22,7 +22,7 @@ from ..accounting import Budget, Ledger
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity
 from ..plan import CalibratedPlan, Plan, Run
-from ._base import PrivateEstimator, check_matrix, check_positive
+from ._base import ClippedRows, PrivateEstimator, check_matrix, check_positive, public_split
 from ._sir_common import check_int, default_hyperparameters, stationary_start
 
 RELATION = "replace_one"
@@ -114,11 +114,9 @@ class DPSparsePCA(PrivateEstimator):
         calibrated = self.build_plan(n, p, budget).allocate(budget, accountant=ledger.accountant, tight=self.tight)
         T = calibrated.plan.public_params["n_iter"]
         n1 = calibrated.plan.public_params["init_rows"]
-        rng = np.random.default_rng(self.random_state if not isinstance(self.random_state, np.random.Generator) else self.random_state.integers(2**63))
-        order = rng.permutation(n)
-        Xc = np.clip(X, -c, c)
-        X1, Xr = Xc[order[:n1]], Xc[order[n1:]]
-        batch_idx = core.batches(n - n1, T, rng)
+        init_idx, batch_idx = public_split(self.random_state, n, n1, T)
+        rows = ClippedRows(X, c)
+        X1 = rows.take(init_idx)
         with Run(calibrated, ledger, random_state=self.random_state, data_shape=X.shape, algorithm="DPSparsePCA") as run:
             _, selected = run.release("screen", np.mean(X1 * X1, axis=0)[None, :])
             selected = np.sort(selected)
@@ -137,7 +135,7 @@ class DPSparsePCA(PrivateEstimator):
             B = core.project_columns(start, C)
             support = selected
             for t, idx in enumerate(batch_idx):
-                U = core.pca_update(Xr[idx], B, L, hyper["eta"], hyper["lambda_pen"])
+                U = core.pca_update(rows.take(idx), B, L, hyper["eta"], hyper["lambda_pen"])
                 A_hat, support = run.release(f"step_{t}", U.T, sensitivity=4.0 * hyper["eta"] * c * L / len(idx))
                 B = core.project_columns(A_hat.T, C)
         self.init_components_ = core.orthonormalize(B0)
