@@ -7,7 +7,8 @@ import numpy as np
 
 from .. import core
 from ..accounting import Budget, Ledger, as_budget, make_accountant
-from ..errors import BudgetExceededError, InputTypeError, ValidationError
+from .._validation import check_matrix, check_positive  # noqa: F401 (re-exported for the estimators)
+from ..errors import BudgetExceededError, ValidationError
 
 
 class PrivateEstimator:
@@ -36,25 +37,6 @@ class PrivateEstimator:
         if ledger is None:
             ledger = Ledger(budget, accountant=make_accountant(getattr(self, "accountant", "best"), budget.delta))
         return budget, ledger
-
-
-def check_matrix(X: Any, name: str = "X", min_rows: int = 1) -> np.ndarray:
-    """core.check_matrix, with its errors raised as privsdr.ValidationError."""
-    try:
-        return core.check_matrix(X, name, min_rows=min_rows)
-    except TypeError as exc:
-        raise InputTypeError(str(exc)) from None
-    except ValueError as exc:
-        raise ValidationError(str(exc)) from None
-
-
-def check_positive(value: Any, name: str) -> float:
-    try:
-        return core.check_positive(value, name)
-    except TypeError as exc:
-        raise InputTypeError(str(exc)) from None
-    except ValueError as exc:
-        raise ValidationError(str(exc)) from None
 
 
 def public_split(random_state: Any, n: int, n_init: int, n_batches: int) -> tuple[np.ndarray, list[np.ndarray]]:

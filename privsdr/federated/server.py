@@ -1,0 +1,90 @@
+"""The FSIR server: merge client messages (post-processing only; spec fsir_000.md Algorithm 1).
+
+    Sigma~ = sum_k n_k Sigma~_k / N,   M~ = sum_k n_k M~_k / N,   U_d = top-d left singular vectors of M~,
+    beta~ = Sigma~^{-1} U_d   (a linear solve; Sigma~ optionally floored to be positive definite).
+
+Without noise this is exactly the pooled estimate: n_k M_k and n_k Sigma_k are sums over records.
+The guarantee per record is the max over clients of their own costs (parallel composition: every
+record lives on one client).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import attrs
+import numpy as np
+
+from ..core import eigen_floor
+from ..errors import ValidationError
+from .protocol import ClientMessage, FSIRConfig, check_compatible
+
+
+@attrs.frozen(eq=False)
+class FSIRResult:
+    directions: np.ndarray
+    n_directions: int
+    singular_values: np.ndarray
+    n_total: int
+    clients: tuple[str, ...]
+    active: tuple[int, ...] | None
+    privacy: dict[str, Any]
+
+
+def majority_vote(messages: Sequence[ClientMessage], p: int) -> tuple[int, ...]:
+    """CCMD server step: indices voted by more than half of the clients (strict majority)."""
+    votes = np.zeros(p, dtype=int)
+    for m in messages:
+        if m.votes is None:
+            raise ValidationError(f"client {m.client_id!r} sent no screening votes")
+        votes[list(m.votes)] += 1
+    return tuple(int(j) for j in np.flatnonzero(votes > len(messages) / 2))
+
+
+def privacy_summary(messages: Sequence[ClientMessage]) -> dict[str, Any]:
+    """Per-client costs and the per-record guarantee: the max over clients (parallel composition)."""
+    per_client = {}
+    statuses = []
+    for m in messages:
+        report = m.report
+        per_client[m.client_id] = {"epsilon": report.spent[0], "delta": report.spent[1], "status": report.status}
+        statuses.append(report.status)
+    worst = "none" if "none" in statuses else ("claimed" if "claimed" in statuses else "certified")
+    return {
+        "per_record": {"epsilon": max(c["epsilon"] for c in per_client.values()), "delta": max(c["delta"] for c in per_client.values())},
+        "status": worst,
+        "per_client": per_client,
+        "composition": "parallel over clients (each record lives on one client); sequential within a client",
+    }
+
+
+def merge(messages: Sequence[ClientMessage], config: FSIRConfig, *, n_directions: int | str | None = None,
+          psd_floor: float | None = None, p_original: int | None = None) -> FSIRResult:
+    """Merge the clients' uploads and estimate the SDR directions."""
+    check_compatible(messages, config)
+    if any(m.slice_means is None or m.second_moment is None for m in messages):
+        raise ValidationError("merge needs round-2 messages (slice means and second moments)")
+    N = sum(m.n for m in messages)
+    M = sum(m.n * m.slice_means for m in messages) / N
+    S = sum(m.n * m.second_moment for m in messages) / N
+    S = (S + S.T) / 2.0
+    if psd_floor is not None:
+        S = eigen_floor(S, psd_floor)
+    U, s, _ = np.linalg.svd(M, full_matrices=False)
+    d = n_directions if n_directions is not None else config.n_directions
+    if d == "auto":
+        q = min(M.shape)
+        gaps = np.concatenate([s, [0.0]])[:q] - np.concatenate([s, [0.0]])[1 : q + 1]
+        d = int(np.argmax(gaps[: max(q - 1, 1)])) + 1
+    d = int(d)
+    if not 1 <= d <= min(M.shape):
+        raise ValidationError(f"cannot estimate {d} directions from a {M.shape} slice-mean matrix")
+    try:
+        beta = np.linalg.solve(S, U[:, :d])
+    except np.linalg.LinAlgError:
+        raise ValidationError("the merged second moment is singular; pass psd_floor= to repair it (post-processing)") from None
+    active = messages[0].active
+    if active is not None:
+        full = np.zeros((p_original or max(active) + 1, d))
+        full[list(active)] = beta
+        beta = full
+    return FSIRResult(beta, d, s, N, tuple(m.client_id for m in messages), active, privacy_summary(messages))
