@@ -182,3 +182,23 @@ def test_iid_client_release_passes_a_client_level_audit():
 
     bad = audit(half_noise, X0, X1, claim=claim, statistic=stat, threshold=threshold, samples=2_000, alpha=1e-3, seed=2)
     assert not bad.passed, bad.summary()
+
+
+@pytest.mark.parametrize("model", ["I", "II", "III", "IV", "V"])
+def test_fsir_models_have_the_stated_structure(model):
+    from privsdr.core import classical_sir, equal_count_cut_points, slice_by_category, slice_by_cut_points
+    from privsdr.datasets import FSIR_D, fsir_model
+
+    X, y, B = fsir_model(model, 5000, 10, seed=1)
+    assert X.shape == (5000, 10) and B.shape == (10, FSIR_D[model])
+    assert np.allclose(np.linalg.norm(B, axis=0), 1.0)
+    if model == "I":
+        assert set(np.unique(y)) == {0.0, 1.0}
+        labels, H = slice_by_category(y)[0], 2
+    else:
+        H = 8
+        labels = slice_by_cut_points(y, equal_count_cut_points(y, H))
+    # non-private SIR finds the subspace (spec §7.2: random level is sqrt(2d - 2d^2/p))
+    assert projection_distance(classical_sir(X, labels, H, B.shape[1])[0], B) < 0.45
+    high = fsir_model(model, 50, 1000, seed=2)[2]
+    assert np.count_nonzero(np.linalg.norm(high, axis=1)) == 10  # s = 10 active rows when p > 500
