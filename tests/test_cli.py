@@ -176,3 +176,27 @@ def test_fit_dpsir_on_csv(tmp_path):
     assert missing.returncode == 2 and "--target" in missing.stderr
     no_slices = run("fit", "dpsir", "--data", path, "--target", "y", "--bound", 1)
     assert no_slices.returncode == 2 and "cut_points" in no_slices.stderr
+
+
+def test_fsir_client_server_round_trip(tmp_path):
+    from privsdr.datasets import fsir_model
+
+    B = None
+    for k in range(2):
+        X, y, B = fsir_model("III", 1500, 6, seed=k, B=B)
+        rows = ["x0,x1,x2,x3,x4,x5,y"] + [",".join(f"{v:.6f}" for v in (*r, t)) for r, t in zip(X, y)]
+        (tmp_path / f"c{k}.csv").write_text("\n".join(rows) + "\n")
+    cfg = tmp_path / "cfg.json"
+    assert run("fsir", "config", cfg, "--bound", 3, "--cut-points", -1, 0, 1, "--n-directions", 2).returncode == 0
+    for k in range(2):
+        out = run("fsir", "client", "--config", cfg, "--data", tmp_path / f"c{k}.csv", "--target", "y", "--client-id", f"s{k}",
+                  "--epsilon", 2, "--delta", 1e-5, "--out", tmp_path / f"m{k}.fsir")
+        assert out.returncode == 0, out.stderr
+    merged = run("fsir", "server", tmp_path / "m0.fsir", tmp_path / "m1.fsir", "--config", cfg, "--json")
+    assert merged.returncode == 0, merged.stderr
+    data = json.loads(merged.stdout)
+    assert np.asarray(data["directions"]).shape == (6, 2) and data["privacy"]["status"] == "certified"
+    other = tmp_path / "other.json"
+    run("fsir", "config", other, "--bound", 2, "--cut-points", -1, 0, 1)
+    refused = run("fsir", "server", tmp_path / "m0.fsir", "--config", other)
+    assert refused.returncode == 2 and "configuration" in refused.stderr

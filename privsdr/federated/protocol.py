@@ -119,6 +119,19 @@ class FSIRConfig:
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
 
+    def to_json(self) -> str:
+        return json.dumps({"protocol": PROTOCOL, "version": PROTOCOL_VERSION, "config": self.to_dict()}, indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> "FSIRConfig":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValidationError(f"not an FSIR configuration: {exc}") from None
+        if not isinstance(data, dict) or data.get("protocol") != PROTOCOL or data.get("version") != PROTOCOL_VERSION:
+            raise ValidationError("not an FSIR configuration of this protocol version")
+        return cls(**data["config"])
+
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
 
