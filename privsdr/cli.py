@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -173,10 +174,14 @@ def _reproduce(args: argparse.Namespace) -> int:
     if args.name not in REPRODUCTIONS:
         raise ValueError(f"unknown reproduction {args.name!r}; see privsdr reproduce --list")
     module, _ = REPRODUCTIONS[args.name]
+    start = time.perf_counter()
     rows = module.run(args.name, reps=args.reps, seed=args.seed)
+    for row in rows:
+        row.setdefault("seconds_total", round(time.perf_counter() - start, 2))
     csv_path, md_path = module.write(rows, args.out)
     print(md_path.read_text())
-    print(f"wrote {csv_path} and {md_path} ({rows[0]['seconds_total']} s)")
+    seconds = rows[0].get("seconds_total")
+    print(f"wrote {csv_path} and {md_path}" + (f" ({seconds} s)" if seconds is not None else ""))
     return 0
 
 

@@ -113,6 +113,8 @@ class FederatedSIR:
             result.privacy["per_record"] = {"epsilon": max(c["epsilon"] for c in per), "delta": max(c["delta"] for c in per)}
             if config.screening == "ccmd":
                 result.privacy["status"] = "none"
+        if config.mechanism == "none":
+            result.privacy["status"] = "none"  # the non-private baseline: no noise at all
         self.config_ = config
         self.messages_ = messages
         self.directions_ = result.directions

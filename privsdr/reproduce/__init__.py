@@ -1,6 +1,11 @@
-"""Reproductions of the papers' tables: ``privsdr reproduce --list``."""
-from . import dpsir_tables
+"""Reproductions of the papers' tables and figures: ``privsdr reproduce --list``."""
+from . import dpsir_tables, fsir_figures, fsir_flights, fsir_tables
 
-REPRODUCTIONS = {name: (dpsir_tables, title) for name, (_, _, title) in dpsir_tables.TABLES.items()}
+REPRODUCTIONS = {
+    **{name: (dpsir_tables, title) for name, (_, _, title) in dpsir_tables.TABLES.items()},
+    **{name: (fsir_tables, title) for name, (_, _, title) in fsir_tables.TABLES.items()},
+    **{name: (fsir_figures, title) for name, title in fsir_figures.FIGURES.items()},
+    **{name: (fsir_flights, title) for name, title in fsir_flights.FIGURES.items()},
+}
 
-__all__ = ["REPRODUCTIONS", "dpsir_tables"]
+__all__ = ["REPRODUCTIONS", "dpsir_tables", "fsir_figures", "fsir_flights", "fsir_tables"]
