@@ -8,6 +8,7 @@ from ._version import __version__
 from .accounting import Budget, Cost, Ledger, Relation, Scope, Status
 from .accounting.accountants import ACCOUNTANT_NAMES
 from .algorithms import DPSIR, DPMeanCovariance, DPSparsePCA, SparseDPSIR
+from .federated import FederatedSIR
 from .errors import (
     BudgetExceededError,
     PlanError,
@@ -28,6 +29,7 @@ __all__ = [
     "DPMeanCovariance",
     "DPSIR",
     "DPSparsePCA",
+    "FederatedSIR",
     "SparseDPSIR",
     "Ledger",
     "Plan",
