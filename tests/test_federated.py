@@ -202,3 +202,22 @@ def test_fsir_models_have_the_stated_structure(model):
     assert projection_distance(classical_sir(X, labels, H, B.shape[1])[0], B) < 0.45
     high = fsir_model(model, 50, 1000, seed=2)[2]
     assert np.count_nonzero(np.linalg.norm(high, axis=1)) == 10  # s = 10 active rows when p > 500
+
+
+def test_ccmd_top_s_rule_and_top_s_server_vote():
+    from privsdr.federated import majority_vote
+
+    rng = np.random.default_rng(8)
+    p, beta = 60, np.zeros(60)
+    beta[:2] = 1 / np.sqrt(2)
+    data = []
+    for _ in range(5):
+        X = rng.standard_normal((1000, p))
+        data.append((X, X @ beta + 0.3 * rng.standard_normal(1000)))
+    est = FederatedSIR(1, bound=3.0, cut_points=CUTS, screening="ccmd", ccmd_rule="top_s", screen_size=2,
+                       budget=Budget(2.0, 1e-5), allow_uncertified=True, random_state=0).fit(data)
+    assert set(est.active_) == {0, 1} and est.privacy_["status"] == "none"
+    votes = [ClientMessage(client_id=str(k), config_digest="x", n=10, p=4, n_slices=2, slice_means=None, second_moment=None,
+                           report_json="{}", votes=v) for k, v in enumerate([(0, 1), (1, 2), (1, 3)])]
+    assert majority_vote(votes, 4) == (1,)
+    assert majority_vote(votes, 4, "top_s", 2) == (0, 1)  # 1 has 3 votes; ties among 0, 2, 3 go to the smallest index

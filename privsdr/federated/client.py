@@ -149,7 +149,11 @@ def screening_message(X: Any, y: Any, config: FSIRConfig, budget: Budget, *, cli
             mean = Xt.mean(axis=0)
             omega = np.abs(S / np.maximum(counts, 1.0) - mean[:, None])  # |slice mean - overall mean|
             omega[:, counts == 0] = 0.0
-            votes = np.flatnonzero(np.any(omega > float(config.ccmd_threshold), axis=1))  # client_union vote
+            if config.ccmd_rule == "top_s":
+                top = np.argsort(omega, axis=0)[-config.screen_size:, :]
+                votes = np.unique(top)  # client_union vote: the s largest per slice
+            else:
+                votes = np.flatnonzero(np.any(omega > float(config.ccmd_threshold), axis=1))  # client_union vote
             votes = run.release("votes", votes)
         else:
             _, votes = run.release("votes", (S / n).T)

@@ -29,7 +29,8 @@ class FederatedSIR:
     def __init__(self, n_directions: "int | str" = 1, *, bound: float | None = None, norm: str = "linf", cut_points: Any = None, classes: Any = None,
                  mechanism: str = "iid", cov_mechanism: str = "modsulq", calibration: str = "classical",
                  budget: "Budget | tuple[float, float] | None" = None, cov_share: float = 0.5, screening: str | None = None,
-                 screen_size: int = 5, screen_share: float = 0.2, ccmd_threshold: float | None = None, basis: Any = None,
+                 screen_size: int = 5, screen_share: float = 0.2, ccmd_threshold: float | None = None, ccmd_rule: str = "threshold",
+                 server_vote: str | None = None, basis: Any = None,
                  spectrum: Any = None, two_stage_share: float = 0.3, psd_floor: float | None = None,
                  allow_uncertified: bool = False, executor: Any = None, random_state: Any = None) -> None:
         self.n_directions = n_directions
@@ -46,6 +47,8 @@ class FederatedSIR:
         self.screen_size = screen_size
         self.screen_share = screen_share
         self.ccmd_threshold = ccmd_threshold
+        self.ccmd_rule = ccmd_rule
+        self.server_vote = server_vote
         self.basis = basis
         self.spectrum = spectrum
         self.two_stage_share = two_stage_share
@@ -61,7 +64,8 @@ class FederatedSIR:
                           cov_mechanism=self.cov_mechanism, calibration=self.calibration, cov_share=self.cov_share,
                           n_directions=self.n_directions, two_stage_share=self.two_stage_share, basis=self.basis,
                           spectrum=self.spectrum, screening=self.screening, screen_size=self.screen_size,
-                          screen_share=self.screen_share, ccmd_threshold=self.ccmd_threshold)
+                          screen_share=self.screen_share, ccmd_threshold=self.ccmd_threshold, ccmd_rule=self.ccmd_rule,
+                          server_vote=self.server_vote or ("top_s" if self.screening == "private" else "majority"))
 
     def fit(self, clients: Sequence[tuple[Any, Any]]) -> "FederatedSIR":
         config = self.config()
@@ -94,7 +98,7 @@ class FederatedSIR:
             votes = run_clients(screening_message, [
                 {"X": X, "y": y, "config": config, "budget": screen_budget, "client_id": ids[k], "random_state": seeds[K + k]}
                 for k, (X, y) in enumerate(clients)], self.executor)
-            active = majority_vote(votes, next(iter(p_values)))
+            active = majority_vote(votes, next(iter(p_values)), config.server_vote, config.screen_size)
             if len(active) < max(int(config.n_directions) if config.n_directions != "auto" else 1, 1):
                 raise ValidationError(f"screening kept {len(active)} coordinates: too few for the requested directions")
             self.screening_messages_ = votes

@@ -46,7 +46,10 @@ class FSIRConfig:
     or ``analyze_gauss``. ``calibration`` of the Gaussian floors: ``classical`` / ``paper_approx`` /
     ``thm3_exact`` / ``analytic``. ``cov_share`` is the fraction of each client's budget spent on the
     covariance (the paper: 1/2). ``screening``: ``ccmd`` (Algorithm 3: NOT private), ``private``
-    (peeling on the slice-mean rows), or None.
+    (peeling on the slice-mean rows), or None. CCMD clients vote for coordinates with
+    |slice mean - mean| > ``ccmd_threshold`` in some slice (``ccmd_rule="threshold"``), or for the
+    ``screen_size`` largest per slice (``"top_s"``, spec §4 REC); the server keeps a strict majority
+    (``server_vote="majority"``, the paper) or the ``screen_size`` most-voted coordinates (``"top_s"``).
     """
 
     bound: float = attrs.field(converter=float)
@@ -66,6 +69,8 @@ class FSIRConfig:
     screen_size: int = 5
     screen_share: float = 0.2
     ccmd_threshold: float | None = None
+    ccmd_rule: str = "threshold"
+    server_vote: str = "majority"
 
     def __attrs_post_init__(self) -> None:
         if not (math.isfinite(self.bound) and self.bound > 0):
@@ -86,8 +91,10 @@ class FSIRConfig:
             raise ValidationError("vgm_public needs a public basis (p x p) and spectrum (p)")
         if self.screening not in SCREENINGS:
             raise ValidationError(f"screening must be one of {SCREENINGS}")
-        if self.screening == "ccmd" and self.ccmd_threshold is None:
-            raise ValidationError("ccmd screening needs ccmd_threshold (t)")
+        if self.ccmd_rule not in ("threshold", "top_s") or self.server_vote not in ("majority", "top_s"):
+            raise ValidationError("ccmd_rule is 'threshold' or 'top_s'; server_vote is 'majority' or 'top_s'")
+        if self.screening == "ccmd" and self.ccmd_rule == "threshold" and self.ccmd_threshold is None:
+            raise ValidationError("ccmd screening with rule 'threshold' needs ccmd_threshold (t)")
         for name in ("cov_share", "two_stage_share", "screen_share"):
             if not 0 < getattr(self, name) < 1:
                 raise ValidationError(f"{name} must be in (0, 1)")

@@ -30,13 +30,17 @@ class FSIRResult:
     privacy: dict[str, Any]
 
 
-def majority_vote(messages: Sequence[ClientMessage], p: int) -> tuple[int, ...]:
-    """CCMD server step: indices voted by more than half of the clients (strict majority)."""
+def majority_vote(messages: Sequence[ClientMessage], p: int, rule: str = "majority", size: int = 5) -> tuple[int, ...]:
+    """CCMD server step: indices voted by more than half of the clients (strict majority), or the
+    ``size`` most-voted indices (``rule="top_s"``; ties to the smaller index)."""
     votes = np.zeros(p, dtype=int)
     for m in messages:
         if m.votes is None:
             raise ValidationError(f"client {m.client_id!r} sent no screening votes")
         votes[list(m.votes)] += 1
+    if rule == "top_s":
+        order = np.lexsort((np.arange(p), -votes))[:size]
+        return tuple(int(j) for j in np.sort(order))
     return tuple(int(j) for j in np.flatnonzero(votes > len(messages) / 2))
 
 
