@@ -1,7 +1,7 @@
-"""FSIR execution: K = 100 clients x n = 5000, p = 10 -- serial vs thread / process pool vs Dask
+"""FSIR execution: K = 100 clients x n = 5000, p = 10 (by default) -- serial vs thread / process pool vs Dask
 LocalCluster wall time, and the server merge against the clients' work (ratios within one run).
 
-    python benchmarks/bench_fsir.py [--clients 100] [--n 5000]
+    python benchmarks/bench_fsir.py [--clients 100] [--n 5000] [--p 10]
 """
 from __future__ import annotations
 
@@ -20,11 +20,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=100)
     parser.add_argument("--n", type=int, default=5000)
+    parser.add_argument("--p", type=int, default=10)
     args = parser.parse_args()
     B = None
     data = []
     for k in range(args.clients):
-        X, y, B = fsir_model("III", args.n, 10, seed=k, B=B)
+        X, y, B = fsir_model("III", args.n, args.p, seed=k, B=B)
         data.append((X, y))
     config = FSIRConfig(bound=3.0, cut_points=tuple(np.quantile(np.concatenate([y for _, y in data]), np.linspace(0, 1, 9)[1:-1])),
                         mechanism="iid", calibration="analytic", cov_mechanism="analyze_gauss", n_directions=2)
@@ -58,7 +59,7 @@ def main() -> None:
     start = time.perf_counter()
     merge(messages, config)
     merge_time = time.perf_counter() - start
-    print(f"K = {args.clients} clients x n = {args.n}, p = 10 (model III), IID + Analyze-Gauss")
+    print(f"K = {args.clients} clients x n = {args.n}, p = {args.p} (model III), IID + Analyze-Gauss")
     print(f"{'executor':<30} {'wall (s)':>9} {'speed-up':>9}")
     for name, seconds in rows:
         print(f"{name:<30} {seconds:>9.3f} {serial / seconds:>9.2f}")
