@@ -14,7 +14,6 @@ The DP-RF / DP-TRF baselines (Hu et al. 2023) are not implemented (spec §10 E6)
 """
 from __future__ import annotations
 
-import csv
 import time
 import zlib
 import warnings
@@ -25,6 +24,7 @@ import numpy as np
 
 from .. import core
 from .._progress import progress
+from ._output import output_dir, write_csv
 from ..accounting import Budget
 from ..algorithms import DPSIR, SparseDPSIR
 from ..datasets import TRUE_K, sir_model
@@ -157,13 +157,9 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
 
 
 def write(rows: list[dict[str, Any]], out_dir: "str | Path") -> tuple[Path, Path]:
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_dir(out_dir)
     table = rows[0]["table"]
     csv_path, md_path = out / f"{table}.csv", out / f"{table}.md"
-    with open(csv_path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(rows, csv_path)
     md_path.write_text(to_markdown(rows))
     return csv_path, md_path

@@ -7,7 +7,6 @@ Choices as in ``fsir_tables`` (R = 3, public cut points from an independent draw
 """
 from __future__ import annotations
 
-import csv
 import time
 import warnings
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .._progress import progress
+from ._output import output_dir, write_csv
 from ..accounting import Budget
 from ..datasets import FSIR_D, fsir_model
 from ..federated import FederatedSIR
@@ -101,14 +101,10 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def write(rows: list[dict[str, Any]], out_dir: "str | Path") -> tuple[Path, Path]:
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_dir(out_dir)
     figure = rows[0]["figure"]
     csv_path, png_path = out / f"{figure}.csv", out / f"{figure}.png"
-    with open(csv_path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(rows, csv_path)
     plot(rows, png_path)
     md = out / f"{figure}.md"
     md.write_text(f"**{FIGURES[figure]}** — mean angle over {rows[0]['reps']} replications; plot: `{png_path.name}`\n\n"

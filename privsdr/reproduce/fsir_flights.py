@@ -6,7 +6,6 @@ ranges (R = 1). Panels: non-private FSIR, IID (certified: analytic + Analyze-Gau
 """
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import numpy as np
 from ..accounting import Budget
 from ..datasets.flights import PREDICTORS, airline_clients
 from ..federated import FederatedSIR
+from ._output import output_dir, write_csv
 
 FIGURES = {"fsir-flights": "FSIR Figure 5: nycflights13, arrival delay against the first SDR direction (10 airlines as clients)"}
 CUTS = (-20.0, -10.0, 0.0, 15.0, 45.0)  # public: early / on time / late bands in minutes
@@ -53,13 +53,9 @@ def write(rows: list[dict[str, Any]], out_dir: "str | Path") -> tuple[Path, Path
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_dir(out_dir)
     csv_path, png_path, md_path = out / "fsir-flights.csv", out / "fsir-flights.png", out / "fsir-flights.md"
-    with open(csv_path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(rows, csv_path)
     X = np.vstack([x for x, _ in _plot_cache["data"]])
     y = np.concatenate([t for _, t in _plot_cache["data"]])
     pick = np.random.default_rng(1).choice(len(y), size=1000, replace=False)

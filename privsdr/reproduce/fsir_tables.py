@@ -15,7 +15,6 @@ The paper omits R, the slicing and the centring (spec §7.7), so each choice her
 """
 from __future__ import annotations
 
-import csv
 import json
 import time
 import warnings
@@ -28,6 +27,7 @@ import numpy as np
 
 from .. import core
 from .._progress import progress
+from ._output import output_dir, write_csv
 from ..accounting import Budget
 from ..datasets import FSIR_D, fsir_model
 from ..federated import FederatedSIR
@@ -134,13 +134,9 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
 
 
 def write(rows: list[dict[str, Any]], out_dir: "str | Path") -> tuple[Path, Path]:
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_dir(out_dir)
     table = rows[0]["table"]
     csv_path, md_path = out / f"{table}.csv", out / f"{table}.md"
-    with open(csv_path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(rows, csv_path)
     md_path.write_text(to_markdown(rows))
     return csv_path, md_path
