@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import core
 from .._progress import progress
-from ._output import output_dir, write_csv
+from ._output import write_table
 from ..accounting import Budget
 from ..algorithms import DPSIR, SparseDPSIR
 from ..datasets import TRUE_K, sir_model
@@ -157,9 +157,4 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
 
 
 def write(rows: list[dict[str, Any]], out_dir: "str | Path") -> tuple[Path, Path]:
-    out = output_dir(out_dir)
-    table = rows[0]["table"]
-    csv_path, md_path = out / f"{table}.csv", out / f"{table}.md"
-    write_csv(rows, csv_path)
-    md_path.write_text(to_markdown(rows))
-    return csv_path, md_path
+    return write_table(rows, out_dir, to_markdown)
