@@ -11,6 +11,7 @@ from .algorithms import DPSIR, DPMeanCovariance, DPSparsePCA, SparseDPSIR
 from .federated import FederatedSIR
 from .errors import (
     BudgetExceededError,
+    NotIdentifiedWarning,
     PlanError,
     PrivsdrError,
     RelationMismatchError,
@@ -32,6 +33,7 @@ __all__ = [
     "FederatedSIR",
     "SparseDPSIR",
     "Ledger",
+    "NotIdentifiedWarning",
     "Plan",
     "PlanError",
     "PrivacyReport",

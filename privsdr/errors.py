@@ -53,3 +53,8 @@ class BudgetExceededError(PrivsdrError):
         ]
         lines += [f"  {label}: epsilon={cost[0]:.6g}, delta={cost[1]:.3g}" for label, cost in self.items]
         super().__init__("\n".join(lines))
+
+
+class NotIdentifiedWarning(UserWarning):
+    """An estimate is not determined by the data: e.g. tied eigenvalues at the K-th direction, where any
+    basis of the tied eigenspace is an equally valid answer and the one returned depends on the BLAS build."""

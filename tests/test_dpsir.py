@@ -11,7 +11,7 @@ slices comparable across replications and keeps the plan -- hence its memoised c
 from __future__ import annotations
 
 import math
-import time
+import warnings
 from typing import ClassVar
 
 import numpy as np
@@ -25,6 +25,7 @@ from privsdr import (
     BudgetExceededError,
     DPSparsePCA,
     Ledger,
+    NotIdentifiedWarning,
     SparseDPSIR,
     UncertifiedPlanError,
     ValidationError,
@@ -687,8 +688,8 @@ def _release_fit(budget, whiten):
     return fit
 
 
+@pytest.mark.filterwarnings("ignore::privsdr.NotIdentifiedWarning")  # audits the releases, not the (tied) direction
 def test_dpsir_audit_b1_releases_pass_and_dropped_p_factor_mutant_fails(monkeypatch, audit_report):
-    t0 = time.perf_counter()
     D0, D1 = audit_pair()
     claim = _init_claim(audit_report)
     assert claim.epsilon <= AUD_BUDGET.epsilon * (1 + 1e-9)  # the init part's own cost fits the budget
@@ -702,32 +703,73 @@ def test_dpsir_audit_b1_releases_pass_and_dropped_p_factor_mutant_fails(monkeypa
     bad = audit_estimator(_release_fit(AUD_BUDGET, whiten), D0, D1, reference=reference, claim=claim, kind="vector",
                           samples=500, alpha=ALPHA, seed=2)
     assert not bad.passed, bad.summary()
-    assert time.perf_counter() - t0 < 30
 
 
-def test_dpsir_audit_directions_pass_and_noise_free_mutant_fails(audit_report):
-    t0 = time.perf_counter()
-    D0, D1 = audit_pair()
+# The directions audit needs a pair whose noise-free directions are *identified*. The B.1 pair above is
+# not: its slices are pure (each holds copies of one corner), so M = Sigma on their span and the top
+# generalized eigenvalues tie at 1 -- any unit vector of a 2-D eigenspace is "the" direction, and which one
+# eigh returns depends on the BLAS kernel (OPENBLAS_CORETYPE=Haswell gave a reference 0.13 from the other
+# side's instead of 1.4). Here four corner types share slice 2 and record 0 sits alone in slice 0, so the
+# top eigenvalue is separated (relative gap ~1), Sigma is well conditioned (lambda_min ~ 0.95), and the
+# noise-free directions agree to 1e-14 under both BLAS settings.
+DIR_SIZES = (15, 15, 15, 14)
+DIR_TYPES = np.array([[-1.0, -1.0, 1.0], [1.0, 1.0, 1.0], [-1.0, 1.0, -1.0], [1.0, -1.0, -1.0]])
+
+
+def direction_audit_pair():
+    X = np.vstack([[1.0, -1.0, -1.0]] + [np.repeat(t[None], k, 0) for t, k in zip(DIR_TYPES, DIR_SIZES)])
+    y = np.r_[-1.0, np.full(AUD_N - 1, 0.25)]
+    X1 = X.copy()
+    X1[0] = [-1.0, -1.0, -1.0]
+    return (X, y), (X1, y.copy())
+
+
+def direction_seed(rng: np.random.Generator) -> int:
+    """A split with record 0 in the init part and 7, 7, 7, 8 rows of the four types there."""
+    edges = np.cumsum((1,) + DIR_SIZES)
+    while True:
+        seed = int(rng.integers(2**62))
+        init = np.random.default_rng(seed).permutation(AUD_N)[:AUD_N1]
+        counts = [np.sum((init >= lo) & (init < hi)) for lo, hi in zip(edges[:-1], edges[1:])]
+        if 0 in init and counts == [7, 7, 7, 8]:
+            return seed
+
+
+def test_tied_eigenvalues_are_reported_not_silently_resolved():
+    # the B.1 pair's noise-free fit has tied top eigenvalues: the estimator must say so
+    with pytest.warns(NotIdentifiedWarning, match="not identified"):
+        est = DPSIR(1, budget=Budget.infinite(), random_state=accepted_seed(np.random.default_rng(3)), **AUD_KW).fit(*audit_pair()[0])
+    assert est.eigengap_ < 1e-8
+    # the directions pair is identified: no warning, a large gap
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NotIdentifiedWarning)
+        for D in direction_audit_pair():
+            est = DPSIR(1, budget=Budget.infinite(), random_state=direction_seed(np.random.default_rng(3)), **AUD_KW).fit(*D)
+            assert est.eigengap_ > 0.5
+
+
+def test_dpsir_audit_directions_pass_and_noise_free_mutant_fails():
+    D0, D1 = direction_audit_pair()
+    report = DPSIR(1, budget=AUD_BUDGET, random_state=direction_seed(np.random.default_rng(0)), **AUD_KW).fit(*D0).privacy_report_
 
     def fit_directions(D, rng):
-        return DPSIR(1, budget=AUD_BUDGET, random_state=accepted_seed(rng), **AUD_KW).fit(*D).directions_
+        return DPSIR(1, budget=AUD_BUDGET, random_state=direction_seed(rng), **AUD_KW).fit(*D).directions_
 
     def reference(attr):
-        return lambda D: getattr(DPSIR(1, budget=Budget.infinite(), random_state=accepted_seed(np.random.default_rng(3)),
+        return lambda D: getattr(DPSIR(1, budget=Budget.infinite(), random_state=direction_seed(np.random.default_rng(3)),
                                        **AUD_KW).fit(*D), attr)
 
-    assert projection_distance(reference("directions_")(D0), reference("directions_")(D1)) > 0.3
-    ok = audit_estimator(fit_directions, D0, D1, reference=reference("directions_"), claim=claim_from_report(audit_report),
+    assert projection_distance(reference("directions_")(D0), reference("directions_")(D1)) > 1.0
+    ok = audit_estimator(fit_directions, D0, D1, reference=reference("directions_"), claim=claim_from_report(report),
                          kind="subspace", samples=400, alpha=ALPHA, seed=3)
     assert ok.passed, ok.summary()
 
     def fake_budget_init(D, rng):  # mutant: the same fit with the noise switched off
-        return DPSIR(1, budget=Budget.infinite(), random_state=accepted_seed(rng), **AUD_KW).fit(*D).init_directions_
+        return DPSIR(1, budget=Budget.infinite(), random_state=direction_seed(rng), **AUD_KW).fit(*D).init_directions_
 
-    bad = audit_estimator(fake_budget_init, D0, D1, reference=reference("init_directions_"), claim=_init_claim(audit_report),
+    bad = audit_estimator(fake_budget_init, D0, D1, reference=reference("init_directions_"), claim=_init_claim(report),
                           kind="subspace", samples=100, alpha=ALPHA, seed=4)
     assert not bad.passed, bad.summary()
-    assert time.perf_counter() - t0 < 20
 
 
 def sparse_audit_pair():
@@ -743,8 +785,8 @@ def sparse_audit_pair():
     return (X, y), (X1, y1)
 
 
+@pytest.mark.filterwarnings("ignore::privsdr.NotIdentifiedWarning")  # audits the screening, not the direction
 def test_sparse_dpsir_audit_screening_membership():
-    t0 = time.perf_counter()
     D0, D1 = sparse_audit_pair()
     budget = Budget(2.0, 1e-5)
     kw = dict(sparsity=2, screen_size=3, bound=1.0, cut_points=AUD_CUTS, n_iter=1, accountant="basic")
@@ -769,7 +811,6 @@ def test_sparse_dpsir_audit_screening_membership():
     bad = audit_estimator(screened(Budget.infinite()), D0, D1, reference=lambda D: 5, claim=claim, kind="membership",
                           samples=100, alpha=ALPHA, seed=6)
     assert not bad.passed, bad.summary()
-    assert time.perf_counter() - t0 < 15
 
 
 # ==================================================================================================

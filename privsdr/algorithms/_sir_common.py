@@ -7,7 +7,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..errors import ValidationError
+from ..errors import NotIdentifiedWarning, ValidationError
 from ._base import check_matrix
 
 SLICINGS = ("public", "dp_quantile", "data_quantile")
@@ -85,6 +85,31 @@ def sir_step_sensitivity(p: int, K: int, bound: float, L: float, eta: float, lam
     """
     entry = 2.0 * eta * bound * L * (6.0 + lambda_pen * (2.0 + 4.0 * K * L * L)) / m
     return entry * math.sqrt(p * K) if norm == "l2" else entry
+
+
+TIE_TOLERANCE = 1e-8  #: relative eigengap below which the K-th direction is reported as not identified
+
+
+def relative_eigengap(eigenvalues: Sequence[float], K: int) -> float:
+    """(lambda_K - lambda_{K+1}) / max(|lambda_K|, tiny): how well the top-K eigenspace is determined."""
+    lam = np.asarray(eigenvalues, dtype=float)
+    if lam.size <= K:
+        return math.inf
+    return float((lam[K - 1] - lam[K]) / max(abs(lam[K - 1]), np.finfo(float).tiny))
+
+
+def warn_if_not_identified(eigenvalues: Sequence[float], K: int, what: str) -> float:
+    """Warn (``NotIdentifiedWarning``) when lambda_K and lambda_{K+1} tie: the span of the top K
+    eigenvectors is then not a function of the data (any basis of the tied eigenspace is a solution),
+    and which one the eigensolver returns depends on the BLAS kernel. Returns the relative gap."""
+    gap = relative_eigengap(eigenvalues, K)
+    if gap < TIE_TOLERANCE:
+        warnings.warn(
+            f"{what}: eigenvalues {K} and {K + 1} tie ({float(eigenvalues[K - 1]):.6g} vs {float(eigenvalues[K]):.6g}); "
+            f"the top-{K} subspace is not identified by these data (the returned basis is arbitrary)",
+            NotIdentifiedWarning, stacklevel=4,
+        )
+    return gap
 
 
 NOISE_RATIO = 0.03  #: default step size keeps the expected step noise below this fraction of ||B0||_F

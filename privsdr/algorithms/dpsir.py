@@ -42,6 +42,7 @@ from ._sir_common import (
     quantile_scores,
     sir_step_sensitivity,
     stationary_start,
+    warn_if_not_identified,
 )
 
 RELATION = "replace_one"
@@ -285,7 +286,8 @@ class DPSIR(_SlicedDP):
     ``DPSIR(n_directions=1, bound=1.0, cut_points=[...] | y_grid=[...], budget=Budget(1, 1e-5))``;
     ``n_directions="bic"`` selects K on the DP eigenvalues (spec §4.6). After ``fit``:
     ``directions_`` (p x K, orthonormal), ``init_directions_`` (B.1), ``eigenvalues_`` (DP),
-    ``n_directions_``, ``hyperparameters_``, ``cut_points_``, ``privacy_report_``.
+    ``n_directions_``, ``hyperparameters_``, ``cut_points_``, ``privacy_report_``, ``eigengap_`` (relative
+    gap (lambda_K - lambda_K+1) / lambda_K of the DP eigenvalues; a ``NotIdentifiedWarning`` when it is ~0).
     """
 
     def _fit_released(self, run: Run, plan: CalibratedPlan, rows: ClippedRows, H: int,
@@ -293,6 +295,7 @@ class DPSIR(_SlicedDP):
         p = rows.p
         B_all, eigenvalues = self._init_release(run, *rows.take(init_idx), H, plan)
         K = self._choose_k(eigenvalues, H, len(init_idx), p, budget)
+        self.eigengap_ = warn_if_not_identified(eigenvalues, K, "DPSIR initializer (B.1)")
         B0 = B_all[:, :K]
         m = min(len(b) for b in batch_idx)
         z = plan.specs["step_0"].noise_multiplier
@@ -385,6 +388,7 @@ class SparseDPSIR(_SlicedDP):
         selected = np.sort(selected)
         B_sel, eigenvalues = self._init_release(run, X1[:, selected], labels1, H, plan)
         K = int(self.n_directions)
+        self.eigengap_ = warn_if_not_identified(eigenvalues, K, "SparseDPSIR initializer (B.2)")
         B0 = np.zeros((p, K))
         B0[selected] = B_sel[:, :K]
         s = int(self.sparsity)
