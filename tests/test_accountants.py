@@ -147,10 +147,15 @@ def test_ten_fold_gaussian_reference():
     assert make_accountant("best", DELTA).cost(ch).epsilon == pytest.approx(pld.epsilon)
 
 
-def test_accountants_report_at_declared_delta():
+def test_accountants_read_at_the_budget_delta_and_basic_at_the_declared_shares():
     ch = whole(GaussianEvent(1.1, 3e-6), GaussianEvent(2.0, 2e-6), LaplaceEvent(4.0))
-    for name in ("basic", "rdp", "pld"):
-        assert make_accountant(name, DELTA).cost(ch).delta == pytest.approx(5e-6, rel=1e-12)
+    assert make_accountant("basic", DELTA).cost(ch).delta == pytest.approx(5e-6, rel=1e-12)
+    for name in ("advanced", "rdp", "pld", "best"):
+        assert make_accountant(name, DELTA).cost(ch).delta == DELTA, name
+    # built without a budget, rdp and pld read at the declared shares (direct use)
+    for acc in (RdpAccountant(), PldAccountant()):
+        assert acc.cost(ch).delta == pytest.approx(5e-6, rel=1e-12)
+        assert acc.cost(ch).epsilon > make_accountant(acc.name, DELTA).cost(ch).epsilon  # smaller delta, larger eps
 
 
 # ---------------------------------------------------------------------------------------------
@@ -175,7 +180,7 @@ def test_rdp_and_pld_agree_on_the_same_plan():
     p.add("l1", "laplace", Sensitivity(2.0, "l1"), noise_multiplier=4.0)
     cp = p.allocate(Budget(5.0, 1e-5))
     pld, rdp, basic = cp.cost("pld"), cp.cost("rdp"), cp.cost("basic")
-    assert pld.delta == rdp.delta == basic.delta
+    assert pld.delta == rdp.delta == 1e-5 and basic.delta == 8e-6  # curves read at the budget's delta
     assert pld.epsilon <= rdp.epsilon <= basic.epsilon
     assert rdp.epsilon <= 1.25 * pld.epsilon
     # the sensitivity is folded into the multiplier: scales do not matter, only z
@@ -276,7 +281,9 @@ def test_infinite_and_non_private_events():
         assert acc.compose([GaussianEvent(0.0, 1e-6)]).epsilon == math.inf
         # non-private events are excluded from the numeric totals of charges
         ch = [Charge("np", (NonPrivateEvent(),), "replace_one", status="none"), Charge("l", (LaplaceEvent(2.0),), "replace_one")]
-        assert acc.cost(ch) == Cost(0.5, 0.0)
+        got = acc.cost(ch)  # pure: never above the exact 0.5; curves read at the budget's delta
+        assert got.epsilon <= 0.5 and got.epsilon == pytest.approx(0.5, abs=1e-3)
+        assert got.delta == (0.0 if name == "basic" else DELTA)
         assert acc.cost([]) == Cost(0.0, 0.0)
 
 

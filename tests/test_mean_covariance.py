@@ -258,11 +258,15 @@ def test_budget_not_fitting_the_ledger_spends_nothing():
     assert "nothing was spent" in str(info.value)
     assert info.value.requested[0] > 0.5
     _assert_untouched(ledger)
-    # delta too large for the ledger as well
-    ledger = Ledger(Budget(1.0, 1e-7))
+    # delta shares too large for a basic ledger as well (curve accountants read the plan at the ledger's
+    # delta instead: a (0.5, 1e-6) Gaussian plan is about (0.6, 1e-7)-DP, which a (1, 1e-7) ledger admits)
+    ledger = Ledger(Budget(1.0, 1e-7), accountant="basic")
     with pytest.raises(BudgetExceededError):
         DPMeanCovariance(clip=1.0, budget=Budget(0.5, 1e-6), ledger=ledger, random_state=0).fit(GOOD_X)
     _assert_untouched(ledger)  # (also checks the ledger still works for a budget that fits)
+    ledger = Ledger(Budget(1.0, 1e-7), accountant="best")
+    DPMeanCovariance(clip=1.0, budget=Budget(0.5, 1e-6), ledger=ledger, random_state=0).fit(GOOD_X)
+    assert ledger.spent.fits_within(ledger.budget) and ledger.spent.delta == 1e-7
 
 
 # --------------------------------------------------------------------------------------------------
@@ -286,14 +290,16 @@ def test_fit_report_certified_and_within_budget(accountant):
     assert r.data_shape == list(GOOD_X.shape)
 
 
-@pytest.mark.parametrize("accountant", ["basic", "best"])
-def test_shared_ledger_refuses_third_fit(accountant):
+@pytest.mark.parametrize("accountant, fits", [("basic", 2), ("best", 3)])
+def test_shared_ledger_refuses_the_fit_that_would_overspend(accountant, fits):
+    """Three (1, 1e-6) fits cost (3, 3e-6) under basic but only ~(1.8, 2e-6) under PLD (Gaussian releases
+    compose exactly, read at the ledger's delta): best admits a third fit, basic does not."""
     ledger = Ledger(Budget(2.0, 2e-6), accountant=accountant)
-    for _ in range(2):
+    for _ in range(fits):
         DPMeanCovariance(clip=1.0, budget=Budget(1.0, 1e-6), ledger=ledger, random_state=None).fit(GOOD_X)
+        assert ledger.spent.fits_within(ledger.budget)
     spent_before, charges_before = ledger.spent, ledger.charges
-    assert len(charges_before) == 4
-    assert spent_before.fits_within(ledger.budget)
+    assert len(charges_before) == 2 * fits
     with pytest.raises(BudgetExceededError):
         DPMeanCovariance(clip=1.0, budget=Budget(1.0, 1e-6), ledger=ledger, random_state=0).fit(GOOD_X)
     assert ledger.spent == spent_before and ledger.charges == charges_before

@@ -1,61 +1,80 @@
 """Accountants: turn the events one record is exposed to into an (epsilon, delta) guarantee.
 
-* ``basic``: sum of per-event (eps_i, delta_i), in exact rational arithmetic (pure eps is exact;
-  dp-accounting answers eps = inf at delta = 0).
+* ``basic``: sum of per-event (eps_i, delta_i), in exact rational arithmetic rounded up (pure eps is
+  exact; dp-accounting answers eps = inf at delta = 0).
 * ``advanced``: heterogeneous advanced composition with a declared slack delta' -- the better of
   Dwork-Rothblum-Vadhan (2010) and Kairouz-Oh-Viswanath (2015, Thm 3.5) -- or basic if smaller.
-* ``rdp``: dp-accounting's RDP accountant (opaque (eps, delta) events added on top by basic
-  composition).
-* ``pld``: dp-accounting's privacy-loss-distribution accountant.
-* ``best``: the minimum over the above (each is a valid upper bound).
+* ``rdp``: dp-accounting's RDP accountant (opaque (eps, delta) events added on top by basic composition).
+* ``pld``: dp-accounting's privacy-loss-distribution accountant (same treatment of opaque events).
+* ``best``: the minimum epsilon over the above (each is a valid upper bound).
 
-Every accountant reports at the delta the charges themselves declare (the sum of their delta
-shares), plus the slack for ``advanced``; RDP/PLD thus answer "same delta, smaller epsilon".
+**Where the guarantee is read.** An accountant built for a budget (``make_accountant(name, delta)``,
+what every ledger and plan does) has a *target delta*: the budget's delta. ``rdp``, ``pld`` and
+``advanced`` answer "the smallest epsilon at that delta" (``advanced`` uses the declared slack on top of
+the nodes' delta shares), ``basic`` answers (sum eps_i, sum delta_i). Reading at a fixed delta is what
+makes ``spent`` monotone: adding a release can only raise epsilon (reading at the sum of the charged
+delta shares, as an earlier version did, let a charge with a large delta share lower epsilon, and a tiny
+first share showed epsilon above the budget). ``best`` reports the smallest epsilon and the largest delta
+among its members that fit the budget's delta (a weaker, valid, and monotone pair). Accountants built
+without a delta (``RdpAccountant()``) read at the sum of the declared delta shares, for direct use.
+
+Every answer is rounded outward: event costs in exact arithmetic (``rounding``), and epsilons computed by
+dp-accounting with a 1e-12 relative margin. Parallel composition uses ``composition.exposure``.
 """
 from __future__ import annotations
 
 import math
 import threading
 from collections import Counter, OrderedDict
-from fractions import Fraction
 from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from .budget import Cost
 from .charge import Charge
-from .composition import atoms
+from .composition import MAX_ATOMS, Exposure, exposure
 from .events import ApproxEvent, Event, GaussianEvent, LaplaceEvent, PureEvent
 from .gaussian import gaussian_epsilon
+from .rounding import outward, sum_up
 
-
-def _frac_up(x: Fraction) -> float:
-    f = float(x)
-    return math.nextafter(f, math.inf) if Fraction(f) < x else f
-
-
-def _exact_sum(values: Sequence[float]) -> float:
-    if any(math.isinf(v) for v in values):
-        return math.inf
-    return _frac_up(sum((Fraction(v) for v in values), Fraction(0)))
+#: per-event epsilons above this are answered by basic composition in rdp/pld (dp-accounting overflows
+#: on exp(eps) near 710, and no finer accounting matters at such epsilons)
+HUGE_EPSILON = 100.0
 
 
 def _declared_delta(events: Sequence[Event]) -> float:
-    return _exact_sum([e.delta for e in events if isinstance(e, (GaussianEvent, ApproxEvent))])
+    return sum_up([e.delta for e in events if isinstance(e, (GaussianEvent, ApproxEvent))])
 
 
 def _is_pure(events: Sequence[Event]) -> bool:
     return all(isinstance(e, (LaplaceEvent, PureEvent)) for e in events)
 
 
+def _flatten(exp: Exposure) -> list[Event]:
+    """Every event of the exposure in one list: a valid (conservative) sequential composition."""
+    return list(exp.base) + [e for options in exp.components for option in options for e in option]
+
+
 class Accountant:
-    """Base class: ``cost(charges)`` = worst atom of ``compose(events)`` (parallel composition)."""
+    """Base class: ``cost(charges)`` = worst case over one record's positions of ``compose(events)``."""
 
     name: str = "abstract"
+    target_delta: float | None = None
 
     def compose(self, events: Sequence[Event]) -> Cost:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def cost(self, charges: Sequence[Charge]) -> Cost:
-        return self.cost_of_atoms(atoms(charges))
+        return self.cost_of_exposure(exposure(charges))
+
+    def cost_of_exposure(self, exp: Exposure) -> Cost:
+        if exp.combinations <= MAX_ATOMS:
+            return self.cost_of_atoms(exp.atoms())
+        return self.compose_components(exp)
+
+    def compose_components(self, exp: Exposure) -> Cost:
+        """More combinations than we enumerate: a rule valid for this accountant (default: everything in sequence)."""
+        return self.compose(_flatten(exp))
 
     def cost_of_atoms(self, event_sets: Sequence[Sequence[Event]]) -> Cost:
         """Componentwise worst, over the positions of one record, of the sequential composition."""
@@ -66,6 +85,10 @@ class Accountant:
             eps, delta = self.compose(events)
             worst_eps, worst_delta = max(worst_eps, eps), max(worst_delta, delta)
         return Cost(worst_eps, worst_delta)
+
+    def retarget(self, delta: float) -> "Accountant":
+        """The same accountant reading its guarantee at ``delta`` (a budget's delta)."""
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name}
@@ -80,30 +103,51 @@ class BasicAccountant(Accountant):
 
     def compose(self, events: Sequence[Event]) -> Cost:
         costs = [e.basic_cost() for e in events]
-        return Cost(_exact_sum([c.epsilon for c in costs]), _exact_sum([c.delta for c in costs]))
+        return Cost(sum_up([c.epsilon for c in costs]), sum_up([c.delta for c in costs]))
+
+    def compose_components(self, exp: Exposure) -> Cost:
+        """Additive: the base plus, per component, its worst option (exact)."""
+        base = self.compose(exp.base)
+        worst = [self.cost_of_atoms([list(o) for o in options]) for options in exp.components]
+        return Cost(sum_up([base.epsilon] + [c.epsilon for c in worst]), sum_up([base.delta] + [c.delta for c in worst]))
 
 
-def drv_epsilon(epsilons: Sequence[float], slack: float) -> float:
+# -- advanced composition --------------------------------------------------------------------------
+def _advanced_sums(epsilons: Sequence[float]) -> np.ndarray:
+    """(sum eps^2, sum eps (e^eps - 1), sum eps tanh(eps/2)): what DRV and KOV depend on (monotone)."""
+    eps = np.asarray(epsilons, dtype=float)
+    return np.array([np.sum(eps * eps), np.sum(eps * np.expm1(eps)), np.sum(eps * np.tanh(eps / 2.0))])
+
+
+def drv_from_sums(sq: float, exp_term: float, slack: float) -> float:
     """Dwork-Rothblum-Vadhan: sqrt(2 ln(1/d') sum eps_i^2) + sum eps_i (e^eps_i - 1)."""
-    sq = math.fsum(e * e for e in epsilons)
-    return math.sqrt(2.0 * math.log(1.0 / slack) * sq) + math.fsum(e * math.expm1(e) for e in epsilons)
+    return math.sqrt(2.0 * math.log(1.0 / slack) * sq) + exp_term
 
 
-def kov_epsilon(epsilons: Sequence[float], slack: float) -> float:
-    """Kairouz-Oh-Viswanath (2015) Thm 3.5, heterogeneous: with t = sum eps_i tanh(eps_i/2),
-    min( t + sqrt(2 S ln(e + sqrt(S)/d')),  t + sqrt(2 S ln(1/d')) ), S = sum eps_i^2."""
-    sq = math.fsum(e * e for e in epsilons)
-    t = math.fsum(e * math.tanh(e / 2.0) for e in epsilons)
+def kov_from_sums(sq: float, t: float, slack: float) -> float:
+    """Kairouz-Oh-Viswanath (2015) Thm 3.5, heterogeneous: with t = sum eps_i tanh(eps_i/2), S = sum eps_i^2,
+    min( t + sqrt(2 S ln(e + sqrt(S)/d')),  t + sqrt(2 S ln(1/d')) )."""
     a = t + math.sqrt(2.0 * sq * math.log(math.e + math.sqrt(sq) / slack))
     b = t + math.sqrt(2.0 * sq * math.log(1.0 / slack))
     return min(a, b)
 
 
+def drv_epsilon(epsilons: Sequence[float], slack: float) -> float:
+    sq, exp_term, _ = _advanced_sums(epsilons)
+    return drv_from_sums(sq, exp_term, slack)
+
+
+def kov_epsilon(epsilons: Sequence[float], slack: float) -> float:
+    sq, _, t = _advanced_sums(epsilons)
+    return kov_from_sums(sq, t, slack)
+
+
 class AdvancedAccountant(Accountant):
     """Heterogeneous advanced composition with declared slack ``slack`` (delta').
 
-    The advanced bound costs ``slack`` extra delta; it is used only when its total delta stays
-    within ``delta_cap`` (a ledger sets the cap to its budget's delta) and its epsilon beats basic.
+    The advanced bound holds at delta = sum delta_i + slack; it is used when that stays within
+    ``delta_cap`` (a ledger sets the cap to its budget's delta) and its epsilon beats basic. With a
+    finite cap the answer is read at the cap: (min(basic, advanced) epsilon, cap), which is monotone.
     """
 
     name = "advanced"
@@ -113,25 +157,46 @@ class AdvancedAccountant(Accountant):
             raise ValueError(f"slack must satisfy 0 <= slack < 1, got {slack!r}")
         self.slack = float(slack)
         self.delta_cap = float(delta_cap)
+        self.target_delta = None if math.isinf(self.delta_cap) else self.delta_cap
+
+    def _answer(self, basic: Cost, sums: np.ndarray | None) -> Cost:
+        advanced = math.inf
+        if sums is not None and self.slack > 0 and math.isfinite(basic.epsilon):
+            advanced = outward(min(drv_from_sums(sums[0], sums[1], self.slack), kov_from_sums(sums[0], sums[2], self.slack)))
+        with_slack = sum_up([basic.delta, self.slack])
+        if math.isinf(self.delta_cap):  # no budget: the better of the two bounds, each at its own delta
+            return Cost(advanced, with_slack) if advanced < basic.epsilon else basic
+        if basic.delta > self.delta_cap or basic == Cost.zero():
+            return basic
+        eps = min(basic.epsilon, advanced) if with_slack <= self.delta_cap else basic.epsilon
+        return Cost(eps, self.delta_cap if self.delta_cap > 0 else basic.delta)
+
+    def _sums(self, events: Sequence[Event]) -> np.ndarray | None:
+        eps = [e.basic_cost().epsilon for e in events]
+        if not eps or max(eps) > 50.0:  # e^eps overflows; advanced never beats basic there anyway
+            return None
+        return _advanced_sums(eps)
 
     def compose(self, events: Sequence[Event]) -> Cost:
-        basic = BasicAccountant().compose(events)
-        if self.slack == 0.0 or math.isinf(basic.epsilon):
-            return basic
-        costs = [e.basic_cost() for e in events]
-        eps = [c.epsilon for c in costs]
-        if max(eps) > 50.0:  # e^eps overflows; advanced composition never beats basic there anyway
-            return basic
-        advanced = min(drv_epsilon(eps, self.slack), kov_epsilon(eps, self.slack))
-        delta = _exact_sum([basic.delta, self.slack])
-        if advanced >= basic.epsilon or delta > self.delta_cap:
-            return basic
-        return Cost(advanced, delta)
+        return self._answer(BasicAccountant().compose(events), self._sums(events))
+
+    def compose_components(self, exp: Exposure) -> Cost:
+        """Each bound is increasing in its sums, so the base's sums plus each component's largest are valid."""
+        basic = BasicAccountant().compose_components(exp)
+        parts = [self._sums(exp.base) if exp.base else np.zeros(3)]
+        for options in exp.components:
+            sums = [self._sums(o) if o else np.zeros(3) for o in options]
+            parts.append(None if any(s is None for s in sums) else np.max(np.array(sums), axis=0))
+        return self._answer(basic, None if any(p is None for p in parts) else np.sum(np.array(parts), axis=0))
+
+    def retarget(self, delta: float) -> "AdvancedAccountant":
+        return AdvancedAccountant(self.slack, delta)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "slack": self.slack, "delta_cap": self.delta_cap}
 
 
+# -- RDP and PLD -----------------------------------------------------------------------------------
 _CACHE: "OrderedDict[tuple, Cost]" = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 4096
@@ -148,22 +213,28 @@ def merge_gaussians(events: Sequence[Event]) -> list[Event]:
     if len(gaussians) <= 1:
         return list(events)
     if any(g.noise_multiplier == 0 for g in gaussians):
-        merged = GaussianEvent(0.0, _exact_sum([g.delta for g in gaussians]))
+        merged = GaussianEvent(0.0, sum_up([g.delta for g in gaussians]))
     else:
         mu2 = math.fsum(1.0 / (g.noise_multiplier * g.noise_multiplier) for g in gaussians)
-        merged = GaussianEvent(1.0 / math.sqrt(mu2), _exact_sum([g.delta for g in gaussians]))
+        merged = GaussianEvent(1.0 / math.sqrt(mu2), sum_up([g.delta for g in gaussians]))
     return [merged] + [e for e in events if not isinstance(e, GaussianEvent)]
 
 
 class _CurveAccountant(Accountant):
-    """Shared logic of RDP/PLD: pure-only atoms at delta = 0 are composed exactly (basic).
+    """Shared logic of RDP/PLD.
 
-    Results are memoised on the event multiset (events are frozen and hashable), so repeated fits
-    of the same plan shape do not recompose their privacy-loss distributions.
+    One record's events split into curve events (Gaussian, Laplace, pure) and opaque (eps_o, delta_o)
+    events. At the reading delta D (the target, else the declared shares), the curve is read at
+    D - sum delta_o and the opaque epsilons are added (basic composition of the two parts). Pure-only
+    curves are never charged above their exact pure composition (at zero delta that is the answer).
+    Results are memoised on the event multiset.
     """
 
+    def __init__(self, target_delta: float | None = None) -> None:
+        self.target_delta = None if target_delta is None else float(target_delta)
+
     def compose(self, events: Sequence[Event]) -> Cost:
-        key = (repr(self.to_dict()), frozenset(Counter(events).items()))
+        key = (repr(self.to_dict()), self.target_delta, frozenset(Counter(events).items()))
         with _CACHE_LOCK:
             if key in _CACHE:
                 _CACHE.move_to_end(key)
@@ -175,54 +246,113 @@ class _CurveAccountant(Accountant):
                 _CACHE.popitem(last=False)
         return cost
 
-    def _compose(self, events: Sequence[Event]) -> Cost:
-        delta = _declared_delta(events)
-        events = merge_gaussians(events)
-        if any(math.isinf(e.basic_cost().epsilon) and not isinstance(e, GaussianEvent) for e in events):
-            return Cost(math.inf, delta)
-        if any(isinstance(e, GaussianEvent) and e.noise_multiplier == 0 for e in events):
-            return Cost(math.inf, delta)
-        if _is_pure(events) and delta == 0.0:
-            return BasicAccountant().compose(events)
-        return Cost(max(0.0, self._epsilon(events, delta)), delta)
+    def _reading_delta(self, events: Sequence[Event]) -> float:
+        return _declared_delta(events) if self.target_delta is None else self.target_delta
 
-    def _epsilon(self, events: Sequence[Event], delta: float) -> float:  # pragma: no cover
+    def _compose(self, events: Sequence[Event]) -> Cost:
+        if not events:
+            return Cost.zero()
+        delta = self._reading_delta(events)
+        basic = BasicAccountant().compose(events)
+        opaque = [e for e in events if isinstance(e, ApproxEvent)]
+        curve = merge_gaussians([e for e in events if not isinstance(e, ApproxEvent)])
+        eps_curve = self._curve_epsilon(curve, delta - sum_up([e.delta for e in opaque]), basic)
+        return Cost(sum_up([eps_curve] + [e.epsilon for e in opaque]), delta)
+
+    def _curve_epsilon(self, curve: Sequence[Event], delta: float, basic: Cost) -> float:
+        if not curve:
+            return 0.0
+        if delta < 0.0:
+            return math.inf
+        pure = _is_pure(curve)
+        pure_sum = BasicAccountant().compose(curve).epsilon if pure else math.inf
+        if delta == 0.0:
+            return pure_sum
+        if any(isinstance(e, GaussianEvent) and e.noise_multiplier == 0 for e in curve):
+            return math.inf
+        if any(e.basic_cost().epsilon > HUGE_EPSILON for e in curve if not isinstance(e, GaussianEvent)) or (
+            basic.epsilon > HUGE_EPSILON * len(curve)
+        ):
+            return min(pure_sum, BasicAccountant().compose(curve).epsilon if basic.delta <= delta else math.inf)
+        return min(pure_sum, outward(self._epsilon(curve, delta)))
+
+    def _epsilon(self, events: Sequence[Event], delta: float) -> float:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def retarget(self, delta: float) -> "_CurveAccountant":
+        clone = type(self).__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone.target_delta = float(delta)
+        return clone
 
 
 class RdpAccountant(_CurveAccountant):
     name = "rdp"
 
-    def _epsilon(self, events: Sequence[Event], delta: float) -> float:
+    @staticmethod
+    def _rdp(events: Sequence[Event]) -> tuple[np.ndarray, np.ndarray]:
         from dp_accounting import rdp
 
-        opaque = [e for e in events if isinstance(e, ApproxEvent)]
-        curve = [e for e in events if not isinstance(e, ApproxEvent)]
-        curve_delta = delta - _exact_sum([e.delta for e in opaque])
-        eps_opaque = _exact_sum([e.epsilon for e in opaque])
-        if not curve:
-            return eps_opaque
-        if curve_delta <= 0.0:
-            return math.inf
         accountant = rdp.RdpAccountant()
-        for event, count in Counter(curve).items():
+        for event, count in Counter(events).items():
             accountant.compose(event.to_dp_event(), count)
-        return float(accountant.get_epsilon(curve_delta)) + eps_opaque
+        return np.asarray(accountant._orders, dtype=float), np.asarray(accountant._rdp, dtype=float)
+
+    def _epsilon(self, events: Sequence[Event], delta: float) -> float:
+        from dp_accounting.rdp import rdp_privacy_accountant as rpa
+
+        orders, curve = self._rdp(events)
+        return float(rpa.compute_epsilon(orders, curve, delta)[0])
+
+    def compose_components(self, exp: Exposure) -> Cost:
+        """RDP adds at every order: the base's curve plus each component's pointwise-largest curve is a
+        valid RDP curve for any position of the record (opaque parts: per-component largest eps, delta)."""
+        from dp_accounting.rdp import rdp_privacy_accountant as rpa
+
+        def split(events: Sequence[Event]) -> tuple[np.ndarray, float, float, list[Event]]:
+            opaque = [e for e in events if isinstance(e, ApproxEvent)]
+            curve = [e for e in events if not isinstance(e, ApproxEvent)]
+            vec = self._rdp(merge_gaussians(curve))[1] if curve else None
+            return vec, sum_up([e.epsilon for e in opaque]), sum_up([e.delta for e in opaque]), curve
+
+        flat = _flatten(exp)
+        basic = BasicAccountant().compose_components(exp)
+        if any(e.basic_cost().epsilon > HUGE_EPSILON for e in flat if not isinstance(e, GaussianEvent)):
+            return self.compose(flat)
+        orders = self._rdp([PureEvent(1.0)])[0]
+        total, eps_o, delta_o = np.zeros_like(orders), 0.0, 0.0
+        for options in [[exp.base]] + [list(c) for c in exp.components]:
+            parts = [split(o) for o in options]
+            vecs = [p[0] for p in parts if p[0] is not None]
+            if vecs:
+                total = total + np.max(np.array(vecs), axis=0)
+            eps_o = sum_up([eps_o, max(p[1] for p in parts)])
+            delta_o = sum_up([delta_o, max(p[2] for p in parts)])
+        delta = self.target_delta if self.target_delta is not None else sum_up([basic.delta])
+        curve_delta = delta - delta_o
+        if curve_delta <= 0:
+            eps = math.inf
+        else:
+            eps = sum_up([outward(float(rpa.compute_epsilon(orders, total, curve_delta)[0])), eps_o])
+        return Cost(eps, delta)
 
 
 class PldAccountant(_CurveAccountant):
     name = "pld"
 
-    def __init__(self, value_discretization_interval: float = 1e-4) -> None:
+    def __init__(self, value_discretization_interval: float = 1e-4, target_delta: float | None = None) -> None:
+        super().__init__(target_delta)
         self.value_discretization_interval = float(value_discretization_interval)
 
     def _pld(self, event: Event, vdi: float) -> Any:
-        from dp_accounting.pld import common, privacy_loss_distribution as pld
+        from dp_accounting.pld import privacy_loss_distribution as pld
 
         if isinstance(event, GaussianEvent):
             return pld.from_gaussian_mechanism(event.noise_multiplier, sensitivity=1.0, value_discretization_interval=vdi)
         if isinstance(event, LaplaceEvent):
             return pld.from_laplace_mechanism(event.noise_multiplier, sensitivity=1.0, value_discretization_interval=vdi)
+        from dp_accounting.pld import common
+
         eps, d = event.basic_cost()
         return pld.from_privacy_parameters(common.DifferentialPrivacyParameters(eps, d), value_discretization_interval=vdi)
 
@@ -241,14 +371,30 @@ class PldAccountant(_CurveAccountant):
             if count > 1:
                 dist = dist.self_compose(count)
             total = dist if total is None else total.compose(dist)
+        assert total is not None
         return float(total.get_epsilon_for_delta(delta))
+
+    def compose_components(self, exp: Exposure) -> Cost:
+        """Gaussian-only components compose exactly (the worst option is the one with the largest mu^2);
+        components with other events are composed in sequence (valid, conservative: ``best`` is then
+        decided by ``rdp``/``basic``, which compose every component exactly or tightly)."""
+        events = list(exp.base)
+        for options in exp.components:
+            if all(all(isinstance(e, GaussianEvent) for e in o) for o in options):
+                merged = [merge_gaussians(list(o))[0] for o in options if o]
+                worst = min(g.noise_multiplier for g in merged)  # largest mu^2 = sum of 1/z^2
+                events.append(GaussianEvent(worst, max(g.delta for g in merged)))
+            else:
+                events.extend(e for o in options for e in o)
+        return self.compose(events)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "value_discretization_interval": self.value_discretization_interval}
 
 
 class BestAccountant(Accountant):
-    """Minimum epsilon over member accountants among answers whose delta stays within ``delta_cap``."""
+    """Minimum epsilon over member accountants among answers whose delta stays within ``delta_cap``,
+    reported with the largest delta among those answers (valid for each, and monotone)."""
 
     name = "best"
 
@@ -257,21 +403,28 @@ class BestAccountant(Accountant):
             raise ValueError("best needs at least one member accountant")
         self.members = list(members)
         self.delta_cap = float(delta_cap)
+        self.target_delta = None if math.isinf(self.delta_cap) else self.delta_cap
 
     def cost_by_member(self, charges: Sequence[Charge]) -> dict[str, Cost]:
-        event_sets = atoms(charges)  # shared by every member
-        return {m.name: m.cost_of_atoms(event_sets) for m in self.members}
+        exp = exposure(charges)  # shared by every member
+        return {m.name: m.cost_of_exposure(exp) for m in self.members}
 
     def choose(self, costs: dict[str, Cost]) -> tuple[str, Cost]:
         ok = {k: c for k, c in costs.items() if c.delta <= self.delta_cap} or costs
         name = min(ok, key=lambda k: (ok[k].epsilon, ok[k].delta))
-        return name, ok[name]
+        return name, Cost(ok[name].epsilon, max(c.delta for c in ok.values()))
+
+    def cost_of_exposure(self, exp: Exposure) -> Cost:
+        return self.choose({m.name: m.cost_of_exposure(exp) for m in self.members})[1]
 
     def cost_of_atoms(self, event_sets: Sequence[Sequence[Event]]) -> Cost:
         return self.choose({m.name: m.cost_of_atoms(event_sets) for m in self.members})[1]
 
     def compose(self, events: Sequence[Event]) -> Cost:
         return self.choose({m.name: m.compose(events) for m in self.members})[1]
+
+    def retarget(self, delta: float) -> "BestAccountant":
+        return BestAccountant([m.retarget(delta) for m in self.members], delta)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "members": [m.to_dict() for m in self.members], "delta_cap": self.delta_cap}
@@ -285,20 +438,26 @@ def default_slack(budget_delta: float) -> float:
     return budget_delta / 2.0
 
 
-def make_accountant(spec: "str | Accountant", budget_delta: float = 0.0) -> Accountant:
-    """Resolve an accountant name (``basic``, ``advanced``, ``rdp``, ``pld``, ``best``) or instance."""
+def make_accountant(spec: "str | Accountant", budget_delta: float | None = None) -> Accountant:
+    """Resolve an accountant name (``basic``, ``advanced``, ``rdp``, ``pld``, ``best``) or instance.
+
+    ``budget_delta`` is the delta of the budget the accountant serves: its answers are read there.
+    An instance is returned as given.
+    """
     if isinstance(spec, Accountant):
         return spec
     if not isinstance(spec, str):
         raise TypeError(f"accountant must be a name or an Accountant, got {type(spec).__name__}")
+    cap = math.inf if budget_delta is None else float(budget_delta)
+    slack = 0.0 if budget_delta is None else default_slack(budget_delta)
     factories: dict[str, Callable[[], Accountant]] = {
         "basic": BasicAccountant,
-        "advanced": lambda: AdvancedAccountant(default_slack(budget_delta), delta_cap=budget_delta),
-        "rdp": RdpAccountant,
-        "pld": PldAccountant,
+        "advanced": lambda: AdvancedAccountant(slack, delta_cap=cap),
+        "rdp": lambda: RdpAccountant(budget_delta),
+        "pld": lambda: PldAccountant(target_delta=budget_delta),
         "best": lambda: BestAccountant(
-            [BasicAccountant(), AdvancedAccountant(default_slack(budget_delta), budget_delta), RdpAccountant(), PldAccountant()],
-            delta_cap=budget_delta,
+            [BasicAccountant(), AdvancedAccountant(slack, cap), RdpAccountant(budget_delta), PldAccountant(target_delta=budget_delta)],
+            delta_cap=cap,
         ),
     }
     try:
@@ -308,6 +467,7 @@ def make_accountant(spec: "str | Accountant", budget_delta: float = 0.0) -> Acco
 
 
 def accountant_from_dict(data: dict[str, Any]) -> Accountant:
+    """Rebuild an accountant from ``to_dict`` (its reading delta is set by the ledger that uses it)."""
     name = data["name"]
     if name == "advanced":
         return AdvancedAccountant(data["slack"], data.get("delta_cap", math.inf))

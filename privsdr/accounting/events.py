@@ -19,6 +19,7 @@ import attrs
 
 from .budget import Cost
 from .gaussian import gaussian_epsilon
+from .rounding import div_up
 
 
 def _nonneg(instance: object, attribute: attrs.Attribute, value: float) -> None:
@@ -50,14 +51,14 @@ class GaussianEvent:
 
 @attrs.frozen
 class LaplaceEvent:
-    """Laplace noise with ``noise_multiplier = scale / L1-sensitivity``: pure eps = 1/z."""
+    """Laplace noise with ``noise_multiplier = scale / L1-sensitivity``: pure eps = 1/z (rounded up)."""
 
     kind: ClassVar[str] = "laplace"
     noise_multiplier: float = attrs.field(converter=float, validator=_nonneg)
 
     def basic_cost(self) -> Cost:
         z = self.noise_multiplier
-        return Cost(math.inf if z == 0 else 1.0 / z, 0.0)
+        return Cost(div_up(1.0, z), 0.0)
 
     def to_dp_event(self) -> Any:
         import dp_accounting

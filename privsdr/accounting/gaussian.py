@@ -1,74 +1,138 @@
-"""Exact privacy profile of the Gaussian mechanism (Balle & Wang 2018, Theorem 8).
+"""Exact privacy profile of the Gaussian mechanism (Balle & Wang 2018, Theorem 8), rounded outward.
 
 For noise multiplier ``z = sigma / Delta`` (Delta = L2 sensitivity under the node's relation)::
 
     delta(eps) = Phi(1/(2z) - eps*z) - exp(eps) * Phi(-1/(2z) - eps*z)
 
-Both directions are solved with a bracketed root finder in log space. This is pure math (no
-dp-accounting import) so that ``import privsdr`` stays light.
+``gaussian_delta`` evaluates it in log space. The two terms nearly cancel when delta << Phi(1/(2z) -
+eps z), so the double-precision value can sit a few ulps below the real delta (e.g. 1.0000000000000126e-5
+against a computed 1e-5). ``gaussian_delta_upper`` adds a bound on that error, and every direction the
+ledger relies on is solved against the upper bound: ``gaussian_epsilon`` (what a node is charged) is
+never below the exact epsilon, and ``analytic_noise_multiplier`` never below the exact sigma. Both
+searches are bracketed and bounded, so they return or refuse in bounded time for any finite input.
+This is pure math (no dp-accounting import) so that ``import privsdr`` stays light.
 """
 from __future__ import annotations
 
 import functools
 import math
 
+#: relative error of one double-precision operation
+_U = 2.0**-53
+#: epsilons above this are refused: no noise level is meaningful there, and exp(eps) is not representable
+MAX_EPSILON = 1e12
+
+
+def _log_terms(z: float, epsilon: float) -> tuple[float, float, float]:
+    from scipy import special
+
+    a = 1.0 / (2.0 * z)
+    b = epsilon * z
+    log_ndtr_minus = float(special.log_ndtr(-a - b))
+    return float(special.log_ndtr(a - b)), epsilon + log_ndtr_minus, log_ndtr_minus
+
 
 def gaussian_delta(noise_multiplier: float, epsilon: float) -> float:
-    """delta(eps) of one Gaussian release with ``noise_multiplier = sigma / sensitivity``."""
+    """delta(eps) of one Gaussian release with ``noise_multiplier = sigma / sensitivity`` (nearest)."""
     z = float(noise_multiplier)
     if z <= 0.0:
         return 1.0
     if math.isinf(z):
         return 0.0
-    from scipy import special
-
-    a = 1.0 / (2.0 * z)
-    b = epsilon * z
-    log_p = special.log_ndtr(a - b)
-    log_q = epsilon + special.log_ndtr(-a - b)
+    log_p, log_q, _ = _log_terms(z, epsilon)
     if log_q >= log_p:
         return 0.0
     return float(math.exp(log_p) * -math.expm1(log_q - log_p))
 
 
+def gaussian_delta_upper(noise_multiplier: float, epsilon: float) -> float:
+    """An upper bound on the exact delta(eps): the computed value plus its floating-point error.
+
+    log_ndtr is accurate to a few ulps of its result, so p = exp(log p) carries a relative error of
+    about (|log p| + 8) u, and e^eps q (whose log adds eps) about (eps + |log q| + 8) u; the difference
+    p - e^eps q then errs by at most the sum of the two absolute errors (with a factor 4 of margin).
+    """
+    z = float(noise_multiplier)
+    if z <= 0.0:
+        return 1.0
+    if math.isinf(z):
+        return 0.0
+    log_p, log_q, log_ndtr_minus = _log_terms(z, epsilon)
+    p = math.exp(log_p)
+    q = math.exp(min(log_q, log_p))  # e^eps q <= p up to rounding near the root
+    err = 4.0 * _U * ((abs(log_p) + 8.0) * p + (abs(epsilon) + abs(log_ndtr_minus) + 8.0) * q)
+    value = 0.0 if log_q >= log_p else p * -math.expm1(log_q - log_p)
+    return min(1.0, value + err)
+
+
+def _check_epsilon(epsilon: float) -> None:
+    if epsilon > MAX_EPSILON:
+        raise ValueError(
+            f"epsilon = {epsilon:g} is beyond {MAX_EPSILON:g}: no noise calibration is meaningful there "
+            "(use Budget.infinite() for a non-private baseline)"
+        )
+
+
 @functools.lru_cache(maxsize=16384)
 def gaussian_epsilon(noise_multiplier: float, delta: float) -> float:
-    """Smallest eps >= 0 with delta(eps) <= delta for one Gaussian release (inf if impossible)."""
+    """Smallest eps >= 0 with delta_upper(eps) <= delta for one Gaussian release (inf if impossible).
+
+    Rounded outward: the exact profile at the returned eps is <= delta, so a node is never charged
+    below its exact cost.
+    """
     z = float(noise_multiplier)
     if z <= 0.0 or delta <= 0.0:
         return math.inf
-    if math.isinf(z) or gaussian_delta(z, 0.0) <= delta:
+    if math.isinf(z) or gaussian_delta_upper(z, 0.0) <= delta:
         return 0.0
+    hi = 1.0
+    while gaussian_delta_upper(z, hi) > delta:
+        hi *= 2.0
+        if hi > MAX_EPSILON:
+            return math.inf
     from scipy import optimize
 
-    hi = 1.0
-    while gaussian_delta(z, hi) > delta:
-        hi *= 2.0
-        if hi > 1e6:
-            return math.inf
-    eps = optimize.brentq(lambda e: gaussian_delta(z, e) - delta, 0.0, hi, xtol=1e-14, rtol=1e-14)
-    # brentq may land a hair below the root; step up until the profile really is <= delta.
-    while gaussian_delta(z, eps) > delta:
-        eps = eps * (1.0 + 1e-12) + 1e-15
-    return float(eps)
+    lo = hi / 2.0 if hi > 1.0 else 0.0
+    eps = optimize.brentq(lambda e: gaussian_delta_upper(z, e) - delta, lo, hi, xtol=1e-15, rtol=1e-15, maxiter=500)
+    step = max(abs(eps), 1e-300) * 1e-15
+    for _ in range(200):  # brentq may land a hair below the root: step up until the bound holds
+        if gaussian_delta_upper(z, eps) <= delta:
+            return float(eps)
+        eps, step = eps + step, step * 2.0
+    return float(hi)  # delta_upper(z, hi) <= delta by the bracketing above
 
 
 @functools.lru_cache(maxsize=4096)
 def analytic_noise_multiplier(epsilon: float, delta: float) -> float:
-    """Smallest z = sigma/Delta with delta(eps) <= delta: the analytic Gaussian mechanism."""
+    """Smallest z = sigma/Delta with delta_upper(eps) <= delta: the analytic Gaussian mechanism.
+
+    The result is consistent with ``gaussian_epsilon``: charging the node at its delta gives at most
+    ``epsilon``. Refuses eps > MAX_EPSILON; returns or refuses in bounded time for any finite input.
+    """
     if math.isinf(epsilon):
         return 0.0
     if not (epsilon > 0 and 0 < delta < 1):
         raise ValueError("the analytic Gaussian needs epsilon > 0 and 0 < delta < 1")
+    _check_epsilon(epsilon)
     from scipy import optimize
 
-    lo, hi = 1e-3, 1.0
-    while gaussian_delta(hi, epsilon) > delta:
+    # delta_upper(z, eps) decreases in z; bracket the root in log z
+    hi = 1.0
+    while gaussian_delta_upper(hi, epsilon) > delta:
         hi *= 2.0
-    while gaussian_delta(lo, epsilon) <= delta and lo > 1e-12:
-        lo /= 2.0
-    z = optimize.brentq(lambda s: gaussian_delta(s, epsilon) - delta, lo, hi, xtol=1e-15, rtol=1e-14)
-    # the ledger prices the node with gaussian_epsilon: make the two directions agree exactly
-    while gaussian_delta(z, epsilon) > delta or gaussian_epsilon(z, delta) > epsilon:
-        z *= 1.0 + 1e-13
-    return float(z)
+        if hi > 1e300:
+            raise ValueError(f"no Gaussian noise level meets (epsilon={epsilon:g}, delta={delta:g})")
+    lo = hi
+    while gaussian_delta_upper(lo, epsilon) <= delta:
+        hi, lo = lo, lo / 2.0
+        if lo < 1e-300:
+            return hi
+    t = optimize.brentq(lambda s: gaussian_delta_upper(math.exp(s), epsilon) - delta, math.log(lo), math.log(hi),
+                        xtol=1e-15, rtol=1e-15, maxiter=500)
+    z = math.exp(t)
+    step = 1e-15
+    for _ in range(200):  # make the two directions agree exactly: the charge of this z is <= epsilon
+        if gaussian_delta_upper(z, epsilon) <= delta and gaussian_epsilon(z, delta) <= epsilon:
+            return float(z)
+        z, step = z * (1.0 + step), step * 2.0
+    raise ValueError(f"could not calibrate the analytic Gaussian at (epsilon={epsilon:g}, delta={delta:g})")

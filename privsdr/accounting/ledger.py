@@ -81,10 +81,15 @@ class RunRecord:
         }
 
 
-def _remaining(budget: Budget, spent: Cost) -> Cost:
-    if budget.is_infinite:
-        return Cost(math.inf, max(0.0, budget.delta - spent.delta))
-    return Cost(max(0.0, budget.epsilon - spent.epsilon), max(0.0, budget.delta - spent.delta))
+def _remaining(budget: Budget, spent: Cost, delta_shares: float) -> Cost:
+    """What a next plan may be given: the epsilon left, and the delta its nodes may still take as shares.
+
+    ``spent`` is a guarantee read at the budget's delta (rdp/pld/advanced/best report delta = the budget's
+    once anything is charged), so its delta is not what is left for shares; ``delta_shares`` (the sum of
+    the charged nodes' declared delta shares, worst over one record's positions) is.
+    """
+    eps = math.inf if budget.is_infinite else max(0.0, budget.epsilon - spent.epsilon)
+    return Cost(eps, max(0.0, budget.delta - delta_shares))
 
 
 def _now() -> str:
@@ -117,7 +122,8 @@ class Ledger:
         relation: "Relation | str | None" = None,
     ) -> None:
         self.budget = as_budget(budget)
-        self.accountant = make_accountant(accountant, self.budget.delta)
+        # every answer of the ledger's accountant is read at the budget's delta (see accountants.py)
+        self.accountant = make_accountant(accountant, self.budget.delta).retarget(self.budget.delta)
         self.relation = None if relation is None else Relation.parse(relation)
         self._lock = threading.RLock()
         self._runs: dict[str, RunRecord] = {}
@@ -271,11 +277,13 @@ class Ledger:
 
     @property
     def remaining(self) -> Cost:
+        """What a next plan may be given (see ``_remaining``): epsilon left, delta left for node shares."""
         with self._lock:
             spent = self.spent
-            if not self._spent_charges():
+            charges = self._spent_charges()
+            if not charges:
                 return self.budget.as_cost()
-            return _remaining(self.budget, spent)
+            return _remaining(self.budget, spent, BasicAccountant().cost(charges).delta)
 
     def cost_of(self, charges: Sequence[Charge]) -> Cost:
         return self.accountant.cost(charges) if charges else Cost.zero()
@@ -329,12 +337,14 @@ class Ledger:
             PreflightItem(c.label, c.status, str(c.scope), basic.compose(list(c.events)) if c.events else Cost.zero())
             for c in charges
         )
+        basic_delta = BasicAccountant()
         if not after.fits_within(self.budget):
             raise BudgetExceededError(
-                plan.name, requested, _remaining(self.budget, before), [(i.label, i.basic_cost) for i in items],
-                self.accountant.name, after,
+                plan.name, requested, _remaining(self.budget, before, basic_delta.cost(committed).delta if committed else 0.0),
+                [(i.label, i.basic_cost) for i in items], self.accountant.name, after,
             )
-        return Preflight(plan.name, self.accountant.name, items, requested, before, after, _remaining(self.budget, after), status)
+        shares_after = basic_delta.cost(committed + list(charges)).delta
+        return Preflight(plan.name, self.accountant.name, items, requested, before, after, _remaining(self.budget, after, shares_after), status)
 
     # -- charging (used by Reservation) ---------------------------------------------------------
     def _charge(self, run_id: str, label: str) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 from ..accounting.gaussian import analytic_noise_multiplier
+from ..accounting.rounding import div_up
 
 GAUSSIAN_CALIBRATIONS = ("classical", "thm3_exact", "paper_approx", "analytic")
 
@@ -60,8 +61,9 @@ def laplace_noise_multiplier(epsilon: float) -> float:
 
 
 def inverse_at_least(numerator: float, epsilon: float) -> float:
-    """The smallest float z with numerator / z <= epsilon (so the charged 1/z never exceeds the share)."""
+    """The smallest float z with numerator / z <= epsilon in exact arithmetic (so the charge, numerator / z
+    rounded up, never exceeds the share)."""
     z = numerator / epsilon
-    while numerator / z > epsilon:
+    while div_up(numerator, z) > epsilon:
         z = math.nextafter(z, math.inf)
     return z

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..accounting.budget import Budget
 from ..accounting.events import Event, LaplaceEvent, PureEvent
+from ..accounting.rounding import div_up, mul_up, sqrt_up
 from .base import Mechanism, NoiseSpec, as_float_array
 from .calibration import inverse_at_least
 from .sensitivity import Sensitivity
@@ -38,7 +39,7 @@ class ReportNoisyMaxMechanism(Mechanism):
 
     def events(self, spec: NoiseSpec) -> tuple[Event, ...]:
         z = spec.noise_multiplier
-        return (PureEvent(math.inf if z == 0 else 2.0 / z),)
+        return (PureEvent(div_up(2.0, z)),)
 
     def prepare(self, value: Any, spec: NoiseSpec, **kwargs: Any) -> np.ndarray:
         arr = as_float_array(value, self.name).ravel()
@@ -70,7 +71,7 @@ class PeelingMechanism(Mechanism):
     def events(self, spec: NoiseSpec) -> tuple[Event, ...]:
         s, d = int(spec.params["s"]), int(spec.params["d"])
         z = spec.noise_multiplier
-        select = PureEvent(math.inf if z == 0 else 2.0 * math.sqrt(d) / z)
+        select = PureEvent(div_up(mul_up(2.0, sqrt_up(d)), z))
         return (select,) * s + (LaplaceEvent(z),) * (d * s)
 
     def prepare(self, value: Any, spec: NoiseSpec, **kwargs: Any) -> np.ndarray:

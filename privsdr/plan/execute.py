@@ -162,10 +162,12 @@ def execute(
 
 # -- report ----------------------------------------------------------------------------------------
 def _totals(charges: list[Charge], ledger: Ledger) -> dict[str, dict[str, float] | None]:
+    """The run's charges under every accountant, each read at the ledger's delta (as the ledger reads them)."""
     slack = getattr(ledger.accountant, "slack", None)
     if slack is None:
         slack = default_slack(ledger.budget.delta)
-    accountants: list[Accountant] = [BasicAccountant(), AdvancedAccountant(slack), RdpAccountant(), PldAccountant()]
+    delta = ledger.budget.delta
+    accountants: list[Accountant] = [BasicAccountant(), AdvancedAccountant(slack, delta), RdpAccountant(delta), PldAccountant(target_delta=delta)]
     out: dict[str, dict[str, float] | None] = {}
     for acc in accountants:
         try:

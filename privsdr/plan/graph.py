@@ -182,9 +182,10 @@ class Plan:
         weighted = [n for n in self.nodes.values() if n.weight is not None]
         if weighted:
             specs.update(self._weighted_specs(weighted, fixed, specs, budget))
-        plan = CalibratedPlan(self, specs, budget, "shares")
+        plan = CalibratedPlan(self, specs, budget, "shares", pricing=accountant)
         if tight and not budget.is_infinite and any(self._scalable(n) for n in weighted):
-            plan = _tighten(plan, make_accountant(accountant or "best", budget.delta), budget)
+            # the plan alone must meet *its* budget, so the accountant reads at the plan's delta here
+            plan = _tighten(plan, make_accountant(accountant or "best", budget.delta).retarget(budget.delta), budget)
         return plan
 
     @staticmethod
@@ -258,11 +259,13 @@ def _charge(node: Node, spec: NoiseSpec, relation: Relation) -> Charge:
 class CalibratedPlan:
     """A plan whose every node has its noise: it can be priced (``charges``) and executed."""
 
-    def __init__(self, plan: Plan, specs: Mapping[str, NoiseSpec], budget: Budget, allocation: str) -> None:
+    def __init__(self, plan: Plan, specs: Mapping[str, NoiseSpec], budget: Budget, allocation: str,
+                 pricing: "str | Accountant | None" = None) -> None:
         self.plan = plan
         self.specs = dict(specs)
         self.budget = budget
         self.allocation = allocation
+        self.pricing = pricing  #: the accountant the plan was calibrated for (a ledger's, when allocated for one)
 
     @property
     def name(self) -> str:
@@ -287,15 +290,21 @@ class CalibratedPlan:
     def charges(self) -> list[Charge]:
         return [_charge(n, self.specs[n.name], self.relation) for n in self.nodes.values()]
 
-    def cost(self, accountant: "str | Accountant" = "best") -> Cost:
-        """What the plan alone costs under ``accountant`` (no ledger, nothing spent)."""
-        return make_accountant(accountant, self.budget.delta).cost(self.charges())
+    def cost(self, accountant: "str | Accountant | None" = None) -> Cost:
+        """What the plan alone costs (no ledger, nothing spent).
+
+        Without an argument: under the accountant the plan was calibrated for -- for an estimator's
+        ``plan(n, p)`` that is its ledger's, so this is exactly what the ledger will charge. A name prices
+        it at the plan's own delta; an accountant instance (``ledger.accountant``) as that accountant does.
+        """
+        chosen = self.pricing if accountant is None else accountant
+        return make_accountant(chosen or "best", self.budget.delta).cost(self.charges())
 
     def with_factor(self, factor: float) -> "CalibratedPlan":
         specs = {
             name: spec.scaled(factor) if Plan._scalable(self.nodes[name]) else spec for name, spec in self.specs.items()
         }
-        return CalibratedPlan(self.plan, specs, self.budget, f"tight(x{factor:.6g})")
+        return CalibratedPlan(self.plan, specs, self.budget, f"tight(x{factor:.6g})", self.pricing)
 
     def __repr__(self) -> str:
         return f"CalibratedPlan({self.name!r}, nodes={list(self.nodes)}, allocation={self.allocation!r})"
