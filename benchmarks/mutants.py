@@ -1,0 +1,154 @@
+"""Mutation check of the privacy tests: break the privacy on purpose, one edit at a time, and see a test go red.
+
+Each mutant is an exact text replacement in one source file (it must match exactly once). The script
+copies ``privsdr/`` and ``tests/`` to a temporary directory, applies one mutant, and runs pytest on the
+mutant's test selection with that copy first on ``sys.path`` (the installed package is not touched).
+A mutant is *caught* when pytest fails. The table at the end is the mutation score of the suite's
+privacy tests. This is a measurement, not a test: it takes minutes.
+
+    python benchmarks/mutants.py                 # every mutant
+    python benchmarks/mutants.py --only sparse   # mutants whose name contains "sparse"
+    python benchmarks/mutants.py --list
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    what: str
+    path: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+MUTANTS = (
+    Mutant("gaussian_sigma_halved", "Gaussian mechanism draws half its calibrated noise",
+           "privsdr/mechanisms/gaussian.py", "        return arr + spec.scale * rng.standard_normal(arr.shape)",
+           "        return arr + 0.5 * spec.scale * rng.standard_normal(arr.shape)", ("tests/test_audit.py",)),
+    Mutant("laplace_scale_halved", "Laplace mechanism draws half its calibrated noise",
+           "privsdr/mechanisms/laplace.py", "        return arr + rng.laplace(0.0, spec.scale, size=arr.shape)",
+           "        return arr + rng.laplace(0.0, 0.5 * spec.scale, size=arr.shape)", ("tests/test_audit.py",)),
+    Mutant("symmetric_noise_halved", "symmetric-matrix Gaussian draws half its noise",
+           "privsdr/mechanisms/symmetric.py", "        upper = np.triu(spec.scale * rng.standard_normal((p, p)))",
+           "        upper = np.triu(0.5 * spec.scale * rng.standard_normal((p, p)))", ("tests/test_audit.py", "tests/test_privacy_mutants.py")),
+    Mutant("noisy_max_noise_off", "report-noisy-max without noise",
+           "privsdr/mechanisms/selection.py", "        if not spec.noise_off:\n            scores = scores + rng.laplace(0.0, spec.scale, size=scores.shape)",
+           "        if False:\n            scores = scores + rng.laplace(0.0, spec.scale, size=scores.shape)", ("tests/test_audit.py",)),
+    Mutant("analytic_sigma_halved", "analytic Gaussian calibration returns half the multiplier",
+           "privsdr/mechanisms/calibration.py", "        return analytic_noise_multiplier(epsilon, delta)",
+           "        return 0.5 * analytic_noise_multiplier(epsilon, delta)", ("tests/test_mechanisms.py", "tests/test_audit.py")),
+    Mutant("laplace_undercharged", "a Laplace release is charged half its epsilon",
+           "privsdr/accounting/events.py", "        return Cost(div_up(1.0, z), 0.0)", "        return Cost(div_up(0.5, z), 0.0)",
+           ("tests/test_accountants.py", "tests/test_accounting_edges.py", "tests/test_ledger.py")),
+    Mutant("gaussian_undercharged", "a Gaussian release is charged as if its noise were doubled",
+           "privsdr/accounting/events.py", "        return Cost(gaussian_epsilon(self.noise_multiplier, self.delta), self.delta)",
+           "        return Cost(gaussian_epsilon(2 * self.noise_multiplier, self.delta), self.delta)",
+           ("tests/test_accountants.py", "tests/test_accounting_edges.py")),
+    Mutant("gaussians_merged_by_max", "RDP/PLD merge Gaussians by their largest mu instead of adding mu^2",
+           "privsdr/accounting/accountants.py", "        mu2 = math.fsum(1.0 / (g.noise_multiplier * g.noise_multiplier) for g in gaussians)",
+           "        mu2 = max(1.0 / (g.noise_multiplier * g.noise_multiplier) for g in gaussians)", ("tests/test_accountants.py",)),
+    Mutant("ledger_never_refuses", "the ledger skips its budget check",
+           "privsdr/accounting/ledger.py", "        if not after.fits_within(self.budget):", "        if False:",
+           ("tests/test_ledger.py",)),
+    Mutant("charge_after_noise", "a node is charged after its noise is drawn (not write-ahead)",
+           "privsdr/plan/execute.py",
+           "        self._reservation.charge(name)  # write-ahead: charged before the noise exists\n        out = mech.sample(prepared, spec, self._rngs[name], **options)",
+           "        out = mech.sample(prepared, spec, self._rngs[name], **options)\n        self._reservation.charge(name)",
+           ("tests/test_ledger.py", "tests/test_journal.py", "tests/test_mean_covariance.py")),
+    Mutant("mean_cov_mean_sensitivity_halved", "DPMeanCovariance declares C/n for the mean (true: 2C/n)",
+           "privsdr/algorithms/mean_covariance.py", 'Sensitivity(2.0 * C / n, "l2"', 'Sensitivity(C / n, "l2"',
+           ("tests/test_mean_covariance.py", "tests/test_audit.py", "tests/test_privacy_mutants.py")),
+    Mutant("mean_cov_second_moment_halved", "DPMeanCovariance declares half the second moment's sensitivity",
+           "privsdr/algorithms/mean_covariance.py", 'Sensitivity(math.sqrt(2.0) * C * C / n, "l2"', 'Sensitivity(math.sqrt(2.0) * C * C / n / 2, "l2"',
+           ("tests/test_privacy_mutants.py",)),
+    Mutant("no_clipping", "rows are not clipped before the DP-SIR releases",
+           "privsdr/algorithms/_base.py", "        np.clip(rows, -self.bound, self.bound, out=rows)", "        pass",
+           ("tests/test_dpsir.py",)),
+    Mutant("dpsir_init_drops_p", "DP-SIR B.1 sensitivities without the factor p",
+           "privsdr/algorithms/dpsir.py", '        d = self._init_dims(p)\n        kw = self._init_budget(budget, paper, weight=0.5)',
+           '        d = 1\n        kw = self._init_budget(budget, paper, weight=0.5)', ("tests/test_dpsir.py",)),
+    Mutant("dpsir_step_drops_sqrt_pk", "Algorithm 2 step: entry-wise sensitivity used as the Frobenius one",
+           "privsdr/algorithms/_sir_common.py", '    return entry * math.sqrt(p * K) if norm == "l2" else entry', "    return entry",
+           ("tests/test_dpsir.py",)),
+    Mutant("sparse_step_uses_n", "SparseDPSIR step sensitivity with 1/n instead of 1/m_t",
+           "privsdr/algorithms/dpsir.py", '            m = n if self.mode == "paper" else len(idx)', "            m = n",
+           ("tests/test_privacy_mutants.py", "tests/test_dpsir.py")),
+    Mutant("fsir_mean_sensitivity_halved", "FSIR client declares ||x||/n for the slice means (true: 2||x||/n)",
+           "privsdr/federated/client.py", '    mean_sens = Sensitivity(2.0 * c / n, "l2"', '    mean_sens = Sensitivity(c / n, "l2"',
+           ("tests/test_federated.py", "tests/test_privacy_mutants.py")),
+    Mutant("fsir_no_truncation", "FSIR client does not truncate the rows",
+           "privsdr/federated/protocol.py",
+           '        return np.clip(X, -self.bound, self.bound) if self.norm == "linf" else clip_rows_l2(X, self.bound)',
+           "        return X", ("tests/test_federated.py",)),
+    Mutant("two_stage_shape_from_private_means", "two-stage VGM shapes stage 2 from the private slice means",
+           "privsdr/federated/client.py", "boost=_vgm_boost(stage1, floor**2, config.n_directions))",
+           "boost=_vgm_boost(M, floor**2, config.n_directions))", ("tests/test_privacy_mutants.py", "tests/test_federated.py")),
+    Mutant("parallel_composition_drops_shared_releases", "parallel composition forgets the releases every record sees",
+           "privsdr/accounting/composition.py", "    base = tuple(groups.pop(frozenset(), ()))", "    base = ()\n    groups.pop(frozenset(), None)",
+           ("tests/test_accountants.py", "tests/test_ledger.py")),
+)
+
+
+def run_mutant(mutant: Mutant, python: str, timeout: float) -> tuple[bool, float, str]:
+    with tempfile.TemporaryDirectory(prefix="privsdr-mutant-") as tmp:
+        work = Path(tmp)
+        shutil.copytree(ROOT / "privsdr", work / "privsdr")
+        shutil.copytree(ROOT / "tests", work / "tests")
+        shutil.copy(ROOT / "pyproject.toml", work / "pyproject.toml")
+        target = work / mutant.path
+        text = target.read_text()
+        if text.count(mutant.old) != 1:
+            return False, 0.0, f"NOT APPLIED: the text to replace occurs {text.count(mutant.old)} times"
+        target.write_text(text.replace(mutant.old, mutant.new))
+        env = dict(os.environ, PYTHONPATH=str(work))
+        start = time.perf_counter()
+        try:
+            proc = subprocess.run([python, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *mutant.tests],
+                                  cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return True, time.perf_counter() - start, "timed out (counted as caught)"
+        seconds = time.perf_counter() - start
+        failed = [line for line in proc.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+        return proc.returncode != 0, seconds, (failed[0] if failed else proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default=None, help="run the mutants whose name contains this text")
+    parser.add_argument("--list", action="store_true")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per mutant")
+    args = parser.parse_args(argv)
+    chosen = [m for m in MUTANTS if args.only is None or args.only in m.name]
+    if args.list:
+        for m in chosen:
+            print(f"{m.name:<45} {m.what}")
+        return 0
+    rows = []
+    for m in chosen:
+        caught, seconds, detail = run_mutant(m, sys.executable, args.timeout)
+        rows.append((m, caught, seconds, detail))
+        print(f"{'caught' if caught else 'MISSED':<7} {m.name:<45} {seconds:6.1f} s  {detail}", flush=True)
+    n_caught = sum(1 for _, c, _, _ in rows if c)
+    print(f"\n| mutant | what it breaks | caught | by |\n|---|---|---|---|")
+    for m, caught, _, detail in rows:
+        print(f"| `{m.name}` | {m.what} | {'yes' if caught else '**no**'} | {detail.replace('|', '/')} |")
+    print(f"\nmutation score: {n_caught} / {len(rows)} caught")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
