@@ -100,6 +100,21 @@ MUTANTS = (
     Mutant("parallel_composition_drops_shared_releases", "parallel composition forgets the releases every record sees",
            "privsdr/accounting/composition.py", "    base = tuple(groups.pop(frozenset(), ()))", "    base = ()\n    groups.pop(frozenset(), None)",
            ("tests/test_accountants.py", "tests/test_ledger.py")),
+    Mutant("moments_sums_sensitivity_halved", "DPSIR (moments) declares ||c||/n for the slice sums (true: 2||c||/n)",
+           "privsdr/algorithms/sir_moments.py", "Sensitivity(2.0 * c / n, ", "Sensitivity(c / n, ",
+           ("tests/test_dpsir_moments.py",)),
+    Mutant("moments_second_moment_halved", "DPSIR (moments) declares half the second moment's sensitivity",
+           "privsdr/algorithms/sir_moments.py", "Sensitivity(math.sqrt(2.0) * c2 / n, ", "Sensitivity(math.sqrt(2.0) * c2 / n / 2, ",
+           ("tests/test_dpsir_moments.py",)),
+    Mutant("moments_counts_sensitivity_halved", "DPSIR (moments) declares 1/n for the slice counts (true: sqrt(2)/n)",
+           "privsdr/algorithms/sir_moments.py", "Sensitivity(math.sqrt(2.0) / n, ", "Sensitivity(1.0 / n, ",
+           ("tests/test_dpsir_moments.py",)),
+    Mutant("moments_no_clipping", "DPSIR (moments) does not clip the rows",
+           "privsdr/core/sufficient.py", "    np.clip(out, -bound, bound, out=out)\n", "",
+           ("tests/test_dpsir_moments.py",)),
+    Mutant("onepass_mean_sensitivity_halved", "DPSIR (onepass) centres with a DP mean declared at c sqrt(p)/n (true: 2 c sqrt(p)/n)",
+           "privsdr/algorithms/dpsir.py", 'Sensitivity(2.0 * c["bound"] * math.sqrt(p) / n, "l2"', 'Sensitivity(c["bound"] * math.sqrt(p) / n, "l2"',
+           ("tests/test_dpsir_moments.py", "tests/test_dpsir.py")),
 )
 
 

@@ -11,6 +11,7 @@ from .algorithms import DPSIR, DPMeanCovariance, DPSparsePCA, SparseDPSIR
 from .federated import FederatedSIR
 from .errors import (
     BudgetExceededError,
+    NoiseDominatesWarning,
     NotIdentifiedWarning,
     PlanError,
     PrivsdrError,
@@ -33,6 +34,7 @@ __all__ = [
     "FederatedSIR",
     "SparseDPSIR",
     "Ledger",
+    "NoiseDominatesWarning",
     "NotIdentifiedWarning",
     "Plan",
     "PlanError",

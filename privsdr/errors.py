@@ -58,3 +58,8 @@ class BudgetExceededError(PrivsdrError):
 class NotIdentifiedWarning(UserWarning):
     """An estimate is not determined by the data: e.g. tied eigenvalues at the K-th direction, where any
     basis of the tied eigenspace is an equally valid answer and the one returned depends on the BLAS build."""
+
+
+class NoiseDominatesWarning(UserWarning):
+    """The noise alone moves the estimate by a large share of the distance to a random answer: at this
+    budget and sample size the estimate cannot be told reliably from noise."""

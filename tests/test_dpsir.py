@@ -10,6 +10,7 @@ slices comparable across replications and keeps the plan -- hence its memoised c
 """
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from typing import ClassVar
@@ -61,6 +62,9 @@ from privsdr.plan import Run
 
 HSET = settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 ALPHA = 1e-3
+# Algorithm 2 (B.1 + one-pass steps) on data assumed centred, as the paper runs it; the moments estimator
+# (DPSIR's default) and centring are tested in tests/test_dpsir_moments.py
+OnePass = functools.partial(DPSIR, algorithm="onepass", center="none")
 QCUTS = [0.25, 0.5, 0.75]
 
 
@@ -101,7 +105,7 @@ def test_dpsir_noise_off_init_is_classical_sir_on_the_init_rows():
     X, y, _ = sir_model("M3", n, p, seed=1)
     X = centred_on_parts(X, rs)
     cuts = np.quantile(y, QCUTS)
-    m = DPSIR(2, bound=10.0, cut_points=cuts, budget=Budget.infinite(), random_state=rs).fit(X, y)
+    m = OnePass(2, bound=10.0, cut_points=cuts, budget=Budget.infinite(), random_state=rs).fit(X, y)
     init, _, _ = split_of(rs, n)
     labels = slice_by_cut_points(y, cuts)
     X1, lab1 = X[init], labels[init]
@@ -121,7 +125,7 @@ def test_dpsir_noise_off_refinement_is_algorithm_2_exactly():
     rs, n, p, K, H = 3, 3000, 4, 1, 4
     X, y, _ = sir_model("M1", n, p, seed=2)
     cuts = np.quantile(y, QCUTS)
-    m = DPSIR(K, bound=1.0, cut_points=cuts, budget=Budget.infinite(), random_state=rs).fit(X, y)
+    m = OnePass(K, bound=1.0, cut_points=cuts, budget=Budget.infinite(), random_state=rs).fit(X, y)
     init, refine, batch_idx = split_of(rs, n)
     labels = slice_by_cut_points(y, cuts)
     M1, S1 = sir_kernel(X[init], labels[init], H), covariance_uncentred(X[init])
@@ -151,7 +155,7 @@ def test_dpsir_noise_off_final_directions_close_to_full_data_sir():
     assert B.shape == (p, 1)
     X = X - X.mean(axis=0)
     cuts = np.quantile(y, QCUTS)
-    m = DPSIR(1, bound=1.0, cut_points=cuts, budget=Budget.infinite(), random_state=0).fit(X, y)
+    m = OnePass(1, bound=1.0, cut_points=cuts, budget=Budget.infinite(), random_state=0).fit(X, y)
     full = classical_sir(X, slice_by_cut_points(y, cuts), 4, 1)[0]
     assert projection_distance(m.directions_, full) < 0.15
     assert projection_distance(m.init_directions_, full) < 0.15
@@ -224,15 +228,15 @@ def test_same_seed_same_output_different_seed_different_noise_and_clipping_enfor
     """Oracles 10 and 16."""
     X, y, _ = sir_model("M1", 3000, 4, seed=3)
     kw = dict(bound=1.0, cut_points=np.quantile(y, QCUTS), budget=Budget(5.0, 1e-5))
-    a = DPSIR(1, random_state=11, **kw).fit(X, y)
-    b = DPSIR(1, random_state=11, **kw).fit(X, y)
-    c = DPSIR(1, random_state=12, **kw).fit(X, y)
+    a = OnePass(1, random_state=11, **kw).fit(X, y)
+    b = OnePass(1, random_state=11, **kw).fit(X, y)
+    c = OnePass(1, random_state=12, **kw).fit(X, y)
     assert np.array_equal(a.directions_, b.directions_) and np.array_equal(a.init_directions_, b.init_directions_)
     assert not np.array_equal(a.directions_, c.directions_)
     # rows outside the box are clipped, never trusted: X*10 outside [-1, 1] equals clip(X*10)
     big = X * 10.0
-    d = DPSIR(1, random_state=11, **kw).fit(big, y)
-    e = DPSIR(1, random_state=11, **kw).fit(np.clip(big, -1, 1), y)
+    d = OnePass(1, random_state=11, **kw).fit(big, y)
+    e = OnePass(1, random_state=11, **kw).fit(np.clip(big, -1, 1), y)
     assert np.array_equal(d.directions_, e.directions_)
     assert np.allclose(d.transform(big), np.clip(big, -1, 1) @ d.directions_)
 
@@ -244,7 +248,7 @@ def test_certified_report_and_parallel_composition():
     n, p, eps, delta = 3000, 4, 1.0, 1e-5
     X, y, _ = sir_model("M1", n, p, seed=0)
     ledger = Ledger(Budget(2 * eps, delta))
-    m = DPSIR(1, bound=1.0, cut_points=[-3.0, 0.0, 3.0], budget=Budget(eps, delta), ledger=ledger, random_state=0).fit(X, y)
+    m = OnePass(1, bound=1.0, cut_points=[-3.0, 0.0, 3.0], budget=Budget(eps, delta), ledger=ledger, random_state=0, eta=0.05).fit(X, y)
     r = m.privacy_report_
     assert r.status == "certified" and r.status_line.startswith("CERTIFIED")
     spent_eps, spent_delta = r.spent
@@ -269,7 +273,7 @@ def test_certified_report_and_parallel_composition():
     assert "init" in scopes["init_sigma"] and all("refine" in scopes[f"step_{t}"] for t in range(T))
     assert len({scopes[f"step_{t}"] for t in range(T)}) == T
     # the plan prices the fit before any data is read, and matches what was spent
-    plan_cost = DPSIR(1, bound=1.0, cut_points=[-3.0, 0.0, 3.0], budget=Budget(eps, delta), random_state=0).plan(n, p).cost()
+    plan_cost = OnePass(1, bound=1.0, cut_points=[-3.0, 0.0, 3.0], budget=Budget(eps, delta), random_state=0).plan(n, p).cost()
     assert plan_cost.fits_within(Budget(eps, delta))
     assert plan_cost.epsilon == pytest.approx(spent_eps, rel=1e-9)
 
@@ -279,7 +283,7 @@ def test_step_noise_uses_the_batch_sensitivity_formula():
     Algorithm 3 in paper mode uses Lemma 5's 1/n and b = lambda 2 sqrt(3 d s ln(1/delta)) / eps."""
     n, p, rs = 1003, 4, 9  # n not divisible by T: batch sizes differ by one
     X, y, _ = sir_model("M1", n, p, seed=5)
-    m = DPSIR(1, bound=1.0, cut_points=[-3.0, 0.0, 3.0], budget=Budget(2.0, 1e-5), random_state=rs).fit(X, y)
+    m = OnePass(1, bound=1.0, cut_points=[-3.0, 0.0, 3.0], budget=Budget(2.0, 1e-5), random_state=rs, eta=0.05).fit(X, y)
     _, _, batch_idx = split_of(rs, n)
     assert len({len(b) for b in batch_idx}) == 2
     hp = m.hyperparameters_
@@ -304,7 +308,7 @@ def test_step_noise_uses_the_batch_sensitivity_formula():
 def test_dp_quantile_slicing_is_certified_and_charged():
     X, y, _ = sir_model("M1", 4000, 4, seed=1)
     grid = np.linspace(-15, 15, 61)
-    m = DPSIR(1, bound=1.0, y_grid=grid, budget=Budget(2.0, 1e-5), random_state=0).fit(X, y)
+    m = OnePass(1, bound=1.0, y_grid=grid, budget=Budget(2.0, 1e-5), random_state=0).fit(X, y)
     r = m.privacy_report_
     assert r.status == "certified"
     cut_nodes = [node for node in r.nodes if node.name.startswith("cut_")]
@@ -319,9 +323,9 @@ def test_paper_mode_data_quantiles_is_not_private_and_refused_by_default():
     X, y, _ = sir_model("M1", 2000, 4, seed=2)
     ledger = Ledger(Budget(1.0, 1e-5))
     with pytest.raises(UncertifiedPlanError, match="cut_points"):
-        DPSIR(1, bound=1.0, mode="paper", ledger=ledger, random_state=0).fit(X, y)
+        OnePass(1, bound=1.0, mode="paper", ledger=ledger, random_state=0).fit(X, y)
     untouched(ledger)
-    m = DPSIR(1, bound=1.0, mode="paper", ledger=ledger, random_state=0, allow_uncertified=True).fit(X, y)
+    m = OnePass(1, bound=1.0, mode="paper", ledger=ledger, random_state=0, allow_uncertified=True).fit(X, y)
     r = m.privacy_report_
     assert r.status == "none" and r.status_line.startswith("NOT PRIVATE")
     node = {nd.name: nd for nd in r.nodes}["cut_points"]
@@ -336,7 +340,7 @@ def test_paper_mode_data_quantiles_is_not_private_and_refused_by_default():
 def test_paper_mode_with_public_cuts_dense_is_certified_sparse_is_claimed():
     X, y, _ = sir_model("M1", 2000, 8, seed=3)
     kw = dict(bound=1.0, mode="paper", cut_points=[-3.0, 0.0, 3.0], random_state=0)
-    assert DPSIR(1, budget=Budget(1.0, 1e-5), **kw).fit(X, y).privacy_report_.status == "certified"
+    assert OnePass(1, budget=Budget(1.0, 1e-5), **kw).fit(X, y).privacy_report_.status == "certified"
     ledger = Ledger(Budget(1.0, 1e-5))
     with pytest.raises(UncertifiedPlanError):
         SparseDPSIR(1, sparsity=3, ledger=ledger, **kw).fit(X, y)
@@ -354,7 +358,7 @@ def test_budget_exceeded_spends_nothing():
     X, y, _ = sir_model("M1", 1000, 3, seed=0)
     ledger = Ledger(Budget(1.0, 1e-5))
     with pytest.raises(BudgetExceededError):
-        DPSIR(1, bound=1.0, cut_points=[-3.0, 0.0, 3.0], budget=Budget(2.0, 1e-5), ledger=ledger, random_state=0).fit(X, y)
+        OnePass(1, bound=1.0, cut_points=[-3.0, 0.0, 3.0], budget=Budget(2.0, 1e-5), ledger=ledger, random_state=0).fit(X, y)
     untouched(ledger)
 
 
@@ -365,7 +369,7 @@ def test_large_epsilon_fits_with_the_default_accountant():
     the tight calibration bisects the noise factor down, and raises OverflowError.
     """
     X, y, _ = sir_model("M1", 2000, 3, seed=0)
-    m = DPSIR(1, bound=1.0, cut_points=[-3.0, 0.0, 3.0], budget=Budget(300.0, 1e-5), random_state=0).fit(X, y)
+    m = OnePass(1, bound=1.0, cut_points=[-3.0, 0.0, 3.0], budget=Budget(300.0, 1e-5), random_state=0).fit(X, y)
     assert m.privacy_report_.spent[0] <= 300.0
 
 
@@ -443,7 +447,7 @@ def test_probe_init_sigma_and_kernel_against_the_declared_plan():
     ratios = {}
     for name, (X, y) in scenarios().items():
         n1, p = X.shape
-        nodes = _plan_nodes(DPSIR(1, bound=C_X, cut_points=CUTS, budget=Budget(1.0, 1e-5)), 2 * n1, p)
+        nodes = _plan_nodes(OnePass(1, bound=C_X, cut_points=CUTS, budget=Budget(1.0, 1e-5)), 2 * n1, p)
         d_sigma = nodes["init_sigma"].sensitivity
         d_kernel = nodes["init_kernel"].sensitivity
         assert d_sigma.value == pytest.approx(math.sqrt(2) * p * C_X**2 / n1, rel=1e-12) and d_sigma.norm == "l2"
@@ -663,7 +667,7 @@ class DroppedPFactorRun(RecordingRun):
 @pytest.fixture(scope="module")
 def audit_report():
     D0, _ = audit_pair()
-    return DPSIR(1, budget=AUD_BUDGET, random_state=accepted_seed(np.random.default_rng(0)), **AUD_KW).fit(*D0).privacy_report_
+    return OnePass(1, budget=AUD_BUDGET, random_state=accepted_seed(np.random.default_rng(0)), **AUD_KW).fit(*D0).privacy_report_
 
 
 def _init_claim(report):
@@ -683,7 +687,7 @@ def _whitened_releases(report):
 
 def _release_fit(budget, whiten):
     def fit(D, rng):
-        DPSIR(1, budget=budget, random_state=accepted_seed(rng), **AUD_KW).fit(*D)
+        OnePass(1, budget=budget, random_state=accepted_seed(rng), **AUD_KW).fit(*D)
         return whiten(RecordingRun.last)
     return fit
 
@@ -738,25 +742,25 @@ def direction_seed(rng: np.random.Generator) -> int:
 def test_tied_eigenvalues_are_reported_not_silently_resolved():
     # the B.1 pair's noise-free fit has tied top eigenvalues: the estimator must say so
     with pytest.warns(NotIdentifiedWarning, match="not identified"):
-        est = DPSIR(1, budget=Budget.infinite(), random_state=accepted_seed(np.random.default_rng(3)), **AUD_KW).fit(*audit_pair()[0])
+        est = OnePass(1, budget=Budget.infinite(), random_state=accepted_seed(np.random.default_rng(3)), **AUD_KW).fit(*audit_pair()[0])
     assert est.eigengap_ < 1e-8
     # the directions pair is identified: no warning, a large gap
     with warnings.catch_warnings():
         warnings.simplefilter("error", NotIdentifiedWarning)
         for D in direction_audit_pair():
-            est = DPSIR(1, budget=Budget.infinite(), random_state=direction_seed(np.random.default_rng(3)), **AUD_KW).fit(*D)
+            est = OnePass(1, budget=Budget.infinite(), random_state=direction_seed(np.random.default_rng(3)), **AUD_KW).fit(*D)
             assert est.eigengap_ > 0.5
 
 
 def test_dpsir_audit_directions_pass_and_noise_free_mutant_fails():
     D0, D1 = direction_audit_pair()
-    report = DPSIR(1, budget=AUD_BUDGET, random_state=direction_seed(np.random.default_rng(0)), **AUD_KW).fit(*D0).privacy_report_
+    report = OnePass(1, budget=AUD_BUDGET, random_state=direction_seed(np.random.default_rng(0)), **AUD_KW).fit(*D0).privacy_report_
 
     def fit_directions(D, rng):
-        return DPSIR(1, budget=AUD_BUDGET, random_state=direction_seed(rng), **AUD_KW).fit(*D).directions_
+        return OnePass(1, budget=AUD_BUDGET, random_state=direction_seed(rng), **AUD_KW).fit(*D).directions_
 
     def reference(attr):
-        return lambda D: getattr(DPSIR(1, budget=Budget.infinite(), random_state=direction_seed(np.random.default_rng(3)),
+        return lambda D: getattr(OnePass(1, budget=Budget.infinite(), random_state=direction_seed(np.random.default_rng(3)),
                                        **AUD_KW).fit(*D), attr)
 
     assert projection_distance(reference("directions_")(D0), reference("directions_")(D1)) > 1.0
@@ -765,7 +769,7 @@ def test_dpsir_audit_directions_pass_and_noise_free_mutant_fails():
     assert ok.passed, ok.summary()
 
     def fake_budget_init(D, rng):  # mutant: the same fit with the noise switched off
-        return DPSIR(1, budget=Budget.infinite(), random_state=direction_seed(rng), **AUD_KW).fit(*D).init_directions_
+        return OnePass(1, budget=Budget.infinite(), random_state=direction_seed(rng), **AUD_KW).fit(*D).init_directions_
 
     bad = audit_estimator(fake_budget_init, D0, D1, reference=reference("init_directions_"), claim=_init_claim(report),
                           kind="subspace", samples=100, alpha=ALPHA, seed=4)
@@ -823,7 +827,7 @@ def _dense_errors(model, n, p, eps, reps=8, seed0=100, **kw):
         yr = ranks(y)
         K = B.shape[1]
         budget = Budget.infinite() if eps is None else Budget(eps, 1e-5)
-        m = DPSIR(K, bound=1.0, cut_points=QCUTS, budget=budget, random_state=r, **kw).fit(X, yr)
+        m = OnePass(K, bound=1.0, cut_points=QCUTS, budget=budget, random_state=r, **kw).fit(X, yr)
         init.append(projection_distance(m.init_directions_, B))
         final.append(projection_distance(m.directions_, B))
         sir.append(projection_distance(classical_sir(X, slice_by_cut_points(yr, QCUTS), 4, K)[0], B))
@@ -883,12 +887,12 @@ def test_sparse_support_recovery():
 
 def test_bic_picks_two_directions_for_m3_without_noise():
     X, y, B = sir_model("M3", 20_000, 20, seed=0)
-    m = DPSIR("bic", bound=1.0, cut_points=QCUTS, budget=Budget.infinite(), random_state=0).fit(X, ranks(y))
+    m = OnePass("bic", bound=1.0, cut_points=QCUTS, budget=Budget.infinite(), random_state=0).fit(X, ranks(y))
     assert m.n_directions_ == 2 and m.directions_.shape == (20, 2)
     assert projection_distance(m.init_directions_, B) < 0.3
     # M1 is single-index
     X, y, _ = sir_model("M1", 20_000, 20, seed=0)
-    assert DPSIR("bic", bound=1.0, cut_points=QCUTS, budget=Budget.infinite(), random_state=0).fit(X, ranks(y)).n_directions_ == 1
+    assert OnePass("bic", bound=1.0, cut_points=QCUTS, budget=Budget.infinite(), random_state=0).fit(X, ranks(y)).n_directions_ == 1
 
 
 # ==================================================================================================
@@ -954,7 +958,7 @@ def test_bad_input_errors_are_privsdr_validation_errors():
 def test_gaussian_nodes_need_delta_and_nothing_is_spent():
     ledger = Ledger(Budget(1.0, 0.0))
     with pytest.raises(ValueError, match="delta > 0"):
-        DPSIR(1, ledger=ledger, random_state=0, **GOOD).fit(_Xg, _yg)
+        OnePass(1, ledger=ledger, random_state=0, **GOOD).fit(_Xg, _yg)
     untouched(ledger)
 
 

@@ -133,6 +133,8 @@ def default_hyperparameters(
     lambda_pen = lambda_pen if lambda_pen is not None else 2.0 * lam
     tau = tau if tau is not None else CLIP_LEVEL / C
     chosen_eta = eta
+    if chosen_eta == 0:
+        return {"lambda_hat": lam, "eta": 0.0, "lambda_pen": float(lambda_pen), "radius": float(C), "tau": float(tau)}
     if chosen_eta is None:
         chosen_eta = 0.1 / lam
         per_eta = noise_per_eta(tau * C, lambda_pen) if noise_per_eta is not None else 0.0

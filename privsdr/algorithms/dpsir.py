@@ -32,6 +32,7 @@ from ..accounting import Budget, Ledger
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity
 from ..plan import CalibratedPlan, Plan, Run
+from . import sir_moments
 from ._base import ClippedRows, PrivateEstimator, check_matrix, check_positive, public_split
 from ._sir_common import (
     bic_dimension,
@@ -46,6 +47,12 @@ from ._sir_common import (
 )
 
 RELATION = "replace_one"
+ALGORITHMS = ("moments", "onepass")
+
+
+def _is(center: Any, word: str) -> bool:
+    """``center`` is a vector or one of the words 'dp' / 'none'."""
+    return isinstance(center, str) and center == word
 
 
 class _SlicedDP(PrivateEstimator):
@@ -117,7 +124,38 @@ class _SlicedDP(PrivateEstimator):
         for name in ("eta", "lambda_pen", "radius", "tau"):
             if getattr(self, name) is not None:
                 check_positive(getattr(self, name), name)
-        return {"bound": check_positive(self.bound, "bound"), "H": H, "K": K, "slicing": slicing, "cuts": cuts, "grid": grid}
+        algorithm = getattr(self, "algorithm", "onepass")
+        if algorithm not in ALGORITHMS:
+            raise ValidationError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+        if algorithm == "moments" and self.mode == "paper":
+            raise ValidationError("mode='paper' reproduces the paper's one-pass algorithm: use algorithm='onepass'")
+        return {"bound": check_positive(self.bound, "bound"), "H": H, "K": K, "slicing": slicing, "cuts": cuts, "grid": grid,
+                "algorithm": algorithm, "center": self._checked_center()}
+
+    def _checked_center(self) -> "str | np.ndarray":
+        """'dp' (default in certified mode), 'none' (data assumed centred: the paper), or a public vector."""
+        center = getattr(self, "center", None)
+        if center is None:  # the paper and the sparse estimators (p >> n: a DP mean costs sqrt(p)) assume centred data
+            return "none" if self.mode == "paper" or self.sparse else "dp"
+        if isinstance(center, str):
+            if center not in ("dp", "none"):
+                raise ValidationError("center must be 'dp', 'none' or a public vector (one value per column)")
+            return center
+        try:
+            vec = np.asarray(center, dtype=float).ravel()
+        except (TypeError, ValueError):
+            raise ValidationError("center must be 'dp', 'none' or a numeric public vector") from None
+        if not np.all(np.isfinite(vec)):
+            raise ValidationError("center must be finite")
+        return vec
+
+    def _center_vector(self, c: dict[str, Any], p: int) -> np.ndarray:
+        """The public location rows are shifted by before clipping (zero unless a public centre is given)."""
+        if isinstance(c["center"], np.ndarray):
+            if c["center"].size not in (1, p):
+                raise ValidationError(f"center has {c['center'].size} values for {p} columns")
+            return np.broadcast_to(c["center"], (p,)).astype(float)
+        return np.zeros(p)
 
     def _sizes(self, n: int) -> tuple[int, int, int]:
         n1 = int(round(n * float(self.init_fraction)))
@@ -130,17 +168,47 @@ class _SlicedDP(PrivateEstimator):
         """The fit's release plan for n x p data: public parameters only, no data."""
         c = self._checked()
         n, p = int(n_samples), int(n_features)
+        if c["algorithm"] == "moments":
+            return self._build_moments_plan(c, n, p, budget)
         n1, n2, T = self._sizes(n)
         paper = self.mode == "paper"
         H, K = c["H"], c["K"]
         plan = Plan(self.name, RELATION, {
-            "mode": self.mode, "bound": c["bound"], "n_slices": H, "n_directions": K, "slicing": c["slicing"],
-            "n_samples": n, "n_features": p, "init_rows": n1, "refine_rows": n2, "n_iter": T,
+            "mode": self.mode, "algorithm": c["algorithm"], "bound": c["bound"], "n_slices": H, "n_directions": K,
+            "slicing": c["slicing"], "n_samples": n, "n_features": p, "init_rows": n1, "refine_rows": n2, "n_iter": T,
+            "center": self._center_description(c),
             **({"cut_points": list(map(float, c["cuts"]))} if c["cuts"] is not None else {}),
             **self._extra_public(),
         })
         init_scope, refine_scope = plan.partition("part", ["init", "refine"])
         batch_scopes = plan.partition("batch", range(T), within=refine_scope)
+        self._add_slicing_nodes(plan, c, H, budget)
+        if _is(c["center"], "dp"):
+            plan.add("mean", "gaussian", Sensitivity(2.0 * c["bound"] * math.sqrt(p) / n, "l2", RELATION,
+                                                     "||x - x'|| / n <= 2 c_X sqrt(p) / n"),
+                     weight=0.2, calibration="analytic", parents=tuple(plan.nodes),
+                     description="DP mean of the clipped rows (centring; the rows are then re-clipped)")
+        self._add_init_nodes(plan, init_scope, n1, p, H, budget, paper)
+        parents = tuple(n for n in plan.nodes if n.startswith("init_"))
+        for t in range(T):
+            self._add_step_node(plan, t, batch_scopes[t], parents + ((f"step_{t - 1}",) if t else ()), T, n, budget, paper)
+        return plan
+
+    def _center_description(self, c: dict[str, Any]) -> Any:
+        return c["center"].tolist() if isinstance(c["center"], np.ndarray) else c["center"]
+
+    def _build_moments_plan(self, c: dict[str, Any], n: int, p: int, budget: Budget) -> Plan:
+        H, K = c["H"], c["K"]
+        plan = Plan(self.name, RELATION, {
+            "mode": self.mode, "algorithm": "moments", "bound": c["bound"], "n_slices": H, "n_directions": K,
+            "slicing": c["slicing"], "n_samples": n, "n_features": p, "center": self._center_description(c),
+            **({"cut_points": list(map(float, c["cuts"]))} if c["cuts"] is not None else {}),
+        })
+        self._add_slicing_nodes(plan, c, H, budget)
+        sir_moments.add_moment_nodes(plan, n, p, np.full(p, c["bound"]), parents=tuple(plan.nodes))
+        return plan
+
+    def _add_slicing_nodes(self, plan: Plan, c: dict[str, Any], H: int, budget: Budget) -> None:
         eps, delta = budget
         if c["slicing"] == "dp_quantile":
             share = Budget(eps * float(self.quantile_fraction) / (H - 1), 0.0) if not budget.is_infinite else None
@@ -150,11 +218,6 @@ class _SlicedDP(PrivateEstimator):
         elif c["slicing"] == "data_quantile":
             plan.add("cut_points", "non_private", Sensitivity(1.0, "linf", RELATION, "none: read off the data"), status="none",
                      description="equal-count slice boundaries computed from y (as the paper presumably did): NOT private")
-        self._add_init_nodes(plan, init_scope, n1, p, H, budget, paper)
-        parents = tuple(n for n in plan.nodes if n.startswith("init_"))
-        for t in range(T):
-            self._add_step_node(plan, t, batch_scopes[t], parents + ((f"step_{t - 1}",) if t else ()), T, n, budget, paper)
-        return plan
 
     def _extra_public(self) -> dict[str, Any]:
         return {}
@@ -174,7 +237,7 @@ class _SlicedDP(PrivateEstimator):
                  scope=scope, parents=self._init_parents(plan), description="B.1: SIR kernel M on the init part", **kw)
 
     def _init_parents(self, plan: Plan) -> tuple[str, ...]:
-        return tuple(n for n in plan.nodes if n.startswith(("cut", "screen")))
+        return tuple(n for n in plan.nodes if n.startswith(("cut", "screen", "mean")))
 
     def _init_budget(self, budget: Budget, paper: bool, weight: float) -> dict[str, Any]:
         if paper and not budget.is_infinite:
@@ -222,7 +285,9 @@ class _SlicedDP(PrivateEstimator):
         kernel = run.release("init_kernel", core.sir_kernel(X1, labels1, H))
         sd = plan.specs["init_sigma"].scale
         floor = 2.0 * math.sqrt(X1.shape[1]) * sd if sd > 0 else 1e-12 * max(float(np.trace(sigma)), 1e-300)
-        return core.whitened_eigen(kernel, core.eigen_floor(sigma, floor), X1.shape[1])
+        sigma_floored = core.eigen_floor(sigma, floor)
+        self._b1_release = (np.asarray(kernel), sigma_floored, floor)  # for the step-size choice (post-processing)
+        return core.whitened_eigen(kernel, sigma_floored, X1.shape[1])
 
     def _prepare(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         c = self._checked()
@@ -232,6 +297,9 @@ class _SlicedDP(PrivateEstimator):
     def fit(self, X: Any, y: Any) -> "_SlicedDP":
         X, y, c = self._prepare(X, y)
         n, p = X.shape
+        center = self._center_vector(c, p)
+        if c["algorithm"] == "moments":
+            return self._fit_moments(X, y, c, center)
         n1, n2, T = self._sizes(n)
         budget, ledger = self._resolve_budget()
         calibrated = self._allocate(self.build_plan(n, p, budget), budget, ledger)
@@ -240,13 +308,59 @@ class _SlicedDP(PrivateEstimator):
                  allow_uncertified=self.allow_uncertified, notes=self._notes()) as run:
             labels, cuts = self._slices(run, y, c)
             H = len(cuts) + 1
-            rows = ClippedRows(X, c["bound"], labels)
+            Xs, dp_mean = self._centred(run, X, c, center)
+            rows = ClippedRows(Xs, c["bound"], labels)
             self._fit_released(run, calibrated, rows, H, init_idx, batch_idx, c, n, budget)
+        self.center_ = center + dp_mean
         self.cut_points_ = cuts
         self.n_features_in_ = p
         self.plan_ = calibrated
         self.ledger_ = ledger
         self.privacy_report_ = run.report
+        return self
+
+    def _centred(self, run: Run, X: np.ndarray, c: dict[str, Any], center: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Rows shifted by the public centre, and (center='dp') by a DP mean of the clipped rows (DP-SIR spec
+        §4.0(b): the rows are re-clipped afterwards, which keeps every later sensitivity)."""
+        Xs = X - center if np.any(center) else X
+        if not _is(c["center"], "dp"):
+            return Xs, np.zeros(X.shape[1])
+        mean = np.zeros(X.shape[1])
+        for rows in core.iter_chunks(X.shape[0]):
+            mean += core.clip_rows(Xs[rows], 0.0, c["bound"]).sum(axis=0)
+        dp_mean = np.asarray(run.release("mean", mean / X.shape[0]))
+        return Xs - dp_mean, dp_mean
+
+    def _fit_moments(self, X: np.ndarray, y: np.ndarray, c: dict[str, Any], center: np.ndarray) -> "_SlicedDP":
+        n, p = X.shape
+        budget, ledger = self._resolve_budget()
+        calibrated = self._allocate(self.build_plan(n, p, budget), budget, ledger)
+        with Run(calibrated, ledger, random_state=self.random_state, data_shape=X.shape, algorithm=type(self).__name__,
+                 allow_uncertified=self.allow_uncertified, notes=self._notes()) as run:
+            labels, cuts = self._slices(run, y, c)
+            H = len(cuts) + 1
+            release = sir_moments.release_moments(run, calibrated, X, labels, H, center, np.full(p, c["bound"]))
+        centred = not _is(c["center"], "none")
+        B_all, eigenvalues, mu = release.directions(max(H - 1, 1), centred)
+        K = self._choose_k(eigenvalues, H, n, p, budget)
+        self.eigengap_ = warn_if_not_identified(eigenvalues, K, "DPSIR (moments)")
+        B = B_all[:, :K]
+        self.directions_ = core.orthonormalize(B)
+        self.eigenvalues_ = eigenvalues[: max(H - 1, 1)]
+        self.n_directions_ = K
+        self.center_ = center + mu
+        self.cut_points_ = cuts
+        self.n_features_in_ = p
+        self.plan_ = calibrated
+        self.ledger_ = ledger
+        self.random_error_ = sir_moments.random_subspace_error(p, K)
+        self.privacy_report_ = run.report
+        if getattr(self, "diagnose_noise", True):
+            seed = self.random_state.integers(2**63) if isinstance(self.random_state, np.random.Generator) else self.random_state
+            rng = np.random.default_rng(None if seed is None else np.random.SeedSequence(int(seed)).spawn(2)[1])
+            self.noise_error_ = sir_moments.noise_error(release, self.directions_, K, centred, rng)
+            self.privacy_report_ = sir_moments.with_diagnostics(run.report, self.noise_error_, self.random_error_, K, p)
+            sir_moments.warn_if_noise_wins(self.noise_error_, self.random_error_)
         return self
 
     def _notes(self) -> list[str]:
@@ -268,9 +382,10 @@ class _SlicedDP(PrivateEstimator):
         return B
 
     def transform(self, X: Any) -> np.ndarray:
-        """Project clipped rows on the estimated directions."""
+        """Project rows on the estimated directions: (clip(X - public centre) - DP mean) @ directions_."""
         X = check_matrix(X, "X")
-        return np.clip(X, -float(self.bound), float(self.bound)) @ self.directions_
+        public = self._center_vector(self._checked(), X.shape[1])
+        return (np.clip(X - public, -float(self.bound), float(self.bound)) - (self.center_ - public)) @ self.directions_
 
     def _choose_k(self, eigenvalues: np.ndarray, H: int, n1: int, p: int, budget: Budget) -> int:
         if self.n_directions != "bic":
@@ -281,19 +396,68 @@ class _SlicedDP(PrivateEstimator):
 
 
 class DPSIR(_SlicedDP):
-    """Differentially private SIR for n > p (DP-SIR Algorithms B.1 + 2).
+    """Differentially private SIR for n > p.
+
+    ``algorithm="moments"`` (default, certified): the slice sums, slice counts and second moment of the
+    clipped rows are released once on all n rows, and SIR is solved on them (``sir_moments``); the mean is
+    taken from the released slice sums (free). ``algorithm="onepass"``: the paper's B.1 initializer on half
+    the rows plus Algorithm 2 (noisy mini-batch gradient steps) on the other half; ``mode="paper"``
+    reproduces its printed calibration. ``center``: ``None`` (certified: centre at a DP mean -- free for
+    ``moments``, a charged ``mean`` node for ``onepass``; paper mode assumes centred data), ``"none"``, or
+    a public vector subtracted before clipping.
 
     ``DPSIR(n_directions=1, bound=1.0, cut_points=[...] | y_grid=[...], budget=Budget(1, 1e-5))``;
     ``n_directions="bic"`` selects K on the DP eigenvalues (spec §4.6). After ``fit``:
-    ``directions_`` (p x K, orthonormal), ``init_directions_`` (B.1), ``eigenvalues_`` (DP),
-    ``n_directions_``, ``hyperparameters_``, ``cut_points_``, ``privacy_report_``, ``eigengap_`` (relative
-    gap (lambda_K - lambda_K+1) / lambda_K of the DP eigenvalues; a ``NotIdentifiedWarning`` when it is ~0).
+    ``directions_`` (p x K, orthonormal), ``eigenvalues_`` (DP), ``n_directions_``, ``center_``,
+    ``cut_points_``, ``privacy_report_``, ``eigengap_`` (relative gap (lambda_K - lambda_K+1) / lambda_K;
+    a ``NotIdentifiedWarning`` when it is ~0); ``moments``: ``noise_error_`` (parametric bootstrap of the
+    noise: the error it alone induces; skipped with ``diagnose_noise=False``) and ``random_error_`` (a
+    random subspace's), with a ``NoiseDominatesWarning`` when the first is over half the second;
+    ``onepass``: ``init_directions_`` (B.1), ``hyperparameters_``, ``step_choice_`` (certified).
     """
+
+    def __init__(
+        self,
+        n_directions: "int | str" = 1,
+        *,
+        algorithm: str = "moments",
+        bound: float | None = None,
+        center: Any = None,
+        n_slices: int = 4,
+        cut_points: Any = None,
+        y_grid: Any = None,
+        slicing: str | None = None,
+        mode: str = "certified",
+        budget: "Budget | tuple[float, float] | None" = None,
+        ledger: Ledger | None = None,
+        accountant: str = "best",
+        n_iter: int | None = None,
+        eta: float | None = None,
+        lambda_pen: float | None = None,
+        radius: float | None = None,
+        tau: float | None = None,
+        init_fraction: float = 0.5,
+        quantile_fraction: float = 0.1,
+        tight: bool = True,
+        random_state: Any = None,
+        allow_uncertified: bool = False,
+        diagnose_noise: bool = True,
+    ) -> None:
+        super().__init__(
+            n_directions, bound=bound, n_slices=n_slices, cut_points=cut_points, y_grid=y_grid, slicing=slicing, mode=mode,
+            budget=budget, ledger=ledger, accountant=accountant, n_iter=n_iter, eta=eta, lambda_pen=lambda_pen, radius=radius,
+            tau=tau, init_fraction=init_fraction, quantile_fraction=quantile_fraction, tight=tight, random_state=random_state,
+            allow_uncertified=allow_uncertified,
+        )
+        self.algorithm = algorithm
+        self.center = center
+        self.diagnose_noise = diagnose_noise
 
     def _fit_released(self, run: Run, plan: CalibratedPlan, rows: ClippedRows, H: int,
                       init_idx: np.ndarray, batch_idx: list[np.ndarray], c: dict[str, Any], n: int, budget: Budget) -> None:
         p = rows.p
         B_all, eigenvalues = self._init_release(run, *rows.take(init_idx), H, plan)
+        self._init_rows = len(init_idx)
         K = self._choose_k(eigenvalues, H, len(init_idx), p, budget)
         self.eigengap_ = warn_if_not_identified(eigenvalues, K, "DPSIR initializer (B.1)")
         B0 = B_all[:, :K]
@@ -304,13 +468,38 @@ class DPSIR(_SlicedDP):
             return z * sir_step_sensitivity(p, K, float(self.bound), L, 1.0, lambda_pen, m, "l2") * math.sqrt(p * K)
 
         start, lambda_pen = stationary_start(B0, eigenvalues, eigenvalues[K - 1], self.lambda_pen)
-        hyper = default_hyperparameters(eigenvalues[K - 1], start, n, self.eta, lambda_pen, self.radius, self.tau, noise_per_eta)
-        B = self._refine(run, rows, batch_idx, start, H, hyper, n)
+        eta = self.eta
+        choice = None
+        if eta is None and self.mode == "certified" and z > 0:
+            choice = self._choose_step(plan, K, len(batch_idx), m, p)
+            eta = choice.eta
+        hyper = default_hyperparameters(eigenvalues[K - 1], start, n, eta, lambda_pen, self.radius, self.tau, noise_per_eta)
+        B = self._refine(run, rows, batch_idx, start, H, hyper, n) if hyper["eta"] > 0 else start
         self.init_directions_ = core.orthonormalize(B0)
         self.directions_ = core.orthonormalize(B)
         self.eigenvalues_ = eigenvalues[: max(H - 1, 1)]
         self.n_directions_ = K
         self.hyperparameters_ = hyper
+        if choice is not None:
+            self.step_choice_ = choice
+            self.noise_error_ = choice.predicted_final_error
+            self.random_error_ = sir_moments.random_subspace_error(p, K)
+
+    def _choose_step(self, plan: CalibratedPlan, K: int, T: int, m: int, p: int) -> Any:
+        """Algorithm 2's step size by the plug-in simulation of ``sir_refine`` (B.1 outputs and public scales only)."""
+        from .sir_refine import choose_step_size
+
+        kernel, sigma, floor = self._b1_release
+        z = plan.specs["step_0"].noise_multiplier
+        bound = float(self.bound)
+
+        def step_noise_sd(eta: float, L: float, lambda_pen: float) -> float:
+            return z * sir_step_sensitivity(p, K, bound, L, eta, lambda_pen, m, "l2")
+
+        seed = self.random_state.integers(2**63) if isinstance(self.random_state, np.random.Generator) else self.random_state
+        rng = np.random.default_rng(None if seed is None else np.random.SeedSequence(int(seed)).spawn(3)[2])
+        return choose_step_size(kernel, sigma, plan.specs["init_kernel"].scale, plan.specs["init_sigma"].scale, floor, K, T,
+                                self.lambda_pen, self.radius, self.tau, step_noise_sd, m, self._init_rows, rng)
 
 
 class SparseDPSIR(_SlicedDP):

@@ -22,25 +22,32 @@ def slice_by_category(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def equal_count_cut_points(y: np.ndarray, n_slices: int) -> np.ndarray:
-    """Cut points giving slices of about n/H records each, never separating tied values.
+    """Cut points of R dr's equal-count slices (``dr.slice2``, Weisberg 2002), never separating ties.
 
-    As in the classical references (dr::dr.slices): walk the sorted distinct values and close a
-    slice once it holds at least its share of the records that remain. Cut points sit at the last
-    value of each slice, so ``slice_by_cut_points`` reproduces the slices. Data-dependent: not
-    private (use public cut points or a DP quantile release in certified runs).
+    With n sorted values, m = floor(n / H) and r = n - m H: each slice takes m values, the first r
+    slices one more, and a slice is extended while its last value equals the next one (ties stay
+    together). Slicing stops once fewer than m values remain after a boundary; the last slice takes the
+    rest, and a last slice of a single value is merged into the one before. Cut points sit at the last
+    value of each slice, so ``slice_by_cut_points`` reproduces the slices. Data-dependent: not private
+    (use public cut points or a DP quantile release in certified runs).
     """
-    y = np.asarray(y, dtype=float)
-    values, counts = np.unique(y, return_counts=True)
-    cuts: list[float] = []
-    left, slices_left, running = y.size, n_slices, 0
-    for i, count in enumerate(counts[:-1]):
-        running += count
-        if slices_left > 1 and running >= left / slices_left:
-            cuts.append(float(values[i]))
-            left -= running
-            slices_left -= 1
-            running = 0
-    return np.asarray(cuts)
+    v = np.sort(np.asarray(y, dtype=float))
+    n = v.size
+    m = n // n_slices
+    extra = n - m * n_slices
+    ends: list[int] = []  # 1-based index of each slice's last value
+    start = 0
+    while start + m < n:
+        if extra > 0:
+            start += 1
+            extra -= 1
+        while start + m < n and v[start + m - 1] == v[start + m]:
+            start += 1
+        ends.append(start + m)
+        start = ends[-1]
+    if ends and ends[-1] >= n - 1:  # the last slice would hold at most one value: merge it
+        ends.pop()
+    return np.asarray([v[e - 1] for e in ends if e < n])
 
 
 def slice_sums(X: np.ndarray, labels: np.ndarray, n_slices: int) -> tuple[np.ndarray, np.ndarray]:

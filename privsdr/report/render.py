@@ -87,6 +87,8 @@ def to_markdown(report: PrivacyReport) -> str:
         f"Data shape: {report.data_shape}. Seed policy: {report.seed_policy}. "
         f"Started {report.timestamps.get('started')}, finished {report.timestamps.get('finished')}.",
     ]
+    if report.diagnostics.get("messages"):
+        lines += ["", "## Diagnostics (post-processing, no cost)", ""] + [f"- {t}" for t in report.diagnostics["messages"].values()]
     if report.notes:
         lines += ["", "## Notes", ""] + [f"- {note}" for note in report.notes]
     return "\n".join(lines) + "\n"
@@ -161,6 +163,9 @@ def to_html(report: PrivacyReport) -> str:
         + "<h2>Releases</h2>" + _html_table(NODE_HEADERS, _node_rows(report))
         + "<h2>This run under each accountant</h2>"
         + _html_table(("accountant", "composed cost"), [(k, _cost(v)) for k, v in report.totals.items()])
+        + ("<h2>Diagnostics (post-processing, no cost)</h2><ul>"
+           + "".join(f"<li>{html.escape(t)}</li>" for t in report.diagnostics["messages"].values()) + "</ul>"
+           if report.diagnostics.get("messages") else "")
         + "<h2>Public parameters</h2>"
         + _html_table(("parameter", "value"), [(k, _f(v)) for k, v in report.public_parameters.items()])
         + f"<p class='meta'>Data shape {html.escape(str(report.data_shape))}. Seed policy: {html.escape(report.seed_policy)}. "

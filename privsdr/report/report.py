@@ -12,7 +12,9 @@ from typing import Any
 import attrs
 
 SCHEMA = "privsdr.privacy-report"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: versions this code reads (a version-1 report is read with empty diagnostics)
+READABLE_VERSIONS = (1, 2)
 
 
 FLOAT_TAG = "$float"
@@ -79,6 +81,8 @@ class PrivacyReport:
     timestamps: dict[str, str]
     library_versions: dict[str, str]
     notes: list[str] = attrs.field(factory=list)
+    #: post-processing facts about the released estimate (e.g. the error the noise alone induces); no cost
+    diagnostics: dict[str, Any] = attrs.field(factory=dict)
     schema: str = SCHEMA
     schema_version: int = SCHEMA_VERSION
 
@@ -96,8 +100,9 @@ class PrivacyReport:
         data = _denum(dict(data))
         if data.get("schema") != SCHEMA:
             raise ValueError(f"not a privsdr privacy report (schema {data.get('schema')!r})")
-        if data.get("schema_version") != SCHEMA_VERSION:
-            raise ValueError(f"unsupported report schema version {data.get('schema_version')!r}; this privsdr reads {SCHEMA_VERSION}")
+        if data.get("schema_version") not in READABLE_VERSIONS:
+            raise ValueError(f"unsupported report schema version {data.get('schema_version')!r}; this privsdr reads {READABLE_VERSIONS}")
+        data["schema_version"] = SCHEMA_VERSION
         data["nodes"] = [NodeReport(**n) for n in data["nodes"]]
         return cls(**data)
 
@@ -142,5 +147,7 @@ class PrivacyReport:
                 f"({n.sensitivity['norm']}), noise scale {n.noise_scale:.4g}, cost eps={n.cost['epsilon']:.4g} "
                 f"delta={n.cost['delta']:.3g}, scope {n.scope}" + ("" if n.released else " (not released)")
             )
+        for key, text in self.diagnostics.get("messages", {}).items():
+            lines.append(f"diagnostic ({key}): {text}")
         lines.append(f"seed policy: {self.seed_policy}")
         return "\n".join(lines)

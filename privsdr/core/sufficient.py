@@ -1,0 +1,102 @@
+"""SIR from its sufficient statistics: slice sums, slice counts and the second moment (numerics only).
+
+For rows x_i (already clipped and shifted by a public centre), slices h = 1..H with n_h members::
+
+    s_h = (1/n) sum_{i in h} x_i   (p x H),   p_h = n_h / n,   S = (1/n) sum_i x_i x_i^T,
+    mean  mu = sum_h s_h,
+    M_c   = sum_h p_h (m_h - mu)(m_h - mu)^T = sum_h s_h s_h^T / p_h - mu mu^T     (m_h = s_h / p_h),
+    Sigma = S - mu mu^T,
+
+and SIR's directions are the top-K generalized eigenvectors of (M_c, Sigma) (Li 1991). Everything after
+the three statistics is a function of them alone, so the statistics can be released once (with noise)
+and the rest is post-processing. ``sir_from_moments`` takes the (possibly noisy) statistics and, for
+noisy slice sums, removes the known bias E[s~ s~^T] = s s^T + v I of each slice's outer product.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+from .gradient import eigen_floor
+from .sir import whitened_eigen
+
+#: rows per chunk when accumulating the statistics (bounds the memory of the clipped copy)
+CHUNK_ROWS = 1 << 16
+
+
+def iter_chunks(n: int, chunk_rows: int = CHUNK_ROWS) -> Iterator[slice]:
+    for start in range(0, n, chunk_rows):
+        yield slice(start, min(n, start + chunk_rows))
+
+
+def clip_rows(X: np.ndarray, center: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """A clipped copy of X - center: coordinate j in [-bound_j, bound_j]."""
+    out = np.subtract(X, center, dtype=float)
+    np.clip(out, -bound, bound, out=out)
+    return out
+
+
+def clipped_sufficient_sums(
+    X: np.ndarray, labels: np.ndarray, n_slices: int, center: np.ndarray, bound: np.ndarray, chunk_rows: int = CHUNK_ROWS
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(slice sums p x H, counts H, X^T X) of the clipped rows, accumulated chunk by chunk (no full copy)."""
+    n, p = X.shape
+    sums = np.zeros((p, n_slices))
+    xtx = np.zeros((p, p))
+    for rows in iter_chunks(n, chunk_rows):
+        Xc = clip_rows(X[rows], center, bound)
+        onehot = np.zeros((Xc.shape[0], n_slices))
+        onehot[np.arange(Xc.shape[0]), labels[rows]] = 1.0
+        sums += Xc.T @ onehot
+        xtx += Xc.T @ Xc
+    counts = np.bincount(labels, minlength=n_slices).astype(float)
+    return sums, counts, (xtx + xtx.T) / 2.0
+
+
+def kernel_from_moments(
+    slice_sums: np.ndarray, proportions: np.ndarray, *, sums_noise_var: float = 0.0, min_proportion: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """(M_c, mu): the centred SIR kernel and the mean from slice sums s_h (p x H) and proportions p_h.
+
+    Slices with p_h <= ``min_proportion`` are dropped (their means are noise). ``sums_noise_var`` v is
+    the variance of independent noise on each entry of s_h; E[s~ s~^T] = s s^T + v I, so v I / p_h is
+    subtracted per slice (an unbiased kernel).
+    """
+    s = np.asarray(slice_sums, dtype=float)
+    w = np.asarray(proportions, dtype=float)
+    mu = s.sum(axis=1)
+    keep = w > max(min_proportion, 0.0)
+    p = s.shape[0]
+    M = np.zeros((p, p))
+    for h in np.flatnonzero(keep):
+        M += (np.outer(s[:, h], s[:, h]) - sums_noise_var * np.eye(p)) / w[h]
+    M -= np.outer(mu, mu)
+    return (M + M.T) / 2.0, mu
+
+
+def sir_from_moments(
+    slice_sums: np.ndarray,
+    proportions: np.ndarray,
+    second_moment: np.ndarray,
+    n_directions: int,
+    *,
+    centred: bool = True,
+    sums_noise_var: float = 0.0,
+    min_proportion: float = 0.0,
+    floor: float = 0.0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(B, eigenvalues, mu): SIR directions (B^T Sigma B = I_K), all generalized eigenvalues, the mean.
+
+    ``centred=False`` skips the mean correction (data assumed centred at the public centre). ``floor``
+    raises Sigma's eigenvalues to at least that value (PD repair, post-processing).
+    """
+    M, mu = kernel_from_moments(slice_sums, proportions, sums_noise_var=sums_noise_var, min_proportion=min_proportion)
+    if not centred:
+        M = M + np.outer(mu, mu)
+    S = np.asarray(second_moment, dtype=float)
+    Sigma = (S + S.T) / 2.0 - (np.outer(mu, mu) if centred else 0.0)
+    scale = max(float(np.trace(Sigma)) / max(Sigma.shape[0], 1), np.finfo(float).tiny)
+    Sigma = eigen_floor(Sigma, max(floor, 1e-12 * scale))
+    B, values = whitened_eigen(M, Sigma, n_directions)
+    return B, values, (mu if centred else np.zeros_like(mu))
