@@ -13,6 +13,6 @@ from .sir import (
     whitened_eigen,
 )
 from .slicing import equal_count_cut_points, slice_by_category, slice_by_cut_points, slice_sums
-from .validation import check_matrix, check_positive
+from .validation import as_real_array, check_matrix, check_positive, check_vector
 
 __all__ = [name for name in dir() if not name.startswith("_")]
