@@ -36,6 +36,7 @@ from typing import Any, Iterator
 
 import attrs
 
+from .._io import atomic_write_bytes
 from ..errors import PrivsdrError
 
 FORMAT = "privsdr.ledger-journal"
@@ -302,23 +303,6 @@ class Journal:
         self._offset += len(line)
         self._write_head()
         return record
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temp file in the same folder: fsync, rename, fsync the folder."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def header_record(header: dict[str, Any]) -> dict[str, Any]:

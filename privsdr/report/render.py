@@ -87,6 +87,8 @@ def to_markdown(report: PrivacyReport) -> str:
         f"Data shape: {report.data_shape}. Seed policy: {report.seed_policy}. "
         f"Started {report.timestamps.get('started')}, finished {report.timestamps.get('finished')}.",
     ]
+    if report.model:
+        lines += ["", f"Model file: `{report.model.get('format')}` digest `{report.model.get('digest')}`."]
     if report.notes:
         lines += ["", "## Notes", ""] + [f"- {note}" for note in report.notes]
     return "\n".join(lines) + "\n"
@@ -165,6 +167,8 @@ def to_html(report: PrivacyReport) -> str:
         + _html_table(("parameter", "value"), [(k, _f(v)) for k, v in report.public_parameters.items()])
         + f"<p class='meta'>Data shape {html.escape(str(report.data_shape))}. Seed policy: {html.escape(report.seed_policy)}. "
         f"Started {html.escape(str(report.timestamps.get('started')))}, finished {html.escape(str(report.timestamps.get('finished')))}.</p>"
+        + (f"<p class='meta'>Model file {html.escape(str(report.model.get('format')))}, digest "
+           f"<code>{html.escape(str(report.model.get('digest')))}</code>.</p>" if report.model else "")
     )
     return _page(f"privacy report — {report.algorithm}", report.status, report.status_line, body)
 
