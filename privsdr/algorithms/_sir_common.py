@@ -8,25 +8,27 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import ValidationError
-from ._base import check_matrix
+from ._base import check_matrix, check_vector
 
 SLICINGS = ("public", "dp_quantile", "data_quantile")
 MODES = ("certified", "paper")
 
 
-def check_xy(X: Any, y: Any, n_slices: int, *, low_dimensional: bool) -> tuple[np.ndarray, np.ndarray]:
+def check_xy(X: Any, y: Any, n_slices: int, *, low_dimensional: bool, require_varying: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """X and y checked against the data domain (finite numbers, matching shapes: see docs/errors.md).
+
+    ``require_varying`` refuses a constant y; only paper mode's data quantiles ask for it. A
+    certified fit never refuses on a property that one record can change (a constant y and its
+    neighbour with one different y would be told apart by the refusal alone)."""
     X = check_matrix(X, "X", min_rows=2)
-    try:
-        y = np.asarray(y, dtype=float).ravel()
-    except (TypeError, ValueError):
-        raise ValidationError("y must be numeric") from None
+    y = check_vector(y, "y")
     n, p = X.shape
     if y.size != n:
         raise ValidationError(f"y has {y.size} values for {n} rows of X")
     if not np.all(np.isfinite(y)):
         raise ValidationError("y contains NaN or inf")
-    if np.all(y == y[0]):
-        raise ValidationError("y is constant: SIR needs a response that varies")
+    if require_varying and np.all(y == y[0]):
+        raise ValidationError("y is constant: equal-count slices of the data need a response that varies")
     if n < 2 * n_slices:
         raise ValidationError(f"need at least {2 * n_slices} rows for {n_slices} slices, got {n}")
     if low_dimensional and p >= n // 2:
@@ -78,13 +80,30 @@ def quantile_scores(y: np.ndarray, grid: np.ndarray, level: float) -> np.ndarray
     return -np.abs(counts - level * y.size)
 
 
-def sir_step_sensitivity(p: int, K: int, bound: float, L: float, eta: float, lambda_pen: float, m: int, norm: str) -> float:
+def sir_step_sensitivity(p: int, K: int, bound: "float | np.ndarray", L: float, eta: float, lambda_pen: float, m: int,
+                         norm: str) -> float:
     """Sensitivity of U_t (DP-SIR spec §5.2, replace-one): Frobenius for Algorithm 2, entry-wise for 3.
 
         2 eta c_X L [6 + lambda_pen (2 + 4 K L^2)] / m_t   (x sqrt(pK) for the Frobenius norm)
+
+    With per-column bounds c_j (``bound`` an array), row j of every data term scales with c_j (the
+    X-factor of §5.2 is ||x||_2 <= ||c||_2, the pi-factor does not change): the entry-wise bound uses
+    max_j c_j and the Frobenius bound ||c||_2 sqrt(K) in place of c_X sqrt(pK).
     """
-    entry = 2.0 * eta * bound * L * (6.0 + lambda_pen * (2.0 + 4.0 * K * L * L)) / m
-    return entry * math.sqrt(p * K) if norm == "l2" else entry
+    width = p
+    if np.ndim(bound) == 0:
+        c = float(bound)
+    else:
+        arr = np.asarray(bound, dtype=float)
+        same = arr.size > 0 and bool(np.all(arr == arr[0]))
+        if same:
+            c = float(arr[0])
+        elif norm == "l2":
+            c, width = float(np.sqrt(np.sum(arr * arr))), 1
+        else:
+            c = float(arr.max())
+    entry = 2.0 * eta * c * L * (6.0 + lambda_pen * (2.0 + 4.0 * K * L * L)) / m
+    return entry * math.sqrt(width * K) if norm == "l2" else entry
 
 
 NOISE_RATIO = 0.03  #: default step size keeps the expected step noise below this fraction of ||B0||_F

@@ -32,7 +32,19 @@ from ..accounting import Budget, Ledger
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity
 from ..plan import CalibratedPlan, Plan, Run
-from ._base import ClippedRows, PrivateEstimator, check_matrix, check_positive, public_split
+from ..persistence import model_class
+from ._base import (
+    ClippedRows,
+    PrivateEstimator,
+    check_bound,
+    check_matrix,
+    check_positive,
+    column_bounds,
+    public_bound,
+    project_rows,
+    public_split,
+    square_mass,
+)
 from ._sir_common import (
     bic_dimension,
     check_int,
@@ -52,6 +64,9 @@ class _SlicedDP(PrivateEstimator):
 
     sparse = False
     name = "dpsir"
+    model_attributes = ("directions_", "init_directions_", "eigenvalues_", "n_directions_", "hyperparameters_", "cut_points_",
+                        "n_features_in_", "bounds_", "bic_penalty_")
+    model_required = ("directions_", "bounds_")
 
     def __init__(
         self,
@@ -100,8 +115,7 @@ class _SlicedDP(PrivateEstimator):
 
     # -- public parameters ------------------------------------------------------------------------
     def _checked(self) -> dict[str, Any]:
-        if self.bound is None:
-            raise ValidationError("bound (a public bound c_X on |x_ij|) is required; it is never read off the data")
+        bound = check_bound(self.bound)
         H = check_int(self.n_slices, "n_slices", 2)
         K = self.n_directions
         if K != "bic":
@@ -116,9 +130,11 @@ class _SlicedDP(PrivateEstimator):
         for name in ("eta", "lambda_pen", "radius", "tau"):
             if getattr(self, name) is not None:
                 check_positive(getattr(self, name), name)
-        return {"bound": check_positive(self.bound, "bound"), "H": H, "K": K, "slicing": slicing, "cuts": cuts, "grid": grid}
+        return {"bound": bound, "H": H, "K": K, "slicing": slicing, "cuts": cuts, "grid": grid}
 
     def _sizes(self, n: int) -> tuple[int, int, int]:
+        if n < 4:
+            raise ValidationError(f"need at least 4 rows (an init part and refinement batches), got {n}")
         n1 = int(round(n * float(self.init_fraction)))
         T = check_int(self.n_iter, "n_iter", 1) if self.n_iter is not None else max(1, math.ceil(math.log(n)))
         if n - n1 < T:
@@ -128,12 +144,15 @@ class _SlicedDP(PrivateEstimator):
     def build_plan(self, n_samples: int, n_features: int, budget: Budget) -> Plan:
         """The fit's release plan for n x p data: public parameters only, no data."""
         c = self._checked()
-        n, p = int(n_samples), int(n_features)
+        n, p = check_int(n_samples, "n_samples", 1), check_int(n_features, "n_features", 1)
+        H, K = c["H"], c["K"]
+        if n < 2 * H:
+            raise ValidationError(f"need at least {2 * H} rows for {H} slices, got {n}")
         n1, n2, T = self._sizes(n)
         paper = self.mode == "paper"
-        H, K = c["H"], c["K"]
+        bounds = column_bounds(c["bound"], p)
         plan = Plan(self.name, RELATION, {
-            "mode": self.mode, "bound": c["bound"], "n_slices": H, "n_directions": K, "slicing": c["slicing"],
+            "mode": self.mode, "bound": public_bound(c["bound"]), "n_slices": H, "n_directions": K, "slicing": c["slicing"],
             "n_samples": n, "n_features": p, "init_rows": n1, "refine_rows": n2, "n_iter": T,
             **({"cut_points": list(map(float, c["cuts"]))} if c["cuts"] is not None else {}),
             **self._extra_public(),
@@ -149,7 +168,7 @@ class _SlicedDP(PrivateEstimator):
         elif c["slicing"] == "data_quantile":
             plan.add("cut_points", "non_private", Sensitivity(1.0, "linf", RELATION, "none: read off the data"), status="none",
                      description="equal-count slice boundaries computed from y (as the paper presumably did): NOT private")
-        self._add_init_nodes(plan, init_scope, n1, p, H, budget, paper)
+        self._add_init_nodes(plan, init_scope, n1, bounds, H, budget, paper)
         parents = tuple(n for n in plan.nodes if n.startswith("init_"))
         for t in range(T):
             self._add_step_node(plan, t, batch_scopes[t], parents + ((f"step_{t - 1}",) if t else ()), T, n, budget, paper)
@@ -161,15 +180,16 @@ class _SlicedDP(PrivateEstimator):
     def _init_dims(self, p: int) -> int:
         return p
 
-    def _add_init_nodes(self, plan: Plan, scope: Any, n1: int, p: int, H: int, budget: Budget, paper: bool) -> None:
-        c2 = float(self.bound) ** 2
-        d = self._init_dims(p)
+    def _add_init_nodes(self, plan: Plan, scope: Any, n1: int, bounds: np.ndarray, H: int, budget: Budget, paper: bool) -> None:
+        d, c2 = square_mass(bounds, self._init_dims(len(bounds)))  # d c2 = sum_j c_j^2 >= ||x||^2
         kw = self._init_budget(budget, paper, weight=0.5)
         plan.add("init_sigma", "symmetric_gaussian",
-                 Sensitivity(math.sqrt(2.0) * d * c2 / n1, "l2", RELATION, "||xx^T - yy^T||_F / n1 <= sqrt(2) d c_X^2 / n1"),
+                 Sensitivity(math.sqrt(2.0) * d * c2 / n1, "l2", RELATION,
+                             "||xx^T - yy^T||_F / n1 <= sqrt(2) ||x||^2 / n1 <= sqrt(2) sum_j c_j^2 / n1 (= sqrt(2) p c_X^2 / n1)"),
                  scope=scope, parents=self._init_parents(plan), description="B.1: Sigma = X^T X / n1 on the init part", **kw)
         plan.add("init_kernel", "symmetric_gaussian",
-                 Sensitivity(6.0 * d * c2 / n1, "l2", RELATION, "M = (1/n1) sum_h S_h S_h^T / n_h: <= 6 d c_X^2 / n1 (spec §5.2)"),
+                 Sensitivity(6.0 * d * c2 / n1, "l2", RELATION,
+                             "M = (1/n1) sum_h S_h S_h^T / n_h: <= 6 sum_j c_j^2 / n1 (= 6 p c_X^2 / n1, spec §5.2)"),
                  scope=scope, parents=self._init_parents(plan), description="B.1: SIR kernel M on the init part", **kw)
 
     def _init_parents(self, plan: Plan) -> tuple[str, ...]:
@@ -225,12 +245,13 @@ class _SlicedDP(PrivateEstimator):
 
     def _prepare(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         c = self._checked()
-        X, y = check_xy(X, y, c["H"], low_dimensional=not self.sparse)
+        X, y = check_xy(X, y, c["H"], low_dimensional=not self.sparse, require_varying=c["slicing"] == "data_quantile")
         return X, y, c
 
     def fit(self, X: Any, y: Any) -> "_SlicedDP":
         X, y, c = self._prepare(X, y)
         n, p = X.shape
+        bounds = column_bounds(c["bound"], p)
         n1, n2, T = self._sizes(n)
         budget, ledger = self._resolve_budget()
         calibrated = self._allocate(self.build_plan(n, p, budget), budget, ledger)
@@ -239,10 +260,11 @@ class _SlicedDP(PrivateEstimator):
                  allow_uncertified=self.allow_uncertified, notes=self._notes()) as run:
             labels, cuts = self._slices(run, y, c)
             H = len(cuts) + 1
-            rows = ClippedRows(X, c["bound"], labels)
+            rows = ClippedRows(X, bounds, labels)
             self._fit_released(run, calibrated, rows, H, init_idx, batch_idx, c, n, budget)
         self.cut_points_ = cuts
         self.n_features_in_ = p
+        self.bounds_ = bounds
         self.plan_ = calibrated
         self.ledger_ = ledger
         self.privacy_report_ = run.report
@@ -262,14 +284,13 @@ class _SlicedDP(PrivateEstimator):
         for t, idx in enumerate(batch_idx):
             kern, A, G = core.batch_terms(*rows.take(idx), B, L, H)
             U = core.sir_update(B, kern, A, G, hyper["eta"], hyper["lambda_pen"])
-            delta_t = sir_step_sensitivity(p, K, float(self.bound), L, hyper["eta"], hyper["lambda_pen"], len(idx), "l2")
+            delta_t = sir_step_sensitivity(p, K, rows.bound, L, hyper["eta"], hyper["lambda_pen"], len(idx), "l2")
             B = core.project_columns(run.release(f"step_{t}", U, sensitivity=delta_t), C)
         return B
 
     def transform(self, X: Any) -> np.ndarray:
-        """Project clipped rows on the estimated directions."""
-        X = check_matrix(X, "X")
-        return np.clip(X, -float(self.bound), float(self.bound)) @ self.directions_
+        """Project rows, clipped to the public bounds, on the estimated directions."""
+        return project_rows(self, X, self.directions_)
 
     def _choose_k(self, eigenvalues: np.ndarray, H: int, n1: int, p: int, budget: Budget) -> int:
         if self.n_directions != "bic":
@@ -279,6 +300,7 @@ class _SlicedDP(PrivateEstimator):
         return k
 
 
+@model_class
 class DPSIR(_SlicedDP):
     """Differentially private SIR for n > p (DP-SIR Algorithms B.1 + 2).
 
@@ -298,7 +320,7 @@ class DPSIR(_SlicedDP):
         z = plan.specs["step_0"].noise_multiplier
 
         def noise_per_eta(L: float, lambda_pen: float) -> float:  # E||W||_F at eta = 1
-            return z * sir_step_sensitivity(p, K, float(self.bound), L, 1.0, lambda_pen, m, "l2") * math.sqrt(p * K)
+            return z * sir_step_sensitivity(p, K, rows.bound, L, 1.0, lambda_pen, m, "l2") * math.sqrt(p * K)
 
         start, lambda_pen = stationary_start(B0, eigenvalues, eigenvalues[K - 1], self.lambda_pen)
         hyper = default_hyperparameters(eigenvalues[K - 1], start, n, self.eta, lambda_pen, self.radius, self.tau, noise_per_eta)
@@ -310,6 +332,7 @@ class DPSIR(_SlicedDP):
         self.hyperparameters_ = hyper
 
 
+@model_class
 class SparseDPSIR(_SlicedDP):
     """Differentially private sparse SIR for p >> n (DP-SIR Algorithms B.2 + 3).
 
@@ -319,6 +342,7 @@ class SparseDPSIR(_SlicedDP):
 
     sparse = True
     name = "sparse_dpsir"
+    model_attributes = _SlicedDP.model_attributes + ("support_", "screened_")
 
     def __init__(self, n_directions: "int | str" = 1, *, sparsity: int | None = None, screen_size: int | None = None, **kwargs: Any) -> None:
         super().__init__(n_directions, **kwargs)
@@ -339,19 +363,23 @@ class SparseDPSIR(_SlicedDP):
     def _init_dims(self, p: int) -> int:
         return int(self.screen_size if self.screen_size is not None else self.sparsity)
 
-    def _add_init_nodes(self, plan: Plan, scope: Any, n1: int, p: int, H: int, budget: Budget, paper: bool) -> None:
-        c2 = float(self.bound) ** 2
+    def _add_init_nodes(self, plan: Plan, scope: Any, n1: int, bounds: np.ndarray, H: int, budget: Budget, paper: bool) -> None:
+        p = len(bounds)
         s_init = self._init_dims(p)
         if s_init > p:
             raise ValidationError(f"screen_size {s_init} exceeds p = {p}")
+        _, c2 = square_mass(bounds, 1)  # max_j c_j^2
         kw = self._init_budget(budget, paper, weight=0.5)
         kw.pop("calibration")
-        plan.add("screen", "peeling", Sensitivity(6.0 * c2 / n1, "linf", RELATION, "diag(M) entries change by <= 6 c_X^2 / n1"),
+        plan.add("screen", "peeling", Sensitivity(6.0 * c2 / n1, "linf", RELATION, "diag(M)_j changes by <= 6 c_j^2 / n1 <= 6 max_j c_j^2 / n1"),
                  scope=scope, parents=self._init_parents(plan), params={"s": s_init, "d": 1, "delta": max(budget.delta / 2, 1e-300) if not budget.is_infinite else 0.5},
                  description="B.2: private screening of diag(M) (peeling; the noisy values are discarded)", **kw)
+        k, c2 = square_mass(bounds, s_init)  # k c2 = the s_init largest c_j^2: any screened set
         for name, sens, derivation, what in (
-            ("init_sigma", math.sqrt(2.0) * s_init * c2 / n1, "sqrt(2) s_init c_X^2 / n1", "Sigma on the screened coordinates"),
-            ("init_kernel", 6.0 * s_init * c2 / n1, "6 s_init c_X^2 / n1 (spec §5.2)", "SIR kernel on the screened coordinates"),
+            ("init_sigma", math.sqrt(2.0) * k * c2 / n1, "sqrt(2) (sum of the s_init largest c_j^2) / n1 (= sqrt(2) s_init c_X^2 / n1)",
+             "Sigma on the screened coordinates"),
+            ("init_kernel", 6.0 * k * c2 / n1, "6 (sum of the s_init largest c_j^2) / n1 (= 6 s_init c_X^2 / n1, spec §5.2)",
+             "SIR kernel on the screened coordinates"),
         ):
             node_kw = self._init_budget(budget, paper, weight=0.25)
             plan.add(name, "symmetric_gaussian", Sensitivity(sens, "l2", RELATION, derivation), scope=scope,
@@ -392,7 +420,7 @@ class SparseDPSIR(_SlicedDP):
         z = plan.specs["step_0"].noise_multiplier  # Laplace scale per unit of entry-wise sensitivity
 
         def noise_per_eta(L: float, lambda_pen: float) -> float:  # E||noise on the s kept rows||_F at eta = 1
-            return z * sir_step_sensitivity(p, K, float(self.bound), L, 1.0, lambda_pen, m, "linf") * math.sqrt(2.0 * s * K)
+            return z * sir_step_sensitivity(p, K, rows.bound, L, 1.0, lambda_pen, m, "linf") * math.sqrt(2.0 * s * K)
 
         start, lambda_pen = stationary_start(B0, eigenvalues, eigenvalues[K - 1], self.lambda_pen)
         hyper = default_hyperparameters(eigenvalues[K - 1], start, n, self.eta, lambda_pen, self.radius, self.tau, noise_per_eta)
@@ -403,7 +431,7 @@ class SparseDPSIR(_SlicedDP):
             kern, A, G = core.batch_terms(*rows.take(idx), B, L, H)
             U = core.sir_update(B, kern, A, G, hyper["eta"], hyper["lambda_pen"])
             m = n if self.mode == "paper" else len(idx)  # paper: Lemma 5's 1/n (spec §10 P3)
-            lam = sir_step_sensitivity(p, K, float(self.bound), L, hyper["eta"], hyper["lambda_pen"], m, "linf")
+            lam = sir_step_sensitivity(p, K, rows.bound, L, hyper["eta"], hyper["lambda_pen"], m, "linf")
             A_hat, support = run.release(f"step_{t}", U.T, sensitivity=lam)
             B = core.project_columns(A_hat.T, C)
         self.init_directions_ = core.orthonormalize(B0)
