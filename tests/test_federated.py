@@ -28,7 +28,7 @@ def clients(sizes, seed=0):
 
 def test_noise_off_merge_equals_the_pooled_estimator_exactly():
     data = clients([300, 1200, 50, 800])  # uneven n_k
-    est = FederatedSIR(1, bound=2.0, cut_points=CUTS, mechanism="none", cov_mechanism="none").fit(data)
+    est = FederatedSIR(1, bound=2.0, cut_points=CUTS, mechanism="none", cov_mechanism="none", allow_uncertified=True).fit(data)
     X = np.clip(np.vstack([x for x, _ in data]), -2, 2)
     y = np.concatenate([t for _, t in data])
     labels = np.searchsorted(np.asarray(CUTS), y, side="left")
@@ -263,7 +263,8 @@ def test_ccmd_index_upload_leaks_and_the_audit_detects_it():
     X0[:9, 0] = 0.3  # slice 0 mean of coordinate 0 stays below the threshold ...
     X1 = X0.copy()
     X1[9, 0] = 3.0  # ... until one record moves
-    fit = lambda X, rng: screening_message(X, y, config, Budget.infinite(), client_id="c", random_state=rng).votes  # noqa: E731
+    fit = lambda X, rng: screening_message(X, y, config, Budget.infinite(), client_id="c", random_state=rng,  # noqa: E731
+                                           allow_uncertified=True).votes
     stat = lambda outs: np.array([float(0 in v) for v in outs])  # noqa: E731
     result = audit(fit, X0, X1, claim=ApproxDP(1.0, 1e-5), statistic=stat, threshold=0.5, samples=200, alpha=1e-3, seed=5)
     assert not result.passed and result.false_positives == 0 and result.false_negatives == 0
@@ -281,11 +282,13 @@ def test_published_vgm_audit_outcome_is_recorded():
     X0[:12, 0], X0[12:, 1] = 1.0, 1.0
     X1, y1 = X0.copy(), y0.copy()
     X1[0], y1[0] = [0.0, 1.0], 1.0
-    fit = lambda D, rng: client_message(D[0], D[1], config, budget, client_id="c", random_state=rng).slice_means  # noqa: E731
+    fit = lambda D, rng: client_message(D[0], D[1], config, budget, client_id="c", random_state=rng,  # noqa: E731
+                                        allow_uncertified=True).slice_means
     stat = lambda outs: np.array([abs(np.linalg.svd(M)[0][1, 0]) for M in outs])  # noqa: E731
     result = audit(fit, (X0, y0), (X1, y1), claim=ApproxDP(1.0, 1e-4), statistic=stat, threshold="split", samples=3_000, alpha=1e-3, seed=1)
     assert result.passed
-    assert json.loads(client_message(X0, y0, config, budget, client_id="c", random_state=0).report_json)["status"] == "claimed"
+    assert json.loads(client_message(X0, y0, config, budget, client_id="c", random_state=0,
+                                     allow_uncertified=True).report_json)["status"] == "claimed"
 
 
 def test_error_falls_with_the_client_sample_size():

@@ -23,6 +23,9 @@ from ..report import NodeReport, PrivacyReport
 from .graph import CalibratedPlan
 
 
+DELEGATED = "delegated"  #: the output of a node charged here and released by another party
+
+
 @attrs.frozen
 class Release:
     """A query result plus release options (e.g. ``shape=`` for the shaped Gaussian)."""
@@ -109,6 +112,20 @@ class Run:
         self.outputs[name] = out
         return out
 
+    def delegate(self, name: str) -> None:
+        """Charge node ``name`` whose noise another party draws from its own records (a federated
+        client computing its upload). Write-ahead still holds as long as that party starts only
+        after this returns; a party that then fails leaves the charge spent (fail closed)."""
+        if self._reservation is None or self._reservation.closed:
+            raise PlanError("delegate() outside an open run (use `with Run(...) as run:`)")
+        if name not in self.plan.nodes or name in self.outputs:
+            raise PlanError(f"node {name!r} is not a pending node of plan {self.plan.name!r}")
+        missing = [p for p in self.plan.nodes[name].parents if p not in self.outputs]
+        if missing:
+            raise PlanError(f"node {name!r} needs its parents charged first: {missing}")
+        self._reservation.charge(name)
+        self.outputs[name] = DELEGATED
+
     def _spec_for(self, name: str, sensitivity: float | None) -> Any:
         """The node's noise spec; for adaptive nodes, with the sensitivity value given at release."""
         spec, node = self.plan.specs[name], self.plan.nodes[name]
@@ -194,6 +211,9 @@ def build_report(run: Run) -> PrivacyReport:
     spent = ledger.cost_of(charged)
     status = Status.worst([c.status for c in charged]) if charged else Status.CERTIFIED
     uncertified = [c.label for c in charged if c.status != Status.CERTIFIED]
+    noise_off = plan.budget.is_infinite  # Budget.infinite(): a non-private baseline, never "certified"
+    if noise_off:
+        status = Status.NONE
     basic = BasicAccountant()
     nodes = []
     for charge in plan.charges():
@@ -203,7 +223,7 @@ def build_report(run: Run) -> PrivacyReport:
             NodeReport(
                 name=node.name,
                 mechanism=node.mechanism,
-                status=node.status.value,
+                status=Status.NONE.value if noise_off else node.status.value,
                 calibration=spec.calibration,
                 sensitivity=spec.sensitivity.to_dict(),
                 noise_multiplier=spec.noise_multiplier,
