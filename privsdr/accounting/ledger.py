@@ -26,7 +26,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import attrs
 
-from ..errors import BudgetExceededError, RelationMismatchError, UncertifiedPlanError
+from ..errors import BudgetExceededError, PrivsdrError, RelationMismatchError, UncertifiedPlanError, ValidationError
 from .accountants import Accountant, BasicAccountant, accountant_from_dict, make_accountant
 from .budget import Budget, Cost, as_budget
 from .charge import Chargeable, Charge
@@ -118,8 +118,13 @@ class Ledger:
         journal_key: "bytes | str | None | bool" = None,
     ) -> None:
         self.budget = as_budget(budget)
-        self.accountant = make_accountant(accountant, self.budget.delta)
-        self.relation = None if relation is None else Relation.parse(relation)
+        try:
+            self.accountant = make_accountant(accountant, self.budget.delta)
+            self.relation = None if relation is None else Relation.parse(relation)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, PrivsdrError):
+                raise
+            raise ValidationError(str(exc)) from None
         self._lock = threading.RLock()
         self._runs: dict[str, RunRecord] = {}
         self._applied = 0

@@ -38,8 +38,21 @@ class PrivateEstimator(PersistentModel):
             budget = Budget(eps, delta)
         budget = as_budget(budget)
         if ledger is None:
-            ledger = Ledger(budget, accountant=make_accountant(getattr(self, "accountant", "best"), budget.delta))
+            try:
+                accountant = make_accountant(getattr(self, "accountant", "best"), budget.delta)
+            except (TypeError, ValueError) as exc:
+                raise ValidationError(f"accountant: {exc}") from None
+            ledger = Ledger(budget, accountant=accountant)
         return budget, ledger
+
+
+def check_random_state(random_state: Any) -> Any:
+    """None, a non-negative int, a SeedSequence or a Generator (what the plan's seeding accepts)."""
+    if random_state is None or isinstance(random_state, (np.random.Generator, np.random.SeedSequence)):
+        return random_state
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool) and random_state >= 0:
+        return random_state
+    raise InputTypeError(f"random_state must be None, a non-negative int, a SeedSequence or a Generator, got {random_state!r}")
 
 
 def public_split(random_state: Any, n: int, n_init: int, n_batches: int) -> tuple[np.ndarray, list[np.ndarray]]:

@@ -7,7 +7,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..errors import ValidationError
+from .. import core
+from ..errors import InputTypeError, ValidationError
 from ._base import check_matrix, check_vector
 
 SLICINGS = ("public", "dp_quantile", "data_quantile")
@@ -47,6 +48,8 @@ def check_slicing(slicing: str, mode: str, cut_points: Any, n_slices: int, y_gri
     paper presumably did; it is not private and only allowed in paper mode."""
     if mode not in MODES:
         raise ValidationError(f"mode must be one of {MODES}, got {mode!r}")
+    if cut_points is not None and y_grid is not None:
+        raise ValidationError("give cut_points (public slice boundaries) or y_grid (a DP quantile release), not both")
     if slicing is None:
         slicing = "public" if cut_points is not None else ("dp_quantile" if y_grid is not None else ("data_quantile" if mode == "paper" else None))
     if slicing is None:
@@ -60,18 +63,42 @@ def check_slicing(slicing: str, mode: str, cut_points: Any, n_slices: int, y_gri
     if slicing == "public":
         if cut_points is None:
             raise ValidationError("slicing='public' needs cut_points")
-        cuts = np.asarray(cut_points, dtype=float).ravel()
+        cuts = _real_vector(cut_points, "cut_points")
         if cuts.size != n_slices - 1 or not np.all(np.isfinite(cuts)) or np.any(np.diff(cuts) <= 0):
             raise ValidationError(f"cut_points must be {n_slices - 1} strictly increasing finite values")
     elif slicing == "dp_quantile":
         if y_grid is None:
             raise ValidationError("slicing='dp_quantile' needs y_grid, public candidate cut points")
-        grid = np.unique(np.asarray(y_grid, dtype=float).ravel())
+        grid = np.unique(_real_vector(y_grid, "y_grid"))
         if grid.size < n_slices or not np.all(np.isfinite(grid)):
             raise ValidationError(f"y_grid needs at least {n_slices} distinct finite values")
     elif mode != "paper":
         raise ValidationError("slicing='data_quantile' reads slice boundaries off the data (not private): paper mode only")
     return slicing, cuts, grid
+
+
+def _real_vector(value: Any, name: str) -> np.ndarray:
+    try:
+        return core.as_real_array(value, name).ravel()
+    except TypeError as exc:
+        raise InputTypeError(str(exc)) from None
+
+
+def check_fraction(value: Any, name: str, low: float, high: float, closed: bool = True) -> float:
+    """A real number in [low, high] (``closed``) or (low, high)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InputTypeError(f"{name} must be a number, got {type(value).__name__}")
+    v = float(value)
+    inside = low <= v <= high if closed else low < v < high
+    if not (math.isfinite(v) and inside):
+        raise ValidationError(f"{name} must be in {'[' if closed else '('}{low:g}, {high:g}{']' if closed else ')'}, got {value!r}")
+    return v
+
+
+def check_flag(value: Any, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise InputTypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def quantile_scores(y: np.ndarray, grid: np.ndarray, level: float) -> np.ndarray:

@@ -39,6 +39,7 @@ from ._base import (
     check_bound,
     check_matrix,
     check_positive,
+    check_random_state,
     column_bounds,
     public_bound,
     project_rows,
@@ -47,6 +48,8 @@ from ._base import (
 )
 from ._sir_common import (
     bic_dimension,
+    check_flag,
+    check_fraction,
     check_int,
     check_slicing,
     check_xy,
@@ -123,10 +126,11 @@ class _SlicedDP(PrivateEstimator):
             if K >= H:
                 raise ValidationError(f"n_directions must be < n_slices (SIR finds at most H-1 = {H - 1} directions)")
         slicing, cuts, grid = check_slicing(self.slicing, self.mode, self.cut_points, H, self.y_grid)
-        if not 0.05 <= float(self.init_fraction) <= 0.95:
-            raise ValidationError("init_fraction must be in [0.05, 0.95]")
-        if slicing == "dp_quantile" and not 0 < float(self.quantile_fraction) < 1:
-            raise ValidationError("quantile_fraction must be in (0, 1)")
+        check_fraction(self.init_fraction, "init_fraction", 0.05, 0.95)
+        check_fraction(self.quantile_fraction, "quantile_fraction", 0.0, 1.0, closed=False)
+        check_flag(self.tight, "tight")
+        check_flag(self.allow_uncertified, "allow_uncertified")
+        check_random_state(self.random_state)
         for name in ("eta", "lambda_pen", "radius", "tau"):
             if getattr(self, name) is not None:
                 check_positive(getattr(self, name), name)

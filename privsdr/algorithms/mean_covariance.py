@@ -19,10 +19,10 @@ import numpy as np
 from .. import core
 from ..accounting import Budget, Ledger
 from ..errors import ValidationError
-from ..mechanisms import Sensitivity
+from ..mechanisms import Sensitivity, get_mechanism
 from ..plan import CalibratedPlan, Plan, Run
 from ..persistence import model_class
-from ._base import PrivateEstimator, check_matrix, check_positive
+from ._base import PrivateEstimator, check_matrix, check_positive, check_random_state
 from ._sir_common import check_int
 
 
@@ -84,6 +84,14 @@ class DPMeanCovariance(PrivateEstimator):
             raise ValidationError(f"split must be two positive weights (mean, second moment), got {self.split!r}") from None
         if len(split) != 2 or not all(math.isfinite(w) and w > 0 for w in split):
             raise ValidationError("split must be two positive weights (mean, second moment)")
+        for mechanism, name, value in (("gaussian", "calibration", self.calibration),
+                                       ("symmetric_gaussian", "second_moment_calibration", self.second_moment_calibration)):
+            choices = get_mechanism(mechanism).calibrations
+            if value not in choices:
+                raise ValidationError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+        check_random_state(self.random_state)
+        if not isinstance(self.tight, (bool, np.bool_)):
+            raise ValidationError(f"tight must be True or False, got {self.tight!r}")
         plan = Plan("dp_mean_covariance", "replace_one", {"clip": C, "n_samples": n, "n_features": p})
         plan.add(
             "mean", "gaussian",

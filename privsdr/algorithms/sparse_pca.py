@@ -28,6 +28,8 @@ from ._base import (
     PrivateEstimator,
     check_bound,
     check_matrix,
+    check_positive,
+    check_random_state,
     column_bounds,
     project_rows,
     public_bound,
@@ -35,7 +37,7 @@ from ._base import (
     square_mass,
     uniform_bound,
 )
-from ._sir_common import check_int, default_hyperparameters, stationary_start
+from ._sir_common import check_flag, check_fraction, check_int, default_hyperparameters, stationary_start
 
 RELATION = "replace_one"
 
@@ -92,8 +94,12 @@ class DPSparsePCA(PrivateEstimator):
         s = check_int(self.sparsity, "sparsity", K)
         if s > p:
             raise ValidationError(f"sparsity {s} exceeds the number of features {p}")
-        if not 0.05 <= float(self.init_fraction) <= 0.95:
-            raise ValidationError("init_fraction must be in [0.05, 0.95]")
+        check_fraction(self.init_fraction, "init_fraction", 0.05, 0.95)
+        check_flag(self.tight, "tight")
+        check_random_state(self.random_state)
+        for name in ("eta", "lambda_pen", "radius", "tau"):
+            if getattr(self, name) is not None:
+                check_positive(getattr(self, name), name)
         return bounds, K, s
 
     def build_plan(self, n_samples: int, n_features: int, budget: Budget) -> Plan:

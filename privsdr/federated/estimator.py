@@ -1,11 +1,12 @@
 """``FederatedSIR``: the in-process simulation API of the FSIR protocol (K clients, one server)."""
 from __future__ import annotations
 
+from concurrent.futures import Executor
 from typing import Any, Sequence
 
 import numpy as np
 
-from .._validation import check_matrix
+from .._validation import check_matrix, check_positive
 from ..accounting import Budget, Ledger, as_budget, make_accountant
 from ..errors import BudgetExceededError, ValidationError
 from ..persistence import PersistentModel, model_class
@@ -129,7 +130,11 @@ class FederatedSIR(PersistentModel):
             raise ValidationError("give budget=Budget(epsilon, delta) (what each client spends on its own records) or ledger=")
         ledger = self.ledger
         if ledger is None:
-            ledger = Ledger(budget, accountant=make_accountant(self.accountant, budget.delta))
+            try:
+                accountant = make_accountant(self.accountant, budget.delta)
+            except (TypeError, ValueError) as exc:
+                raise ValidationError(f"accountant: {exc}") from None
+            ledger = Ledger(budget, accountant=accountant)
         return budget, ledger
 
     def _round_plan(self, config: FSIRConfig, sizes: Sequence[int], p: int, ids: Sequence[str],
@@ -158,7 +163,21 @@ class FederatedSIR(PersistentModel):
                    data_shape=shape, algorithm="FederatedSIR",
                    notes=["every client node was charged here before any client drew its noise from its own records"])
 
+    def _check_params(self) -> None:
+        if not isinstance(self.allow_uncertified, (bool, np.bool_)):
+            raise ValidationError(f"allow_uncertified must be True or False, got {self.allow_uncertified!r}")
+        if self.psd_floor is not None:
+            check_positive(self.psd_floor, "psd_floor")
+        if self.executor is not None and not (isinstance(self.executor, Executor) or hasattr(self.executor, "submit")):
+            raise ValidationError(f"executor must be None, a concurrent.futures.Executor or a dask.distributed.Client, "
+                                  f"got {type(self.executor).__name__}")
+        rs = self.random_state
+        if not (rs is None or isinstance(rs, (np.random.Generator, np.random.SeedSequence))
+                or (isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) and rs >= 0)):
+            raise ValidationError(f"random_state must be None, a non-negative int, a SeedSequence or a Generator, got {rs!r}")
+
     def fit(self, clients: Sequence[tuple[Any, Any]]) -> "FederatedSIR":
+        self._check_params()
         config = self.config()
         budget, ledger = self._budget_and_ledger(config)
         if not clients:

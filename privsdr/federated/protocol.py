@@ -33,7 +33,15 @@ def _is_int(value: Any) -> bool:
 
 
 def _tuple_or_none(value: Any) -> tuple[float, ...] | None:
-    return None if value is None else tuple(float(v) for v in np.ravel(value))
+    if value is None:
+        return None
+    try:
+        values = tuple(float(v) for v in np.ravel(np.asarray(value, dtype=float)))
+    except (TypeError, ValueError):
+        raise ValidationError(f"expected a list of numbers, got {value!r}") from None
+    if not all(math.isfinite(v) for v in values):
+        raise ValidationError(f"expected finite numbers, got {value!r}")
+    return values
 
 
 def _bound(value: Any) -> "float | tuple[float, ...]":
@@ -130,8 +138,19 @@ class FSIRConfig:
         if self.screening == "ccmd" and self.ccmd_rule == "threshold" and self.ccmd_threshold is None:
             raise ValidationError("ccmd screening with rule 'threshold' needs ccmd_threshold (t)")
         for name in ("cov_share", "two_stage_share", "screen_share"):
-            if not 0 < getattr(self, name) < 1:
-                raise ValidationError(f"{name} must be in (0, 1)")
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+                raise ValidationError(f"{name} must be a number in (0, 1), got {value!r}")
+        d = self.n_directions
+        if d != "auto" and (isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1):
+            raise ValidationError(f"n_directions must be a positive integer or 'auto', got {d!r}")
+        if self.cut_points is not None and not self.cut_points:
+            raise ValidationError("cut_points needs at least one boundary")
+        if self.classes is not None and len(set(self.classes)) != len(self.classes):
+            raise ValidationError("classes must be distinct")
+        s = self.screen_size
+        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
+            raise ValidationError(f"screen_size must be a positive integer, got {s!r}")
 
     @property
     def n_slices(self) -> int:
