@@ -139,7 +139,8 @@ class Ledger:
         """Reopen a journal with the budget and accountant it was created with (``key``: see
         ``accounting.journal``; None reads ``PRIVSDR_JOURNAL_KEY``/``PRIVSDR_JOURNAL_KEY_FILE``)."""
         header = Journal.open(journal, key=key).header
-        budget = Budget(header["budget"]["epsilon"], header["budget"]["delta"], unlimited=math.isinf(header["budget"]["epsilon"]))
+        eps = float(header["budget"]["epsilon"])  # an unlimited budget is written "inf"
+        budget = Budget(eps, header["budget"]["delta"], unlimited=math.isinf(eps))
         return cls(budget, accountant_from_dict(header["accountant"]), journal=journal, relation=header.get("relation"), journal_key=key)
 
     @classmethod
