@@ -229,7 +229,7 @@ def test_cli_bounds_file_with_numbers_and_ranges(tmp_path, journal, cli):
 
     assert np.array_equal(load_model(model).bounds_, [1.0, 10.0, 0.1])  # a range [lo, hi] reads as max(|lo|, |hi|)
     before = journal.read_bytes()
-    for text, message in (('{"a": 1, "b": 2}', "no bound for column"), ('{"a": 1, "b": 2, "c": 1, "zz": 3}', "not columns"),
+    for text, message in (('{"a": 1, "b": 2}', "no bound for column"), ('{"a": 1, "b": 2, "c": 1, "zz": 3}', "not a column"),
                           ('{"a": 1, "b": -2, "c": 1}', "positive"), ('{"a": 1, "b": [3, 2], "c": 1}', "lo < hi"),
                           ("[1, 2, 3]", "expected an object"), ("{not json", "not JSON")):
         bounds.write_text(text)

@@ -15,7 +15,7 @@ import sys
 from typing import Any, Sequence
 
 from .. import __version__
-from ..errors import BudgetExceededError, PrivsdrError
+from ..errors import BudgetExceededError, PrivsdrError, UncertifiedPlanError
 from . import audit, demo, fit, fsir, ledger, report, reproduce, transform
 from ._common import EXIT_ERROR, EXIT_FAILED, EXIT_REFUSED, FORMATTER, Parser
 
@@ -97,7 +97,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"privsdr: refused, nothing spent: {str(exc).splitlines()[0]}", file=sys.stderr)
         return EXIT_REFUSED
     except (PrivsdrError, ValueError, TypeError, OSError, ImportError) as exc:
-        print(f"privsdr: error: {_one_line(exc)}", file=sys.stderr)
+        message = _one_line(exc)
+        if isinstance(exc, UncertifiedPlanError):
+            message = message.replace("allow_uncertified=True", "--allow-uncertified")
+        print(f"privsdr: error: {message}", file=sys.stderr)
         return EXIT_ERROR
     finally:
         try:

@@ -211,7 +211,7 @@ def load_bounds(path: Path, names: Sequence[str], header: Sequence[str] | None =
     known = set(header) if header is not None else set(names)
     unknown = sorted(k for k in data if k not in known)
     if unknown:
-        raise ValidationError(f"--bounds {path}: {', '.join(map(repr, unknown))} are not columns of the data")
+        raise ValidationError(f"--bounds {path}: {', '.join(map(repr, unknown))} {'is not a column' if len(unknown) == 1 else 'are not columns'} of the data")
     missing = [n for n in names if n not in data]
     if missing:
         raise ValidationError(f"--bounds {path}: no bound for column(s) {', '.join(map(repr, missing))}")

@@ -59,9 +59,11 @@ class Method:
 
 
 def _check_mean_covariance(args: argparse.Namespace) -> None:
-    if (args.clip is None) == (args.bounds is None):
-        raise ValidationError("mean-covariance needs --clip (a public bound on each row's L2 norm) or --bounds FILE.json "
-                              "(per-column bounds), not both; bounds are never read off the data")
+    if args.clip is not None and args.bounds is not None:
+        raise ValidationError("give --clip C (a bound on each row's L2 norm) or --bounds FILE.json (one per column), not both")
+    if args.clip is None and args.bounds is None:
+        raise ValidationError("mean-covariance needs --clip C (a public bound on each row's L2 norm) or --bounds FILE.json "
+                              "(per-column bounds); bounds are public and never read off the data")
 
 
 def _build_mean_covariance(args: argparse.Namespace, ctx: FitContext) -> DPMeanCovariance:
@@ -75,9 +77,11 @@ def _show_mean_covariance(est: DPMeanCovariance) -> None:
 
 
 def _check_dpsir(args: argparse.Namespace) -> None:
-    if (args.bound is None) == (args.bounds is None):
+    if args.bound is not None and args.bounds is not None:
+        raise ValidationError("give --bound C (the same for every column) or --bounds FILE.json (one per column), not both")
+    if args.bound is None and args.bounds is None:
         raise ValidationError("dpsir needs --bound C (|x_ij| <= C for every column) or --bounds FILE.json (one bound per "
-                              "column), not both; bounds are never read off the data")
+                              "column); bounds are public and never read off the data")
     if args.cut_points is not None and args.y_grid is not None:
         raise ValidationError("give --cut-points (public slice boundaries) or --y-grid LO HI (a DP quantile release), not both")
     if args.cut_points is not None:
@@ -117,7 +121,7 @@ def check_method_options(method: Method, args: argparse.Namespace) -> None:
     """Refuse options of other methods (they would be ignored silently), then the method's own checks."""
     foreign = [flag for dest, flag in METHOD_OPTIONS.items() if getattr(args, dest, None) is not None and dest not in method.options]
     if foreign:
-        raise ValidationError(f"{', '.join(foreign)} do(es) not apply to `fit {method.name}`")
+        raise ValidationError(f"{', '.join(foreign)} {'does' if len(foreign) == 1 else 'do'} not apply to `fit {method.name}`")
     if method.needs_target and not args.target:
         raise ValidationError(f"{method.name} needs --target, the response column")
     method.check(args)

@@ -29,8 +29,10 @@ UPLOAD_SUFFIXES = (".fsir", ".npz")
 def _fsir_config(args: argparse.Namespace) -> int:
     from ..federated import FSIRConfig
 
-    if (args.bound is None) == (args.bounds is None):
-        raise ValidationError("give --bound R (|x_ij| <= R for every column) or --bounds FILE.json with --columns, not both")
+    if args.bound is not None and args.bounds is not None:
+        raise ValidationError("give --bound R (the same for every column) or --bounds FILE.json (one per column), not both")
+    if args.bound is None and args.bounds is None:
+        raise ValidationError("fsir config needs --bound R (|x_ij| <= R for every column) or --bounds FILE.json with --columns")
     with Outputs() as outputs:
         out = outputs.add(args.out, "config", (".json",))
         bound, columns = args.bound, args.columns

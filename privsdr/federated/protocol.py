@@ -266,6 +266,8 @@ class ClientMessage:
     @classmethod
     def from_bytes(cls, data: bytes, source: str = "message") -> "ClientMessage":
         """Read an upload strictly: every field present with its type, arrays 2-D and finite-typed."""
+        if not data.startswith(b"PK"):
+            raise ValidationError(f"{source} is not a readable FSIR message (not an npz archive)")
         try:
             with np.load(io.BytesIO(data), allow_pickle=False) as archive:
                 if "meta" not in archive.files:
