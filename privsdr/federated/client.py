@@ -99,6 +99,10 @@ def client_plan(config: FSIRConfig, n: int, p: int, budget: Budget, *, screening
                 active: Sequence[int] | None = None) -> CalibratedPlan:
     """The plan of one client's upload: public parameters only. ``p`` is the number of released
     columns; ``active`` their indices among the configuration's columns (after screening)."""
+    for name, value in (("n", n), ("p", p)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValidationError(f"{name} must be a positive integer, got {value!r}")
+    n, p = int(n), int(p)
     plan = Plan("fsir_client" + ("_screening" if screening_round else ""), RELATION, client_public_params(config, n, p, active))
     add_client_nodes(plan, config, n, p, budget, screening_round=screening_round, active=active)
     return plan.allocate(client_budget(config, budget, screening_round))
