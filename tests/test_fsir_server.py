@@ -204,4 +204,6 @@ def test_a_non_private_run_never_says_certified(tmp_path):
     assert fed.privacy_["status"] == "none" and all(m.report.status == "none" for m in fed.messages_)
     closes = [json.loads(line) for line in journal.read_text().splitlines() if '"close"' in line]
     assert closes and all(c["summary"]["status"] == "none" for c in closes)
-    assert spent(journal) is not None
+    assert '"status":"certified"' not in journal.read_text()  # the reserve records' charges included
+    with pytest.raises(UncertifiedPlanError):  # Budget.infinite() opts out of noise, not into uncertified nodes
+        DPSIR(1, bound=2.0, mode="paper", budget=Budget.infinite(), random_state=0).fit(X, y)

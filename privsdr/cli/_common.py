@@ -180,6 +180,22 @@ class Outputs:
         return pending.path
 
 
+def ledger_for(args: argparse.Namespace, budget: Any = None) -> Ledger | None:
+    """The ledger of ``--journal`` (verified), or None. Kept for commands written before
+    ``open_ledger``; new commands call ``open_ledger(args.journal, args.accountant)`` before loading data."""
+    return open_ledger(getattr(args, "journal", None))
+
+
+def write_report(report: PrivacyReport, out: str | None) -> None:
+    """Write a report by suffix, atomically. New commands reserve the output with ``Outputs.add``
+    *before* fitting (so a bad path spends nothing) and write it with ``commit_report``."""
+    if not out:
+        return
+    with Outputs() as outputs:
+        path = outputs.add(out, "--report", REPORT_SUFFIXES)
+        commit_report(outputs, report, path)
+
+
 def report_text(report: PrivacyReport, path: Path) -> str:
     suffix = path.suffix.lower()
     if suffix in (".html", ".htm"):

@@ -58,6 +58,22 @@ def _utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
+class NoiseOffPlan:
+    """A plan allocated at ``Budget.infinite()`` as the ledger sees it: every charge has status
+    ``none`` (no noise is drawn, nothing is private), so neither the journal nor any report records
+    such a run as certified. ``Budget.infinite()`` is itself the explicit opt-in: there is no other
+    way to get an infinite budget."""
+
+    def __init__(self, plan: CalibratedPlan) -> None:
+        self._plan = plan
+
+    def charges(self) -> list[Charge]:
+        return [attrs.evolve(c, status=Status.NONE) for c in self._plan.charges()]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._plan, name)
+
+
 class Run:
     """One execution of ``plan`` against ``ledger`` (use as a context manager)."""
 
@@ -90,7 +106,11 @@ class Run:
         self._rngs = dict(zip(self.plan.nodes, _spawn(self.random_state, len(self.plan.nodes))))
         self._before = self.ledger.remaining
         self._started = _utc_now()
-        self._reservation = self.ledger.reserve(self.plan, allow_uncertified=self.allow_uncertified)
+        if self.plan.budget.is_infinite:  # noise off: opted in by Budget.infinite(), unless nodes are uncertified by design
+            allow = self.allow_uncertified or self.plan.status == Status.CERTIFIED
+            self._reservation = self.ledger.reserve(NoiseOffPlan(self.plan), allow_uncertified=allow)
+        else:
+            self._reservation = self.ledger.reserve(self.plan, allow_uncertified=self.allow_uncertified)
         return self
 
     def release(self, name: str, value: Any, **options: Any) -> Any:
