@@ -231,9 +231,7 @@ def build_report(run: Run) -> PrivacyReport:
     spent = ledger.cost_of(charged)
     status = Status.worst([c.status for c in charged]) if charged else Status.CERTIFIED
     uncertified = [c.label for c in charged if c.status != Status.CERTIFIED]
-    noise_off = plan.budget.is_infinite  # Budget.infinite(): a non-private baseline, never "certified"
-    if noise_off:
-        status = Status.NONE
+    noise_off = plan.budget.is_infinite  # Budget.infinite(): charged as "none" (NoiseOffPlan), never "certified"
     basic = BasicAccountant()
     nodes = []
     for charge in plan.charges():
