@@ -186,6 +186,23 @@ def test_federated_sir_charges_one_ledger_in_parallel_over_clients(tmp_path):
     assert Ledger.open(journal).spent.epsilon == pytest.approx(2 * one_client.epsilon)
 
 
+def test_federated_sir_charges_before_any_client_draws_noise(monkeypatch):
+    """Write-ahead: when a client starts computing its upload, its nodes are already spent."""
+    import privsdr.federated.estimator as estimator_module
+
+    ledger = Ledger(Budget(5.0, 1e-4), accountant="basic")
+    seen = []
+    real = estimator_module.client_message
+
+    def spy(**kw):
+        seen.append(ledger.spent.epsilon)
+        return real(**kw)
+
+    monkeypatch.setattr(estimator_module, "client_message", spy)
+    FederatedSIR(1, bound=3.0, cut_points=[-1.0, 0.0, 1.0], budget=Budget(1.0, 1e-5), ledger=ledger, random_state=0).fit(_fsir_clients())
+    assert seen == [pytest.approx(1.0)] * 3 and ledger.spent.epsilon == pytest.approx(1.0)
+
+
 def test_federated_sir_refuses_before_any_client_runs(tmp_path, monkeypatch):
     import privsdr.federated.estimator as estimator_module
 
