@@ -431,6 +431,25 @@ def test_keyed_journal_detects_a_consistent_rewrite(tmp_path, monkeypatch):
         Ledger.open(path)
 
 
+def test_keyed_journal_rejects_a_rewrite_that_keeps_the_key_fields(tmp_path):
+    """The attacker keeps the header's mac/key_id fields and recomputes every hash as plain sha256:
+    with the key the first record already fails."""
+    from privsdr.accounting.journal import record_hash
+
+    key = "k" * 20
+    path = tmp_path / "keyed.jsonl"
+    ledger = Ledger(Budget(8 * UNIT, 0.0), accountant="basic", journal=path, journal_key=key)
+    run_unit(ledger, unit_plan())
+    records = read_records(path)
+    prev = "0" * 64
+    for r in records:
+        r["prev"] = prev
+        r["hash"] = prev = record_hash(r)
+    path.write_bytes(b"".join(json.dumps(r, sort_keys=True, separators=(",", ":")).encode() + b"\n" for r in records))
+    ok, msg, _ = verify(path, key=key)
+    assert not ok and "record 1 was modified" in msg
+
+
 def test_keyed_journal_rejects_a_forged_head(tmp_path):
     key = b"k" * 32
     path = tmp_path / "keyed.jsonl"
