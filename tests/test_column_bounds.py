@@ -89,10 +89,10 @@ def _sensitivities(est, n, p):
     lambda b: DPSparsePCA(1, sparsity=2, bound=b, budget=Budget(1.0, 1e-6)),
 ], ids=["dpsir", "dpsir_quantiles", "sparse_dpsir", "sparse_pca"])
 def test_equal_per_column_bounds_give_exactly_the_scalar_plan(make):
-    for p in (4, 7):
-        scalar = _sensitivities(make(1.5), 2000, p)
-        assert _sensitivities(make([1.5] * p), 2000, p) == scalar  # exactly, not approximately
-        assert _sensitivities(make(np.full(p, 1.5)), 2000, p) == scalar
+    for p, c in ((4, 1.5), (7, 0.7), (9, 0.3)):  # 0.7 and 0.3 are not dyadic: a sum of squares would drift
+        scalar = _sensitivities(make(c), 2000, p)
+        assert _sensitivities(make([c] * p), 2000, p) == scalar  # exactly, not approximately
+        assert _sensitivities(make(np.full(p, c)), 2000, p) == scalar
     for K, m, norm in itertools.product((1, 3), (10, 77), ("l2", "linf")):
         assert sir_step_sensitivity(5, K, np.full(5, 0.7), 1.3, 0.2, 0.9, m, norm) == sir_step_sensitivity(5, K, 0.7, 1.3, 0.2, 0.9, m, norm)
 
