@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from privsdr import Budget, BudgetExceededError, Ledger, Plan, Run, Sensitivity
-from privsdr.accounting.journal import Journal, JournalError, head_path, repair, verify
+from privsdr.accounting.journal import Journal, JournalError, head_line, head_path, repair, verify
 
 UNIT = 1 / 128
 N_FIT = 120
@@ -383,17 +383,43 @@ def test_head_one_record_behind_is_a_crash_and_is_accepted(tmp_path):
     spent = Ledger.open(path).spent
 
     def seal(count):
-        head_path(path).write_text(json.dumps({"format": "privsdr.ledger-head", "count": count,
-                                               "last_hash": records[count - 1]["hash"]}))
+        head_path(path).write_text(head_line(count, records[count - 1]["hash"]) + "\n")
 
     seal(len(records) - 1)
     ledger = Ledger.open(path)
     assert ledger.spent == spent
     run_unit(ledger, unit_plan())
-    assert json.loads(head_path(path).read_text())["count"] == len(records) + 3
+    assert Journal.open(path)._read_head()["count"] == len(records) + 3
     records = read_records(path)
     seal(len(records) - 2)
     assert "after its sealed head" in assert_detected(path)
+
+
+def test_a_torn_head_slot_is_a_crash_and_is_accepted(tmp_path):
+    """The head has two slots written alternately: a torn write of the newest leaves the other,
+    one record behind."""
+    from privsdr.accounting.journal import HEAD_SLOT
+
+    path = build_tamper_journal(tmp_path)
+    n = len(read_records(path))
+    raw = bytearray(head_path(path).read_bytes())
+    newest = (n % 2) * HEAD_SLOT
+    raw[newest + 40:newest + 90] = b"x" * 50
+    head_path(path).write_bytes(bytes(raw))
+    assert verify(path)[0] and Ledger.open(path).spent == cost_tuple(3 * UNIT)
+    raw[(1 - n % 2) * HEAD_SLOT + 40] ^= 1  # both slots torn: refused
+    head_path(path).write_bytes(bytes(raw))
+    assert "head" in assert_detected(path)
+
+
+def test_emptied_to_its_header_without_a_head_is_refused(tmp_path):
+    """Deleting every run *and* the head must not pass as a fresh journal (spent would read 0):
+    a new journal's head is sealed before its header is written, so a header never lacks one."""
+    path = build_tamper_journal(tmp_path)
+    lines = path.read_bytes().split(b"\n")
+    path.write_bytes(lines[0] + b"\n")
+    head_path(path).unlink()
+    assert "missing" in assert_detected(path)
 
 
 def test_keyed_journal_detects_a_consistent_rewrite(tmp_path, monkeypatch):
@@ -422,7 +448,7 @@ def test_keyed_journal_detects_a_consistent_rewrite(tmp_path, monkeypatch):
         r["prev"] = prev
         r["hash"] = prev = record_hash(r)
     path.write_bytes(b"".join(json.dumps(r, sort_keys=True, separators=(",", ":")).encode() + b"\n" for r in records))
-    head_path(path).write_text(json.dumps({"format": "privsdr.ledger-head", "count": len(records), "last_hash": prev}))
+    head_path(path).write_text(head_line(len(records), prev) + "\n")
     monkeypatch.delenv("PRIVSDR_JOURNAL_KEY")
     assert verify(path)[0]  # without the key nothing can tell ...
     assert not verify(path, key=key)[0]  # ... with it, the rewrite is refused
@@ -458,8 +484,7 @@ def test_keyed_journal_rejects_a_forged_head(tmp_path):
     records = read_records(path)
     lines = path.read_bytes().split(b"\n")[:-1]
     path.write_bytes(b"\n".join(lines[:1]) + b"\n")
-    head_path(path).write_text(json.dumps({"format": "privsdr.ledger-head", "count": 1, "last_hash": records[0]["hash"],
-                                           "mac": "0" * 64}))
+    head_path(path).write_text(head_line(1, records[0]["hash"]) + "\n")  # sealed without the key
     assert not verify(path, key=key)[0]
 
 

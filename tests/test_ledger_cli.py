@@ -7,7 +7,7 @@ import json
 import pytest
 
 from privsdr import Ledger
-from privsdr.accounting.journal import head_path, record_hash
+from privsdr.accounting.journal import head_line, head_path, record_hash
 
 
 @pytest.fixture
@@ -62,7 +62,7 @@ def test_a_key_detects_a_whole_file_rewrite(tmp_path, cli, monkeypatch):
         r["prev"] = prev
         r["hash"] = prev = record_hash(r)
     path.write_text("".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in records))
-    head_path(path).write_text(json.dumps({"format": "privsdr.ledger-head", "count": 1, "last_hash": prev}))
+    head_path(path).write_text(head_line(1, prev) + "\n")
     r = cli("ledger", "verify", path)
     assert r.code == 1 and "not keyed" in r.out
     monkeypatch.delenv("PRIVSDR_JOURNAL_KEY")

@@ -7,9 +7,9 @@ chain and is detected when the journal is opened. Each append is flushed and fsy
 call returns (the ledger appends a charge before the noise is drawn). Writers hold an exclusive
 ``fcntl.flock`` on a sidecar ``PATH.lock`` file, so several processes on one machine share one budget.
 
-**Sealed head** (format version 2). After every append the writer replaces the sidecar
-``PATH.head`` (temp file, fsync, rename, fsync of the folder) with the record count and the last
-hash. Opening and ``verify`` check that the file still holds that record with that hash, so
+**Sealed head** (format version 2). After every append the writer seals the record count and the
+last hash into the sidecar ``PATH.head`` (two fixed-size slots written alternately and fsync'd, so
+a torn write loses at most the newest seal). Opening and ``verify`` check that the file still holds that record with that hash, so
 deleting records from the end is detected too. A crash between the append and the head update
 leaves the head one record behind, which is accepted (and sealed by the next append); nothing else is.
 
@@ -42,6 +42,7 @@ from ..errors import PrivsdrError
 FORMAT = "privsdr.ledger-journal"
 FORMAT_VERSION = 2  #: 2 = sealed head; version-1 journals are read (their head is optional)
 HEAD_FORMAT = "privsdr.ledger-head"
+HEAD_SLOT = 256  #: PATH.head holds two fixed-size slots, written alternately
 GENESIS = "0" * 64
 MAC = "hmac-sha256"
 KEY_ENV, KEY_FILE_ENV = "PRIVSDR_JOURNAL_KEY", "PRIVSDR_JOURNAL_KEY_FILE"
@@ -241,23 +242,19 @@ class Journal:
 
     # -- sealed head ----------------------------------------------------------------------------------
     def _read_head(self) -> dict[str, Any] | None:
+        """The valid head slot with the highest count; None if there is no head file."""
         hp = head_path(self.path)
         try:
-            head = json.loads(hp.read_bytes().decode("utf-8"))
+            data = hp.read_bytes()
         except FileNotFoundError:
             return None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            raise JournalError(f"the sealed head {hp} is unreadable") from None
-        if not (isinstance(head, dict) and head.get("format") == HEAD_FORMAT and isinstance(head.get("count"), int)
-                and not isinstance(head.get("count"), bool) and isinstance(head.get("last_hash"), str)):
-            raise JournalError(f"the sealed head {hp} is malformed")
-        if self.keyed and not hmac.compare_digest(str(head.get("mac", "")), self._head_mac(head["count"], head["last_hash"])):
-            raise JournalError(f"the sealed head {hp} was not written with this journal's key")
-        return head
-
-    def _head_mac(self, count: int, last: str) -> str:
-        assert self.key is not None
-        return hmac.new(self.key, f"{HEAD_FORMAT}:{count}:{last}".encode(), hashlib.sha256).hexdigest()
+        except OSError as exc:
+            raise JournalError(f"the sealed head {hp} is unreadable ({exc.strerror})") from None
+        key = self.key if self.keyed else None
+        valid = [h for h in (_parse_head(data[i:i + HEAD_SLOT], key) for i in range(0, len(data), HEAD_SLOT)) if h is not None]
+        if not valid:
+            raise JournalError(f"the sealed head {hp} is unreadable, malformed or not sealed with this journal's key")
+        return max(valid, key=lambda h: h["count"])
 
     def _check_head(self) -> None:
         if not self.records:
@@ -265,7 +262,7 @@ class Journal:
         head = self._read_head()
         n = len(self.records)
         if head is None:
-            if self.sealed and n > 1:
+            if self.sealed:
                 raise JournalError(f"journal {self.path}: its sealed head {head_path(self.path)} is missing "
                                    "(deleted, or the journal was copied without it)")
             return
@@ -278,31 +275,86 @@ class Journal:
         if n - count > 1:
             raise JournalError(f"journal {self.path}: {n - count} records after its sealed head (a crash leaves at most one)")
 
-    def _write_head(self) -> None:
-        count, last = len(self.records), self.last_hash
-        head: dict[str, Any] = {"format": HEAD_FORMAT, "count": count, "last_hash": last}
-        if self.keyed:
-            head["mac"] = self._head_mac(count, last)
-        atomic_write_bytes(head_path(self.path), (json.dumps(head, sort_keys=True) + "\n").encode())
+    def _write_head(self, count: int, last_hash: str, key: bytes | None) -> None:
+        """Seal ``count`` and ``last_hash`` into slot (count mod 2) of ``PATH.head``, fsync'd. The
+        other slot keeps the previous seal, so a torn write loses at most the newest one."""
+        slot = head_line(count, last_hash, key).encode().ljust(HEAD_SLOT - 1) + b"\n"
+        hp = head_path(self.path)
+        fd = os.open(hp, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if count == 1:
+                os.ftruncate(fd, 0)
+                os.write(fd, slot * 2)  # a new journal: both slots hold this seal
+            else:
+                os.pwrite(fd, slot, (count % 2) * HEAD_SLOT)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if count == 1:
+            _fsync_folder(hp.parent)
 
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
-        """Append one record (caller holds ``locked()``): write, flush, fsync; then re-seal the head."""
+        """Append one record (caller holds ``locked()``): write, flush, fsync; then re-seal the head.
+
+        The header is the exception: its seal is written *before* it, so that no moment exists at
+        which a journal holds records but no head (a journal emptied down to its header and
+        stripped of its head is refused, not mistaken for a new one)."""
         if self._depth == 0:
             raise RuntimeError("append() needs the journal lock")
         record = {**record, "prev": self.last_hash}
         keyed = self.keyed or (not self.records and record.get("mac") == MAC)
-        record["hash"] = record_hash(record, self.key if keyed else None)
+        key = self.key if keyed else None
+        record["hash"] = record_hash(record, key)
         line = (json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n").encode()
+        first = not self.records
+        if first:
+            self._write_head(1, record["hash"], key)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line)
             os.fsync(fd)
         finally:
             os.close(fd)
+        if first:
+            _fsync_folder(self.path.parent)
         self.records.append(record)
         self._offset += len(line)
-        self._write_head()
+        if not first:
+            self._write_head(len(self.records), record["hash"], key)
         return record
+
+
+def _head_seal(count: int, last_hash: str, key: bytes | None) -> str:
+    message = f"{HEAD_FORMAT}:{count}:{last_hash}".encode()
+    return hmac.new(key, message, hashlib.sha256).hexdigest() if key is not None else hashlib.sha256(message).hexdigest()
+
+
+def head_line(count: int, last_hash: str, key: bytes | None = None) -> str:
+    """One slot of the sealed head: count, last hash and their seal (sha256, or HMAC under the key;
+    the seal also tells a torn slot from a whole one)."""
+    return json.dumps({"format": HEAD_FORMAT, "count": count, "last_hash": last_hash,
+                       "seal": _head_seal(count, last_hash, key)}, sort_keys=True)
+
+
+def _parse_head(raw: bytes, key: bytes | None) -> dict[str, Any] | None:
+    try:
+        head = json.loads(raw.strip(b"\x00 \n").decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not (isinstance(head, dict) and head.get("format") == HEAD_FORMAT and isinstance(head.get("count"), int)
+            and not isinstance(head.get("count"), bool) and isinstance(head.get("last_hash"), str)):
+        return None
+    if not hmac.compare_digest(str(head.get("seal", "")), _head_seal(head["count"], head["last_hash"], key)):
+        return None
+    return head
+
+
+def _fsync_folder(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def header_record(header: dict[str, Any]) -> dict[str, Any]:
@@ -381,6 +433,6 @@ def repair(path: "str | os.PathLike[str]", *, key: "bytes | str | None | bool" =
             os.fsync(fd)
         finally:
             os.close(fd)
-        journal._write_head()
+        journal._write_head(len(journal.records), journal.last_hash, journal.key if journal.keyed else None)
         return (f"{path}: removed a torn last line of {len(torn)} bytes (kept in {backup.name}); "
                 f"{len(journal.records)} complete records kept, head re-sealed")
