@@ -422,6 +422,19 @@ def test_emptied_to_its_header_without_a_head_is_refused(tmp_path):
     assert "missing" in assert_detected(path)
 
 
+def test_an_emptied_journal_is_not_recreated(tmp_path):
+    """Truncating the journal to nothing (or deleting it) while its head remains must not let
+    Ledger(..., journal=PATH) create a fresh budget over it."""
+    path = build_tamper_journal(tmp_path)
+    path.write_bytes(b"")
+    with pytest.raises(JournalError, match="emptied"):
+        Ledger(Budget(8 * UNIT, 0.0), accountant="basic", journal=path)
+    path.unlink()
+    with pytest.raises(JournalError, match="emptied"):
+        Ledger.create(path, Budget(8 * UNIT, 0.0), "basic")
+    assert not path.exists() or path.read_bytes() == b""
+
+
 def test_keyed_journal_detects_a_consistent_rewrite(tmp_path, monkeypatch):
     """Without the key the hashes of a keyed journal cannot be recomputed: a whole-file rewrite
     that recomputes every sha256 (and the head) consistently is detected; the key is never stored."""

@@ -193,6 +193,7 @@ class Journal:
         if not self.path.exists():
             if self.records:
                 raise JournalError(f"journal {self.path} was removed")
+            self._check_not_emptied()
             return []
         with open(self.path, "rb") as fh:
             fh.seek(0, os.SEEK_END)
@@ -201,6 +202,8 @@ class Journal:
                 raise JournalError(f"journal {self.path} shrank: records were removed")
             fh.seek(self._offset)
             data = fh.read()
+        if size == 0 and not self.records:
+            self._check_not_emptied()
         if data and not data.endswith(b"\n"):
             raise JournalError(f"journal {self.path} ends with an incomplete record (a crash during a write, or an edit); "
                                f"`privsdr ledger repair {self.path}` removes a torn last line")
@@ -255,6 +258,23 @@ class Journal:
         if not valid:
             raise JournalError(f"the sealed head {hp} is unreadable, malformed or not sealed with this journal's key")
         return max(valid, key=lambda h: h["count"])
+
+    def _check_not_emptied(self) -> None:
+        """A missing or empty journal whose head names two or more records was emptied, not created
+        (a crash while creating one leaves a head that names only the header)."""
+        try:
+            data = head_path(self.path).read_bytes()
+        except FileNotFoundError:
+            return
+        counts = []
+        for i in range(0, len(data), HEAD_SLOT):
+            try:
+                counts.append(int(json.loads(data[i:i + HEAD_SLOT].strip(b"\x00 \n").decode("utf-8"))["count"]))
+            except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+                continue
+        if counts and max(counts) >= 2:
+            raise JournalError(f"journal {self.path} is missing or empty but its sealed head {head_path(self.path)} names "
+                               f"{max(counts)} records: it was emptied, not created")
 
     def _check_head(self) -> None:
         if not self.records:
