@@ -37,7 +37,6 @@ from ._base import (
     ClippedRows,
     PrivateEstimator,
     check_bound,
-    check_matrix,
     check_positive,
     check_random_state,
     column_bounds,
