@@ -9,9 +9,11 @@ call returns (the ledger appends a charge before the noise is drawn). Writers ho
 
 **Sealed head** (format version 2). After every append the writer seals the record count and the
 last hash into the sidecar ``PATH.head`` (two fixed-size slots written alternately and fsync'd, so
-a torn write loses at most the newest seal). Opening and ``verify`` check that the file still holds that record with that hash, so
-deleting records from the end is detected too. A crash between the append and the head update
-leaves the head one record behind, which is accepted (and sealed by the next append); nothing else is.
+a torn write loses at most the newest seal). Opening and ``verify`` check that the file still holds
+that record with that hash, so deleting records from the end is detected too. A crash between the
+append and the head update leaves the head one record behind, which is accepted (and sealed by the
+next append); nothing else is. A new journal's head is sealed before its header is written, and an
+emptied journal whose head remains is refused rather than created anew.
 
 **Key** (optional). With a secret key (``key=``, or the environment variable
 ``PRIVSDR_JOURNAL_KEY`` holding it, or ``PRIVSDR_JOURNAL_KEY_FILE`` naming a file that holds it) the
@@ -188,7 +190,7 @@ class Journal:
                 os.close(self._lock_fd)
                 self._lock_fd = None
 
-    def sync(self, *, check_head: bool = True) -> list[dict[str, Any]]:
+    def sync(self) -> list[dict[str, Any]]:
         """Read and verify the records appended since the last sync, then the sealed head; return them."""
         if not self.path.exists():
             if self.records:
@@ -208,8 +210,7 @@ class Journal:
             raise JournalError(f"journal {self.path} ends with an incomplete record (a crash during a write, or an edit); "
                                f"`privsdr ledger repair {self.path}` removes a torn last line")
         new = self._read_records(data)
-        if check_head:
-            self._check_head()
+        self._check_head()
         return new
 
     def _read_records(self, data: bytes) -> list[dict[str, Any]]:
@@ -375,10 +376,6 @@ def _fsync_folder(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def header_record(header: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "header", "format": FORMAT, "format_version": FORMAT_VERSION, **header}
 
 
 def _parse(line: bytes, number: int, path: Path) -> Any:
