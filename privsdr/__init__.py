@@ -20,6 +20,7 @@ from .errors import (
     ValidationError,
 )
 from .mechanisms import Sensitivity, available_mechanisms, get_mechanism, register_mechanism
+from .persistence import load_model
 from .plan import Plan, Release, Run, execute
 from .report import PrivacyReport
 
@@ -53,5 +54,6 @@ __all__ = [
     "available_mechanisms",
     "execute",
     "get_mechanism",
+    "load_model",
     "register_mechanism",
 ]

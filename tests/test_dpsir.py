@@ -906,7 +906,7 @@ def _bad_cases():
     nan_x, inf_x, nan_y, inf_y = _Xg.copy(), _Xg.copy(), _yg.copy(), _yg.copy()
     nan_x[3, 1], inf_x[0, 0], nan_y[5], inf_y[2] = np.nan, np.inf, np.nan, -np.inf
     return [
-        ("y_constant", DPSIR, {}, _Xg, np.ones(200), "constant"),
+        ("y_constant_data_quantiles", DPSIR, {"cut_points": None, "mode": "paper"}, _Xg, np.ones(200), "constant"),
         ("too_few_rows", DPSIR, {}, _Xg[:7], _yg[:7], "at least 8 rows"),
         ("p_ge_n_over_2", DPSIR, {}, np.random.default_rng(0).uniform(-1, 1, (20, 10)), _yg[:20], "p < n/2"),
         ("nan_X", DPSIR, {}, nan_x, _yg, "NaN"),
@@ -929,7 +929,8 @@ def _bad_cases():
         ("sparsity_float", SparseDPSIR, {"sparsity": 2.5}, _Xg, _yg, "sparsity"),
         ("screen_gt_p", SparseDPSIR, {"sparsity": 2, "screen_size": 9}, _Xg, _yg, "screen_size"),
         ("sparse_bic", SparseDPSIR, {"sparsity": 2, "n_directions": "bic"}, _Xg, _yg, "n_directions"),
-        ("sparse_y_constant", SparseDPSIR, {"sparsity": 2}, _Xg, np.zeros(200), "constant"),
+        ("bound_per_column_wrong_length", DPSIR, {"bound": [1.0, 1.0]}, _Xg, _yg, "2 per-column values for 4 columns"),
+        ("bound_per_column_negative", DPSIR, {"bound": [1.0, -1.0, 1.0, 1.0]}, _Xg, _yg, "positive"),
     ]
 
 
@@ -947,7 +948,8 @@ def test_bad_input_raises_before_spending(name, cls, override, X, y, match):
 
 def test_bad_input_errors_are_privsdr_validation_errors():
     ledger = Ledger(Budget(1.0, 1e-5))
-    for cls, override, X, y in [(DPSIR, {}, _Xg, np.ones(200)), (DPSIR, {"bound": None}, _Xg, _yg),
+    for cls, override, X, y in [(DPSIR, {"cut_points": None, "mode": "paper", "allow_uncertified": True}, _Xg, np.ones(200)),
+                                (DPSIR, {"bound": None}, _Xg, _yg),
                                 (SparseDPSIR, {"sparsity": 2, "n_directions": "bic"}, _Xg, _yg)]:
         kw = {**GOOD, **override}
         with pytest.raises(ValidationError):

@@ -33,7 +33,7 @@ def clients(sizes, seed=0):
 
 def test_noise_off_merge_equals_the_pooled_estimator_exactly():
     data = clients([300, 1200, 50, 800])  # uneven n_k
-    est = FederatedSIR(1, bound=2.0, cut_points=CUTS, mechanism="none", cov_mechanism="none").fit(data)
+    est = FederatedSIR(1, bound=2.0, cut_points=CUTS, mechanism="none", cov_mechanism="none", allow_uncertified=True).fit(data)
     X = np.clip(np.vstack([x for x, _ in data]), -2, 2)
     y = np.concatenate([t for _, t in data])
     labels = np.searchsorted(np.asarray(CUTS), y, side="left")
@@ -273,7 +273,8 @@ def test_ccmd_index_upload_leaks_and_the_audit_detects_it():
     X0[:9, 0] = 0.3  # slice 0 mean of coordinate 0 stays below the threshold ...
     X1 = X0.copy()
     X1[9, 0] = 3.0  # ... until one record moves
-    fit = lambda X, rng: screening_message(X, y, config, Budget.infinite(), client_id="c", random_state=rng).votes  # noqa: E731
+    fit = lambda X, rng: screening_message(X, y, config, Budget.infinite(), client_id="c", random_state=rng,  # noqa: E731
+                                           allow_uncertified=True).votes
     stat = lambda outs: np.array([float(0 in v) for v in outs])  # noqa: E731
     result = audit(fit, X0, X1, claim=ApproxDP(1.0, 1e-5), statistic=stat, threshold=0.5, samples=200, alpha=1e-3, seed=5)
     assert not result.passed and result.false_positives == 0 and result.false_negatives == 0

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from privsdr import Budget, BudgetExceededError, Ledger, Plan, Run, Sensitivity
-from privsdr.accounting.journal import Journal, JournalError, verify
+from privsdr.accounting.journal import Journal, JournalError, head_line, head_path, repair, verify
 
 UNIT = 1 / 128
 N_FIT = 120
@@ -336,21 +336,221 @@ def test_partial_last_line_is_detected(tmp_path):
     assert_detected(path)
 
 
-def test_every_truncation_is_detected_unless_at_a_record_boundary(tmp_path):
-    """Cutting inside a record is always detected. Cutting exactly at a record boundary yields a
-    valid shorter journal (the chain cannot know what came after its last record)."""
+def copy_head(src: Path, dst: Path) -> None:
+    """Give ``dst`` the sealed head of ``src`` (a journal copied with its sidecar)."""
+    head_path(dst).write_bytes(head_path(src).read_bytes())
+
+
+def test_every_truncation_is_detected_even_at_a_record_boundary(tmp_path):
+    """Cutting inside a record is detected by the chain; cutting exactly at a record boundary (the
+    last runs deleted, issue 10) by the sealed head, which still names the removed last record."""
     path = build_tamper_journal(tmp_path)
     raw = path.read_bytes()
     cut_path = tmp_path / "cut.jsonl"
-    boundaries = {i + 1 for i, b in enumerate(raw) if b == ord("\n")}
+    copy_head(path, cut_path)
     for cut in range(0, len(raw)):
         cut_path.write_bytes(raw[:cut])
-        if cut in boundaries:
-            ok, msg, n = verify(cut_path)
-            assert ok, (cut, msg)
-            assert n == raw[:cut].count(b"\n")
-        else:
-            assert_detected(cut_path)
+        msg = assert_detected(cut_path)
+        if cut and raw[cut - 1:cut] == b"\n":
+            assert "removed from its end" in msg, (cut, msg)
+    cut_path.write_bytes(raw)
+    assert verify(cut_path)[0]
+
+
+def test_deleting_the_last_run_is_detected_and_spent_never_drops(tmp_path):
+    """The issue-10 scenario: delete the records of the last run; a fresh open and verify refuse,
+    so ``spent`` is never read lower than it was."""
+    path = build_tamper_journal(tmp_path)
+    spent = Ledger.open(path).spent
+    lines = path.read_bytes().split(b"\n")[:-1]
+    path.write_bytes(b"\n".join(lines[:5]) + b"\n")  # the last Run's reserve, charge, close removed
+    assert "removed from its end" in assert_detected(path)
+    path.write_bytes(b"\n".join(lines) + b"\n")  # put back: intact again
+    assert verify(path)[0] and Ledger.open(path).spent == spent
+
+
+def test_a_deleted_head_is_detected(tmp_path):
+    path = build_tamper_journal(tmp_path)
+    head_path(path).unlink()
+    assert "head" in assert_detected(path)
+
+
+def test_head_one_record_behind_is_a_crash_and_is_accepted(tmp_path):
+    """A crash between the append and the head update leaves the head one record behind: accepted,
+    and the next append seals again. Two records behind is not a crash: refused."""
+    path = build_tamper_journal(tmp_path)
+    records = read_records(path)
+    spent = Ledger.open(path).spent
+
+    def seal(count):
+        head_path(path).write_text(head_line(count, records[count - 1]["hash"]) + "\n")
+
+    seal(len(records) - 1)
+    ledger = Ledger.open(path)
+    assert ledger.spent == spent
+    run_unit(ledger, unit_plan())
+    assert Journal.open(path)._read_head()["count"] == len(records) + 3
+    records = read_records(path)
+    seal(len(records) - 2)
+    assert "after its sealed head" in assert_detected(path)
+
+
+def test_a_torn_head_slot_is_a_crash_and_is_accepted(tmp_path):
+    """The head has two slots written alternately: a torn write of the newest leaves the other,
+    one record behind."""
+    from privsdr.accounting.journal import HEAD_SLOT
+
+    path = build_tamper_journal(tmp_path)
+    n = len(read_records(path))
+    raw = bytearray(head_path(path).read_bytes())
+    newest = (n % 2) * HEAD_SLOT
+    raw[newest + 40:newest + 90] = b"x" * 50
+    head_path(path).write_bytes(bytes(raw))
+    assert verify(path)[0] and Ledger.open(path).spent == cost_tuple(3 * UNIT)
+    raw[(1 - n % 2) * HEAD_SLOT + 40] ^= 1  # both slots torn: refused
+    head_path(path).write_bytes(bytes(raw))
+    assert "head" in assert_detected(path)
+
+
+def test_emptied_to_its_header_without_a_head_is_refused(tmp_path):
+    """Deleting every run *and* the head must not pass as a fresh journal (spent would read 0):
+    a new journal's head is sealed before its header is written, so a header never lacks one."""
+    path = build_tamper_journal(tmp_path)
+    lines = path.read_bytes().split(b"\n")
+    path.write_bytes(lines[0] + b"\n")
+    head_path(path).unlink()
+    assert "missing" in assert_detected(path)
+
+
+def test_an_emptied_journal_is_not_recreated(tmp_path):
+    """Truncating the journal to nothing (or deleting it) while its head remains must not let
+    Ledger(..., journal=PATH) create a fresh budget over it."""
+    path = build_tamper_journal(tmp_path)
+    path.write_bytes(b"")
+    with pytest.raises(JournalError, match="emptied"):
+        Ledger(Budget(8 * UNIT, 0.0), accountant="basic", journal=path)
+    path.unlink()
+    with pytest.raises(JournalError, match="emptied"):
+        Ledger.create(path, Budget(8 * UNIT, 0.0), "basic")
+    assert not path.exists() or path.read_bytes() == b""
+
+
+def test_keyed_journal_detects_a_consistent_rewrite(tmp_path, monkeypatch):
+    """Without the key the hashes of a keyed journal cannot be recomputed: a whole-file rewrite
+    that recomputes every sha256 (and the head) consistently is detected; the key is never stored."""
+    from privsdr.accounting.journal import record_hash
+
+    key = "correct horse battery staple"
+    path = tmp_path / "keyed.jsonl"
+    ledger = Ledger(Budget(8 * UNIT, 0.0), accountant="basic", journal=path, journal_key=key)
+    run_unit(ledger, unit_plan())
+    run_unit(ledger, unit_plan())
+    assert key.encode() not in path.read_bytes() and key.encode() not in head_path(path).read_bytes()
+    assert verify(path, key=key)[0] and "HMAC" in verify(path, key=key)[1]
+    with pytest.raises(JournalError, match="keyed"):
+        Ledger.open(path)  # no key given, none in the environment
+    monkeypatch.setenv("PRIVSDR_JOURNAL_KEY", key)
+    assert Ledger.open(path).spent == cost_tuple(2 * UNIT)  # the key from the environment
+    with pytest.raises(JournalError, match="another key"):
+        Ledger.open(path, key="wrong key")
+    # an attacker without the key drops the last run and rewrites the chain and the head as sha256
+    records = read_records(path)[:-3]
+    prev = "0" * 64
+    for r in records:
+        r.pop("mac", None), r.pop("key_id", None)
+        r["prev"] = prev
+        r["hash"] = prev = record_hash(r)
+    path.write_bytes(b"".join(json.dumps(r, sort_keys=True, separators=(",", ":")).encode() + b"\n" for r in records))
+    head_path(path).write_text(head_line(len(records), prev) + "\n")
+    monkeypatch.delenv("PRIVSDR_JOURNAL_KEY")
+    assert verify(path)[0]  # without the key nothing can tell ...
+    assert not verify(path, key=key)[0]  # ... with it, the rewrite is refused
+    monkeypatch.setenv("PRIVSDR_JOURNAL_KEY", key)
+    with pytest.raises(JournalError, match="not keyed"):
+        Ledger.open(path)
+
+
+def test_keyed_journal_rejects_a_rewrite_that_keeps_the_key_fields(tmp_path):
+    """The attacker keeps the header's mac/key_id fields and recomputes every hash as plain sha256:
+    with the key the first record already fails."""
+    from privsdr.accounting.journal import record_hash
+
+    key = "k" * 20
+    path = tmp_path / "keyed.jsonl"
+    ledger = Ledger(Budget(8 * UNIT, 0.0), accountant="basic", journal=path, journal_key=key)
+    run_unit(ledger, unit_plan())
+    records = read_records(path)
+    prev = "0" * 64
+    for r in records:
+        r["prev"] = prev
+        r["hash"] = prev = record_hash(r)
+    path.write_bytes(b"".join(json.dumps(r, sort_keys=True, separators=(",", ":")).encode() + b"\n" for r in records))
+    ok, msg, _ = verify(path, key=key)
+    assert not ok and "record 1 was modified" in msg
+
+
+def test_keyed_journal_rejects_a_forged_head(tmp_path):
+    key = b"k" * 32
+    path = tmp_path / "keyed.jsonl"
+    ledger = Ledger(Budget(8 * UNIT, 0.0), accountant="basic", journal=path, journal_key=key)
+    run_unit(ledger, unit_plan())
+    records = read_records(path)
+    lines = path.read_bytes().split(b"\n")[:-1]
+    path.write_bytes(b"\n".join(lines[:1]) + b"\n")
+    head_path(path).write_text(head_line(1, records[0]["hash"]) + "\n")  # sealed without the key
+    assert not verify(path, key=key)[0]
+
+
+def test_key_from_a_file(tmp_path, monkeypatch):
+    keyfile = tmp_path / "journal.key"
+    keyfile.write_bytes(os.urandom(32).hex().encode() + b"\n")
+    monkeypatch.setenv("PRIVSDR_JOURNAL_KEY_FILE", str(keyfile))
+    path = tmp_path / "k.jsonl"
+    Ledger.create(path, Budget(8 * UNIT, 0.0), "basic")
+    assert read_records(path)[0]["mac"] == "hmac-sha256"
+    assert Ledger.open(path).spent == cost_tuple(0.0)
+    monkeypatch.setenv("PRIVSDR_JOURNAL_KEY", "x")
+    with pytest.raises(JournalError, match="not both"):
+        Ledger.open(path)
+
+
+def test_repair_removes_a_torn_last_line_and_never_lowers_spent(tmp_path):
+    """A crash mid-append leaves a torn line: the journal is refused until ``repair`` removes it.
+    The torn record was never acknowledged, so spent after repair equals spent before the crash."""
+    path = build_tamper_journal(tmp_path)
+    spent = Ledger.open(path).spent
+    raw = path.read_bytes()
+    torn = b'{"hash":"ab12","label":"c","prev":"'
+    path.write_bytes(raw + torn)
+    assert "incomplete" in assert_detected(path)
+    message = repair(path)
+    assert "removed a torn last line" in message
+    assert path.read_bytes() == raw
+    assert [p.read_bytes() for p in tmp_path.glob("orig.jsonl.torn-*")] == [torn]
+    assert verify(path)[0]
+    ledger = Ledger.open(path)
+    assert ledger.spent == spent
+    run_unit(ledger, unit_plan())  # the repaired journal takes new charges
+    assert ledger.spent == cost_tuple(spent.epsilon + UNIT)
+    assert "nothing to repair" in repair(path)
+
+
+def test_repair_refuses_tampering(tmp_path):
+    path = build_tamper_journal(tmp_path)
+    raw = path.read_bytes()
+    lines = raw.split(b"\n")[:-1]
+    # a missing tail plus a torn fragment: the head says more records than are complete
+    path.write_bytes(b"\n".join(lines[:-2]) + b"\n" + lines[-2][:10])
+    with pytest.raises(JournalError, match="sealed"):
+        repair(path)
+    # an edited record before a torn line
+    path.write_bytes(raw.replace(b'"label":"a"', b'"label":"z"', 1) + b'{"x":')
+    with pytest.raises(JournalError, match="modified"):
+        repair(path)
+    # a torn header: nothing to keep
+    path.write_bytes(raw[:20])
+    with pytest.raises(JournalError, match="header"):
+        repair(path)
 
 
 def test_live_ledger_detects_removal_of_its_last_records(tmp_path):
@@ -406,6 +606,7 @@ def test_every_single_bit_flip_of_bit0_is_detected(tmp_path):
     original = read_records(src)
     baseline = state(Ledger.open(src))
     target = tmp_path / "flipped.jsonl"
+    copy_head(src, target)
     for pos in range(len(raw)):
         data = bytearray(raw)
         data[pos] ^= 0x01
@@ -419,6 +620,7 @@ def test_hypothesis_any_ascii_byte_replacement_is_detected(tmp_path):
     original = read_records(src)
     baseline = state(Ledger.open(src))
     target = tmp_path / "flipped.jsonl"
+    copy_head(src, target)
 
     @settings(max_examples=400, derandomize=True, database=None, deadline=None,
               suppress_health_check=[HealthCheck.too_slow])
@@ -439,6 +641,7 @@ def test_hypothesis_any_byte_flip_is_detected(tmp_path):
     original = read_records(src)
     baseline = state(Ledger.open(src))
     target = tmp_path / "flipped.jsonl"
+    copy_head(src, target)
 
     @settings(max_examples=400, derandomize=True, database=None, deadline=None,
               suppress_health_check=[HealthCheck.too_slow])

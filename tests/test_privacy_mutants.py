@@ -13,7 +13,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from privsdr import Budget, DPMeanCovariance, SparseDPSIR
+from privsdr import Budget, DPMeanCovariance, SparseDPSIR, UncertifiedPlanError
 from privsdr.algorithms import dpsir as dpsir_module
 from privsdr.algorithms import mean_covariance as mean_covariance_module
 from privsdr.algorithms._base import public_split
@@ -162,7 +162,8 @@ def shape_statistic(config):
 
 
 def _vgm_fit(config, budget):
-    return lambda D, rng: client_message(D[0], D[1], config, budget, client_id="c", random_state=rng).slice_means
+    return lambda D, rng: client_message(D[0], D[1], config, budget, client_id="c", random_state=rng,
+                                         allow_uncertified=config.mechanism == "vgm").slice_means
 
 
 def test_certified_two_stage_vgm_noise_shape_does_not_follow_the_record():
@@ -207,7 +208,9 @@ def test_published_vgm_leaks_through_its_noise_shape():
     config = FSIRConfig(bound=1.0, cut_points=(0.0,), mechanism="vgm", calibration="analytic", cov_mechanism="analyze_gauss")
     budget = Budget(1.0, 1e-5)
     D0, D1 = vgm_shape_pair()
-    message = client_message(D0[0], D0[1], config, budget, client_id="c", random_state=0)
+    with pytest.raises(UncertifiedPlanError):  # a claimed upload needs the caller's opt-in
+        client_message(D0[0], D0[1], config, budget, client_id="c", random_state=0)
+    message = client_message(D0[0], D0[1], config, budget, client_id="c", random_state=0, allow_uncertified=True)
     assert json.loads(message.report_json)["status"] == "claimed"
     result = audit(_vgm_fit(config, budget), D0, D1, claim=ApproxDP(1.0, 1e-5), statistic=shape_statistic(config),
                    threshold=0.0, samples=300, alpha=ALPHA, seed=23)

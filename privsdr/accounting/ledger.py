@@ -26,7 +26,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import attrs
 
-from ..errors import BudgetExceededError, RelationMismatchError, UncertifiedPlanError
+from ..errors import BudgetExceededError, PrivsdrError, RelationMismatchError, UncertifiedPlanError, ValidationError
 from .accountants import Accountant, BasicAccountant, accountant_from_dict, make_accountant
 from .budget import Budget, Cost, as_budget
 from .charge import Chargeable, Charge
@@ -120,33 +120,42 @@ class Ledger:
         accountant: "str | Accountant" = "best",
         journal: "str | os.PathLike[str] | None" = None,
         relation: "Relation | str | None" = None,
+        journal_key: "bytes | str | None | bool" = None,
     ) -> None:
         self.budget = as_budget(budget)
-        # every answer of the ledger's accountant is read at the budget's delta (see accountants.py)
-        self.accountant = make_accountant(accountant, self.budget.delta).retarget(self.budget.delta)
-        self.relation = None if relation is None else Relation.parse(relation)
+        try:
+            # every answer of the ledger's accountant is read at the budget's delta (see accountants.py)
+            self.accountant = make_accountant(accountant, self.budget.delta).retarget(self.budget.delta)
+            self.relation = None if relation is None else Relation.parse(relation)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, PrivsdrError):
+                raise
+            raise ValidationError(str(exc)) from None
         self._lock = threading.RLock()
         self._runs: dict[str, RunRecord] = {}
         self._applied = 0
         self._spent_cost: Cost | None = None
         self._journal: Journal | None = None
         if journal is not None:
-            self._attach(journal)
+            self._attach(journal, journal_key)
 
     # -- persistence -----------------------------------------------------------------------------
     @classmethod
-    def open(cls, journal: "str | os.PathLike[str]") -> "Ledger":
-        """Reopen a journal with the budget and accountant it was created with."""
-        header = Journal.open(journal).header
-        budget = Budget(header["budget"]["epsilon"], header["budget"]["delta"], unlimited=math.isinf(header["budget"]["epsilon"]))
-        return cls(budget, accountant_from_dict(header["accountant"]), journal=journal, relation=header.get("relation"))
+    def open(cls, journal: "str | os.PathLike[str]", *, key: "bytes | str | None | bool" = None) -> "Ledger":
+        """Reopen a journal with the budget and accountant it was created with (``key``: see
+        ``accounting.journal``; None reads ``PRIVSDR_JOURNAL_KEY``/``PRIVSDR_JOURNAL_KEY_FILE``)."""
+        header = Journal.open(journal, key=key).header
+        eps = float(header["budget"]["epsilon"])  # an unlimited budget is written "inf"
+        budget = Budget(eps, header["budget"]["delta"], unlimited=math.isinf(eps))
+        return cls(budget, accountant_from_dict(header["accountant"]), journal=journal, relation=header.get("relation"), journal_key=key)
 
     @classmethod
-    def create(cls, journal: "str | os.PathLike[str]", budget: "Budget | tuple[float, float]", accountant: "str | Accountant" = "best", relation: "Relation | str | None" = None) -> "Ledger":
+    def create(cls, journal: "str | os.PathLike[str]", budget: "Budget | tuple[float, float]", accountant: "str | Accountant" = "best",
+               relation: "Relation | str | None" = None, *, key: "bytes | str | None | bool" = None) -> "Ledger":
         """Create a new journal (refuses to overwrite one)."""
         if os.path.exists(journal) and os.path.getsize(journal) > 0:
             raise JournalError(f"journal {journal} already exists")
-        return cls(budget, accountant, journal=journal, relation=relation)
+        return cls(budget, accountant, journal=journal, relation=relation, journal_key=key)
 
     def _header(self) -> dict[str, Any]:
         return {
@@ -156,9 +165,9 @@ class Ledger:
             "created": _now(),
         }
 
-    def _attach(self, path: "str | os.PathLike[str]") -> None:
+    def _attach(self, path: "str | os.PathLike[str]", key: "bytes | str | None | bool" = None) -> None:
         mine = self._header()
-        journal, created = Journal.open_or_create(path, mine)
+        journal, created = Journal.open_or_create(path, mine, key=key)
         if not created:
             header = journal.header
             theirs_budget = {k: float(v) for k, v in header["budget"].items()}

@@ -1,17 +1,20 @@
-"""What every privsdr estimator shares: budget/ledger resolution and input checks before spending."""
+"""What every privsdr estimator shares: budget/ledger resolution, public per-column bounds, input
+checks before spending, and model files (``save``/``load``, ``privsdr.persistence``)."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from .. import core
 from ..accounting import Budget, Ledger, as_budget, make_accountant
-from .._validation import check_matrix, check_positive  # noqa: F401 (re-exported for the estimators)
-from ..errors import BudgetExceededError, ValidationError
+from .._validation import check_matrix, check_positive, check_vector  # noqa: F401 (re-exported for the estimators)
+from ..errors import BudgetExceededError, InputTypeError, ValidationError
+from ..persistence import PersistentModel
 
 
-class PrivateEstimator:
+class PrivateEstimator(PersistentModel):
     """Base class following scikit-learn conventions (no logic in ``__init__``, ``*_`` after fit).
 
     ``budget`` is what one fit may spend; ``ledger`` (optional) is the account it is charged to. With
@@ -35,8 +38,21 @@ class PrivateEstimator:
             budget = Budget(eps, delta)
         budget = as_budget(budget)
         if ledger is None:
-            ledger = Ledger(budget, accountant=make_accountant(getattr(self, "accountant", "best"), budget.delta))
+            try:
+                accountant = make_accountant(getattr(self, "accountant", "best"), budget.delta)
+            except (TypeError, ValueError) as exc:
+                raise ValidationError(f"accountant: {exc}") from None
+            ledger = Ledger(budget, accountant=accountant)
         return budget, ledger
+
+
+def check_random_state(random_state: Any) -> Any:
+    """None, a non-negative int, a SeedSequence or a Generator (what the plan's seeding accepts)."""
+    if random_state is None or isinstance(random_state, (np.random.Generator, np.random.SeedSequence)):
+        return random_state
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool) and random_state >= 0:
+        return random_state
+    raise InputTypeError(f"random_state must be None, a non-negative int, a SeedSequence or a Generator, got {random_state!r}")
 
 
 def public_split(random_state: Any, n: int, n_init: int, n_batches: int) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -50,10 +66,78 @@ def public_split(random_state: Any, n: int, n_init: int, n_batches: int) -> tupl
     return np.sort(order[:n_init]), [np.sort(rest[b]) for b in core.batches(n - n_init, n_batches, rng)]
 
 
-class ClippedRows:
-    """Rows of X clipped to [-bound, bound] on demand, part by part (no clipped copy of all of X)."""
+def check_bound(bound: Any, name: str = "bound") -> "float | np.ndarray":
+    """A public bound: one positive number, or one positive number per column (a 1-D array)."""
+    if bound is None:
+        raise ValidationError(f"{name} (a public bound c_X on |x_ij|) is required; it is never read off the data")
+    if np.ndim(bound) == 0:
+        return check_positive(bound.item() if isinstance(bound, np.generic) else bound, name)
+    try:
+        arr = np.asarray(bound)
+    except (TypeError, ValueError):
+        raise InputTypeError(f"{name} must be a positive number or one positive number per column") from None
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
+        raise InputTypeError(f"{name} must be a positive number or one positive number per column, got {arr.dtype} values")
+    arr = arr.astype(float)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValidationError(f"{name} must be a number or a 1-D sequence with one bound per column, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr) & (arr > 0)):
+        raise ValidationError(f"every per-column {name} must be positive and finite")
+    return arr
 
-    def __init__(self, X: np.ndarray, bound: float, labels: np.ndarray | None = None) -> None:
+
+def column_bounds(bound: Any, p: int, name: str = "bound") -> np.ndarray:
+    """The per-column bounds c_1..c_p (a scalar bound repeated), checked against p."""
+    checked = check_bound(bound, name)
+    if np.ndim(checked) == 0:
+        return np.full(p, float(checked))
+    if checked.size != p:
+        raise ValidationError(f"{name} has {checked.size} per-column values for {p} columns")
+    return checked
+
+
+def uniform_bound(bounds: "float | np.ndarray") -> float | None:
+    """c if every column has the same bound c (the scalar case, computed exactly as before), else None."""
+    arr = np.asarray(bounds, dtype=float)
+    return float(arr.flat[0]) if arr.size and np.all(arr == arr.flat[0]) else None
+
+
+def square_mass(bounds: np.ndarray, d: int) -> tuple[float, float]:
+    """(k, c2) with k * c2 = the sum of the d largest c_j^2: a public bound on ||x_S||^2 over any d
+    columns S. The scalar case returns (d, c^2), so formulas written ``k * c2`` keep their values."""
+    c = uniform_bound(bounds)
+    if c is not None:
+        return float(d), c * c
+    return 1.0, float(np.sort(np.asarray(bounds, dtype=float) ** 2)[::-1][:d].sum())
+
+
+def bound_l2(bounds: np.ndarray) -> float:
+    """A public bound on ||x||_2 when |x_j| <= c_j: c sqrt(p) (scalar case) or ||c||_2."""
+    c = uniform_bound(bounds)
+    return c * math.sqrt(len(bounds)) if c is not None else float(np.sqrt(np.sum(np.asarray(bounds, dtype=float) ** 2)))
+
+
+def public_bound(bound: Any) -> "float | list[float]":
+    """The bound as the report records it: a number or a list of numbers."""
+    checked = check_bound(bound)
+    return float(checked) if np.ndim(checked) == 0 else [float(v) for v in checked]
+
+
+def project_rows(estimator: Any, X: Any, directions: np.ndarray) -> np.ndarray:
+    """``clip(X, -c, c) @ directions`` for a fitted estimator with per-column bounds ``bounds_``."""
+    if not hasattr(estimator, "bounds_"):
+        raise ValidationError(f"{type(estimator).__name__} is not fitted: call fit() (or load a saved model) first")
+    X = check_matrix(X, "X")
+    bounds = np.asarray(estimator.bounds_, dtype=float)
+    if X.shape[1] != bounds.size:
+        raise ValidationError(f"X has {X.shape[1]} columns; the model was fitted on {bounds.size}")
+    return np.clip(X, -bounds, bounds) @ directions
+
+
+class ClippedRows:
+    """Rows of X clipped to [-c_j, c_j] on demand, part by part (no clipped copy of all of X)."""
+
+    def __init__(self, X: np.ndarray, bound: "float | np.ndarray", labels: np.ndarray | None = None) -> None:
         self.X, self.bound, self.labels = X, bound, labels
         self.p = X.shape[1]
 

@@ -7,26 +7,29 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..errors import NotIdentifiedWarning, ValidationError
-from ._base import check_matrix
+from .. import core
+from ..errors import InputTypeError, NotIdentifiedWarning, ValidationError
+from ._base import check_matrix, check_vector
 
 SLICINGS = ("public", "dp_quantile", "data_quantile")
 MODES = ("certified", "paper")
 
 
-def check_xy(X: Any, y: Any, n_slices: int, *, low_dimensional: bool) -> tuple[np.ndarray, np.ndarray]:
+def check_xy(X: Any, y: Any, n_slices: int, *, low_dimensional: bool, require_varying: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """X and y checked against the data domain (finite numbers, matching shapes: see docs/errors.md).
+
+    ``require_varying`` refuses a constant y; only paper mode's data quantiles ask for it. A
+    certified fit never refuses on a property that one record can change (a constant y and its
+    neighbour with one different y would be told apart by the refusal alone)."""
     X = check_matrix(X, "X", min_rows=2)
-    try:
-        y = np.asarray(y, dtype=float).ravel()
-    except (TypeError, ValueError):
-        raise ValidationError("y must be numeric") from None
+    y = check_vector(y, "y")
     n, p = X.shape
     if y.size != n:
         raise ValidationError(f"y has {y.size} values for {n} rows of X")
     if not np.all(np.isfinite(y)):
         raise ValidationError("y contains NaN or inf")
-    if np.all(y == y[0]):
-        raise ValidationError("y is constant: SIR needs a response that varies")
+    if require_varying and np.all(y == y[0]):
+        raise ValidationError("y is constant: equal-count slices of the data need a response that varies")
     if n < 2 * n_slices:
         raise ValidationError(f"need at least {2 * n_slices} rows for {n_slices} slices, got {n}")
     if low_dimensional and p >= n // 2:
@@ -45,6 +48,8 @@ def check_slicing(slicing: str, mode: str, cut_points: Any, n_slices: int, y_gri
     paper presumably did; it is not private and only allowed in paper mode."""
     if mode not in MODES:
         raise ValidationError(f"mode must be one of {MODES}, got {mode!r}")
+    if cut_points is not None and y_grid is not None:
+        raise ValidationError("give cut_points (public slice boundaries) or y_grid (a DP quantile release), not both")
     if slicing is None:
         slicing = "public" if cut_points is not None else ("dp_quantile" if y_grid is not None else ("data_quantile" if mode == "paper" else None))
     if slicing is None:
@@ -58,18 +63,42 @@ def check_slicing(slicing: str, mode: str, cut_points: Any, n_slices: int, y_gri
     if slicing == "public":
         if cut_points is None:
             raise ValidationError("slicing='public' needs cut_points")
-        cuts = np.asarray(cut_points, dtype=float).ravel()
+        cuts = _real_vector(cut_points, "cut_points")
         if cuts.size != n_slices - 1 or not np.all(np.isfinite(cuts)) or np.any(np.diff(cuts) <= 0):
             raise ValidationError(f"cut_points must be {n_slices - 1} strictly increasing finite values")
     elif slicing == "dp_quantile":
         if y_grid is None:
             raise ValidationError("slicing='dp_quantile' needs y_grid, public candidate cut points")
-        grid = np.unique(np.asarray(y_grid, dtype=float).ravel())
+        grid = np.unique(_real_vector(y_grid, "y_grid"))
         if grid.size < n_slices or not np.all(np.isfinite(grid)):
             raise ValidationError(f"y_grid needs at least {n_slices} distinct finite values")
     elif mode != "paper":
         raise ValidationError("slicing='data_quantile' reads slice boundaries off the data (not private): paper mode only")
     return slicing, cuts, grid
+
+
+def _real_vector(value: Any, name: str) -> np.ndarray:
+    try:
+        return core.as_real_array(value, name).ravel()
+    except TypeError as exc:
+        raise InputTypeError(str(exc)) from None
+
+
+def check_fraction(value: Any, name: str, low: float, high: float, closed: bool = True) -> float:
+    """A real number in [low, high] (``closed``) or (low, high)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InputTypeError(f"{name} must be a number, got {type(value).__name__}")
+    v = float(value)
+    inside = low <= v <= high if closed else low < v < high
+    if not (math.isfinite(v) and inside):
+        raise ValidationError(f"{name} must be in {'[' if closed else '('}{low:g}, {high:g}{']' if closed else ')'}, got {value!r}")
+    return v
+
+
+def check_flag(value: Any, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise InputTypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def quantile_scores(y: np.ndarray, grid: np.ndarray, level: float) -> np.ndarray:
@@ -78,13 +107,30 @@ def quantile_scores(y: np.ndarray, grid: np.ndarray, level: float) -> np.ndarray
     return -np.abs(counts - level * y.size)
 
 
-def sir_step_sensitivity(p: int, K: int, bound: float, L: float, eta: float, lambda_pen: float, m: int, norm: str) -> float:
+def sir_step_sensitivity(p: int, K: int, bound: "float | np.ndarray", L: float, eta: float, lambda_pen: float, m: int,
+                         norm: str) -> float:
     """Sensitivity of U_t (DP-SIR spec §5.2, replace-one): Frobenius for Algorithm 2, entry-wise for 3.
 
         2 eta c_X L [6 + lambda_pen (2 + 4 K L^2)] / m_t   (x sqrt(pK) for the Frobenius norm)
+
+    With per-column bounds c_j (``bound`` an array), row j of every data term scales with c_j (the
+    X-factor of §5.2 is ||x||_2 <= ||c||_2, the pi-factor does not change): the entry-wise bound uses
+    max_j c_j and the Frobenius bound ||c||_2 sqrt(K) in place of c_X sqrt(pK).
     """
-    entry = 2.0 * eta * bound * L * (6.0 + lambda_pen * (2.0 + 4.0 * K * L * L)) / m
-    return entry * math.sqrt(p * K) if norm == "l2" else entry
+    width = p
+    if np.ndim(bound) == 0:
+        c = float(bound)
+    else:
+        arr = np.asarray(bound, dtype=float)
+        same = arr.size > 0 and bool(np.all(arr == arr[0]))
+        if same:
+            c = float(arr[0])
+        elif norm == "l2":
+            c, width = float(np.sqrt(np.sum(arr * arr))), 1
+        else:
+            c = float(arr.max())
+    entry = 2.0 * eta * c * L * (6.0 + lambda_pen * (2.0 + 4.0 * K * L * L)) / m
+    return entry * math.sqrt(width * K) if norm == "l2" else entry
 
 
 TIE_TOLERANCE = 1e-8  #: relative eigengap below which the K-th direction is reported as not identified

@@ -32,10 +32,26 @@ from ..accounting import Budget, Ledger
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity
 from ..plan import CalibratedPlan, Plan, Run
+from ..persistence import model_class
 from . import sir_moments
-from ._base import ClippedRows, PrivateEstimator, check_matrix, check_positive, public_split
+from ._base import (
+    ClippedRows,
+    PrivateEstimator,
+    bound_l2,
+    check_bound,
+    check_matrix,
+    check_positive,
+    check_random_state,
+    column_bounds,
+    public_bound,
+    project_rows,
+    public_split,
+    square_mass,
+)
 from ._sir_common import (
     bic_dimension,
+    check_flag,
+    check_fraction,
     check_int,
     check_slicing,
     check_xy,
@@ -60,6 +76,10 @@ class _SlicedDP(PrivateEstimator):
 
     sparse = False
     name = "dpsir"
+    model_attributes = ("directions_", "init_directions_", "eigenvalues_", "n_directions_", "hyperparameters_", "cut_points_",
+                        "n_features_in_", "bounds_", "bic_penalty_", "center_", "public_center_", "eigengap_",
+                        "noise_error_", "random_error_")
+    model_required = ("directions_", "bounds_")
 
     def __init__(
         self,
@@ -108,8 +128,7 @@ class _SlicedDP(PrivateEstimator):
 
     # -- public parameters ------------------------------------------------------------------------
     def _checked(self) -> dict[str, Any]:
-        if self.bound is None:
-            raise ValidationError("bound (a public bound c_X on |x_ij|) is required; it is never read off the data")
+        bound = check_bound(self.bound)
         H = check_int(self.n_slices, "n_slices", 2)
         K = self.n_directions
         if K != "bic":
@@ -117,19 +136,22 @@ class _SlicedDP(PrivateEstimator):
             if K >= H:
                 raise ValidationError(f"n_directions must be < n_slices (SIR finds at most H-1 = {H - 1} directions)")
         slicing, cuts, grid = check_slicing(self.slicing, self.mode, self.cut_points, H, self.y_grid)
-        if not 0.05 <= float(self.init_fraction) <= 0.95:
-            raise ValidationError("init_fraction must be in [0.05, 0.95]")
-        if slicing == "dp_quantile" and not 0 < float(self.quantile_fraction) < 1:
-            raise ValidationError("quantile_fraction must be in (0, 1)")
+        check_fraction(self.init_fraction, "init_fraction", 0.05, 0.95)
+        check_fraction(self.quantile_fraction, "quantile_fraction", 0.0, 1.0, closed=False)
+        check_flag(self.tight, "tight")
+        check_flag(self.allow_uncertified, "allow_uncertified")
+        check_random_state(self.random_state)
         for name in ("eta", "lambda_pen", "radius", "tau"):
             if getattr(self, name) is not None:
                 check_positive(getattr(self, name), name)
         algorithm = getattr(self, "algorithm", "onepass")
+        if algorithm is None:  # the paper's own algorithm in paper mode, the sufficient statistics otherwise
+            algorithm = "onepass" if self.mode == "paper" else "moments"
         if algorithm not in ALGORITHMS:
             raise ValidationError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
         if algorithm == "moments" and self.mode == "paper":
             raise ValidationError("mode='paper' reproduces the paper's one-pass algorithm: use algorithm='onepass'")
-        return {"bound": check_positive(self.bound, "bound"), "H": H, "K": K, "slicing": slicing, "cuts": cuts, "grid": grid,
+        return {"bound": bound, "H": H, "K": K, "slicing": slicing, "cuts": cuts, "grid": grid,
                 "algorithm": algorithm, "center": self._checked_center()}
 
     def _checked_center(self) -> "str | np.ndarray":
@@ -157,7 +179,12 @@ class _SlicedDP(PrivateEstimator):
             return np.broadcast_to(c["center"], (p,)).astype(float)
         return np.zeros(p)
 
+    def _center_description(self, c: dict[str, Any]) -> Any:
+        return c["center"].tolist() if isinstance(c["center"], np.ndarray) else c["center"]
+
     def _sizes(self, n: int) -> tuple[int, int, int]:
+        if n < 4:
+            raise ValidationError(f"need at least 4 rows (an init part and refinement batches), got {n}")
         n1 = int(round(n * float(self.init_fraction)))
         T = check_int(self.n_iter, "n_iter", 1) if self.n_iter is not None else max(1, math.ceil(math.log(n)))
         if n - n1 < T:
@@ -167,16 +194,19 @@ class _SlicedDP(PrivateEstimator):
     def build_plan(self, n_samples: int, n_features: int, budget: Budget) -> Plan:
         """The fit's release plan for n x p data: public parameters only, no data."""
         c = self._checked()
-        n, p = int(n_samples), int(n_features)
+        n, p = check_int(n_samples, "n_samples", 1), check_int(n_features, "n_features", 1)
+        H, K = c["H"], c["K"]
+        if n < 2 * H:
+            raise ValidationError(f"need at least {2 * H} rows for {H} slices, got {n}")
+        bounds = column_bounds(c["bound"], p)
         if c["algorithm"] == "moments":
-            return self._build_moments_plan(c, n, p, budget)
+            return self._build_moments_plan(c, n, p, bounds, budget)
         n1, n2, T = self._sizes(n)
         paper = self.mode == "paper"
-        H, K = c["H"], c["K"]
         plan = Plan(self.name, RELATION, {
-            "mode": self.mode, "algorithm": c["algorithm"], "bound": c["bound"], "n_slices": H, "n_directions": K,
-            "slicing": c["slicing"], "n_samples": n, "n_features": p, "init_rows": n1, "refine_rows": n2, "n_iter": T,
-            "center": self._center_description(c),
+            "mode": self.mode, "algorithm": c["algorithm"], "bound": public_bound(c["bound"]), "n_slices": H,
+            "n_directions": K, "slicing": c["slicing"], "n_samples": n, "n_features": p, "init_rows": n1, "refine_rows": n2,
+            "n_iter": T, "center": self._center_description(c),
             **({"cut_points": list(map(float, c["cuts"]))} if c["cuts"] is not None else {}),
             **self._extra_public(),
         })
@@ -184,28 +214,25 @@ class _SlicedDP(PrivateEstimator):
         batch_scopes = plan.partition("batch", range(T), within=refine_scope)
         self._add_slicing_nodes(plan, c, H, budget)
         if _is(c["center"], "dp"):
-            plan.add("mean", "gaussian", Sensitivity(2.0 * c["bound"] * math.sqrt(p) / n, "l2", RELATION,
-                                                     "||x - x'|| / n <= 2 c_X sqrt(p) / n"),
+            plan.add("mean", "gaussian", Sensitivity(2.0 * bound_l2(bounds) / n, "l2", RELATION,
+                                                     "||x - x'|| / n <= 2 ||c||_2 / n (= 2 c_X sqrt(p) / n)"),
                      weight=0.2, calibration="analytic", parents=tuple(plan.nodes),
                      description="DP mean of the clipped rows (centring; the rows are then re-clipped)")
-        self._add_init_nodes(plan, init_scope, n1, p, H, budget, paper)
+        self._add_init_nodes(plan, init_scope, n1, bounds, H, budget, paper)
         parents = tuple(n for n in plan.nodes if n.startswith("init_"))
         for t in range(T):
             self._add_step_node(plan, t, batch_scopes[t], parents + ((f"step_{t - 1}",) if t else ()), T, n, budget, paper)
         return plan
 
-    def _center_description(self, c: dict[str, Any]) -> Any:
-        return c["center"].tolist() if isinstance(c["center"], np.ndarray) else c["center"]
-
-    def _build_moments_plan(self, c: dict[str, Any], n: int, p: int, budget: Budget) -> Plan:
+    def _build_moments_plan(self, c: dict[str, Any], n: int, p: int, bounds: np.ndarray, budget: Budget) -> Plan:
         H, K = c["H"], c["K"]
         plan = Plan(self.name, RELATION, {
-            "mode": self.mode, "algorithm": "moments", "bound": c["bound"], "n_slices": H, "n_directions": K,
+            "mode": self.mode, "algorithm": "moments", "bound": public_bound(c["bound"]), "n_slices": H, "n_directions": K,
             "slicing": c["slicing"], "n_samples": n, "n_features": p, "center": self._center_description(c),
             **({"cut_points": list(map(float, c["cuts"]))} if c["cuts"] is not None else {}),
         })
         self._add_slicing_nodes(plan, c, H, budget)
-        sir_moments.add_moment_nodes(plan, n, p, np.full(p, c["bound"]), parents=tuple(plan.nodes))
+        sir_moments.add_moment_nodes(plan, n, p, bounds, parents=tuple(plan.nodes))
         return plan
 
     def _add_slicing_nodes(self, plan: Plan, c: dict[str, Any], H: int, budget: Budget) -> None:
@@ -225,15 +252,16 @@ class _SlicedDP(PrivateEstimator):
     def _init_dims(self, p: int) -> int:
         return p
 
-    def _add_init_nodes(self, plan: Plan, scope: Any, n1: int, p: int, H: int, budget: Budget, paper: bool) -> None:
-        c2 = float(self.bound) ** 2
-        d = self._init_dims(p)
+    def _add_init_nodes(self, plan: Plan, scope: Any, n1: int, bounds: np.ndarray, H: int, budget: Budget, paper: bool) -> None:
+        d, c2 = square_mass(bounds, self._init_dims(len(bounds)))  # d c2 = sum_j c_j^2 >= ||x||^2
         kw = self._init_budget(budget, paper, weight=0.5)
         plan.add("init_sigma", "symmetric_gaussian",
-                 Sensitivity(math.sqrt(2.0) * d * c2 / n1, "l2", RELATION, "||xx^T - yy^T||_F / n1 <= sqrt(2) d c_X^2 / n1"),
+                 Sensitivity(math.sqrt(2.0) * d * c2 / n1, "l2", RELATION,
+                             "||xx^T - yy^T||_F / n1 <= sqrt(2) ||x||^2 / n1 <= sqrt(2) sum_j c_j^2 / n1 (= sqrt(2) p c_X^2 / n1)"),
                  scope=scope, parents=self._init_parents(plan), description="B.1: Sigma = X^T X / n1 on the init part", **kw)
         plan.add("init_kernel", "symmetric_gaussian",
-                 Sensitivity(6.0 * d * c2 / n1, "l2", RELATION, "M = (1/n1) sum_h S_h S_h^T / n_h: <= 6 d c_X^2 / n1 (spec §5.2)"),
+                 Sensitivity(6.0 * d * c2 / n1, "l2", RELATION,
+                             "M = (1/n1) sum_h S_h S_h^T / n_h: <= 6 sum_j c_j^2 / n1 (= 6 p c_X^2 / n1, spec §5.2)"),
                  scope=scope, parents=self._init_parents(plan), description="B.1: SIR kernel M on the init part", **kw)
 
     def _init_parents(self, plan: Plan) -> tuple[str, ...]:
@@ -291,15 +319,16 @@ class _SlicedDP(PrivateEstimator):
 
     def _prepare(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         c = self._checked()
-        X, y = check_xy(X, y, c["H"], low_dimensional=not self.sparse)
+        X, y = check_xy(X, y, c["H"], low_dimensional=not self.sparse, require_varying=c["slicing"] == "data_quantile")
         return X, y, c
 
     def fit(self, X: Any, y: Any) -> "_SlicedDP":
         X, y, c = self._prepare(X, y)
         n, p = X.shape
+        bounds = column_bounds(c["bound"], p)
         center = self._center_vector(c, p)
         if c["algorithm"] == "moments":
-            return self._fit_moments(X, y, c, center)
+            return self._fit_moments(X, y, c, bounds, center)
         n1, n2, T = self._sizes(n)
         budget, ledger = self._resolve_budget()
         calibrated = self._allocate(self.build_plan(n, p, budget), budget, ledger)
@@ -308,18 +337,20 @@ class _SlicedDP(PrivateEstimator):
                  allow_uncertified=self.allow_uncertified, notes=self._notes()) as run:
             labels, cuts = self._slices(run, y, c)
             H = len(cuts) + 1
-            Xs, dp_mean = self._centred(run, X, c, center)
-            rows = ClippedRows(Xs, c["bound"], labels)
+            Xs, dp_mean = self._centred(run, X, c, center, bounds)
+            rows = ClippedRows(Xs, bounds, labels)
             self._fit_released(run, calibrated, rows, H, init_idx, batch_idx, c, n, budget)
+        self.public_center_ = center
         self.center_ = center + dp_mean
         self.cut_points_ = cuts
         self.n_features_in_ = p
+        self.bounds_ = bounds
         self.plan_ = calibrated
         self.ledger_ = ledger
         self.privacy_report_ = run.report
         return self
 
-    def _centred(self, run: Run, X: np.ndarray, c: dict[str, Any], center: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _centred(self, run: Run, X: np.ndarray, c: dict[str, Any], center: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Rows shifted by the public centre, and (center='dp') by a DP mean of the clipped rows (DP-SIR spec
         §4.0(b): the rows are re-clipped afterwards, which keeps every later sensitivity)."""
         Xs = X - center if np.any(center) else X
@@ -327,11 +358,11 @@ class _SlicedDP(PrivateEstimator):
             return Xs, np.zeros(X.shape[1])
         mean = np.zeros(X.shape[1])
         for rows in core.iter_chunks(X.shape[0]):
-            mean += core.clip_rows(Xs[rows], 0.0, c["bound"]).sum(axis=0)
+            mean += core.clip_rows(Xs[rows], 0.0, bounds).sum(axis=0)
         dp_mean = np.asarray(run.release("mean", mean / X.shape[0]))
         return Xs - dp_mean, dp_mean
 
-    def _fit_moments(self, X: np.ndarray, y: np.ndarray, c: dict[str, Any], center: np.ndarray) -> "_SlicedDP":
+    def _fit_moments(self, X: np.ndarray, y: np.ndarray, c: dict[str, Any], bounds: np.ndarray, center: np.ndarray) -> "_SlicedDP":
         n, p = X.shape
         budget, ledger = self._resolve_budget()
         calibrated = self._allocate(self.build_plan(n, p, budget), budget, ledger)
@@ -339,18 +370,19 @@ class _SlicedDP(PrivateEstimator):
                  allow_uncertified=self.allow_uncertified, notes=self._notes()) as run:
             labels, cuts = self._slices(run, y, c)
             H = len(cuts) + 1
-            release = sir_moments.release_moments(run, calibrated, X, labels, H, center, np.full(p, c["bound"]))
+            release = sir_moments.release_moments(run, calibrated, X, labels, H, center, bounds)
         centred = not _is(c["center"], "none")
         B_all, eigenvalues, mu = release.directions(max(H - 1, 1), centred)
         K = self._choose_k(eigenvalues, H, n, p, budget)
         self.eigengap_ = warn_if_not_identified(eigenvalues, K, "DPSIR (moments)")
-        B = B_all[:, :K]
-        self.directions_ = core.orthonormalize(B)
+        self.directions_ = core.orthonormalize(B_all[:, :K])
         self.eigenvalues_ = eigenvalues[: max(H - 1, 1)]
         self.n_directions_ = K
+        self.public_center_ = center
         self.center_ = center + mu
         self.cut_points_ = cuts
         self.n_features_in_ = p
+        self.bounds_ = bounds
         self.plan_ = calibrated
         self.ledger_ = ledger
         self.random_error_ = sir_moments.random_subspace_error(p, K)
@@ -377,15 +409,20 @@ class _SlicedDP(PrivateEstimator):
         for t, idx in enumerate(batch_idx):
             kern, A, G = core.batch_terms(*rows.take(idx), B, L, H)
             U = core.sir_update(B, kern, A, G, hyper["eta"], hyper["lambda_pen"])
-            delta_t = sir_step_sensitivity(p, K, float(self.bound), L, hyper["eta"], hyper["lambda_pen"], len(idx), "l2")
+            delta_t = sir_step_sensitivity(p, K, rows.bound, L, hyper["eta"], hyper["lambda_pen"], len(idx), "l2")
             B = core.project_columns(run.release(f"step_{t}", U, sensitivity=delta_t), C)
         return B
 
     def transform(self, X: Any) -> np.ndarray:
         """Project rows on the estimated directions: (clip(X - public centre) - DP mean) @ directions_."""
+        if not hasattr(self, "bounds_"):
+            return project_rows(self, X, self.directions_)  # raises "not fitted"
         X = check_matrix(X, "X")
-        public = self._center_vector(self._checked(), X.shape[1])
-        return (np.clip(X - public, -float(self.bound), float(self.bound)) - (self.center_ - public)) @ self.directions_
+        public = np.asarray(getattr(self, "public_center_", np.zeros(X.shape[1])), dtype=float)
+        if public.size != X.shape[1]:
+            return project_rows(self, X, self.directions_)  # raises the column-count error
+        shift = np.asarray(getattr(self, "center_", public), dtype=float) - public
+        return project_rows(self, X - public, self.directions_) - shift @ self.directions_
 
     def _choose_k(self, eigenvalues: np.ndarray, H: int, n1: int, p: int, budget: Budget) -> int:
         if self.n_directions != "bic":
@@ -395,14 +432,15 @@ class _SlicedDP(PrivateEstimator):
         return k
 
 
+@model_class
 class DPSIR(_SlicedDP):
     """Differentially private SIR for n > p.
 
-    ``algorithm="moments"`` (default, certified): the slice sums, slice counts and second moment of the
+    ``algorithm="moments"`` (the default in certified mode): the slice sums, slice counts and second moment of the
     clipped rows are released once on all n rows, and SIR is solved on them (``sir_moments``); the mean is
     taken from the released slice sums (free). ``algorithm="onepass"``: the paper's B.1 initializer on half
-    the rows plus Algorithm 2 (noisy mini-batch gradient steps) on the other half; ``mode="paper"``
-    reproduces its printed calibration. ``center``: ``None`` (certified: centre at a DP mean -- free for
+    the rows plus Algorithm 2 (noisy mini-batch gradient steps) on the other half (the default with
+    ``mode="paper"``, which reproduces its printed calibration). ``center``: ``None`` (certified: centre at a DP mean -- free for
     ``moments``, a charged ``mean`` node for ``onepass``; paper mode assumes centred data), ``"none"``, or
     a public vector subtracted before clipping.
 
@@ -420,7 +458,7 @@ class DPSIR(_SlicedDP):
         self,
         n_directions: "int | str" = 1,
         *,
-        algorithm: str = "moments",
+        algorithm: str | None = None,
         bound: float | None = None,
         center: Any = None,
         n_slices: int = 4,
@@ -465,13 +503,13 @@ class DPSIR(_SlicedDP):
         z = plan.specs["step_0"].noise_multiplier
 
         def noise_per_eta(L: float, lambda_pen: float) -> float:  # E||W||_F at eta = 1
-            return z * sir_step_sensitivity(p, K, float(self.bound), L, 1.0, lambda_pen, m, "l2") * math.sqrt(p * K)
+            return z * sir_step_sensitivity(p, K, rows.bound, L, 1.0, lambda_pen, m, "l2") * math.sqrt(p * K)
 
         start, lambda_pen = stationary_start(B0, eigenvalues, eigenvalues[K - 1], self.lambda_pen)
         eta = self.eta
         choice = None
         if eta is None and self.mode == "certified" and z > 0:
-            choice = self._choose_step(plan, K, len(batch_idx), m, p)
+            choice = self._choose_step(plan, K, len(batch_idx), m, p, rows.bound)
             eta = choice.eta
         hyper = default_hyperparameters(eigenvalues[K - 1], start, n, eta, lambda_pen, self.radius, self.tau, noise_per_eta)
         B = self._refine(run, rows, batch_idx, start, H, hyper, n) if hyper["eta"] > 0 else start
@@ -485,13 +523,12 @@ class DPSIR(_SlicedDP):
             self.noise_error_ = choice.predicted_final_error
             self.random_error_ = sir_moments.random_subspace_error(p, K)
 
-    def _choose_step(self, plan: CalibratedPlan, K: int, T: int, m: int, p: int) -> Any:
+    def _choose_step(self, plan: CalibratedPlan, K: int, T: int, m: int, p: int, bound: Any) -> Any:
         """Algorithm 2's step size by the plug-in simulation of ``sir_refine`` (B.1 outputs and public scales only)."""
         from .sir_refine import choose_step_size
 
         kernel, sigma, floor = self._b1_release
         z = plan.specs["step_0"].noise_multiplier
-        bound = float(self.bound)
 
         def step_noise_sd(eta: float, L: float, lambda_pen: float) -> float:
             return z * sir_step_sensitivity(p, K, bound, L, eta, lambda_pen, m, "l2")
@@ -502,6 +539,7 @@ class DPSIR(_SlicedDP):
                                 self.lambda_pen, self.radius, self.tau, step_noise_sd, m, self._init_rows, rng)
 
 
+@model_class
 class SparseDPSIR(_SlicedDP):
     """Differentially private sparse SIR for p >> n (DP-SIR Algorithms B.2 + 3).
 
@@ -511,6 +549,7 @@ class SparseDPSIR(_SlicedDP):
 
     sparse = True
     name = "sparse_dpsir"
+    model_attributes = _SlicedDP.model_attributes + ("support_", "screened_")
 
     def __init__(self, n_directions: "int | str" = 1, *, sparsity: int | None = None, screen_size: int | None = None, **kwargs: Any) -> None:
         super().__init__(n_directions, **kwargs)
@@ -531,19 +570,23 @@ class SparseDPSIR(_SlicedDP):
     def _init_dims(self, p: int) -> int:
         return int(self.screen_size if self.screen_size is not None else self.sparsity)
 
-    def _add_init_nodes(self, plan: Plan, scope: Any, n1: int, p: int, H: int, budget: Budget, paper: bool) -> None:
-        c2 = float(self.bound) ** 2
+    def _add_init_nodes(self, plan: Plan, scope: Any, n1: int, bounds: np.ndarray, H: int, budget: Budget, paper: bool) -> None:
+        p = len(bounds)
         s_init = self._init_dims(p)
         if s_init > p:
             raise ValidationError(f"screen_size {s_init} exceeds p = {p}")
+        _, c2 = square_mass(bounds, 1)  # max_j c_j^2
         kw = self._init_budget(budget, paper, weight=0.5)
         kw.pop("calibration")
-        plan.add("screen", "peeling", Sensitivity(6.0 * c2 / n1, "linf", RELATION, "diag(M) entries change by <= 6 c_X^2 / n1"),
+        plan.add("screen", "peeling", Sensitivity(6.0 * c2 / n1, "linf", RELATION, "diag(M)_j changes by <= 6 c_j^2 / n1 <= 6 max_j c_j^2 / n1"),
                  scope=scope, parents=self._init_parents(plan), params={"s": s_init, "d": 1, "delta": max(budget.delta / 2, 1e-300) if not budget.is_infinite else 0.5},
                  description="B.2: private screening of diag(M) (peeling; the noisy values are discarded)", **kw)
+        k, c2 = square_mass(bounds, s_init)  # k c2 = the s_init largest c_j^2: any screened set
         for name, sens, derivation, what in (
-            ("init_sigma", math.sqrt(2.0) * s_init * c2 / n1, "sqrt(2) s_init c_X^2 / n1", "Sigma on the screened coordinates"),
-            ("init_kernel", 6.0 * s_init * c2 / n1, "6 s_init c_X^2 / n1 (spec §5.2)", "SIR kernel on the screened coordinates"),
+            ("init_sigma", math.sqrt(2.0) * k * c2 / n1, "sqrt(2) (sum of the s_init largest c_j^2) / n1 (= sqrt(2) s_init c_X^2 / n1)",
+             "Sigma on the screened coordinates"),
+            ("init_kernel", 6.0 * k * c2 / n1, "6 (sum of the s_init largest c_j^2) / n1 (= 6 s_init c_X^2 / n1, spec §5.2)",
+             "SIR kernel on the screened coordinates"),
         ):
             node_kw = self._init_budget(budget, paper, weight=0.25)
             plan.add(name, "symmetric_gaussian", Sensitivity(sens, "l2", RELATION, derivation), scope=scope,
@@ -585,7 +628,7 @@ class SparseDPSIR(_SlicedDP):
         z = plan.specs["step_0"].noise_multiplier  # Laplace scale per unit of entry-wise sensitivity
 
         def noise_per_eta(L: float, lambda_pen: float) -> float:  # E||noise on the s kept rows||_F at eta = 1
-            return z * sir_step_sensitivity(p, K, float(self.bound), L, 1.0, lambda_pen, m, "linf") * math.sqrt(2.0 * s * K)
+            return z * sir_step_sensitivity(p, K, rows.bound, L, 1.0, lambda_pen, m, "linf") * math.sqrt(2.0 * s * K)
 
         start, lambda_pen = stationary_start(B0, eigenvalues, eigenvalues[K - 1], self.lambda_pen)
         hyper = default_hyperparameters(eigenvalues[K - 1], start, n, self.eta, lambda_pen, self.radius, self.tau, noise_per_eta)
@@ -596,7 +639,7 @@ class SparseDPSIR(_SlicedDP):
             kern, A, G = core.batch_terms(*rows.take(idx), B, L, H)
             U = core.sir_update(B, kern, A, G, hyper["eta"], hyper["lambda_pen"])
             m = n if self.mode == "paper" else len(idx)  # paper: Lemma 5's 1/n (spec §10 P3)
-            lam = sir_step_sensitivity(p, K, float(self.bound), L, hyper["eta"], hyper["lambda_pen"], m, "linf")
+            lam = sir_step_sensitivity(p, K, rows.bound, L, hyper["eta"], hyper["lambda_pen"], m, "linf")
             A_hat, support = run.release(f"step_{t}", U.T, sensitivity=lam)
             B = core.project_columns(A_hat.T, C)
         self.init_directions_ = core.orthonormalize(B0)

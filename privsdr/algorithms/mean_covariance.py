@@ -19,11 +19,14 @@ import numpy as np
 from .. import core
 from ..accounting import Budget, Ledger
 from ..errors import ValidationError
-from ..mechanisms import Sensitivity
+from ..mechanisms import Sensitivity, get_mechanism
 from ..plan import CalibratedPlan, Plan, Run
-from ._base import PrivateEstimator, check_matrix, check_positive
+from ..persistence import model_class
+from ._base import PrivateEstimator, check_matrix, check_positive, check_random_state
+from ._sir_common import check_int
 
 
+@model_class
 class DPMeanCovariance(PrivateEstimator):
     """Differentially private mean and covariance of rows with public L2 bound ``clip``.
 
@@ -39,6 +42,9 @@ class DPMeanCovariance(PrivateEstimator):
         under the ledger's accountant (less noise than basic composition of the shares).
     random_state: None, int, SeedSequence or Generator.
     """
+
+    model_attributes = ("mean_", "second_moment_", "covariance_", "n_features_in_")
+    model_required = ("mean_", "covariance_")
 
     def __init__(
         self,
@@ -71,20 +77,32 @@ class DPMeanCovariance(PrivateEstimator):
     def build_plan(self, n_samples: int, n_features: int) -> Plan:
         """The plan of one fit on n_samples x n_features data: public parameters only."""
         C = self._validated_clip()
-        n, p = int(n_samples), int(n_features)
-        if len(self.split) != 2 or any(not (w > 0) for w in self.split):
+        n, p = check_int(n_samples, "n_samples", 1), check_int(n_features, "n_features", 1)
+        try:
+            split = [float(w) for w in self.split]
+        except (TypeError, ValueError):
+            raise ValidationError(f"split must be two positive weights (mean, second moment), got {self.split!r}") from None
+        if len(split) != 2 or not all(math.isfinite(w) and w > 0 for w in split):
             raise ValidationError("split must be two positive weights (mean, second moment)")
+        for mechanism, name, value in (("gaussian", "calibration", self.calibration),
+                                       ("symmetric_gaussian", "second_moment_calibration", self.second_moment_calibration)):
+            choices = get_mechanism(mechanism).calibrations
+            if value not in choices:
+                raise ValidationError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+        check_random_state(self.random_state)
+        if not isinstance(self.tight, (bool, np.bool_)):
+            raise ValidationError(f"tight must be True or False, got {self.tight!r}")
         plan = Plan("dp_mean_covariance", "replace_one", {"clip": C, "n_samples": n, "n_features": p})
         plan.add(
             "mean", "gaussian",
             Sensitivity(2.0 * C / n, "l2", "replace_one", "||x - x'||/n <= 2C/n for rows clipped to L2 norm C"),
-            weight=float(self.split[0]), calibration=self.calibration,
+            weight=split[0], calibration=self.calibration,
             description="mean of the clipped rows",
         )
         plan.add(
             "second_moment", "symmetric_gaussian",
             Sensitivity(math.sqrt(2.0) * C * C / n, "l2", "replace_one", "||xx^T - x'x'^T||_F / n <= sqrt(2) C^2 / n"),
-            weight=float(self.split[1]), calibration=self.second_moment_calibration,
+            weight=split[1], calibration=self.second_moment_calibration,
             params={"n": n, "p": p, "scale": C * C},
             description="(1/n) X^T X of the clipped rows (upper triangle noised, mirrored)",
         )

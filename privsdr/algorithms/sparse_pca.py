@@ -22,14 +22,36 @@ from ..accounting import Budget, Ledger
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity
 from ..plan import CalibratedPlan, Plan, Run
-from ._base import ClippedRows, PrivateEstimator, check_matrix, check_positive, public_split
-from ._sir_common import check_int, default_hyperparameters, stationary_start
+from ..persistence import model_class
+from ._base import (
+    ClippedRows,
+    PrivateEstimator,
+    check_bound,
+    check_matrix,
+    check_positive,
+    check_random_state,
+    column_bounds,
+    project_rows,
+    public_bound,
+    public_split,
+    square_mass,
+    uniform_bound,
+)
+from ._sir_common import check_flag, check_fraction, check_int, default_hyperparameters, stationary_start
 
 RELATION = "replace_one"
 
 
+@model_class
 class DPSparsePCA(PrivateEstimator):
-    """Differentially private sparse PCA (top-K eigenvectors with at most ``sparsity`` nonzero rows)."""
+    """Differentially private sparse PCA (top-K eigenvectors with at most ``sparsity`` nonzero rows).
+
+    ``bound``: a public bound c_X on |x_ij|, or one bound c_j per column (then c_X^2 becomes
+    max_j c_j^2 in the screening, the sum of the s largest c_j^2 in Sigma's, and max_j c_j in the steps).
+    """
+
+    model_attributes = ("components_", "init_components_", "support_", "hyperparameters_", "n_features_in_", "bounds_")
+    model_required = ("components_", "bounds_")
 
     def __init__(
         self,
@@ -64,40 +86,47 @@ class DPSparsePCA(PrivateEstimator):
         self.tight = tight
         self.random_state = random_state
 
-    def _checked(self, p: int) -> tuple[float, int, int]:
-        if self.bound is None:
-            raise ValidationError("bound (a public bound c_X on |x_ij|) is required; it is never read off the data")
+    def _checked(self, p: int) -> tuple[np.ndarray, int, int]:
+        bounds = column_bounds(check_bound(self.bound), p)
         if self.sparsity is None:
             raise ValidationError("sparsity (s, the number of nonzero rows to keep) is required")
         K = check_int(self.n_components, "n_components", 1)
         s = check_int(self.sparsity, "sparsity", K)
         if s > p:
             raise ValidationError(f"sparsity {s} exceeds the number of features {p}")
-        if not 0.05 <= float(self.init_fraction) <= 0.95:
-            raise ValidationError("init_fraction must be in [0.05, 0.95]")
-        return check_positive(self.bound, "bound"), K, s
+        check_fraction(self.init_fraction, "init_fraction", 0.05, 0.95)
+        check_flag(self.tight, "tight")
+        check_random_state(self.random_state)
+        for name in ("eta", "lambda_pen", "radius", "tau"):
+            if getattr(self, name) is not None:
+                check_positive(getattr(self, name), name)
+        return bounds, K, s
 
     def build_plan(self, n_samples: int, n_features: int, budget: Budget) -> Plan:
-        n, p = int(n_samples), int(n_features)
-        c, K, s = self._checked(p)
+        n, p = check_int(n_samples, "n_samples", 4), check_int(n_features, "n_features", 1)
+        bounds, K, s = self._checked(p)
+        u = uniform_bound(bounds)
+        c = u if u is not None else float(bounds.max())  # max_j c_j (entry-wise bounds)
+        k_s, c2_s = square_mass(bounds, s)
         n1 = int(round(n * float(self.init_fraction)))
         T = check_int(self.n_iter, "n_iter", 1) if self.n_iter is not None else max(1, math.ceil(math.log(n)))
         if n - n1 < T or n1 < 2:
             raise ValidationError(f"{n} rows are too few for the split and {T} batches")
         delta = budget.delta if not budget.is_infinite and budget.delta > 0 else 1e-5
-        plan = Plan("dp_sparse_pca", RELATION, {"bound": c, "n_components": K, "sparsity": s, "n_samples": n,
+        plan = Plan("dp_sparse_pca", RELATION, {"bound": public_bound(self.bound), "n_components": K, "sparsity": s, "n_samples": n,
                                                   "n_features": p, "init_rows": n1, "n_iter": T})
         init_scope, refine_scope = plan.partition("part", ["init", "refine"])
         batch_scopes = plan.partition("batch", range(T), within=refine_scope)
-        plan.add("screen", "peeling", Sensitivity(c * c / n1, "linf", RELATION, "diag(Sigma) entries change by <= c_X^2 / n1"),
+        plan.add("screen", "peeling", Sensitivity(c * c / n1, "linf", RELATION, "diag(Sigma)_j changes by <= c_j^2 / n1 <= max_j c_j^2 / n1"),
                  weight=0.5, scope=init_scope, params={"s": s, "d": 1, "delta": delta / 2},
                  description="private screening of diag(Sigma) (noisy values discarded)")
         plan.add("init_sigma", "symmetric_gaussian",
-                 Sensitivity(math.sqrt(2.0) * s * c * c / n1, "l2", RELATION, "sqrt(2) s c_X^2 / n1 on the screened block"),
+                 Sensitivity(math.sqrt(2.0) * s * c * c / n1 if u is not None else math.sqrt(2.0) * k_s * c2_s / n1, "l2", RELATION,
+                             "sqrt(2) (sum of the s largest c_j^2) / n1 on the screened block (= sqrt(2) s c_X^2 / n1)"),
                  weight=0.5, scope=init_scope, parents=("screen",), calibration="analytic",
                  description="Analyze-Gauss on Sigma restricted to the screened coordinates")
         for t in range(T):
-            plan.add(f"step_{t}", "peeling", Sensitivity(1.0, "linf", RELATION, "4 eta c_X L / m_t entry-wise"), weight=1.0,
+            plan.add(f"step_{t}", "peeling", Sensitivity(1.0, "linf", RELATION, "4 eta max_j c_j L / m_t entry-wise"), weight=1.0,
                      scope=batch_scopes[t], parents=("init_sigma",) + ((f"step_{t - 1}",) if t else ()), adaptive=True,
                      params={"s": s, "d": K, "delta": delta}, description=f"power-type step {t} + peeling on batch {t}")
         return plan
@@ -109,13 +138,14 @@ class DPSparsePCA(PrivateEstimator):
     def fit(self, X: Any, y: Any = None) -> "DPSparsePCA":
         X = check_matrix(X, "X", min_rows=4)
         n, p = X.shape
-        c, K, s = self._checked(p)
+        bounds, K, s = self._checked(p)
+        c = float(bounds.max())
         budget, ledger = self._resolve_budget()
         calibrated = self.build_plan(n, p, budget).allocate(budget, accountant=ledger.accountant, tight=self.tight)
         T = calibrated.plan.public_params["n_iter"]
         n1 = calibrated.plan.public_params["init_rows"]
         init_idx, batch_idx = public_split(self.random_state, n, n1, T)
-        rows = ClippedRows(X, c)
+        rows = ClippedRows(X, bounds)
         X1 = rows.take(init_idx)
         with Run(calibrated, ledger, random_state=self.random_state, data_shape=X.shape, algorithm="DPSparsePCA") as run:
             _, selected = run.release("screen", np.mean(X1 * X1, axis=0)[None, :])
@@ -143,11 +173,12 @@ class DPSparsePCA(PrivateEstimator):
         self.support_ = np.sort(np.asarray(support))
         self.hyperparameters_ = hyper
         self.n_features_in_ = p
+        self.bounds_ = bounds
         self.plan_ = calibrated
         self.ledger_ = ledger
         self.privacy_report_ = run.report
         return self
 
     def transform(self, X: Any) -> np.ndarray:
-        X = check_matrix(X, "X")
-        return np.clip(X, -float(self.bound), float(self.bound)) @ self.components_
+        """Project rows, clipped to the public bounds, on the components."""
+        return project_rows(self, X, self.components_)

@@ -1,14 +1,33 @@
-"""What every ``privsdr`` command shares: exit codes, one-line usage errors, budget options, outputs."""
+"""What every ``privsdr`` command shares: exit codes, one-line usage errors, budget options, and
+the input/output checks that run before the first charge.
+
+Contract for a command that spends budget: build an ``Outputs`` first and ``add`` every output
+(suffix known, folder exists and takes a new file: a temp file is created there *now*), check
+every input with ``input_file``/``distinct``, open the ledger with ``open_ledger`` (journal verified,
+accountant consistent), load and check the data; only then fit. Results are written with
+``Outputs.commit`` (temp file, fsync, rename), so a reader never sees half a file, and leaving the
+``with`` block removes every temp file that was not committed.
+"""
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import os
 from pathlib import Path
+from typing import Any, Iterable, Sequence
 
-from ..accounting import Budget, Ledger
+import numpy as np
+
+from .._io import PendingFile
+from ..accounting import Ledger
+from ..errors import ValidationError
 from ..report import PrivacyReport
 
 EXIT_ERROR, EXIT_REFUSED, EXIT_FAILED = 2, 3, 1
 FORMATTER = argparse.RawDescriptionHelpFormatter
+REPORT_SUFFIXES = (".html", ".htm", ".md", ".json")
+MODEL_SUFFIXES = (".json",)
 
 
 class Parser(argparse.ArgumentParser):
@@ -18,20 +37,214 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_ERROR, f"privsdr: error: {self.prog}: {message} (see --help)\n")
 
 
-def budget_options(p: argparse.ArgumentParser, epsilon: float | None = 1.0, delta: float | None = 1e-6) -> None:
-    p.add_argument("--epsilon", type=float, default=epsilon, required=epsilon is None, help=f"epsilon of this fit (default {epsilon})")
-    p.add_argument("--delta", type=float, default=delta, required=delta is None, help=f"delta of this fit (default {delta})")
+def budget_options(p: argparse.ArgumentParser, epsilon: float | None = 1.0, delta: float | None = 1e-6, what: str = "this fit") -> None:
+    default = "" if epsilon is None else f" (default {epsilon})"
+    p.add_argument("--epsilon", type=float, default=epsilon, required=epsilon is None, help=f"epsilon of {what}{default}")
+    default = "" if delta is None else f" (default {delta})"
+    p.add_argument("--delta", type=float, default=delta, required=delta is None, help=f"delta of {what}{default}")
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
-def ledger_for(args: argparse.Namespace, budget: Budget) -> Ledger | None:
-    return Ledger.open(args.journal) if getattr(args, "journal", None) else None
+
+def finite_float(text: str) -> float:
+    """argparse type: a finite number."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be finite, got {text}")
+    return value
+
+
+# -- inputs -------------------------------------------------------------------------------------------
+def input_file(path: str | None, option: str) -> Path | None:
+    """An existing, readable regular file (None passes through)."""
+    if path is None:
+        return None
+    p = Path(path)
+    if not p.exists():
+        raise ValidationError(f"{option} {path}: no such file")
+    if not p.is_file():
+        raise ValidationError(f"{option} {path}: not a regular file")
+    if not os.access(p, os.R_OK):
+        raise ValidationError(f"{option} {path}: not readable")
+    return p
+
+
+def read_text(path: Path, option: str) -> str:
+    """The file's text as UTF-8, with an error that names the file and the encoding."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"{option} {path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                              "save it as UTF-8") from None
+
+
+def distinct(paths: Iterable[tuple[str, "str | Path | None"]]) -> None:
+    """No file named by two options (an output that would overwrite an input, two outputs in one file)."""
+    seen: dict[str, str] = {}
+    for option, path in paths:
+        if path is None:
+            continue
+        key = os.path.realpath(path)
+        if key in seen:
+            raise ValidationError(f"{option} and {seen[key]} name the same file {path}")
+        seen[key] = option
+
+
+def open_ledger(journal: str | None, accountant: str | None = None) -> Ledger | None:
+    """The journal's ledger (chain and head verified), refusing an explicit ``--accountant`` that
+    differs from the one the journal was created with (the journal's is always the one used)."""
+    if journal is None:
+        return None
+    input_file(journal, "--journal")
+    ledger = Ledger.open(journal)
+    if accountant is not None and accountant != ledger.accountant.name:
+        raise ValidationError(f"--accountant {accountant} differs from the journal's accountant {ledger.accountant.name!r}; "
+                              "a journal always composes with the accountant it was created with (omit --accountant)")
+    return ledger
+
+
+# -- outputs ------------------------------------------------------------------------------------------
+def check_output(path: str, option: str, suffixes: Sequence[str] | None = None) -> Path:
+    """A path a new file can be written to: known suffix, existing folder, not a folder itself."""
+    if not path:
+        raise ValidationError(f"{option}: empty path")
+    p = Path(path)
+    if suffixes is not None and p.suffix.lower() not in suffixes:
+        shown = p.suffix or "no extension"
+        raise ValidationError(f"{option} {path}: unknown extension ({shown}); use {', '.join(suffixes)}")
+    if p.is_dir():
+        raise ValidationError(f"{option} {path} is a folder, not a file")
+    folder = p.parent
+    if not folder.is_dir():
+        raise ValidationError(f"{option} {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise ValidationError(f"{option} {path}: not writable")
+    return p
+
+
+def check_output_dir(path: str, option: str) -> Path:
+    """A folder that exists and is writable, or can be created (its nearest existing ancestor is writable)."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise ValidationError(f"{option} {path} is a file, not a folder")
+    probe = p
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise ValidationError(f"{option} {path}: {probe} is not a writable folder")
+    return p
+
+
+class Outputs:
+    """The outputs of one command, checked and reserved (a temp file each) before any budget is spent."""
+
+    def __init__(self) -> None:
+        self._pending: dict[str, PendingFile] = {}
+
+    def __enter__(self) -> "Outputs":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for pending in self._pending.values():
+            pending.discard()
+        self._pending.clear()
+
+    def add(self, path: str | None, option: str, suffixes: Sequence[str] | None = None) -> Path | None:
+        if path is None:
+            return None
+        p = check_output(path, option, suffixes)
+        pending = PendingFile(p)
+        try:
+            pending.open()
+        except OSError as exc:
+            raise ValidationError(f"{option} {path}: cannot create a file there ({exc.strerror})") from None
+        self._pending[option] = pending
+        return p
+
+    def commit(self, option: str, data: "str | bytes") -> Path:
+        pending = self._pending.pop(option)
+        pending.commit(data)
+        return pending.path
+
+
+def ledger_for(args: argparse.Namespace, budget: Any = None) -> Ledger | None:
+    """The ledger of ``--journal`` (verified), or None. Kept for commands written before
+    ``open_ledger``; new commands call ``open_ledger(args.journal, args.accountant)`` before loading data."""
+    return open_ledger(getattr(args, "journal", None))
 
 
 def write_report(report: PrivacyReport, out: str | None) -> None:
+    """Write a report by suffix, atomically. New commands reserve the output with ``Outputs.add``
+    *before* fitting (so a bad path spends nothing) and write it with ``commit_report``."""
     if not out:
         return
-    suffix = Path(out).suffix.lower()
-    text = report.to_html() if suffix in (".html", ".htm") else report.to_markdown() if suffix == ".md" else report.to_json()
-    Path(out).write_text(text)
-    print(f"wrote the privacy report to {out}")
+    with Outputs() as outputs:
+        path = outputs.add(out, "--report", REPORT_SUFFIXES)
+        commit_report(outputs, report, path)
+
+
+def report_text(report: PrivacyReport, path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix in (".html", ".htm"):
+        return report.to_html()
+    return report.to_markdown() if suffix == ".md" else report.to_json()
+
+
+def commit_report(outputs: Outputs, report: PrivacyReport, path: Path | None, option: str = "--report") -> None:
+    if path is None:
+        return
+    outputs.commit(option, report_text(report, path))
+    print(f"wrote the privacy report to {path}")
+
+
+# -- per-column bounds ----------------------------------------------------------------------------------
+def load_bounds(path: Path, names: Sequence[str], header: Sequence[str] | None = None) -> np.ndarray:
+    """Per-column bounds from a JSON object ``{"column": c, "other": [lo, hi], ...}``.
+
+    ``c`` declares |x| <= c; a range ``[lo, hi]`` declares lo <= x <= hi, which the estimators use
+    as |x| <= max(|lo|, |hi|) (they assume data centred at a public location). Every feature column
+    needs a bound; names that are not columns of the table are refused (a typo would be silent).
+    """
+    try:
+        data = json.loads(read_text(path, "--bounds"))
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"--bounds {path} is not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, dict) or not data:
+        raise ValidationError(f"--bounds {path}: expected an object mapping column names to a bound c or a range [lo, hi]")
+    known = set(header) if header is not None else set(names)
+    unknown = sorted(k for k in data if k not in known)
+    if unknown:
+        raise ValidationError(f"--bounds {path}: {', '.join(map(repr, unknown))} {'is not a column' if len(unknown) == 1 else 'are not columns'} of the data")
+    missing = [n for n in names if n not in data]
+    if missing:
+        raise ValidationError(f"--bounds {path}: no bound for column(s) {', '.join(map(repr, missing))}")
+    out = []
+    for name in names:
+        value = data[name]
+        if isinstance(value, list) and len(value) == 2 and all(_is_number(v) for v in value) and value[0] < value[1]:
+            c = max(abs(float(value[0])), abs(float(value[1])))
+        elif _is_number(value):
+            c = float(value)
+        else:
+            raise ValidationError(f"--bounds {path}: column {name!r} needs a positive number c or a range [lo, hi] with lo < hi, got {value!r}")
+        if not (math.isfinite(c) and c > 0):
+            raise ValidationError(f"--bounds {path}: column {name!r} needs a positive finite bound, got {value!r}")
+        out.append(c)
+    return np.asarray(out)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

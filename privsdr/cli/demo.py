@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import numpy as np
 
@@ -10,10 +11,22 @@ from ..accounting import Budget
 from ..accounting.accountants import ACCOUNTANT_NAMES
 from ..algorithms import DPSIR
 from ..datasets import MODELS, TRUE_K, sir_model
-from ._common import FORMATTER, budget_options, ledger_for, write_report
+from ..errors import ValidationError
+from ._common import FORMATTER, REPORT_SUFFIXES, Outputs, budget_options, commit_report, distinct, open_ledger, positive_int
 
 
 def _demo(args: argparse.Namespace) -> int:
+    budget = Budget(args.epsilon, args.delta)
+    if args.p < 2:
+        raise ValidationError(f"--p must be at least 2 (the models' true directions live in the first two coordinates), got {args.p}")
+    with Outputs() as outputs:
+        report_path = outputs.add(args.report, "--report", REPORT_SUFFIXES)
+        distinct([("--journal", args.journal), ("--report", report_path)])
+        ledger = open_ledger(args.journal, args.accountant)
+        return _run_demo(args, budget, ledger, outputs, report_path)
+
+
+def _run_demo(args: argparse.Namespace, budget: Budget, ledger: Any, outputs: Outputs, report_path: Any) -> int:
     from ..core import (
         classical_sir,
         equal_count_cut_points,
@@ -22,18 +35,16 @@ def _demo(args: argparse.Namespace) -> int:
     )
     from ..reproduce.dpsir_tables import public_grid
 
-    budget = Budget(args.epsilon, args.delta)
-    ledger = ledger_for(args, budget)
-    X, y, B = sir_model(args.model, args.n, args.p, seed=0)
+    accountant = ledger.accountant.name if ledger else (args.accountant or "best")
     K = TRUE_K[args.model]
-    accountant = ledger.accountant.name if ledger else args.accountant
+    est = DPSIR(K, bound=1.0, y_grid=public_grid(args.model), budget=budget, ledger=ledger, accountant=accountant,
+                random_state=args.seed)
+    preview = est.plan(args.n, args.p)  # checks every public parameter before any data is made or read
+    X, y, B = sir_model(args.model, args.n, args.p, seed=0)
     print(f"privsdr {__version__} demo: DP sliced inverse regression on model {args.model} "
           f"({args.n} synthetic rows, {args.p} features, K = {K} true direction{'s' if K > 1 else ''})")
     print(f"declared budget: epsilon={budget.epsilon:g}, delta={budget.delta:g}; accountant: {accountant}; "
           "public bound |x_ij| <= 1; slices from a DP quantile release over a public grid")
-    est = DPSIR(K, bound=1.0, y_grid=public_grid(args.model), budget=budget, ledger=ledger, accountant=args.accountant,
-                random_state=args.seed)
-    preview = est.plan(*X.shape)
     print(f"preflight: this fit costs epsilon={preview.cost(accountant).epsilon:.4g} (before any data is read)")
     est.fit(X, y)
     labels = slice_by_cut_points(y, equal_count_cut_points(y, 4))
@@ -50,7 +61,7 @@ def _demo(args: argparse.Namespace) -> int:
     if ledger is not None:
         eps, delta = ledger.remaining
         print(f"journal {args.journal}: remaining epsilon={eps:.4g}, delta={delta:.3g}")
-    write_report(est.privacy_report_, args.report)
+    commit_report(outputs, est.privacy_report_, report_path)
     return 0
 
 
@@ -62,10 +73,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                           "With --journal the fit is charged to that journal and refused (exit 3, nothing spent) when it "
                           "lacks budget.")
     budget_options(demo)
-    demo.add_argument("--accountant", choices=ACCOUNTANT_NAMES, default="best", help="accountant when no journal is given (default best)")
+    demo.add_argument("--accountant", choices=ACCOUNTANT_NAMES, default=None,
+                      help="accountant (default best; with --journal, the journal's: a different one is refused)")
     demo.add_argument("--model", choices=MODELS, default="M1", help="simulation model of the DP-SIR paper (default M1)")
-    demo.add_argument("--n", type=int, default=200_000, help="number of synthetic rows (default 200000)")
-    demo.add_argument("--p", type=int, default=5, help="number of features (default 5)")
+    demo.add_argument("--n", type=positive_int, default=200_000, help="number of synthetic rows (default 200000)")
+    demo.add_argument("--p", type=positive_int, default=5, help="number of features, at least 2 (default 5)")
     demo.add_argument("--seed", type=int, default=None, help="seed the noise (reproducible demos only; never for real releases)")
     demo.add_argument("--journal", default=None, help="charge this ledger journal (see `privsdr ledger init`)")
     demo.add_argument("--report", default=None, help="write the report: OUT.html, OUT.md or OUT.json")

@@ -1,70 +1,196 @@
-"""``privsdr fit METHOD``: fit an estimator on a CSV file under a budget."""
+"""``privsdr fit METHOD``: fit an estimator on a CSV file under a budget.
+
+Each method is one ``Method`` row in ``METHODS``: the options it reads (any other method option
+given with it is refused), a ``check`` of those options that runs before any file is read, a
+``build`` that returns the estimator and a ``show`` that prints its result. Adding a method is
+adding a row (and its options, if new, to ``add_parser``).
+"""
 from __future__ import annotations
 
 import argparse
+from typing import Any, Callable
 
+import attrs
 import numpy as np
 
-from ..accounting import Budget
+from ..accounting import Budget, Ledger
 from ..accounting.accountants import ACCOUNTANT_NAMES
 from ..algorithms import DPSIR, DPMeanCovariance
-from ..datasets import load_csv
-from ._common import FORMATTER, budget_options, ledger_for, write_report
+from ..datasets import csv_header, load_csv
+from ..errors import ValidationError
+from ._common import (
+    FORMATTER,
+    MODEL_SUFFIXES,
+    REPORT_SUFFIXES,
+    Outputs,
+    budget_options,
+    commit_report,
+    distinct,
+    finite_float,
+    input_file,
+    load_bounds,
+    open_ledger,
+    positive_int,
+)
 
-METHODS = {
-    "mean-covariance": "DP mean and covariance of the numeric columns (rows clipped to L2 norm --clip)",
-    "dpsir": "DP sliced inverse regression of --target on the other columns (|x_ij| clipped to --bound; "
-             "slices from --cut-points, or a DP quantile release over --y-grid LO HI)",
-}
+#: options that belong to one method or another: dest -> flag
+METHOD_OPTIONS = {"clip": "--clip", "bound": "--bound", "bounds": "--bounds", "n_directions": "--n-directions",
+                  "n_slices": "--n-slices", "cut_points": "--cut-points", "y_grid": "--y-grid", "algorithm": "--algorithm"}
+
+
+@attrs.frozen
+class FitContext:
+    budget: Budget
+    ledger: Ledger | None
+    accountant: str
+    bounds: np.ndarray | None  #: per-column bounds from --bounds (in feature order), else None
+    seed: int | None
+
+
+@attrs.frozen
+class Method:
+    name: str
+    summary: str
+    options: frozenset[str]
+    check: Callable[[argparse.Namespace], None]
+    build: Callable[[argparse.Namespace, FitContext], Any]
+    show: Callable[[Any], None]
+    needs_target: bool = False
+
+
+def _check_mean_covariance(args: argparse.Namespace) -> None:
+    if args.clip is not None and args.bounds is not None:
+        raise ValidationError("give --clip C (a bound on each row's L2 norm) or --bounds FILE.json (one per column), not both")
+    if args.clip is None and args.bounds is None:
+        raise ValidationError("mean-covariance needs --clip C (a public bound on each row's L2 norm) or --bounds FILE.json "
+                              "(per-column bounds); bounds are public and never read off the data")
+
+
+def _build_mean_covariance(args: argparse.Namespace, ctx: FitContext) -> DPMeanCovariance:
+    clip = args.clip if ctx.bounds is None else float(np.linalg.norm(ctx.bounds))  # |x_j| <= c_j  =>  ||x|| <= ||c||
+    return DPMeanCovariance(clip=clip, budget=ctx.budget, ledger=ctx.ledger, accountant=ctx.accountant, random_state=ctx.seed)
+
+
+def _show_mean_covariance(est: DPMeanCovariance) -> None:
+    print("mean:", est.mean_)
+    print("covariance:\n", est.covariance_)
+
+
+def _check_dpsir(args: argparse.Namespace) -> None:
+    if args.bound is not None and args.bounds is not None:
+        raise ValidationError("give --bound C (the same for every column) or --bounds FILE.json (one per column), not both")
+    if args.bound is None and args.bounds is None:
+        raise ValidationError("dpsir needs --bound C (|x_ij| <= C for every column) or --bounds FILE.json (one bound per "
+                              "column); bounds are public and never read off the data")
+    if args.cut_points is not None and args.y_grid is not None:
+        raise ValidationError("give --cut-points (public slice boundaries) or --y-grid LO HI (a DP quantile release), not both")
+    if args.cut_points is not None:
+        H = len(args.cut_points) + 1
+        if args.n_slices is not None and args.n_slices != H:
+            raise ValidationError(f"--n-slices {args.n_slices} contradicts {len(args.cut_points)} --cut-points ({H} slices); "
+                                  "omit --n-slices")
+        args.n_slices = H
+    if args.y_grid is not None and not args.y_grid[0] < args.y_grid[1]:
+        raise ValidationError(f"--y-grid LO HI needs LO < HI, got {args.y_grid[0]:g} {args.y_grid[1]:g}")
+
+
+def _build_dpsir(args: argparse.Namespace, ctx: FitContext) -> DPSIR:
+    grid = np.linspace(args.y_grid[0], args.y_grid[1], 1001) if args.y_grid else None
+    bound = ctx.bounds if ctx.bounds is not None else args.bound
+    return DPSIR(args.n_directions or 1, algorithm=args.algorithm, bound=bound, n_slices=args.n_slices or 4,
+                 cut_points=args.cut_points, y_grid=grid, budget=ctx.budget, ledger=ctx.ledger, accountant=ctx.accountant,
+                 random_state=ctx.seed)
+
+
+def _show_dpsir(est: DPSIR) -> None:
+    print("directions (columns, unit length):\n", est.directions_)
+    print("slice boundaries:", est.cut_points_)
+    print("centre (public shift + DP mean):", est.center_)
+    if getattr(est, "noise_error_", None) is not None:
+        print(f"the noise alone moves these directions by about {est.noise_error_:.3g} (a random subspace: {est.random_error_:.3g})")
+
+
+METHODS: dict[str, Method] = {m.name: m for m in (
+    Method("mean-covariance", "DP mean and covariance of the numeric columns (rows clipped to L2 norm --clip, or each "
+           "column to its --bounds)", frozenset({"clip", "bounds"}), _check_mean_covariance, _build_mean_covariance,
+           _show_mean_covariance),
+    Method("dpsir", "DP sliced inverse regression of --target on the other columns (|x_ij| clipped to --bound or the "
+           "per-column --bounds; slices from --cut-points, or a DP quantile release over --y-grid LO HI)",
+           frozenset({"bound", "bounds", "n_directions", "n_slices", "cut_points", "y_grid", "algorithm"}), _check_dpsir, _build_dpsir,
+           _show_dpsir, needs_target=True),
+)}
+
+
+def check_method_options(method: Method, args: argparse.Namespace) -> None:
+    """Refuse options of other methods (they would be ignored silently), then the method's own checks."""
+    foreign = [flag for dest, flag in METHOD_OPTIONS.items() if getattr(args, dest, None) is not None and dest not in method.options]
+    if foreign:
+        raise ValidationError(f"{', '.join(foreign)} {'does' if len(foreign) == 1 else 'do'} not apply to `fit {method.name}`")
+    if method.needs_target and not args.target:
+        raise ValidationError(f"{method.name} needs --target, the response column")
+    method.check(args)
 
 
 def _fit(args: argparse.Namespace) -> int:
+    method = METHODS[args.method]
+    check_method_options(method, args)
     budget = Budget(args.epsilon, args.delta)
-    if args.method == "dpsir" and not args.target:
-        raise ValueError("dpsir needs --target, the response column")
-    X, y, names = load_csv(args.data, target=args.target, columns=args.columns)
-    ledger = ledger_for(args, budget)
-    np.set_printoptions(precision=5, suppress=True)
-    print(f"columns: {', '.join(names)}")
-    if args.method == "dpsir":
-        if args.bound is None:
-            raise ValueError("--bound (a public bound on |x_ij|) is required; it is never read off the data")
-        grid = np.linspace(args.y_grid[0], args.y_grid[1], 1001) if args.y_grid else None
-        est = DPSIR(args.n_directions, bound=args.bound, n_slices=args.n_slices, cut_points=args.cut_points, y_grid=grid,
-                    budget=budget, ledger=ledger, accountant=args.accountant, random_state=args.seed).fit(X, y)
-        print("directions (columns):\n", est.directions_)
-        print("slice boundaries:", est.cut_points_)
-    else:
-        if args.clip is None:
-            raise ValueError("--clip (a public bound on each row's L2 norm) is required; it is never read off the data")
-        est = DPMeanCovariance(clip=args.clip, budget=budget, ledger=ledger, accountant=args.accountant, random_state=args.seed).fit(X)
-        print("mean:", est.mean_)
-        print("covariance:\n", est.covariance_)
-    print("\n" + est.privacy_report_.summary())
-    write_report(est.privacy_report_, args.report)
-    return 0
+    with Outputs() as outputs:
+        report_path = outputs.add(args.report, "--report", REPORT_SUFFIXES)
+        model_path = outputs.add(args.out, "--out", MODEL_SUFFIXES)
+        data = input_file(args.data, "--data")
+        bounds_file = input_file(args.bounds, "--bounds")
+        distinct([("--data", data), ("--bounds", bounds_file), ("--journal", args.journal), ("--report", report_path),
+                  ("--out", model_path)])
+        ledger = open_ledger(args.journal, args.accountant)
+        X, y, names = load_csv(data, target=args.target, columns=args.columns)
+        bounds = load_bounds(bounds_file, names, csv_header(data)) if bounds_file else None
+        if bounds is not None and method.name == "mean-covariance":
+            X = np.clip(X, -bounds, bounds)  # public per-column clipping before the row bound ||c||_2
+        ctx = FitContext(budget, ledger, args.accountant or "best", bounds, args.seed)
+        est = method.build(args, ctx)
+        np.set_printoptions(precision=5, suppress=True)
+        print(f"columns: {', '.join(names)}")
+        est.fit(X, y)
+        method.show(est)
+        print("\n" + est.privacy_report_.summary())
+        if model_path is not None:
+            from ..persistence import dumps
 
+            text, digest = dumps(est, {"columns": names, "target": args.target, "method": method.name, "command": "privsdr fit"})
+            outputs.commit("--out", text)
+            print(f"wrote the model to {model_path} (digest {digest}); `privsdr transform --model {model_path} --data NEW.csv`")
+        commit_report(outputs, est.privacy_report_, report_path)
+    return 0
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     fit = sub.add_parser("fit", formatter_class=FORMATTER, help="fit a method on a CSV file under a budget",
-                         description="Fit METHOD on the numeric columns of a CSV (header row required). Public bounds are "
-                         "required options. Methods:\n" + "\n".join(f"  {k}: {v}" for k, v in METHODS.items()))
+                         description="Fit METHOD on the numeric columns of a CSV (UTF-8, header row required). Public bounds "
+                         "are required options, never read off the data. Every input and output is checked before any "
+                         "budget is spent. Methods:\n" + "\n".join(f"  {k}: {m.summary}" for k, m in METHODS.items()) +
+                         "\n\n--bounds FILE.json maps column names to a bound c (|x| <= c) or a range [lo, hi] "
+                         "(read as |x| <= max(|lo|, |hi|)): {\"age\": 0.11, \"bmi\": [-0.09, 0.17]}.")
     fit.add_argument("method", choices=sorted(METHODS))
-    fit.add_argument("--data", required=True, help="CSV file with a header row")
+    fit.add_argument("--data", required=True, help="CSV file with a header row (UTF-8)")
     fit.add_argument("--target", default=None, help="response column (excluded from the features)")
     fit.add_argument("--columns", nargs="+", default=None, help="feature columns (default: all but the target)")
-    fit.add_argument("--clip", type=float, default=None, help="mean-covariance: public bound on each row's L2 norm (required)")
-    fit.add_argument("--bound", type=float, default=None, help="dpsir: public bound on |x_ij| (required)")
-    fit.add_argument("--n-directions", type=int, default=1, help="dpsir: number of directions K (default 1)")
-    fit.add_argument("--n-slices", type=int, default=4, help="dpsir: number of slices H (default 4)")
-    fit.add_argument("--cut-points", type=float, nargs="+", default=None, help="dpsir: public slice boundaries (H-1 values)")
-    fit.add_argument("--y-grid", type=float, nargs=2, default=None, metavar=("LO", "HI"),
+    fit.add_argument("--clip", type=finite_float, default=None, help="mean-covariance: public bound on each row's L2 norm")
+    fit.add_argument("--bound", type=finite_float, default=None, help="dpsir: public bound on |x_ij|, the same for every column")
+    fit.add_argument("--bounds", default=None, metavar="FILE.json", help="public bounds per column (see above)")
+    fit.add_argument("--n-directions", type=positive_int, default=None, help="dpsir: number of directions K (default 1)")
+    fit.add_argument("--n-slices", type=positive_int, default=None,
+                     help="dpsir: number of slices H (default 4; inferred from --cut-points)")
+    fit.add_argument("--cut-points", type=finite_float, nargs="+", default=None, help="dpsir: public slice boundaries (H-1 values)")
+    fit.add_argument("--y-grid", type=finite_float, nargs=2, default=None, metavar=("LO", "HI"),
                      help="dpsir: public range of y for a DP quantile release of the slice boundaries")
     budget_options(fit)
-    fit.add_argument("--accountant", choices=ACCOUNTANT_NAMES, default="best")
-    fit.add_argument("--journal", default=None, help="charge this ledger journal")
+    fit.add_argument("--algorithm", choices=("moments", "onepass"), default=None,
+                     help="dpsir: moments (default: sufficient statistics released once) or onepass (the paper's B.1 + Algorithm 2)")
+    fit.add_argument("--accountant", choices=ACCOUNTANT_NAMES, default=None,
+                     help="accountant (default best; with --journal, the journal's: a different one is refused)")
+    fit.add_argument("--journal", default=None, help="charge this ledger journal (see `privsdr ledger init`)")
     fit.add_argument("--report", default=None, help="write the report: OUT.html, OUT.md or OUT.json")
+    fit.add_argument("--out", default=None, metavar="MODEL.json", help="write the fitted model (versioned JSON; see docs/models.md)")
     fit.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
     fit.set_defaults(func=_fit)
-

@@ -2,23 +2,32 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from ..errors import ValidationError
 from ..report import PrivacyReport
+from ._common import Outputs, distinct, input_file, read_text
 
 
 def _report(args: argparse.Namespace) -> int:
-    report = PrivacyReport.from_json(Path(args.path).read_text())
-    if not (args.html or args.markdown):
+    with Outputs() as outputs:
+        html = outputs.add(args.html, "--html", (".html", ".htm"))
+        markdown = outputs.add(args.markdown, "--markdown", (".md",))
+        path = input_file(args.path, "report")
+        distinct([("report", path), ("--html", html), ("--markdown", markdown)])
+        try:
+            report = PrivacyReport.from_json(read_text(path, "report"))
+        except ValueError as exc:
+            raise ValidationError(f"{args.path}: {exc} (render a report written with --report OUT.json)") from None
+        if html is not None:
+            outputs.commit("--html", report.to_html())
+        if markdown is not None:
+            outputs.commit("--markdown", report.to_markdown())
+    if not (html or markdown):
         print(report.summary())
-    if args.html:
-        Path(args.html).write_text(report.to_html())
-        print(f"wrote {args.html}")
-    if args.markdown:
-        Path(args.markdown).write_text(report.to_markdown())
-        print(f"wrote {args.markdown}")
+    for written in (html, markdown):
+        if written is not None:
+            print(f"wrote {written}")
     return 0
-
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,4 +36,3 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     rep.add_argument("--html", default=None, help="write a self-contained HTML page")
     rep.add_argument("--markdown", default=None, help="write Markdown")
     rep.set_defaults(func=_report)
-

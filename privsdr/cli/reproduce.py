@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from ._common import FORMATTER
+from ._common import FORMATTER, check_output_dir, positive_int
 
 
 def _reproduce(args: argparse.Namespace) -> int:
@@ -17,6 +17,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     if args.name not in REPRODUCTIONS:
         raise ValueError(f"unknown reproduction {args.name!r}; see privsdr reproduce --list")
     module, _ = REPRODUCTIONS[args.name]
+    check_output_dir(args.out, "--out")  # before minutes of work
     start = time.perf_counter()
     rows = module.run(args.name, reps=args.reps, seed=args.seed)
     for row in rows:
@@ -35,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                            "beside the paper's. The paper used 1000 replications; the default here is small enough for minutes.")
     repro.add_argument("name", nargs="?", default=None, help="e.g. dpsir-table1")
     repro.add_argument("--list", action="store_true", help="list the available reproductions")
-    repro.add_argument("--reps", type=int, default=3, help="replications per cell (default 3; the paper: 1000)")
+    repro.add_argument("--reps", type=positive_int, default=3, help="replications per cell (default 3; the paper: 1000)")
     repro.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
     repro.add_argument("--out", default="reproductions", help="output folder (default ./reproductions)")
     repro.set_defaults(func=_reproduce)

@@ -14,6 +14,6 @@ from .sir import (
 )
 from .slicing import equal_count_cut_points, slice_by_category, slice_by_cut_points, slice_sums
 from .sufficient import clip_rows, clipped_sufficient_sums, iter_chunks, kernel_from_moments, sir_from_moments
-from .validation import check_matrix, check_positive
+from .validation import as_real_array, check_matrix, check_positive, check_vector
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -8,12 +8,31 @@ from typing import Any
 import numpy as np
 
 
+def as_real_array(X: Any, name: str = "X") -> np.ndarray:
+    """``X`` as a float array if it holds real numbers only; TypeError for booleans, complex
+    numbers, strings or other objects (they would be converted silently, or lose their imaginary part)."""
+    try:
+        arr = np.asarray(X)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a numeric array: {exc}") from None
+    kind = arr.dtype.kind
+    if kind == "b":
+        raise TypeError(f"{name} must be numeric, not boolean: give it as numbers (0/1) if that is what you mean")
+    if kind == "c":
+        raise TypeError(f"{name} must be numeric with real values, not complex")
+    if kind == "O":
+        bad = [v for v in arr.ravel() if isinstance(v, (bool, np.bool_)) or not isinstance(v, Real)][:1]
+        if bad:
+            bad = bad[0]
+            raise TypeError(f"{name} must be numeric (real numbers only), found {type(bad).__name__} {bad!r}")
+    elif kind not in "iuf":
+        raise TypeError(f"{name} must be numeric (real numbers), got {arr.dtype} values (strings are not converted)")
+    return arr.astype(float)
+
+
 def check_matrix(X: Any, name: str = "X", min_rows: int = 1, min_cols: int = 1) -> np.ndarray:
     """A finite 2-D float array with at least ``min_rows`` rows; ValueError/TypeError otherwise."""
-    try:
-        arr = np.asarray(X, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a numeric 2-D array: {exc}") from None
+    arr = as_real_array(X, name)
     if arr.ndim != 2:
         raise ValueError(f"{name} must be 2-D (n_samples, n_features), got shape {arr.shape}")
     if arr.shape[0] < min_rows:
@@ -23,6 +42,14 @@ def check_matrix(X: Any, name: str = "X", min_rows: int = 1, min_cols: int = 1) 
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or inf")
     return arr
+
+
+def check_vector(y: Any, name: str = "y") -> np.ndarray:
+    """A 1-D float array of real numbers (a column vector is flattened); finiteness is checked by the caller."""
+    arr = as_real_array(y, name)
+    if arr.ndim > 2 or (arr.ndim == 2 and 1 not in arr.shape) or arr.ndim == 0:
+        raise ValueError(f"{name} must be 1-D (n_samples,), got shape {arr.shape}")
+    return arr.ravel()
 
 
 def check_positive(value: Any, name: str) -> float:

@@ -1,12 +1,16 @@
 """One FSIR client: its own records in, a private ``ClientMessage`` out (spec fsir_000.md §4).
 
-Releases (replace-one within the client, n public, |x_ij| <= R after truncation):
+Releases (replace-one within the client, n public, |x_ij| <= R (or R_j per column) after truncation):
 
-* slice means M = (1/n) [sum_{i in h} x_i]_h  (p x H): Frobenius sensitivity 2 R sqrt(p) / n (Prop. 2);
-* second moment S = X^T X / n: upper-triangle sensitivity sqrt(2) R^2 p / n; MOD-SULQ (Lemma 1 with
-  c_R = R sqrt(p)) or Analyze-Gauss;
+* slice means M = (1/n) [sum_{i in h} x_i]_h  (p x H): Frobenius sensitivity 2 ||x||_max / n, with
+  ||x||_max = R sqrt(p) (Prop. 2), ||R||_2 for per-column bounds, or C (l2 rows);
+* second moment S = X^T X / n: upper-triangle sensitivity sqrt(2) ||x||_max^2 / n; MOD-SULQ (Lemma 1
+  with c_R = ||x||_max) or Analyze-Gauss;
 * screening: CCMD votes (Algorithm 3, a ``none`` node: not private) or peeling on the rows of M
-  (entry-wise sensitivity 2R/n; H entries per row).
+  (entry-wise sensitivity 2 max_j |x_j| / n; H entries per row);
+* ``mechanism="none"``: both statistics uploaded without noise (``none`` nodes: not private).
+
+Uncertified uploads (``claimed`` or ``none`` nodes) are refused unless ``allow_uncertified=True``.
 """
 from __future__ import annotations
 
@@ -16,8 +20,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import core
-from ..accounting import Budget, Ledger
-from .._validation import check_matrix
+from ..accounting import Budget, Ledger, Scope
+from .._validation import check_matrix, check_vector
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity
 from ..plan import CalibratedPlan, Plan, Run
@@ -26,56 +30,82 @@ from .protocol import ClientMessage, FSIRConfig
 RELATION = "replace_one"
 
 
-def client_plan(config: FSIRConfig, n: int, p: int, budget: Budget, *, screening_round: bool = False) -> CalibratedPlan:
-    """The plan of one client's upload: public parameters only."""
+def client_public_params(config: FSIRConfig, n: int, p: int, active: Sequence[int] | None = None) -> dict[str, Any]:
+    return {"n": n, "p": p, "n_slices": config.n_slices, "bound": list(config.bound) if config.per_column else config.bound,
+            "norm": config.norm, "mechanism": config.mechanism, "cov_mechanism": config.cov_mechanism,
+            "calibration": config.calibration, "screening": config.screening, "config": config.digest(),
+            **({"active": [int(a) for a in active]} if active is not None else {})}
+
+
+def add_client_nodes(plan: Plan, config: FSIRConfig, n: int, p: int, budget: Budget, *, screening_round: bool = False,
+                     active: Sequence[int] | None = None, prefix: str = "", scope: Scope | None = None) -> None:
+    """Add one client's release nodes to ``plan`` (named ``prefix + node``, reading ``scope``)."""
     H = config.n_slices
-    c = config.row_bound(p)  # ||x|| <= c after truncation
-    plan = Plan("fsir_client" + ("_screening" if screening_round else ""), RELATION,
-                {"n": n, "p": p, "n_slices": H, "bound": config.bound, "norm": config.norm, "mechanism": config.mechanism, "cov_mechanism": config.cov_mechanism,
-                 "calibration": config.calibration, "screening": config.screening, "config": config.digest()})
+    c = config.row_bound(p, active)  # ||x|| <= c after truncation
+    entry = float(config.entry_bounds(p, active).max())  # |x_j| <= entry after truncation
+    inf = budget.is_infinite
+    kw: dict[str, Any] = {"scope": scope}
     if screening_round:
         if config.screening == "ccmd":
-            plan.add("votes", "non_private", Sensitivity(1.0, "linf", RELATION, "none: raw index upload (Algorithm 3)"), status="none",
-                     description="CCMD: indices with |slice mean - mean| > t, uploaded without noise (NOT private)")
+            plan.add(prefix + "votes", "non_private", Sensitivity(1.0, "linf", RELATION, "none: raw index upload (Algorithm 3)"),
+                     status="none", description="CCMD: indices with |slice mean - mean| > t, uploaded without noise (NOT private)", **kw)
         else:
-            entry = 2.0 * min(config.bound, c)  # |x_j| <= R (linf) or <= C (l2)
-            plan.add("votes", "peeling", Sensitivity(entry / n, "linf", RELATION, "entries of M change by <= 2 max|x_j| / n"),
-                     share=Budget(budget.epsilon, 0.0) if not budget.is_infinite else None,
-                     params={"s": config.screen_size, "d": H, "delta": max(budget.delta, 1e-12) if not budget.is_infinite else 0.5},
-                     description="private screening: peeling on the rows of the slice-mean matrix")
-        return plan.allocate(budget)
+            plan.add(prefix + "votes", "peeling", Sensitivity(2.0 * entry / n, "linf", RELATION, "entries of M change by <= 2 max_j |x_j| / n"),
+                     share=Budget(budget.epsilon, 0.0) if not inf else None,
+                     params={"s": config.screen_size, "d": H, "delta": max(budget.delta, 1e-12) if not inf else 0.5},
+                     description="private screening: peeling on the rows of the slice-mean matrix", **kw)
+        return
     if config.mechanism == "none":
-        for name in ("slice_means", "second_moment"):
-            plan.add(name, "gaussian" if name == "slice_means" else "symmetric_gaussian", Sensitivity(1.0, "l2"), noise_multiplier=0.0, delta=0.0,
-                     description="non-private baseline (no noise)")
-        return plan.allocate(Budget.infinite())
+        for name, what in (("slice_means", "slice-mean matrix"), ("second_moment", "second-moment matrix")):
+            plan.add(prefix + name, "non_private", Sensitivity(1.0, "l2", RELATION, "none: released without noise"), status="none",
+                     description=f"non-private baseline: the {what} uploaded without noise (NOT private)", **kw)
+        return
     eps_x, delta_x = budget.epsilon * config.cov_share, budget.delta * config.cov_share
     eps_m, delta_m = budget.epsilon - eps_x, budget.delta - delta_x
-    inf = budget.is_infinite
     mean_sens = Sensitivity(2.0 * c / n, "l2", RELATION, "||x - x'||_2 / n <= 2 ||x||_max / n (Prop. 2: 2 R sqrt(p) / n)")
     if config.mechanism == "iid":
-        plan.add("slice_means", "gaussian", mean_sens, share=None if inf else Budget(eps_m, delta_m), calibration=config.calibration,
-                 description="Proposition 2: i.i.d. Gaussian on the p x H slice-mean matrix")
+        plan.add(prefix + "slice_means", "gaussian", mean_sens, share=None if inf else Budget(eps_m, delta_m), calibration=config.calibration,
+                 description="Proposition 2: i.i.d. Gaussian on the p x H slice-mean matrix", **kw)
     elif config.mechanism in ("vgm", "vgm_public"):
         published = config.mechanism == "vgm"
-        plan.add("slice_means", "shaped_gaussian", mean_sens, share=None if inf else Budget(eps_m, delta_m),
+        plan.add(prefix + "slice_means", "shaped_gaussian", mean_sens, share=None if inf else Budget(eps_m, delta_m),
                  calibration=config.calibration, status="claimed" if published else "certified",
                  description="VGM (Algorithm 2): floor + boost along the top-d left singular vectors of the PRIVATE M "
                              "(Theorem 3 does not cover a data-dependent shape)" if published else
-                             "VGM with a public basis and spectrum above the floor")
+                             "VGM with a public basis and spectrum above the floor", **kw)
     else:  # vgm_two_stage
         f = config.two_stage_share
-        plan.add("slice_means_stage1", "gaussian", mean_sens, share=None if inf else Budget(eps_m * f, delta_m * f),
-                 calibration=config.calibration, description="two-stage VGM, stage 1: an IID release whose SVD shapes stage 2")
-        plan.add("slice_means", "shaped_gaussian", mean_sens, share=None if inf else Budget(eps_m * (1 - f), delta_m * (1 - f)),
-                 calibration=config.calibration, parents=("slice_means_stage1",),
-                 description="two-stage VGM, stage 2: floor + boost along the stage-1 singular vectors (post-processing of a DP release)")
+        plan.add(prefix + "slice_means_stage1", "gaussian", mean_sens, share=None if inf else Budget(eps_m * f, delta_m * f),
+                 calibration=config.calibration, description="two-stage VGM, stage 1: an IID release whose SVD shapes stage 2", **kw)
+        plan.add(prefix + "slice_means", "shaped_gaussian", mean_sens, share=None if inf else Budget(eps_m * (1 - f), delta_m * (1 - f)),
+                 calibration=config.calibration, parents=(prefix + "slice_means_stage1",),
+                 description="two-stage VGM, stage 2: floor + boost along the stage-1 singular vectors (post-processing of a DP release)", **kw)
     cov_sens = Sensitivity(math.sqrt(2.0) * c * c / n, "l2", RELATION, "||xx^T - x'x'^T||_F / n <= sqrt(2) ||x||_max^2 / n")
     cov_cal = "modsulq" if config.cov_mechanism == "modsulq" else ("analyze_gauss" if config.calibration == "classical" else config.calibration)
-    plan.add("second_moment", "symmetric_gaussian", cov_sens, share=None if inf else Budget(eps_x, delta_x), calibration=cov_cal,
+    plan.add(prefix + "second_moment", "symmetric_gaussian", cov_sens, share=None if inf else Budget(eps_x, delta_x), calibration=cov_cal,
              params={"n": n, "p": p, "scale": c * c},
-             description="Lemma 1 (MOD-SULQ, c_R = the public row bound)" if cov_cal == "modsulq" else "Analyze-Gauss on the upper triangle")
-    return plan.allocate(budget)
+             description="Lemma 1 (MOD-SULQ, c_R = the public row bound)" if cov_cal == "modsulq" else "Analyze-Gauss on the upper triangle",
+             **kw)
+
+
+def client_budget(config: FSIRConfig, budget: Budget, screening_round: bool = False) -> Budget:
+    """What the plan is allocated against: the non-private baseline runs at an infinite budget."""
+    if config.mechanism == "none" and not screening_round:
+        return Budget.infinite()
+    return budget
+
+
+def client_plan(config: FSIRConfig, n: int, p: int, budget: Budget, *, screening_round: bool = False,
+                active: Sequence[int] | None = None) -> CalibratedPlan:
+    """The plan of one client's upload: public parameters only. ``p`` is the number of released
+    columns; ``active`` their indices among the configuration's columns (after screening)."""
+    for name, value in (("n", n), ("p", p)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValidationError(f"{name} must be a positive integer, got {value!r}")
+    n, p = int(n), int(p)
+    plan = Plan("fsir_client" + ("_screening" if screening_round else ""), RELATION, client_public_params(config, n, p, active))
+    add_client_nodes(plan, config, n, p, budget, screening_round=screening_round, active=active)
+    return plan.allocate(client_budget(config, budget, screening_round))
 
 
 def _vgm_boost(M: np.ndarray, floor_var: float, d: int | str) -> np.ndarray:
@@ -90,38 +120,57 @@ def _vgm_boost(M: np.ndarray, floor_var: float, d: int | str) -> np.ndarray:
 
 def _prepare(X: Any, y: Any, config: FSIRConfig, active: Sequence[int] | None) -> tuple[np.ndarray, np.ndarray]:
     X = check_matrix(X, "X", min_rows=2)
-    y = np.asarray(y, dtype=float).ravel()
+    y = check_vector(y, "y")
     if y.size != X.shape[0] or not np.all(np.isfinite(y)):
         raise ValidationError("y must be finite with one value per row of X")
+    if config.per_column:
+        config.column_bounds(X.shape[1])  # refuses bounds that do not match the columns
     if active is not None:
-        X = X[:, np.asarray(active, dtype=int)]
-    return config.truncate(X), config.slice_labels(y)
+        idx = np.asarray(active, dtype=int)
+        if idx.ndim != 1 or np.any(idx < 0) or np.any(idx >= X.shape[1]):
+            raise ValidationError(f"active columns {tuple(active)} are not columns of X ({X.shape[1]} columns)")
+        X = X[:, idx]
+    return config.truncate(X, active), config.slice_labels(y)
+
+
+def check_client_data(X: Any, y: Any, config: FSIRConfig, client_id: str, active: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Everything a client's upload checks on its data, without spending: (truncated X, slice labels)."""
+    if not isinstance(client_id, str) or not client_id:
+        raise ValidationError("client_id must be a non-empty string")
+    Xt, labels = _prepare(X, y, config, active)
+    if Xt.shape[0] < 2 * config.n_slices:
+        raise ValidationError(f"client {client_id!r} has {Xt.shape[0]} records, fewer than 2 per slice")
+    return Xt, labels
 
 
 def client_message(X: Any, y: Any, config: FSIRConfig, budget: Budget, *, client_id: str, random_state: Any = None,
-                   active: Sequence[int] | None = None, ledger: Ledger | None = None) -> ClientMessage:
-    """Compute one client's private upload from its own data (round 2, or the only round)."""
-    Xt, labels = _prepare(X, y, config, active)
+                   active: Sequence[int] | None = None, ledger: Ledger | None = None,
+                   allow_uncertified: bool = False) -> ClientMessage:
+    """Compute one client's private upload from its own data (round 2, or the only round).
+
+    ``ledger``: the client's own account (default: a fresh ledger of ``budget``). Uploads with
+    ``claimed``/``none`` nodes (published VGM, the non-private baseline) need ``allow_uncertified=True``.
+    """
+    Xt, labels = check_client_data(X, y, config, client_id, active)
     n, p = Xt.shape
     H = config.n_slices
-    if n < 2 * H:
-        raise ValidationError(f"client {client_id!r} has {n} records, fewer than 2 per slice")
-    plan = client_plan(config, n, p, budget)
+    plan = client_plan(config, n, p, budget, active=active)
     ledger = ledger or Ledger(plan.budget if not plan.budget.is_infinite else Budget.infinite())
+    if config.mechanism == "vgm_public":
+        spectrum = np.asarray(config.spectrum)
+        floor = plan.specs["slice_means"].scale
+        if np.any(spectrum < floor**2):
+            raise ValidationError(f"vgm_public spectrum must be >= the floor variance {floor**2:.3g}")
     S, _ = core.slice_sums(Xt, labels, H)
     M = S / n
     with Run(plan, ledger, random_state=random_state, data_shape=Xt.shape, algorithm="FSIR client",
-             allow_uncertified=True) as run:
+             allow_uncertified=allow_uncertified) as run:
         if config.mechanism == "vgm":
             floor = plan.specs["slice_means"].scale
             run_M = run.release("slice_means", M, boost=_vgm_boost(M, floor**2, config.n_directions))
         elif config.mechanism == "vgm_public":
-            spectrum = np.asarray(config.spectrum)
-            floor = plan.specs["slice_means"].scale
-            if np.any(spectrum < floor**2):
-                raise ValidationError(f"vgm_public spectrum must be >= the floor variance {floor**2:.3g}")
             basis = np.asarray(config.basis)
-            run_M = run.release("slice_means", M, shape=basis * np.sqrt(spectrum))
+            run_M = run.release("slice_means", M, shape=basis * np.sqrt(np.asarray(config.spectrum)))
         elif config.mechanism == "vgm_two_stage":
             stage1 = run.release("slice_means_stage1", M)
             floor = plan.specs["slice_means"].scale
@@ -130,21 +179,23 @@ def client_message(X: Any, y: Any, config: FSIRConfig, budget: Budget, *, client
             run_M = run.release("slice_means", M)
         run_S = run.release("second_moment", core.covariance_uncentred(Xt))
     return ClientMessage(client_id=str(client_id), config_digest=config.digest(), n=n, p=p, n_slices=H,
-                         slice_means=np.asarray(run_M), second_moment=np.asarray(run_S), report_json=run.report.to_json(),
-                         active=None if active is None else tuple(int(a) for a in active))
+                         slice_means=np.asarray(run_M, dtype=float), second_moment=np.asarray(run_S, dtype=float),
+                         report_json=run.report.to_json(), active=None if active is None else tuple(int(a) for a in active))
 
 
-def screening_message(X: Any, y: Any, config: FSIRConfig, budget: Budget, *, client_id: str, random_state: Any = None) -> ClientMessage:
-    """Round 1 of screening: CCMD votes (not private) or private peeling votes."""
+def screening_message(X: Any, y: Any, config: FSIRConfig, budget: Budget, *, client_id: str, random_state: Any = None,
+                      ledger: Ledger | None = None, allow_uncertified: bool = False) -> ClientMessage:
+    """Round 1 of screening: CCMD votes (not private: needs ``allow_uncertified=True``) or private peeling votes."""
     if config.screening is None:
         raise ValidationError("this configuration has no screening round")
-    Xt, labels = _prepare(X, y, config, None)
+    Xt, labels = check_client_data(X, y, config, client_id)
     n, p = Xt.shape
     H = config.n_slices
     plan = client_plan(config, n, p, budget, screening_round=True)
-    ledger = Ledger(plan.budget if not plan.budget.is_infinite else Budget.infinite())
+    ledger = ledger or Ledger(plan.budget if not plan.budget.is_infinite else Budget.infinite())
     S, counts = core.slice_sums(Xt, labels, H)
-    with Run(plan, ledger, random_state=random_state, data_shape=Xt.shape, algorithm="FSIR screening", allow_uncertified=True) as run:
+    with Run(plan, ledger, random_state=random_state, data_shape=Xt.shape, algorithm="FSIR screening",
+             allow_uncertified=allow_uncertified) as run:
         if config.screening == "ccmd":
             mean = Xt.mean(axis=0)
             omega = np.abs(S / np.maximum(counts, 1.0) - mean[:, None])  # |slice mean - overall mean|

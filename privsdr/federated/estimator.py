@@ -1,19 +1,34 @@
 """``FederatedSIR``: the in-process simulation API of the FSIR protocol (K clients, one server)."""
 from __future__ import annotations
 
+from concurrent.futures import Executor
 from typing import Any, Sequence
 
 import numpy as np
 
-from ..accounting import Budget, as_budget
-from ..errors import UncertifiedPlanError, ValidationError
-from .client import client_message, screening_message
+from .._validation import check_matrix, check_positive
+from ..accounting import Budget, Ledger, as_budget, make_accountant
+from ..errors import BudgetExceededError, ValidationError
+from ..persistence import PersistentModel, model_class
+from ..plan import Plan, Run
+from .client import (
+    add_client_nodes,
+    check_client_data,
+    client_budget,
+    client_message,
+    client_plan,
+    client_public_params,
+    screening_message,
+)
 from .execution import client_seeds, run_clients
 from .protocol import FSIRConfig
 from .server import majority_vote, merge
 
+RELATION = "replace_one"
 
-class FederatedSIR:
+
+@model_class
+class FederatedSIR(PersistentModel):
     """Federated, differentially private SIR (He, Zhang & Chen; spec fsir_000.md).
 
     ``fit(clients)`` takes a sequence of ``(X_k, y_k)``, one per client. Each client spends ``budget``
@@ -22,13 +37,32 @@ class FederatedSIR:
     the max over clients (parallel composition). ``executor``: None, a ``concurrent.futures``
     executor, or a ``dask.distributed.Client``. Results do not depend on it (per-client seeds).
 
+    Defaults are those of ``privsdr fsir config``: i.i.d. Gaussian slice means, Analyze-Gauss second
+    moment, analytic calibration (the paper's MOD-SULQ + classical choice ruins the covariance:
+    ``docs/algorithms/fsir.md``). ``bound``: R, or one R_j per column (``norm="linf"``).
+
+    ``ledger`` (optional, e.g. with a journal): the account the whole simulation is charged to.
+    Every client's nodes are charged to it *before* any client draws noise, each client's in its own
+    cell of a stable "client" partition, so the ledger composes clients in parallel (per record:
+    the max over clients) and the rounds of one client sequentially. Without a ledger a fresh one
+    of ``budget`` is used; with only a ledger, each client spends what remains of it.
+
     Uncertified configurations (``mechanism="vgm"``: the noise shape reads the private data;
-    ``screening="ccmd"``: a raw index upload) need ``allow_uncertified=True``.
+    ``screening="ccmd"``: a raw index upload; ``mechanism="none"``: no noise) need ``allow_uncertified=True``.
+
+    After ``fit``: ``directions_`` (p x d, unit-length columns), ``n_directions_``, ``active_``
+    (screened columns), ``privacy_`` (per-client costs and the per-record guarantee),
+    ``privacy_report_`` (the run on the ledger), ``messages_``; ``transform(X)`` projects rows
+    truncated as the clients truncate them.
     """
 
-    def __init__(self, n_directions: "int | str" = 1, *, bound: float | None = None, norm: str = "linf", cut_points: Any = None, classes: Any = None,
-                 mechanism: str = "iid", cov_mechanism: str = "modsulq", calibration: str = "classical",
-                 budget: "Budget | tuple[float, float] | None" = None, cov_share: float = 0.5, screening: str | None = None,
+    model_attributes = ("directions_", "n_directions_", "active_", "privacy_", "config_", "n_features_in_")
+    model_required = ("directions_", "config_")
+
+    def __init__(self, n_directions: "int | str" = 1, *, bound: Any = None, norm: str = "linf", cut_points: Any = None, classes: Any = None,
+                 mechanism: str = "iid", cov_mechanism: str = "analyze_gauss", calibration: str = "analytic",
+                 budget: "Budget | tuple[float, float] | None" = None, ledger: Ledger | None = None, accountant: str = "best",
+                 cov_share: float = 0.5, screening: str | None = None,
                  screen_size: int = 5, screen_share: float = 0.2, ccmd_threshold: float | None = None, ccmd_rule: str = "threshold",
                  server_vote: str | None = None, basis: Any = None,
                  spectrum: Any = None, two_stage_share: float = 0.3, psd_floor: float | None = None,
@@ -42,6 +76,8 @@ class FederatedSIR:
         self.cov_mechanism = cov_mechanism
         self.calibration = calibration
         self.budget = budget
+        self.ledger = ledger
+        self.accountant = accountant
         self.cov_share = cov_share
         self.screening = screening
         self.screen_size = screen_size
@@ -57,6 +93,17 @@ class FederatedSIR:
         self.executor = executor
         self.random_state = random_state
 
+    def get_params(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if not k.endswith("_") and not k.startswith("_")}
+
+    @classmethod
+    def restore_attribute(cls, name: str, value: Any) -> Any:
+        if name == "config_":
+            return FSIRConfig(**value)
+        if name == "active_" and value is not None:
+            return tuple(int(v) for v in value)
+        return value
+
     def config(self) -> FSIRConfig:
         if self.bound is None:
             raise ValidationError("bound (R, a public truncation level) is required")
@@ -67,45 +114,124 @@ class FederatedSIR:
                           screen_share=self.screen_share, ccmd_threshold=self.ccmd_threshold, ccmd_rule=self.ccmd_rule,
                           server_vote=self.server_vote or ("top_s" if self.screening == "private" else "majority"))
 
-    def fit(self, clients: Sequence[tuple[Any, Any]]) -> "FederatedSIR":
-        config = self.config()
+    def _budget_and_ledger(self, config: FSIRConfig) -> tuple[Budget, Ledger]:
+        if self.ledger is not None and not isinstance(self.ledger, Ledger):
+            raise ValidationError(f"ledger must be a privsdr.Ledger, got {type(self.ledger).__name__}")
         if config.mechanism == "none":
             budget = Budget.infinite()
-        elif self.budget is None:
-            raise ValidationError("give budget=Budget(epsilon, delta): what each client spends on its own records")
-        else:
+        elif self.budget is not None:
             budget = as_budget(self.budget)
+        elif self.ledger is not None:
+            eps, delta = self.ledger.remaining
+            if eps <= 0 or (self.ledger.budget.delta > 0 and delta <= 0):
+                raise BudgetExceededError("FederatedSIR", (0.0, 0.0), (eps, delta), [], self.ledger.accountant.name, self.ledger.spent)
+            budget = Budget(eps, delta)
+        else:
+            raise ValidationError("give budget=Budget(epsilon, delta) (what each client spends on its own records) or ledger=")
+        ledger = self.ledger
+        if ledger is None:
+            try:
+                accountant = make_accountant(self.accountant, budget.delta)
+            except (TypeError, ValueError) as exc:
+                raise ValidationError(f"accountant: {exc}") from None
+            ledger = Ledger(budget, accountant=accountant)
+        return budget, ledger
+
+    def _round_plan(self, config: FSIRConfig, sizes: Sequence[int], p: int, ids: Sequence[str],
+                    rounds: Sequence[tuple[bool, Budget, Sequence[int] | None]]) -> Any:
+        """All clients' nodes of the given rounds ``(screening_round, budget, active)``, each client in
+        its own cell of a stable partition. Nodes are share-calibrated, so their cost does not depend
+        on the number of columns a round releases."""
+        screening = [r for r in rounds if r[0]]
+        name = "fsir" + ("_screening" if screening and len(rounds) == 1 else "")
+        active = rounds[-1][2]
+        q = len(active) if active is not None else p
+        plan = Plan(name, RELATION, {**client_public_params(config, sum(sizes), q, active), "clients": len(sizes),
+                                     "client_sizes": [int(n) for n in sizes]})
+        scopes = plan.partition("client", ids, stable=True)
+        for screening_round, budget, act in rounds:
+            tag = "screening/" if screening_round and len(rounds) > 1 else ""
+            width = len(act) if act is not None else p
+            for cid, n_k, scope in zip(ids, sizes, scopes):
+                add_client_nodes(plan, config, int(n_k), width, budget, screening_round=screening_round, active=act,
+                                 prefix=f"{tag}{cid}/", scope=scope)
+        main = [r for r in rounds if not r[0]]
+        return plan.allocate(client_budget(config, (main or rounds)[0][1], not main))
+
+    def _run(self, plan: Any, ledger: Ledger, shape: tuple[int, int]) -> Run:
+        return Run(plan, ledger, random_state=None, allow_uncertified=self.allow_uncertified,
+                   data_shape=shape, algorithm="FederatedSIR",
+                   notes=["every client node was charged here before any client drew its noise from its own records"])
+
+    def _check_params(self) -> None:
+        if not isinstance(self.allow_uncertified, (bool, np.bool_)):
+            raise ValidationError(f"allow_uncertified must be True or False, got {self.allow_uncertified!r}")
+        if self.psd_floor is not None:
+            check_positive(self.psd_floor, "psd_floor")
+        if self.executor is not None and not (isinstance(self.executor, Executor) or hasattr(self.executor, "submit")):
+            raise ValidationError(f"executor must be None, a concurrent.futures.Executor or a dask.distributed.Client, "
+                                  f"got {type(self.executor).__name__}")
+        rs = self.random_state
+        if not (rs is None or isinstance(rs, (np.random.Generator, np.random.SeedSequence))
+                or (isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) and rs >= 0)):
+            raise ValidationError(f"random_state must be None, a non-negative int, a SeedSequence or a Generator, got {rs!r}")
+
+    def fit(self, clients: Sequence[tuple[Any, Any]]) -> "FederatedSIR":
+        self._check_params()
+        config = self.config()
+        budget, ledger = self._budget_and_ledger(config)
         if not clients:
             raise ValidationError("no clients")
-        p_values = {np.shape(X)[1] if np.ndim(X) == 2 else None for X, _ in clients}
-        if len(p_values) != 1 or None in p_values:
-            raise ValidationError(f"all clients must hold 2-D X with the same number of columns, got {sorted(map(str, p_values))}")
-        uncertified = [why for cond, why in ((config.mechanism == "vgm", "mechanism='vgm' (noise shape from the private data)"),
-                                            (config.screening == "ccmd", "screening='ccmd' (raw index upload)")) if cond]
-        if uncertified and not self.allow_uncertified:
-            raise UncertifiedPlanError(f"uncertified configuration: {', '.join(uncertified)}; pass allow_uncertified=True")
-        K = len(clients)
-        seeds = client_seeds(self.random_state, 2 * K)
+        checked = []
+        for k, pair in enumerate(clients):
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise ValidationError(f"client {k}: give (X, y) pairs")
+            checked.append((check_matrix(pair[0], f"X of client {k}", min_rows=2), pair[1]))
+        p_values = {X.shape[1] for X, _ in checked}
+        if len(p_values) != 1:
+            raise ValidationError(f"all clients must hold 2-D X with the same number of columns, got {sorted(p_values)}")
+        p = p_values.pop()
+        K = len(checked)
         ids = [f"client-{k}" for k in range(K)]
-        active = None
+        for cid, (X, y) in zip(ids, checked):  # every client's data checked before anything is charged
+            check_client_data(X, y, config, cid)
+        sizes = [X.shape[0] for X, _ in checked]
+        if config.mechanism == "vgm_public":
+            floor = client_plan(config, min(sizes), p, budget).specs["slice_means"].scale
+            if np.any(np.asarray(config.spectrum) < floor**2):
+                raise ValidationError(f"vgm_public spectrum must be >= the floor variance {floor**2:.3g}")
+        seeds = client_seeds(self.random_state, 2 * K)
         main_budget, screen_budget = budget, None
         if config.screening is not None and not budget.is_infinite:
             screen_budget = Budget(budget.epsilon * config.screen_share, 0.0)
             main_budget = Budget(budget.epsilon * (1 - config.screen_share), budget.delta)
         elif config.screening is not None:
             screen_budget = Budget.infinite()
-        if config.screening is not None:
-            votes = run_clients(screening_message, [
-                {"X": X, "y": y, "config": config, "budget": screen_budget, "client_id": ids[k], "random_state": seeds[K + k]}
-                for k, (X, y) in enumerate(clients)], self.executor)
-            active = majority_vote(votes, next(iter(p_values)), config.server_vote, config.screen_size)
+        active = None
+        self.screening_messages_ = None
+        allow = self.allow_uncertified
+        if screen_budget is not None:
+            # price both rounds before anything runs (the main round's cost does not depend on the screened p)
+            both = self._round_plan(config, sizes, p, ids, [(True, screen_budget, None), (False, main_budget, None)])
+            ledger.preflight(both, allow_uncertified=allow)
+            with self._run(self._round_plan(config, sizes, p, ids, [(True, screen_budget, None)]), ledger, (sum(sizes), p)) as run:
+                for name in run.plan.nodes:
+                    run.delegate(name)  # write-ahead: charged before any client draws noise
+                votes = run_clients(screening_message, [
+                    {"X": X, "y": y, "config": config, "budget": screen_budget, "client_id": ids[k], "random_state": seeds[K + k],
+                     "allow_uncertified": self.allow_uncertified} for k, (X, y) in enumerate(checked)], self.executor)
+            self.screening_report_ = run.report
+            active = majority_vote(votes, p, config.server_vote, config.screen_size)
             if len(active) < max(int(config.n_directions) if config.n_directions != "auto" else 1, 1):
                 raise ValidationError(f"screening kept {len(active)} coordinates: too few for the requested directions")
             self.screening_messages_ = votes
-        messages = run_clients(client_message, [
-            {"X": X, "y": y, "config": config, "budget": main_budget, "client_id": ids[k], "random_state": seeds[k], "active": active}
-            for k, (X, y) in enumerate(clients)], self.executor)
-        result = merge(messages, config, psd_floor=self.psd_floor, p_original=next(iter(p_values)))
+        with self._run(self._round_plan(config, sizes, p, ids, [(False, main_budget, active)]), ledger, (sum(sizes), p)) as run:
+            for name in run.plan.nodes:
+                run.delegate(name)
+            messages = run_clients(client_message, [
+                {"X": X, "y": y, "config": config, "budget": main_budget, "client_id": ids[k], "random_state": seeds[k], "active": active,
+                 "allow_uncertified": self.allow_uncertified} for k, (X, y) in enumerate(checked)], self.executor)
+        result = merge(messages, config, psd_floor=self.psd_floor, p_original=p, allow_uncertified=self.allow_uncertified)
         if config.screening is not None:
             for m in self.screening_messages_:  # a client's two rounds compose sequentially (basic)
                 entry = result.privacy["per_client"][m.client_id]
@@ -117,7 +243,7 @@ class FederatedSIR:
             result.privacy["per_record"] = {"epsilon": max(c["epsilon"] for c in per), "delta": max(c["delta"] for c in per)}
             if config.screening == "ccmd":
                 result.privacy["status"] = "none"
-        if config.mechanism == "none":
+        if config.mechanism == "none" or budget.is_infinite:
             result.privacy["status"] = "none"  # the non-private baseline: no noise at all
         self.config_ = config
         self.messages_ = messages
@@ -125,4 +251,17 @@ class FederatedSIR:
         self.n_directions_ = result.n_directions
         self.active_ = active
         self.privacy_ = result.privacy
+        self.privacy_report_ = run.report
+        self.n_features_in_ = p
+        self.ledger_ = ledger
         return self
+
+    def transform(self, X: Any) -> np.ndarray:
+        """Project rows, truncated as the clients truncate them (public bounds), on ``directions_``."""
+        if not hasattr(self, "directions_"):
+            raise ValidationError("FederatedSIR is not fitted: call fit() (or load a saved model) first")
+        X = check_matrix(X, "X")
+        if X.shape[1] != self.directions_.shape[0]:
+            raise ValidationError(f"X has {X.shape[1]} columns; the model was fitted on {self.directions_.shape[0]}")
+        return self.config_.truncate(X) @ self.directions_
+

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import attrs
 import numpy as np
 
+from .._io import atomic_write_bytes
 from ..errors import ValidationError
 
 PROTOCOL = "privsdr.fsir"
@@ -27,8 +28,39 @@ COV_MECHANISMS = ("modsulq", "analyze_gauss", "none")
 SCREENINGS = (None, "ccmd", "private")
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _tuple_or_none(value: Any) -> tuple[float, ...] | None:
-    return None if value is None else tuple(float(v) for v in np.ravel(value))
+    if value is None:
+        return None
+    try:
+        values = tuple(float(v) for v in np.ravel(np.asarray(value, dtype=float)))
+    except (TypeError, ValueError):
+        raise ValidationError(f"expected a list of numbers, got {value!r}") from None
+    if not all(math.isfinite(v) for v in values):
+        raise ValidationError(f"expected finite numbers, got {value!r}")
+    return values
+
+
+def _bound(value: Any) -> "float | tuple[float, ...]":
+    """A scalar bound, or one bound per column (a tuple)."""
+    if isinstance(value, (bool, np.bool_)):
+        raise ValidationError("bound (R) must be a positive public number or one per column, not a boolean")
+    if np.ndim(value) == 0:
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ValidationError(f"bound (R) must be a positive public number, got {value!r}") from None
+    try:
+        return tuple(float(v) for v in np.ravel(np.asarray(value, dtype=float)))
+    except (TypeError, ValueError):
+        raise ValidationError("bound (R) must be a positive number or one positive number per column") from None
+
+
+def _names_or_none(value: Any) -> tuple[str, ...] | None:
+    return None if value is None else tuple(str(v) for v in value)
 
 
 @attrs.frozen
@@ -36,8 +68,10 @@ class FSIRConfig:
     """Public parameters every client of one FSIR run shares.
 
     ``bound`` with ``norm="linf"`` (R): coordinatewise truncation |x_ij| <= R after public
-    centring/scaling (the paper; rows then have norm <= R sqrt(p)); with ``norm="l2"`` (C): rows
-    scaled down to ||x|| <= C (spec §3.2 REC; tighter when C < R sqrt(p)).
+    centring/scaling (the paper; rows then have norm <= R sqrt(p)), or one bound R_j per column
+    (rows then have norm <= ||R||_2); with ``norm="l2"`` (C): rows scaled down to ||x|| <= C (spec
+    §3.2 REC; tighter when C < R sqrt(p)). ``columns`` (optional) names the feature columns in order,
+    so that every client reads the same columns from its own table.
     Slices: ``cut_points`` (public, continuous y) or ``classes`` (categorical y). ``mechanism`` for
     the slice means: ``iid`` (Proposition 2), ``vgm`` (Algorithm 2 as published: noise shape from
     the private data, status *claimed*), ``vgm_public`` (public basis ``basis`` and spectrum
@@ -52,13 +86,13 @@ class FSIRConfig:
     (``server_vote="majority"``, the paper) or the ``screen_size`` most-voted coordinates (``"top_s"``).
     """
 
-    bound: float = attrs.field(converter=float)
+    bound: "float | tuple[float, ...]" = attrs.field(converter=_bound)
     norm: str = "linf"
     cut_points: tuple[float, ...] | None = attrs.field(default=None, converter=_tuple_or_none)
     classes: tuple[float, ...] | None = attrs.field(default=None, converter=_tuple_or_none)
     mechanism: str = "iid"
-    cov_mechanism: str = "modsulq"
-    calibration: str = "classical"
+    cov_mechanism: str = "analyze_gauss"
+    calibration: str = "analytic"
     cov_share: float = 0.5
     n_directions: int | str = 1
     two_stage_share: float = 0.3
@@ -71,12 +105,20 @@ class FSIRConfig:
     ccmd_threshold: float | None = None
     ccmd_rule: str = "threshold"
     server_vote: str = "majority"
+    columns: tuple[str, ...] | None = attrs.field(default=None, converter=_names_or_none)
 
     def __attrs_post_init__(self) -> None:
-        if not (math.isfinite(self.bound) and self.bound > 0):
-            raise ValidationError("bound (R) must be a positive public number")
+        values = np.atleast_1d(np.asarray(self.bound, dtype=float))
+        if values.size == 0 or not np.all(np.isfinite(values) & (values > 0)):
+            raise ValidationError("bound (R) must be a positive public number, or one positive number per column")
         if self.norm not in ("linf", "l2"):
             raise ValidationError("norm must be 'linf' (|x_ij| <= R, the paper) or 'l2' (||x|| <= C, spec §3.2 REC)")
+        if self.per_column and self.norm != "linf":
+            raise ValidationError("per-column bounds need norm='linf' (|x_ij| <= R_j); norm='l2' bounds the whole row by one C")
+        if self.columns is not None and (len(set(self.columns)) != len(self.columns) or not self.columns):
+            raise ValidationError("columns must be distinct names")
+        if self.per_column and self.columns is not None and len(self.columns) != len(self.bound):  # type: ignore[arg-type]
+            raise ValidationError(f"{len(self.bound)} per-column bounds for {len(self.columns)} columns")  # type: ignore[arg-type]
         if (self.cut_points is None) == (self.classes is None):
             raise ValidationError("give exactly one of cut_points (continuous y) or classes (categorical y)")
         if self.cut_points is not None and np.any(np.diff(self.cut_points) <= 0):
@@ -96,21 +138,63 @@ class FSIRConfig:
         if self.screening == "ccmd" and self.ccmd_rule == "threshold" and self.ccmd_threshold is None:
             raise ValidationError("ccmd screening with rule 'threshold' needs ccmd_threshold (t)")
         for name in ("cov_share", "two_stage_share", "screen_share"):
-            if not 0 < getattr(self, name) < 1:
-                raise ValidationError(f"{name} must be in (0, 1)")
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+                raise ValidationError(f"{name} must be a number in (0, 1), got {value!r}")
+        d = self.n_directions
+        if d != "auto" and (isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1):
+            raise ValidationError(f"n_directions must be a positive integer or 'auto', got {d!r}")
+        if self.cut_points is not None and not self.cut_points:
+            raise ValidationError("cut_points needs at least one boundary")
+        if self.classes is not None and len(set(self.classes)) != len(self.classes):
+            raise ValidationError("classes must be distinct")
+        s = self.screen_size
+        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
+            raise ValidationError(f"screen_size must be a positive integer, got {s!r}")
 
     @property
     def n_slices(self) -> int:
         return len(self.cut_points) + 1 if self.cut_points is not None else len(self.classes or ())
 
-    def row_bound(self, p: int) -> float:
-        """The public bound on ||x||_2 after truncation: R sqrt(p) (linf) or C (l2)."""
-        return self.bound * math.sqrt(p) if self.norm == "linf" else self.bound
+    @property
+    def per_column(self) -> bool:
+        return isinstance(self.bound, tuple)
 
-    def truncate(self, X: np.ndarray) -> np.ndarray:
+    def column_bounds(self, p: int, active: Sequence[int] | None = None) -> np.ndarray:
+        """|x_j| <= R_j for the p released columns (the ``active`` ones of the original columns, if given)."""
+        if not self.per_column:
+            return np.full(p, float(self.bound))  # type: ignore[arg-type]
+        full = np.asarray(self.bound, dtype=float)
+        if active is None:
+            if p != full.size:
+                raise ValidationError(f"the configuration has {full.size} per-column bounds; the data has {p} columns")
+            return full
+        idx = np.asarray(active, dtype=int)
+        if idx.size != p or np.any(idx < 0) or np.any(idx >= full.size):
+            raise ValidationError(f"active columns {tuple(active)} do not fit {full.size} per-column bounds")
+        return full[idx]
+
+    def row_bound(self, p: int, active: Sequence[int] | None = None) -> float:
+        """The public bound on ||x||_2 after truncation: R sqrt(p) or ||R||_2 (linf), or C (l2)."""
+        if self.norm == "l2":
+            return float(self.bound)  # type: ignore[arg-type]
+        if not self.per_column:
+            return float(self.bound) * math.sqrt(p)  # type: ignore[arg-type]
+        return float(np.sqrt(np.sum(self.column_bounds(p, active) ** 2)))
+
+    def entry_bounds(self, p: int, active: Sequence[int] | None = None) -> np.ndarray:
+        """|x_j| after truncation, per released column: R_j (linf) or C (l2)."""
+        if self.norm == "l2":
+            return np.full(p, float(self.bound))  # type: ignore[arg-type]
+        return self.column_bounds(p, active)
+
+    def truncate(self, X: np.ndarray, active: Sequence[int] | None = None) -> np.ndarray:
         from ..core import clip_rows_l2
 
-        return np.clip(X, -self.bound, self.bound) if self.norm == "linf" else clip_rows_l2(X, self.bound)
+        if self.norm == "l2":
+            return clip_rows_l2(X, float(self.bound))  # type: ignore[arg-type]
+        R = self.column_bounds(X.shape[1], active)
+        return np.clip(X, -R, R)
 
     def slice_labels(self, y: np.ndarray) -> np.ndarray:
         from ..core import slice_by_cut_points
@@ -124,7 +208,10 @@ class FSIRConfig:
         return labels
 
     def to_dict(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+        data = attrs.asdict(self)
+        if data["columns"] is None:
+            del data["columns"]  # configurations without column names keep their earlier digest
+        return data
 
     def to_json(self) -> str:
         return json.dumps({"protocol": PROTOCOL, "version": PROTOCOL_VERSION, "config": self.to_dict()}, indent=2)
@@ -134,10 +221,18 @@ class FSIRConfig:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ValidationError(f"not an FSIR configuration: {exc}") from None
+            raise ValidationError(f"not an FSIR configuration ({exc.msg} at line {exc.lineno})") from None
         if not isinstance(data, dict) or data.get("protocol") != PROTOCOL or data.get("version") != PROTOCOL_VERSION:
             raise ValidationError("not an FSIR configuration of this protocol version")
-        return cls(**data["config"])
+        fields = {a.name for a in attrs.fields(cls)}
+        config = data.get("config")
+        if not isinstance(config, dict) or not set(config) <= fields or "bound" not in config:
+            unknown = sorted(set(config) - fields) if isinstance(config, dict) else []
+            raise ValidationError("malformed FSIR configuration" + (f": unknown fields {unknown}" if unknown else ""))
+        try:
+            return cls(**config)
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(f"malformed FSIR configuration: {exc}") from None
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -169,28 +264,64 @@ class ClientMessage:
         return buffer.getvalue()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "ClientMessage":
+    def from_bytes(cls, data: bytes, source: str = "message") -> "ClientMessage":
+        """Read an upload strictly: every field present with its type, arrays 2-D and finite-typed."""
+        if not data.startswith(b"PK"):
+            raise ValidationError(f"{source} is not a readable FSIR message (not an npz archive)")
         try:
             with np.load(io.BytesIO(data), allow_pickle=False) as archive:
-                meta = json.loads(archive["meta"].tobytes().decode())
+                if "meta" not in archive.files:
+                    raise ValueError("no 'meta' entry")
+                meta = json.loads(archive["meta"].tobytes().decode("utf-8"))
                 arrays = {k: archive[k] for k in ("slice_means", "second_moment") if k in archive.files}
+                extra = set(archive.files) - {"meta", "slice_means", "second_moment"}
         except Exception as exc:  # noqa: BLE001 - any decoding failure is a bad message
-            raise ValidationError(f"not a readable FSIR message: {exc}") from None
+            raise ValidationError(f"{source} is not a readable FSIR message ({type(exc).__name__}: {exc})") from None
+        if not isinstance(meta, dict):
+            raise ValidationError(f"{source} is not an FSIR message (its metadata is not an object)")
         if meta.get("protocol") != PROTOCOL:
-            raise ValidationError(f"not an FSIR message (protocol {meta.get('protocol')!r})")
+            raise ValidationError(f"{source} is not an FSIR message (protocol {meta.get('protocol')!r})")
         if meta.get("version") != PROTOCOL_VERSION:
-            raise ValidationError(f"FSIR protocol version {meta.get('version')} is not {PROTOCOL_VERSION}")
+            raise ValidationError(f"{source}: FSIR protocol version {meta.get('version')!r} is not {PROTOCOL_VERSION}")
+        expected = {"client_id", "config_digest", "n", "p", "n_slices", "report_json", "votes", "active", "protocol", "version"}
+        if set(meta) != expected or extra:
+            raise ValidationError(f"{source}: unexpected or missing fields {sorted(set(meta) ^ expected | extra)}")
+        for key in ("client_id", "config_digest", "report_json"):
+            if not isinstance(meta[key], str) or not meta[key]:
+                raise ValidationError(f"{source}: {key} must be a non-empty string")
+        for key in ("n", "p", "n_slices"):
+            if not _is_int(meta[key]) or meta[key] < 1:
+                raise ValidationError(f"{source}: {key} must be a positive integer, got {meta[key]!r}")
         for key in ("votes", "active"):
-            if meta.get(key) is not None:
+            if meta[key] is not None:
+                if not isinstance(meta[key], list) or not all(_is_int(v) and v >= 0 for v in meta[key]):
+                    raise ValidationError(f"{source}: {key} must be a list of column indices")
                 meta[key] = tuple(meta[key])
+        for key, arr in arrays.items():
+            if arr.ndim != 2 or arr.dtype.kind != "f":
+                raise ValidationError(f"{source}: {key} must be a 2-D float array, got {arr.dtype} of shape {arr.shape}")
         return cls(slice_means=arrays.get("slice_means"), second_moment=arrays.get("second_moment"), **meta)
 
     def save(self, path: "str | Path") -> None:
-        Path(path).write_bytes(self.to_bytes())
+        atomic_write_bytes(path, self.to_bytes())
 
     @classmethod
     def load(cls, path: "str | Path") -> "ClientMessage":
-        return cls.from_bytes(Path(path).read_bytes())
+        try:
+            data = Path(path).read_bytes()
+        except FileNotFoundError:
+            raise ValidationError(f"message file not found: {path}") from None
+        return cls.from_bytes(data, source=str(path))
+
+    def payload_digest(self) -> str | None:
+        """sha256 of the released arrays (None for a votes-only message): the same upload sent twice
+        has the same digest, whatever client id it carries."""
+        if self.slice_means is None and self.second_moment is None:
+            return None
+        h = hashlib.sha256()
+        for arr in (self.slice_means, self.second_moment):
+            h.update(b"-" if arr is None else np.ascontiguousarray(arr, dtype=float).tobytes())
+        return h.hexdigest()
 
     @property
     def report(self) -> Any:
@@ -208,6 +339,8 @@ def check_compatible(messages: Sequence[ClientMessage], config: FSIRConfig) -> N
     for m in messages:
         if not isinstance(m, ClientMessage):
             raise ValidationError(f"not a ClientMessage: {type(m).__name__}")
+        if not isinstance(m.client_id, str) or not _is_int(m.p) or not _is_int(m.n_slices):
+            raise ValidationError(f"client {m.client_id!r}: malformed message (client_id, p, n_slices)")
         if m.config_digest != digest:
             raise ValidationError(f"client {m.client_id!r} used another configuration (digest {m.config_digest} != {digest})")
         if (m.p, m.n_slices, m.active) != (first.p, first.n_slices, first.active):
@@ -220,8 +353,21 @@ def check_compatible(messages: Sequence[ClientMessage], config: FSIRConfig) -> N
         for arr in (m.slice_means, m.second_moment):
             if arr is not None and not np.all(np.isfinite(arr)):
                 raise ValidationError(f"client {m.client_id!r} sent NaN or inf")
-        if m.n < 2:
-            raise ValidationError(f"client {m.client_id!r} has too few records ({m.n})")
+        if not _is_int(m.n) or m.n < 2 * config.n_slices:
+            raise ValidationError(f"client {m.client_id!r}: n must be an integer >= {2 * config.n_slices} "
+                                  f"(2 records per slice), got {m.n!r}")
+        if m.n_slices != config.n_slices:
+            raise ValidationError(f"client {m.client_id!r} has H={m.n_slices} slices; the configuration has {config.n_slices}")
+        if m.active is not None and (len(m.active) != m.p or len(set(m.active)) != m.p):
+            raise ValidationError(f"client {m.client_id!r}: active set {m.active} does not name its {m.p} columns")
     ids = [m.client_id for m in messages]
     if len(set(ids)) != len(ids):
         raise ValidationError("two messages carry the same client id")
+    seen: dict[str, str] = {}
+    for m in messages:
+        digest = m.payload_digest()
+        if digest is not None and digest in seen:
+            raise ValidationError(f"clients {seen[digest]!r} and {m.client_id!r} sent the same upload (payload digest "
+                                  f"{digest[:16]}): one upload counted twice")
+        if digest is not None:
+            seen[digest] = m.client_id

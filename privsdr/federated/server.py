@@ -1,9 +1,12 @@
 """The FSIR server: merge client messages (post-processing only; spec fsir_000.md Algorithm 1).
 
     Sigma~ = sum_k n_k Sigma~_k / N,   M~ = sum_k n_k M~_k / N,   U_d = top-d left singular vectors of M~,
-    beta~ = Sigma~^{-1} U_d   (a linear solve; Sigma~ optionally floored to be positive definite).
+    beta~ = Sigma~^{-1} U_d   (a linear solve; Sigma~ optionally floored to be positive definite),
 
+and each direction scaled to unit length (the span, and each column's direction, are unchanged).
 Without noise this is exactly the pooled estimate: n_k M_k and n_k Sigma_k are sums over records.
+Before merging, ``checks.check_messages`` refuses what public information contradicts (trust model
+in ``docs/algorithms/fsir.md``), and uncertified uploads unless ``allow_uncertified=True``.
 The guarantee per record is the max over clients of their own costs (parallel composition: every
 record lives on one client).
 """
@@ -16,7 +19,8 @@ import numpy as np
 
 from ..core import eigen_floor
 from ..errors import ValidationError
-from .protocol import ClientMessage, FSIRConfig, check_compatible
+from .checks import check_messages
+from .protocol import ClientMessage, FSIRConfig
 
 
 @attrs.frozen(eq=False)
@@ -49,7 +53,10 @@ def privacy_summary(messages: Sequence[ClientMessage]) -> dict[str, Any]:
     per_client = {}
     statuses = []
     for m in messages:
-        report = m.report
+        try:
+            report = m.report
+        except (ValueError, TypeError) as exc:
+            raise ValidationError(f"client {m.client_id!r}: its privacy report is unreadable ({exc})") from None
         per_client[m.client_id] = {"epsilon": report.spent[0], "delta": report.spent[1], "status": report.status}
         statuses.append(report.status)
     worst = "none" if "none" in statuses else ("claimed" if "claimed" in statuses else "certified")
@@ -62,11 +69,11 @@ def privacy_summary(messages: Sequence[ClientMessage]) -> dict[str, Any]:
 
 
 def merge(messages: Sequence[ClientMessage], config: FSIRConfig, *, n_directions: int | str | None = None,
-          psd_floor: float | None = None, p_original: int | None = None) -> FSIRResult:
-    """Merge the clients' uploads and estimate the SDR directions."""
-    check_compatible(messages, config)
-    if any(m.slice_means is None or m.second_moment is None for m in messages):
+          psd_floor: float | None = None, p_original: int | None = None, allow_uncertified: bool = False) -> FSIRResult:
+    """Merge the clients' uploads and estimate the SDR directions (unit-length columns)."""
+    if any(not isinstance(m, ClientMessage) or m.slice_means is None or m.second_moment is None for m in messages):
         raise ValidationError("merge needs round-2 messages (slice means and second moments)")
+    check_messages(messages, config, allow_uncertified=allow_uncertified)
     N = sum(m.n for m in messages)
     M = sum(m.n * m.slice_means for m in messages) / N
     S = sum(m.n * m.second_moment for m in messages) / N
@@ -86,6 +93,10 @@ def merge(messages: Sequence[ClientMessage], config: FSIRConfig, *, n_directions
         beta = np.linalg.solve(S, U[:, :d])
     except np.linalg.LinAlgError:
         raise ValidationError("the merged second moment is singular; pass psd_floor= to repair it (post-processing)") from None
+    norms = np.linalg.norm(beta, axis=0)
+    if not np.all(np.isfinite(beta)) or np.any(norms == 0):
+        raise ValidationError("the merged estimate has a zero or non-finite direction; pass psd_floor= (post-processing)")
+    beta = beta / norms
     active = messages[0].active
     if active is not None:
         full = np.zeros((p_original or max(active) + 1, d))

@@ -23,6 +23,9 @@ from ..report import NodeReport, PrivacyReport
 from .graph import CalibratedPlan
 
 
+DELEGATED = "delegated"  #: the output of a node charged here and released by another party
+
+
 @attrs.frozen
 class Release:
     """A query result plus release options (e.g. ``shape=`` for the shaped Gaussian)."""
@@ -53,6 +56,22 @@ def _spawn(random_state: object, count: int) -> list[np.random.Generator]:
 
 def _utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+class NoiseOffPlan:
+    """A plan allocated at ``Budget.infinite()`` as the ledger sees it: every charge has status
+    ``none`` (no noise is drawn, nothing is private), so neither the journal nor any report records
+    such a run as certified. ``Budget.infinite()`` is itself the explicit opt-in: there is no other
+    way to get an infinite budget."""
+
+    def __init__(self, plan: CalibratedPlan) -> None:
+        self._plan = plan
+
+    def charges(self) -> list[Charge]:
+        return [attrs.evolve(c, status=Status.NONE) for c in self._plan.charges()]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._plan, name)
 
 
 class Run:
@@ -87,7 +106,11 @@ class Run:
         self._rngs = dict(zip(self.plan.nodes, _spawn(self.random_state, len(self.plan.nodes))))
         self._before = self.ledger.remaining
         self._started = _utc_now()
-        self._reservation = self.ledger.reserve(self.plan, allow_uncertified=self.allow_uncertified)
+        if self.plan.budget.is_infinite:  # noise off: opted in by Budget.infinite(), unless nodes are uncertified by design
+            allow = self.allow_uncertified or self.plan.status == Status.CERTIFIED
+            self._reservation = self.ledger.reserve(NoiseOffPlan(self.plan), allow_uncertified=allow)
+        else:
+            self._reservation = self.ledger.reserve(self.plan, allow_uncertified=self.allow_uncertified)
         return self
 
     def release(self, name: str, value: Any, **options: Any) -> Any:
@@ -108,6 +131,20 @@ class Run:
         out = mech.sample(prepared, spec, self._rngs[name], **options)
         self.outputs[name] = out
         return out
+
+    def delegate(self, name: str) -> None:
+        """Charge node ``name`` whose noise another party draws from its own records (a federated
+        client computing its upload). Write-ahead still holds as long as that party starts only
+        after this returns; a party that then fails leaves the charge spent (fail closed)."""
+        if self._reservation is None or self._reservation.closed:
+            raise PlanError("delegate() outside an open run (use `with Run(...) as run:`)")
+        if name not in self.plan.nodes or name in self.outputs:
+            raise PlanError(f"node {name!r} is not a pending node of plan {self.plan.name!r}")
+        missing = [p for p in self.plan.nodes[name].parents if p not in self.outputs]
+        if missing:
+            raise PlanError(f"node {name!r} needs its parents charged first: {missing}")
+        self._reservation.charge(name)
+        self.outputs[name] = DELEGATED
 
     def _spec_for(self, name: str, sensitivity: float | None) -> Any:
         """The node's noise spec; for adaptive nodes, with the sensitivity value given at release."""
@@ -196,6 +233,7 @@ def build_report(run: Run) -> PrivacyReport:
     spent = ledger.cost_of(charged)
     status = Status.worst([c.status for c in charged]) if charged else Status.CERTIFIED
     uncertified = [c.label for c in charged if c.status != Status.CERTIFIED]
+    noise_off = plan.budget.is_infinite  # Budget.infinite(): charged as "none" (NoiseOffPlan), never "certified"
     basic = BasicAccountant()
     nodes = []
     for charge in plan.charges():
@@ -205,7 +243,7 @@ def build_report(run: Run) -> PrivacyReport:
             NodeReport(
                 name=node.name,
                 mechanism=node.mechanism,
-                status=node.status.value,
+                status=Status.NONE.value if noise_off else node.status.value,
                 calibration=spec.calibration,
                 sensitivity=spec.sensitivity.to_dict(),
                 noise_multiplier=spec.noise_multiplier,

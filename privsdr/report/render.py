@@ -89,6 +89,8 @@ def to_markdown(report: PrivacyReport) -> str:
     ]
     if report.diagnostics.get("messages"):
         lines += ["", "## Diagnostics (post-processing, no cost)", ""] + [f"- {t}" for t in report.diagnostics["messages"].values()]
+    if report.model:
+        lines += ["", f"Model file: `{report.model.get('format')}` digest `{report.model.get('digest')}`."]
     if report.notes:
         lines += ["", "## Notes", ""] + [f"- {note}" for note in report.notes]
     return "\n".join(lines) + "\n"
@@ -170,6 +172,8 @@ def to_html(report: PrivacyReport) -> str:
         + _html_table(("parameter", "value"), [(k, _f(v)) for k, v in report.public_parameters.items()])
         + f"<p class='meta'>Data shape {html.escape(str(report.data_shape))}. Seed policy: {html.escape(report.seed_policy)}. "
         f"Started {html.escape(str(report.timestamps.get('started')))}, finished {html.escape(str(report.timestamps.get('finished')))}.</p>"
+        + (f"<p class='meta'>Model file {html.escape(str(report.model.get('format')))}, digest "
+           f"<code>{html.escape(str(report.model.get('digest')))}</code>.</p>" if report.model else "")
     )
     return _page(f"privacy report — {report.algorithm}", report.status, report.status_line, body)
 

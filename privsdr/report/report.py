@@ -83,12 +83,15 @@ class PrivacyReport:
     notes: list[str] = attrs.field(factory=list)
     #: post-processing facts about the released estimate (e.g. the error the noise alone induces); no cost
     diagnostics: dict[str, Any] = attrs.field(factory=dict)
+    model: dict[str, Any] | None = None  #: the model file this report belongs to (format, digest), if saved
     schema: str = SCHEMA
     schema_version: int = SCHEMA_VERSION
 
     # -- serialisation ----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         data = attrs.asdict(self, recurse=True)
+        if data["model"] is None:
+            del data["model"]  # reports of unsaved fits keep exactly their earlier form
         order = ["schema", "schema_version", "status", "status_line"]
         return _num({**{k: data[k] for k in order}, **{k: v for k, v in data.items() if k not in order}})
 
@@ -103,12 +106,21 @@ class PrivacyReport:
         if data.get("schema_version") not in READABLE_VERSIONS:
             raise ValueError(f"unsupported report schema version {data.get('schema_version')!r}; this privsdr reads {READABLE_VERSIONS}")
         data["schema_version"] = SCHEMA_VERSION
-        data["nodes"] = [NodeReport(**n) for n in data["nodes"]]
-        return cls(**data)
+        try:
+            data["nodes"] = [NodeReport(**n) for n in data["nodes"]]
+            return cls(**data)
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"malformed privacy report: {exc}") from None
 
     @classmethod
     def from_json(cls, text: str) -> "PrivacyReport":
-        return cls.from_dict(json.loads(text))
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not a JSON privacy report ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        if not isinstance(data, dict):
+            raise ValueError("not a privsdr privacy report (the JSON is not an object)")
+        return cls.from_dict(data)
 
     def to_markdown(self) -> str:
         from .render import to_markdown
@@ -150,4 +162,6 @@ class PrivacyReport:
         for key, text in self.diagnostics.get("messages", {}).items():
             lines.append(f"diagnostic ({key}): {text}")
         lines.append(f"seed policy: {self.seed_policy}")
+        if self.model:
+            lines.append(f"model file: {self.model.get('format')} digest {self.model.get('digest')}")
         return "\n".join(lines)

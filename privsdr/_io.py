@@ -1,0 +1,74 @@
+"""Atomic file output: a reader sees the old file or the new one, never half of either.
+
+``atomic_write_bytes(path, data)`` writes a temp file in the same folder, fsyncs it, renames it
+over ``path`` and fsyncs the folder. ``PendingFile`` splits that in two: ``open`` creates the temp
+file *now* (so a folder that cannot take the file is refused before any budget is spent) and
+``commit(data)`` fills and renames it later; ``discard`` removes it.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - some file systems refuse fsync on directories
+        pass
+    finally:
+        os.close(fd)
+
+
+class PendingFile:
+    """A temp file beside ``path``, created on ``open()``; ``commit(data)`` renames it over ``path``."""
+
+    def __init__(self, path: "str | os.PathLike[str]") -> None:
+        self.path = Path(path)
+        self.tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{id(self):x}.tmp")
+        self._fd: int | None = None
+
+    def open(self) -> "PendingFile":
+        self._fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        return self
+
+    def commit(self, data: "bytes | str") -> None:
+        if self._fd is None:
+            self.open()
+        assert self._fd is not None
+        payload = data.encode("utf-8") if isinstance(data, str) else data
+        try:
+            view = memoryview(payload)
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+            os.fsync(self._fd)
+        except BaseException:
+            self.discard()
+            raise
+        os.close(self._fd)
+        self._fd = None
+        os.replace(self.tmp, self.path)
+        _fsync_dir(self.path.parent)
+
+    def discard(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        try:
+            os.unlink(self.tmp)
+        except FileNotFoundError:
+            pass
+
+    @property
+    def pending(self) -> bool:
+        return self._fd is not None
+
+
+def atomic_write_bytes(path: "str | os.PathLike[str]", data: "bytes | str") -> None:
+    """Write ``data`` to ``path`` atomically (temp file, fsync, rename, fsync of the folder)."""
+    PendingFile(path).commit(data)

@@ -1,0 +1,67 @@
+"""Shared fixtures of the CLI tests: an in-process ``privsdr`` runner, tables, journals."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from privsdr import Ledger
+from privsdr.cli import main
+
+
+class CliResult:
+    def __init__(self, code: int, out: str, err: str) -> None:
+        self.code, self.out, self.err = code, out, err
+
+    def __repr__(self) -> str:
+        return f"CliResult(code={self.code}, err={self.err.strip()!r})"
+
+
+@pytest.fixture
+def cli(capsys):
+    """``cli(*args)`` runs ``privsdr ARGS`` in this process and returns (code, stdout, stderr)."""
+
+    def run(*args) -> CliResult:
+        capsys.readouterr()
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exc:  # argparse usage errors
+            code = exc.code if isinstance(exc.code, int) else 2
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run
+
+
+def write_table(path: Path, X: np.ndarray, y: np.ndarray, names=None, target: str = "y") -> Path:
+    names = names or [f"x{j + 1}" for j in range(X.shape[1])]
+    lines = [",".join([*names, target])] + [",".join(f"{v:.6f}" for v in (*row, t)) for row, t in zip(X, y)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture
+def sir_table(tmp_path):
+    """600 rows of DP-SIR model M1 with p = 4 (|x_ij| <= 1), columns x1..x4 and y."""
+    from privsdr.datasets import sir_model
+
+    X, y, _ = sir_model("M1", 600, 4, seed=3)
+    return write_table(tmp_path / "rows.csv", X, y)
+
+
+@pytest.fixture
+def journal(tmp_path):
+    """A journal with room for a few fits (epsilon 20, delta 1e-4, basic accountant)."""
+    path = tmp_path / "budget.jsonl"
+    Ledger.create(path, (20.0, 1e-4), "basic")
+    return path
+
+
+def spent(path: Path):
+    return Ledger.open(path).spent
+
+
+def leftovers(folder: Path) -> list[str]:
+    """Temp files an interrupted atomic write would leave behind."""
+    return sorted(p.name for p in folder.rglob("*.tmp"))

@@ -1,0 +1,153 @@
+"""Issue 10 item 7: every shell and Python block of README.md and docs/**/*.md runs, so the docs
+cannot drift from the program again.
+
+Rules (also the contract for whoever writes docs):
+
+* A fenced block tagged ``bash``/``sh``/``shell`` runs line by line (a trailing ``\\`` continues a
+  line) with ``bash``, or in this process when the line is a plain ``privsdr ...`` command. Each
+  line must exit 0, unless its comment says ``→ exit N``.
+* A block tagged ``python`` runs with ``exec``; the blocks of one page share one namespace.
+* Blocks of one page run in order, in one fresh folder that holds these public example files:
+  ``rows.csv`` and ``new_rows.csv`` (columns x1..x4 and y), ``site1.csv``/``site2.csv`` (FSIR
+  sites, x0..x5 and y) and ``bounds.json`` (per-column bounds of rows.csv).
+* A block that cannot run here is marked on the line before its fence with
+  ``<!-- docs-test: skip (the reason) -->``; the reason is required.
+* Other blocks (``json``, ``text``) are shown, not run.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").rglob("*.md"))
+FENCE = re.compile(r"^```(\w*)\s*$")
+SKIP = re.compile(r"<!--\s*docs-test:\s*skip\s*\((.+)\)\s*-->")
+EXPECT = re.compile(r"→\s*exit\s+(\d+)")
+SHELL, PYTHON = {"bash", "sh", "shell"}, {"python"}
+
+
+def blocks(page: Path) -> list[tuple[int, str, str, str | None]]:
+    """(line number, language, code, skip reason) of every fenced block of a page."""
+    out, lines = [], page.read_text().splitlines()
+    i = 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if m and m.group(1):
+            start, language = i, m.group(1)
+            j = i + 1
+            while j < len(lines) and not lines[j].startswith("```"):
+                j += 1
+            previous = lines[start - 1] if start else ""
+            skip = SKIP.search(previous)
+            out.append((start + 1, language, "\n".join(lines[start + 1 : j]), skip.group(1).strip() if skip else None))
+            i = j + 1
+        else:
+            i += 1
+    return out
+
+
+def fixtures(folder: Path) -> None:
+    rng = np.random.default_rng(2024)
+
+    def table(name: str, X: np.ndarray, y: np.ndarray, prefix: str, start: int) -> None:
+        names = [f"{prefix}{j + start}" for j in range(X.shape[1])]
+        rows = [",".join([*names, "y"])] + [",".join(f"{v:.5f}" for v in (*r, t)) for r, t in zip(X, y)]
+        (folder / name).write_text("\n".join(rows) + "\n")
+
+    X = np.clip(rng.standard_normal((3000, 4)), -3, 3)
+    y = X[:, 0] - X[:, 1] + 0.5 * rng.standard_normal(3000)
+    table("rows.csv", X, y, "x", 1)
+    table("new_rows.csv", X[:100] * 1.5, y[:100], "x", 1)
+    (folder / "bounds.json").write_text('{"x1": 1, "x2": 1, "x3": [-1, 0.5], "x4": 1}')
+    from privsdr.datasets import fsir_model
+
+    B = None
+    for k in (1, 2):
+        Xs, ys, B = fsir_model("III", 1500, 6, seed=k, B=B)
+        table(f"site{k}.csv", Xs, ys, "x", 0)
+
+
+def commands(code: str) -> list[str]:
+    out, current = [], ""
+    for line in code.splitlines():
+        current += line.rstrip("\\") + (" " if line.endswith("\\") else "")
+        if line.endswith("\\"):
+            continue
+        if current.strip() and not current.strip().startswith("#"):
+            out.append(current.strip())
+        current = ""
+    return out
+
+
+def run_shell(command: str, folder: Path) -> tuple[int, str]:
+    expected_text = command.split("#", 1)[1] if "#" in command else ""
+    plain = command.split("#", 1)[0].strip()
+    if re.fullmatch(r"privsdr(\s+[^|;&<>$`()]+)?", plain):
+        from privsdr.cli import main
+
+        out, err = io.StringIO(), io.StringIO()
+        cwd = os.getcwd()
+        os.chdir(folder)
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    code = main(shlex.split(plain)[1:])
+                except SystemExit as exc:
+                    code = exc.code if isinstance(exc.code, int) else 2
+        finally:
+            os.chdir(cwd)
+        return code, expected_text + "\n" + err.getvalue() + out.getvalue()[-2000:]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(["bash", "-o", "pipefail", "-c", plain], cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    return done.returncode, expected_text + "\n" + done.stderr + done.stdout[-2000:]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_every_block_of_the_page_runs(page, tmp_path):
+    found = blocks(page)
+    fixtures(tmp_path)
+    namespace: dict = {"__name__": "__docs__"}
+    ran = 0
+    for line, language, code, skip in found:
+        if skip is not None:
+            assert len(skip) > 10, f"{page.name}:{line}: a skip needs its reason"
+            continue
+        if language in SHELL:
+            for command in commands(code):
+                expected = EXPECT.search(command.split("#", 1)[1]) if "#" in command else None
+                status, output = run_shell(command, tmp_path)
+                want = int(expected.group(1)) if expected else 0
+                assert status == want, f"{page.name}:{line}: `{command}` exited {status}, expected {want}\n{output}"
+                ran += 1
+        elif language in PYTHON:
+            cwd = os.getcwd()
+            os.chdir(tmp_path)
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    exec(compile(code, f"{page.name}:{line}", "exec"), namespace)  # noqa: S102 - our own docs
+            finally:
+                os.chdir(cwd)
+            ran += 1
+    runnable = [b for b in found if b[1] in SHELL | PYTHON]
+    assert ran or not runnable or all(b[3] for b in runnable)
+
+
+def test_the_runner_sees_every_block_and_every_skip_has_a_reason():
+    total = skipped = 0
+    for page in PAGES:
+        for line, language, _, skip in blocks(page):
+            if language in SHELL | PYTHON:
+                total += 1
+                skipped += skip is not None
+                assert skip is None or len(skip) > 10, (page, line)
+    assert total >= 15 and skipped <= 3, (total, skipped)

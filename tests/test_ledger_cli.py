@@ -1,0 +1,78 @@
+"""Issue 10 item 5 through the command line: a journal notices a missing tail, `ledger repair`
+recovers from a torn last line without lowering spent, and a key detects a consistent rewrite."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from privsdr import Ledger
+from privsdr.accounting.journal import head_line, head_path, record_hash
+
+
+@pytest.fixture
+def charged(tmp_path, cli):
+    """A journal with two demo runs charged to it."""
+    path = tmp_path / "budget.jsonl"
+    assert cli("ledger", "init", path, "--epsilon", 3, "--delta", 1e-5, "--accountant", "best").code == 0
+    for _ in range(2):
+        assert cli("demo", "--n", 2000, "--journal", path).code == 0
+    return path
+
+
+def test_deleting_the_last_run_is_detected_by_verify_show_and_fit(charged, cli, sir_table):
+    spent = Ledger.open(charged).spent
+    lines = charged.read_bytes().split(b"\n")[:-1]
+    last_reserve = max(i for i, line in enumerate(lines) if b'"type":"reserve"' in line)
+    charged.write_bytes(b"\n".join(lines[:last_reserve]) + b"\n")  # the last run's records are gone
+    r = cli("ledger", "verify", charged)
+    assert r.code == 1 and "TAMPERED" in r.out and "removed from its end" in r.out
+    assert cli("ledger", "show", charged).code == 2
+    r = cli("fit", "mean-covariance", "--data", sir_table, "--target", "y", "--clip", 2, "--journal", charged)
+    assert r.code == 2 and "removed from its end" in r.err  # nothing is charged against a lowered spent
+    charged.write_bytes(b"\n".join(lines) + b"\n")
+    assert cli("ledger", "verify", charged).code == 0 and Ledger.open(charged).spent == spent
+
+
+def test_repair_a_torn_last_line(charged, cli):
+    spent = Ledger.open(charged).spent
+    intact = charged.read_bytes()
+    charged.write_bytes(intact + b'{"hash":"9f3c","label":"step_2","prev":"')  # killed in the middle of a write
+    r = cli("ledger", "verify", charged)
+    assert r.code == 1 and "ledger repair" in r.out
+    r = cli("ledger", "repair", charged)
+    assert r.code == 0 and "removed a torn last line" in r.out
+    assert charged.read_bytes() == intact and Ledger.open(charged).spent == spent
+    assert cli("ledger", "verify", charged).code == 0
+    assert "nothing to repair" in cli("ledger", "repair", charged).out
+    charged.write_bytes(intact.replace(b'"label":"slice_sums"', b'"label":"slice_sumz"', 1) + b"{")
+    r = cli("ledger", "repair", charged)
+    assert r.code == 2 and "modified" in r.err  # repair is not a way around tamper detection
+
+
+def test_a_key_detects_a_whole_file_rewrite(tmp_path, cli, monkeypatch):
+    monkeypatch.setenv("PRIVSDR_JOURNAL_KEY", "a long secret only the data steward knows")
+    path = tmp_path / "keyed.jsonl"
+    assert "HMAC-keyed" in cli("ledger", "init", path, "--epsilon", 3, "--delta", 1e-5).out
+    assert cli("demo", "--n", 2000, "--journal", path).code == 0
+    records = [json.loads(line) for line in path.read_text().splitlines()][:1]  # drop the run ...
+    prev = "0" * 64
+    for r in records:  # ... and recompute every hash (and the head) without the key
+        r.pop("mac"), r.pop("key_id")
+        r["prev"] = prev
+        r["hash"] = prev = record_hash(r)
+    path.write_text("".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in records))
+    head_path(path).write_text(head_line(1, prev) + "\n")
+    r = cli("ledger", "verify", path)
+    assert r.code == 1 and "not keyed" in r.out
+    monkeypatch.delenv("PRIVSDR_JOURNAL_KEY")
+    assert cli("ledger", "verify", path).code == 0  # without the key the rewrite cannot be told apart
+
+
+def test_init_help_names_the_journal_total():
+    from privsdr.cli import build_parser
+
+    parser = build_parser()
+    ledger_sub = next(a for a in parser._subparsers._group_actions[0].choices["ledger"]._actions if a.dest == "ledger_command")
+    text = ledger_sub.choices["init"].format_help()
+    assert "total budget" in text and "of this fit" not in text
