@@ -205,7 +205,11 @@ def test_twenty_runs_with_local_partitions_cost_what_their_records_can_see(name)
                 run.release(label, np.zeros(2))
     basic = make_accountant("basic", 1e-5).cost(list(ledger.charges))
     assert basic == Cost(5.0, 0.0)
-    assert ledger.spent.epsilon <= 5.0
+    # across the 20 runs a privacy filter applies: basic (and best, which includes it) is exact, the
+    # advanced and Renyi filters are valid but pay for full adaptivity on this pure history
+    limit = {"basic": 5.0, "best": 5.0, "rdp": 5.1, "advanced": 6.2}[name]  # advanced: sqrt(2 ln(2/delta) 20/16) + 20/32
+    assert ledger.spent.epsilon <= limit
+    assert ledger.composition["kind"].startswith("fully adaptive")
 
 
 def test_exposure_beyond_the_enumeration_limit_is_exact_for_basic_and_rdp():

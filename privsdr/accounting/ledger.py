@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import hashlib
+import itertools
+import json
 import math
 import os
 import socket
@@ -27,6 +30,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import attrs
 
 from ..errors import BudgetExceededError, PrivsdrError, RelationMismatchError, UncertifiedPlanError, ValidationError
+from . import filters
 from .accountants import Accountant, BasicAccountant, accountant_from_dict, make_accountant
 from .budget import Budget, Cost, as_budget
 from .charge import Chargeable, Charge
@@ -69,6 +73,8 @@ class RunRecord:
     charged: list[str] = attrs.field(factory=list)
     closed: bool = False
     summary: dict[str, Any] = attrs.field(factory=dict)
+    batch: str | None = None  #: the batch of plans declared up front (``Ledger.commit``) this run belongs to
+    plan_hash: str | None = None
 
     @property
     def uncharged(self) -> list[Charge]:
@@ -133,6 +139,7 @@ class Ledger:
             raise ValidationError(str(exc)) from None
         self._lock = threading.RLock()
         self._runs: dict[str, RunRecord] = {}
+        self._batches: dict[str, list[str]] = {}  # batch id -> plan hashes declared up front, each run once
         self._applied = 0
         self._spent_cost: Cost | None = None
         self._journal: Journal | None = None
@@ -219,7 +226,7 @@ class Ledger:
         if kind == "reserve":
             self._runs[record["run_id"]] = RunRecord(
                 record["run_id"], record["plan"], {c["label"]: Charge.from_dict(c) for c in record["charges"]},
-                record["pid"], record["host"], record["time"],
+                record["pid"], record["host"], record["time"], batch=record.get("batch"), plan_hash=record.get("plan_hash"),
             )
             if self.relation is None:
                 self.relation = Relation.parse(record["relation"])
@@ -229,6 +236,8 @@ class Ledger:
             run = self._runs[record["run_id"]]
             run.closed = True
             run.summary = dict(record.get("summary", {}))
+        elif kind == "commit":
+            self._batches[record["batch"]] = list(record["plans"])
         elif kind != "header":
             raise JournalError(f"unknown journal record type {kind!r}")
         self._spent_cost = None
@@ -278,11 +287,104 @@ class Ledger:
 
     @property
     def spent(self) -> Cost:
+        """The guarantee of everything charged so far (see ``composition``)."""
         with self._lock:
             self._refresh()
             if self._spent_cost is None:
-                self._spent_cost = self.cost_of(self._spent_charges())
+                self._spent_cost = self._history(self._groups(charged_only=True)).cost
             return self._spent_cost
+
+    @property
+    def composition(self) -> dict[str, Any]:
+        """Which theorem justifies ``spent``: non-adaptive composition (at most one run, or one batch of
+        plans declared up front), or the privacy filter of the ledger's accountant across runs."""
+        with self._lock:
+            self._refresh()
+            return self._history(self._groups(charged_only=True)).describe()
+
+    # -- composition across runs ----------------------------------------------------------------------
+    def _groups(self, charged_only: bool, extra: "tuple[str | None, list[Charge]] | None" = None) -> list[tuple[list[Charge], float]]:
+        """The history as groups of charges composed non-adaptively (one run, or one committed batch), each
+        with its delta share (fixed at reservation: the sum of the shares of all its nodes)."""
+        open_runs = self._open_runs()
+        groups: dict[str, tuple[list[Charge], list[Charge]]] = {}
+        for run in self._runs.values():
+            charged = [run.charges[label] for label in run.charged]
+            if charged_only:
+                members = charged
+            else:
+                members = charged + list(open_runs.get(run.run_id, []))
+            key = f"batch:{run.batch}" if run.batch else f"run:{run.run_id}"
+            used, allnodes = groups.setdefault(key, ([], []))
+            used.extend(members)
+            allnodes.extend(run.charges.values() if members else [])
+        if extra is not None:
+            batch, charges = extra
+            key = f"batch:{batch}" if batch else "run:<new>"
+            used, allnodes = groups.setdefault(key, ([], []))
+            used.extend(charges)
+            allnodes.extend(charges)
+        out = []
+        for used, allnodes in groups.values():
+            if used:
+                out.append((used, BasicAccountant().cost(allnodes).delta))
+        return out
+
+    def _history(self, groups: list[tuple[list[Charge], float]]) -> "_History":
+        charges = [c for g, _ in groups for c in g]
+        within = self.cost_of(charges)  # composition as if everything had been fixed in advance
+        if len(groups) <= 1:
+            return _History(within, "non_adaptive", filters.CITATIONS["non_adaptive"], len(groups), {})
+        rule = filters.filter_rule_for(self.accountant.name) or "basic"  # PLD has no filter: basic over per-run PLD costs
+        worst: tuple[float, float, Any] | None = None
+        # stable partitions (federated sites, ...) keep their cells across runs: a record in one cell meets only
+        # the runs' releases on that cell, so the filter is applied per cell and the worst cell counts
+        for visible in _per_stable_cell(groups):
+            profiles = [filters.profile(g, d, self.accountant) for g, d in visible]
+            result = filters.usage(profiles, rule, self.budget.delta)
+            delta = filters.basic_usage_delta(profiles) if rule == "basic" else self.budget.delta
+            if worst is None or (result.epsilon, delta) > (worst[0], worst[1]):
+                worst = (result.epsilon, delta, result)
+        assert worst is not None
+        eps, delta, result = worst
+        # never below the non-adaptive composition of the same releases (valid: a weaker statement)
+        cost = Cost(max(eps, within.epsilon), max(delta, within.delta))
+        return _History(cost, result.rule, result.citation, len(groups), result.by_rule)
+
+    def commit(self, plans: Sequence[Chargeable]) -> str:
+        """Declare a fixed batch of plans up front (before any of them reads data): runs of these plans are
+        composed non-adaptively with each other, under any accountant (PLD included); each plan runs once.
+        Returns the batch id. The whole batch must fit what remains."""
+        plans = list(plans)
+        if not plans:
+            raise ValidationError("commit needs at least one plan")
+        hashes = [self._plan_hash(p) for p in plans]
+        batch = uuid.uuid4().hex[:12]
+        with self._transaction():
+            groups = self._groups(charged_only=False)
+            charges = [c for i, p in enumerate(plans) for c in self._qualified(p, f"{batch}/{i}")]
+            after = self._history(groups + [(charges, BasicAccountant().cost(charges).delta)]).cost
+            if not after.fits_within(self.budget):
+                raise BudgetExceededError(f"batch of {len(plans)} plans", self.cost_of(charges), self.remaining, [],
+                                          self.accountant.name, after)
+            self._commit({"type": "commit", "batch": batch, "plans": hashes, "time": _now()})
+        return batch
+
+    @staticmethod
+    def _plan_hash(plan: Chargeable) -> str:
+        inner = getattr(plan, "plan", None)
+        if inner is not None and hasattr(inner, "plan_hash"):
+            return str(inner.plan_hash())
+        return hashlib.sha256(json.dumps([c.to_dict() for c in plan.charges()], sort_keys=True).encode()).hexdigest()[:16]
+
+    def _batch_for(self, plan: Chargeable) -> str | None:
+        """The committed batch this plan belongs to (each committed plan runs once), if any."""
+        h = self._plan_hash(plan)
+        for batch, hashes in self._batches.items():
+            used = [r for r in self._runs.values() if r.batch == batch]
+            if hashes.count(h) > sum(1 for r in used if r.plan_hash == h):
+                return batch
+        return None
 
     @property
     def remaining(self) -> Cost:
@@ -309,9 +411,11 @@ class Ledger:
         with self._transaction():
             charges = self._qualified(plan, run_id)
             preflight = self._check(plan, charges, allow_uncertified)
+            batch = self._batch_for(plan)
             self._commit({
                 "type": "reserve", "run_id": run_id, "plan": plan.name, "relation": plan.relation.value,
                 "charges": [c.to_dict() for c in charges], "pid": os.getpid(), "host": socket.gethostname(), "time": _now(),
+                **({"batch": batch} if batch else {}), "plan_hash": self._plan_hash(plan),
             })
             return Reservation(self, run_id, charges, preflight)
 
@@ -338,8 +442,9 @@ class Ledger:
                 "Pass allow_uncertified=True to run it anyway; its report will say so."
             )
         committed = self._spent_charges() + self._reserved_charges()
-        before = self.cost_of(committed)
-        after = self.cost_of(committed + list(charges))
+        groups = self._groups(charged_only=False)
+        before = self._history(groups).cost if committed else Cost.zero()
+        after = self._history(self._groups(charged_only=False, extra=(self._batch_for(plan), list(charges)))).cost
         requested = self.cost_of(list(charges))
         basic = BasicAccountant()
         items = tuple(
@@ -374,6 +479,7 @@ class Ledger:
                 "accountant": self.accountant.to_dict(),
                 "relation": None if self.relation is None else self.relation.value,
                 "spent": spent.to_dict(),
+                "composition": self.composition,
                 "remaining": remaining.to_dict(),
                 "runs": [run.to_dict() for run in self._runs.values()],
             }
@@ -385,6 +491,45 @@ class Ledger:
             f"Ledger(budget=({self.budget.epsilon:g}, {self.budget.delta:g}), accountant={self.accountant.name!r}, "
             f"spent=({eps:.6g}, {delta:.3g}), runs={len(self._runs)}{where})"
         )
+
+
+def _per_stable_cell(groups: list[tuple[list[Charge], float]]) -> list[list[tuple[list[Charge], float]]]:
+    """The groups as seen by a record in each combination of cells of the stable partitions (those not
+    renamed per run: run-local partitions carry ``run_id/``). Without stable partitions: the groups."""
+    cells: dict[str, set[str]] = {}
+    for g, _ in groups:
+        for c in g:
+            for part, cell in c.scope.constraints:
+                if "/" not in part:
+                    cells.setdefault(part, set()).add(cell)
+    if not cells:
+        return [groups]
+    names = sorted(cells)
+    combos = list(itertools.product(*(sorted(cells[n]) for n in names)))
+    if len(combos) > 10_000:  # valid, conservative: every run as if it touched every cell
+        return [groups]
+    out = []
+    for combo in combos:
+        where = dict(zip(names, combo))
+        out.append([
+            ([c for c in g if all(where.get(p, cell) == cell for p, cell in c.scope.constraints if "/" not in p)], d)
+            for g, d in groups
+        ])
+    return out
+
+
+@attrs.frozen
+class _History:
+    cost: Cost
+    rule: str
+    citation: str
+    groups: int
+    by_rule: dict[str, float]
+
+    def describe(self) -> dict[str, Any]:
+        kind = "non-adaptive" if self.rule == "non_adaptive" else "fully adaptive across runs (privacy filter)"
+        return {"kind": kind, "rule": self.rule, "citation": self.citation, "groups": self.groups,
+                **({"by_rule": self.by_rule} if self.by_rule else {})}
 
 
 class Reservation:
