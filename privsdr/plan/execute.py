@@ -15,7 +15,7 @@ import attrs
 import numpy as np
 
 from .._version import __version__
-from ..accounting import Accountant, AdvancedAccountant, BasicAccountant, Charge, Cost, Ledger, PldAccountant, RdpAccountant, Status
+from ..accounting import Accountant, AdvancedAccountant, BasicAccountant, Charge, Cost, Ledger, PldAccountant, RdpAccountant, Relation, Status
 from ..accounting.accountants import default_slack
 from ..errors import PlanError
 from ..mechanisms import Sensitivity, get_mechanism
@@ -178,11 +178,13 @@ def _totals(charges: list[Charge], ledger: Ledger) -> dict[str, dict[str, float]
 def _status_line(status: Status, spent: Cost, accountant: str, relation: str, infinite: bool, nodes: list[str]) -> str:
     if infinite:
         return f"NON-PRIVATE BASELINE: budget epsilon = inf, noise switched off ({relation})"
-    guarantee = f"(epsilon={spent.epsilon:.4g}, delta={spent.delta:.3g})-DP under the {accountant!r} accountant, {relation}"
+    standard = Relation.parse(relation).standard
+    guarantee = f"(epsilon={spent.epsilon:.4g}, delta={spent.delta:.3g})-{'DP' if standard else 'LSDP'} under the {accountant!r} accountant, {relation}"
     if status == Status.CERTIFIED:
         return f"CERTIFIED: {guarantee}"
     if status == Status.CLAIMED:
-        return f"CLAIMED, NOT CERTIFIED: {guarantee} holds only if the published claims of {', '.join(nodes)} hold"
+        what = "" if standard else " (locally sensitive DP: eps-LSDP claimed, not standard DP)"
+        return f"CLAIMED, NOT CERTIFIED: {guarantee}{what} holds only if the published claims of {', '.join(nodes)} hold"
     return f"NOT PRIVATE: {', '.join(nodes)} release data without a DP guarantee; the totals cover the other nodes only"
 
 
