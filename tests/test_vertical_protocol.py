@@ -40,3 +40,51 @@ def test_lsdp_claims_never_compose_with_standard_dp_on_one_ledger():
         with Run(lsdp_plan(), standard, allow_uncertified=True):
             pass
     assert standard.spent == spent
+
+
+def gaussian_plan():
+    plan = Plan("tickets", "replace_one")
+    plan.add("a", "gaussian", Sensitivity(1.0, "l2"), weight=1.0)
+    plan.add("b", "gaussian", Sensitivity(1.0, "l2", derivation="adaptive"), weight=1.0, parents=("a",), adaptive=True)
+    return plan.allocate(Budget(1.0, 1e-6))
+
+
+def test_tickets_charge_first_and_release_exactly_what_run_release_would():
+    import pickle
+
+    plan = gaussian_plan()
+    with Run(plan, Ledger(Budget(1.0, 1e-6)), random_state=5) as direct:
+        a = direct.release("a", np.ones(3))
+        b = direct.release("b", np.zeros(2), sensitivity=0.5)
+    ledger = Ledger(Budget(1.0, 1e-6))
+    with Run(plan, ledger, random_state=5) as run:
+        tickets = run.issue("a", "b")  # a parent may be issued in the same call
+        assert [c.label for c in run._reservation.charged] == ["a", "b"]  # charged before any noise exists
+        remote = pickle.loads(pickle.dumps(tickets))  # as if shipped to another process
+        out_a, spec_a = remote["a"].release(np.ones(3))
+        out_b, spec_b = remote["b"].release(np.zeros(2), sensitivity=0.5)
+        run.accept("a", out_a, spec_a)
+        run.accept("b", out_b, spec_b)
+    assert np.array_equal(a, out_a) and np.array_equal(b, out_b)
+    assert run.report.nodes[1].sensitivity["value"] == 0.5 == direct.report.nodes[1].sensitivity["value"]
+
+
+def test_tickets_refuse_misuse():
+    plan = gaussian_plan()
+    with Run(plan, Ledger(Budget(1.0, 1e-6)), random_state=1) as run:
+        with pytest.raises(PlanError, match="parents"):
+            run.issue("b")
+        t = run.issue("a")["a"]
+        with pytest.raises(PlanError, match="already released"):
+            run.issue("a")
+        out, spec = t.release(np.ones(2))
+        import attrs
+
+        with pytest.raises(PlanError, match="another noise spec"):
+            run.accept("a", out, attrs.evolve(spec, noise_multiplier=spec.noise_multiplier / 2))
+        run.accept("a", out, spec)
+        with pytest.raises(PlanError, match="not issued"):
+            run.accept("a", out, spec)
+        tb = run.issue("b")["b"]
+        with pytest.raises(PlanError, match="needs sensitivity"):
+            tb.release(np.ones(2))
