@@ -275,7 +275,7 @@ class DPBCDProtocol(VerticalProtocol):
             if first:
                 sens = Sensitivity(steps.label_statistic_sensitivity(C, c.label_bound), "l2", "replace_one", "||x y - x'y'|| <= 2 C_i C_y")
             else:
-                sens = Sensitivity(1.0, "l2", "replace_one", "2 C_i C_v, C_v = C_y + kappa sd(noise in the public remainder)")
+                sens = Sensitivity(1.0, "l2", "replace_one", "2 C_i C_v, C_v = C_y + sum_j C_j ||beta_j|| + kappa sd(noise in the public remainder)")
             plan.add(f"{name}/stat{t}", "gaussian", sens, weight=w_stat, calibration=c.calibration, parents=parents,
                      adaptive=not first, description=f"round {t}: X_i^T u, u = " + ("clip(y)" if first else "clip(incoming remainder, C_v)"))
             if index == len(sequence) - 1:
@@ -402,13 +402,15 @@ class DPBCDProtocol(VerticalProtocol):
             (message,) = inbox.values()
             v = self._incoming(party, inbox)
             acc_sd = float(message.meta["noise_sd_accumulated"])
-            C_v = steps.remainder_bound(c.label_bound, c.remainder_clip, acc_sd)
+            signal = float(message.meta["signal_bound"])
+            C_v = steps.remainder_bound(signal, c.remainder_clip, acc_sd)
             u = np.clip(v, -C_v, C_v)
             s, s_spec = tickets[stat_node].release(steps.statistic_query(Xc, u), sensitivity=steps.statistic_sensitivity(C, C_v))
             label_bound = None
             base = v
         else:
             acc_sd = 0.0
+            signal = c.label_bound
             u = steps.clip_label(self._incoming(party, inbox), c.label_bound)
             s, s_spec = tickets[stat_node].release(steps.statistic_query(Xc, u))
             label_bound = c.label_bound
@@ -416,6 +418,8 @@ class DPBCDProtocol(VerticalProtocol):
         released[stat_node] = (s, s_spec)
         d = steps.certified_increment(state["gram"], s, state["beta"], c.ridge, c.bound("coef_bound", party.name))
         new_state = {**state, "beta": state["beta"] + d}
+        # the noise-free remainder's entries stay within C_y + sum_j C_j ||beta_j||: swap in this party's new term
+        signal = signal - C * float(np.linalg.norm(state["beta"])) + C * float(np.linalg.norm(new_state["beta"]))
         arrays = {"statistic": s, "increment": d}
         if "gram_sent" not in state:
             arrays["gram"] = state["gram_raw"]
@@ -429,7 +433,7 @@ class DPBCDProtocol(VerticalProtocol):
             released[rem_node] = (out, r_spec)
             arrays["remainder"] = out
             nodes.append(rem_node)
-            meta = {"noise_sd": r_spec.scale, "noise_sd_accumulated": math.hypot(acc_sd, r_spec.scale)}
+            meta = {"noise_sd": r_spec.scale, "noise_sd_accumulated": math.hypot(acc_sd, r_spec.scale), "signal_bound": signal}
         recipients = (self._next(state["order"], party.name),)
         return ActionResult(new_state, released, (Outgoing("remainder", recipients, arrays, meta, nodes),))
 

@@ -11,7 +11,8 @@ Certified mode (replace-one, rows of block i clipped to ||x|| <= C_i, |y| <= C_y
     gram G~_i = X_i^T X_i + E            sensitivity sqrt(2) C_i^2 (upper triangle, Frobenius)
     statistic s~ = X_i^T u + e          u = clip(y, C_y) at the label holder's first step: 2 C_i C_y;
                                          otherwise u = clip(v~, +-C_v) of the PUBLIC incoming
-                                         remainder, C_v = C_y + kappa sd_acc (public): 2 C_i C_v
+                                         remainder, C_v = C_y + sum_j C_j ||beta_j|| + kappa sd_acc
+                                         (public: coefficients and noise scales are released): 2 C_i C_v
     increment d~ = Proj_{B_i}((G~_i + lam I)^-1 (s~ - lam beta_i))      post-processing (public)
     remainder v~' = u - X_i d~ + w      only row r changes: 2 (C_y + C_i ||d~||) at the label
                                          holder's first step, 2 C_i ||d~|| after it (d~ public)
@@ -129,9 +130,15 @@ def remainder_sensitivity(row_bound: float, increment_norm: float, label_bound: 
     return max(value, TINY)
 
 
-def remainder_bound(label_bound: float, kappa: float, accumulated_sd: float) -> float:
-    """C_v = C_y + kappa * sd of the noise accumulated in the remainder so far (public)."""
-    return label_bound + kappa * accumulated_sd
+def signal_bound(label_bound: float, row_bounds: list[float], coef_norms: list[float]) -> float:
+    """|y_r - sum_j x_rj^T beta_j| <= C_y + sum_j C_j ||beta_j||: the noise-free remainder's entries
+    (the coefficients are public: sums of released increments)."""
+    return label_bound + sum(c * b for c, b in zip(row_bounds, coef_norms))
+
+
+def remainder_bound(signal: float, kappa: float, accumulated_sd: float) -> float:
+    """C_v = signal bound + kappa * sd of the noise accumulated in the public remainder (public)."""
+    return signal + kappa * accumulated_sd
 
 
 def floored_gram(G: np.ndarray, noise_scale: float) -> np.ndarray:
