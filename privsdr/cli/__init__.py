@@ -1,6 +1,6 @@
 """The ``privsdr`` command. ``privsdr --help`` and ``privsdr COMMAND --help`` explain each part.
 
-One module per command (``demo``, ``fit``, ``ledger``, ``fsir``, ``reproduce``, ``report``,
+One module per command (``demo``, ``fit``, ``ledger``, ``fsir``, ``vertical``, ``reproduce``, ``report``,
 ``audit``); each exposes ``add_parser(subparsers)``. ``main`` maps exceptions to exit codes:
 0 ok, 1 an audit or verification failed, 2 bad input, 3 refused for lack of budget (nothing spent).
 """
@@ -12,12 +12,12 @@ from typing import Sequence
 
 from .. import __version__
 from ..errors import BudgetExceededError, PrivsdrError
-from . import audit, demo, fit, fsir, ledger, report, reproduce
+from . import audit, demo, fit, fsir, ledger, report, reproduce, vertical
 from ._common import EXIT_ERROR, EXIT_FAILED, EXIT_REFUSED, FORMATTER, Parser
 
 __all__ = ["EXIT_ERROR", "EXIT_FAILED", "EXIT_REFUSED", "build_parser", "main"]
 
-COMMANDS = (demo, fit, ledger, fsir, reproduce, report, audit)
+COMMANDS = (demo, fit, ledger, fsir, vertical, reproduce, report, audit)
 
 OVERVIEW = """\
 privsdr fits differentially private estimators under a declared (epsilon, delta) budget and

@@ -23,5 +23,6 @@ from .engine import (
 from .layout import Layout, Party, PartyInfo, check_parties
 from .messages import Mailbox, PartyMessage, message_id
 from .audit import posterior_bound, zero_row_audit, zero_row_pair
+from .party_process import PartyOutcome, run_party
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -453,6 +453,10 @@ class DPBCDProtocol(VerticalProtocol):
                                               "counts the learning phase only, spec A5)")}
         return ActionResult(state, released, (Outgoing("coefficients", others, {"coef": beta}, meta, action.nodes),))
 
+    def final_reads(self, layout: Layout, party: str) -> tuple[str, ...]:
+        publish = len(self.schedule(layout)) - 1
+        return tuple(message_id(publish, n, "coefficients") for n in layout.names if n != party)
+
     def finish(self, layout: Layout, states: Mapping[str, Any], messages: Sequence[PartyMessage]) -> DPBCDResult:
         published = {m.sender: np.asarray(m.arrays["coef"]) for m in messages if m.kind == "coefficients"}
         return DPBCDResult(published, layout.names)

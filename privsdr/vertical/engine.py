@@ -132,6 +132,10 @@ class VerticalProtocol:
     def finish(self, layout: Layout, states: Mapping[str, Any], messages: Sequence[PartyMessage]) -> Any:
         return dict(states)
 
+    def final_reads(self, layout: Layout, party: str) -> tuple[str, ...]:
+        """Messages a party fetches after its last action (e.g. everyone's published coefficients)."""
+        return ()
+
     def notes(self, party: str) -> list[str]:
         return []
 
