@@ -44,6 +44,13 @@ NOISES = ("radial", "gaussian")
 LSDP_NOTE = "eps-LSDP claimed, not standard DP"
 
 
+def full_rank(X: np.ndarray) -> int:
+    """The numerical rank of X from its R factor (same singular values, O(N m^2) without an N x N SVD)."""
+    R = np.linalg.qr(X, mode="r")
+    s = np.linalg.svd(R, compute_uv=False)
+    return int(np.sum(s > s.max() * max(X.shape) * np.finfo(float).eps)) if s.size and s.max() > 0 else 0
+
+
 def _bounds(value: Any) -> Any:
     """A public bound: one positive number for every party, or a mapping party -> number."""
     if value is None:
@@ -191,6 +198,15 @@ class DPBCDProtocol(VerticalProtocol):
         if mode == "certified" and not budget.is_infinite and budget.delta <= 0.0:
             raise ValidationError("certified DP-BCD releases Gaussian noise: it needs delta > 0")
 
+    def prepare(self, party: Party) -> Party:
+        """Certified mode clips once, up front (the actions clip again; on clipped data that is a no-op)."""
+        if self.config.mode != "certified":
+            return party
+        # a hair inside the bounds, so that the actions' own clipping finds nothing to do (no copy)
+        X = steps.clip_block(party.X, self.config.bound("row_bound", party.name) * (1.0 - 1e-9))
+        y = None if party.y is None else steps.clip_label(party.y, self.config.label_bound)
+        return Party(party.name, X, y, party.columns)
+
     def check(self, parties: Sequence[Party], layout: Layout) -> None:
         holders = layout.label_holders
         if len(holders) != 1:
@@ -199,7 +215,7 @@ class DPBCDProtocol(VerticalProtocol):
             n, m = party.X.shape
             if n <= m:
                 raise ValidationError(f"party {party.name!r} has N = {n} <= m = {m} columns (the paper needs N > m_i)")
-            if np.linalg.matrix_rank(party.X) < m:
+            if full_rank(party.X) < m:
                 raise ValidationError(f"party {party.name!r}: its block is rank-deficient (rank < {m} columns); drop dependent columns")
             if self.config.mode == "certified":
                 for name in ("row_bound", "coef_bound"):

@@ -87,6 +87,10 @@ def paper_step(solver: BlockSolver, v: np.ndarray, eps_step: float, gamma: float
 
 # -- certified mode: queries (what is released) -------------------------------------------------
 def clip_block(X: np.ndarray, bound: float) -> np.ndarray:
+    """Rows scaled down to L2 norm <= bound (X itself, not a copy, when no row is over it)."""
+    norms2 = np.einsum("ij,ij->i", X, X)
+    if not np.any(norms2 > bound * bound):
+        return X
     return clip_rows_l2(X, bound)
 
 

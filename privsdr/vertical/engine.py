@@ -106,6 +106,11 @@ class VerticalProtocol:
     def check(self, parties: Sequence[Party], layout: Layout) -> None:
         """Protocol rules on the data, raised as ValidationError before anything is spent."""
 
+    def prepare(self, party: Party) -> Party:
+        """A party's data as its actions use it (e.g. clipped to public bounds once, up front).
+        Actions must not rely on it: they get raw data when probed."""
+        return party
+
     def build_plan(self, layout: Layout, budget: Budget) -> Plan:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -248,7 +253,7 @@ def run_protocol(
     budget = as_budget(budget)
     parties, layout = check_parties(parties)
     protocol.check(parties, layout)
-    by_name = {p.name: p for p in parties}
+    by_name = {p.name: protocol.prepare(p) for p in parties}
     ledgers = dict(ledgers or {})
     unknown = sorted(set(ledgers) - set(layout.names))
     if unknown:

@@ -65,6 +65,7 @@ def run_party(protocol: VerticalProtocol, party: Party, layout: Layout, budget: 
     if party.X.shape != (layout.n_rows, info.n_columns) or party.holds_label != info.holds_label:
         raise ValidationError(f"party {party.name!r} holds X {party.X.shape} and {'a' if party.holds_label else 'no'} label; the layout "
                               f"says ({layout.n_rows}, {info.n_columns}) and {'a' if info.holds_label else 'no'} label")
+    party = protocol.prepare(party)
     box = mailbox if isinstance(mailbox, Mailbox) else AbortWatchingMailbox(mailbox)
     acct = make_accountant(accountant, budget.delta)
     plan = protocol.build_plan(layout, budget)
