@@ -202,8 +202,7 @@ class DPBCDProtocol(VerticalProtocol):
         """Certified mode clips once, up front (the actions clip again; on clipped data that is a no-op)."""
         if self.config.mode != "certified":
             return party
-        # a hair inside the bounds, so that the actions' own clipping finds nothing to do (no copy)
-        X = steps.clip_block(party.X, self.config.bound("row_bound", party.name) * (1.0 - 1e-9))
+        X = steps.clip_block(party.X, self.config.bound("row_bound", party.name))
         y = None if party.y is None else steps.clip_label(party.y, self.config.label_bound)
         return Party(party.name, X, y, party.columns)
 
