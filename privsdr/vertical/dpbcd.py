@@ -86,7 +86,7 @@ class DPBCDConfig:
     coef_bound: Any = attrs.field(default=None, converter=_bounds)
     ridge: float = 0.0
     remainder_clip: float = 4.0
-    split: tuple[float, float, float] = attrs.field(default=(0.05, 0.2, 1.0), converter=lambda s: tuple(float(x) for x in s))
+    split: tuple[float, float, float] = attrs.field(default=(0.5, 0.5, 1.0), converter=lambda s: tuple(float(x) for x in s))
     calibration: str = "analytic"
 
     def __attrs_post_init__(self) -> None:

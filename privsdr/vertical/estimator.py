@@ -49,7 +49,7 @@ class DPBCDRegression(PrivateEstimator):
     def __init__(self, mode: str = "certified", *, n_rounds: int = 5, budget: "Budget | tuple[float, float] | None" = None,
                  ledgers: Mapping[str, Ledger] | None = None, accountant: str | None = None,
                  row_bound: Any = None, label_bound: float | None = None, coef_bound: Any = None, ridge: float = 0.0,
-                 remainder_clip: float = 4.0, split: Sequence[float] = (0.05, 0.2, 1.0), calibration: str = "analytic",
+                 remainder_clip: float = 4.0, split: Sequence[float] = (0.5, 0.5, 1.0), calibration: str = "analytic",
                  gamma: float = 1.2, abort_check: str = "both", gamma_min_variant: str = "keep_label",
                  accounting: str = "conservative", noise: str = "radial", xi_floor: float | None = None,
                  executor: Any = None, random_state: Any = None, allow_uncertified: bool = False,
