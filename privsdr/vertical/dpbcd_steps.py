@@ -139,14 +139,9 @@ def remainder_sensitivity(row_bound: float, increment_norm: float, label_bound: 
     return max(value, TINY)
 
 
-def signal_bound(label_bound: float, row_bounds: list[float], coef_norms: list[float]) -> float:
-    """|y_r - sum_j x_rj^T beta_j| <= C_y + sum_j C_j ||beta_j||: the noise-free remainder's entries
-    (the coefficients are public: sums of released increments)."""
-    return label_bound + sum(c * b for c, b in zip(row_bounds, coef_norms))
-
-
 def remainder_bound(signal: float, kappa: float, accumulated_sd: float) -> float:
-    """C_v = signal bound + kappa * sd of the noise accumulated in the public remainder (public)."""
+    """C_v = signal + kappa * sd of the noise accumulated in the public remainder, where the signal
+    bound C_y + sum_j C_j ||beta_j|| covers the noise-free remainder's entries (all public)."""
     return signal + kappa * accumulated_sd
 
 
