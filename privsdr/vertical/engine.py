@@ -265,6 +265,10 @@ def run_protocol(
     acct = make_accountant(accountant, budget.delta)  # one instance: parts are priced as their ledgers price them
     calibrated = plan.allocate(budget, accountant=acct, **protocol.allocation())
     parts = split_plan(calibrated, layout, acct)
+    if not budget.is_infinite:  # safety net: what the parties will run composes within the budget
+        together = acct.cost([c for part in parts.values() for c in part.charges()])
+        if not together.fits_within(budget):
+            raise ValidationError(f"the parties' parts compose to {together} under {acct.name!r}, beyond the budget {tuple(budget)}")
     digest = protocol.digest(layout)
     seeds = dict(zip(layout.names, client_seeds(random_state, len(layout.names))))
     sessions: dict[str, PartySession] = {}
@@ -358,7 +362,7 @@ def privacy_summary(calibrated: CalibratedPlan, parts: Mapping[str, CalibratedPl
                     messages: Sequence[PartyMessage], reports: Mapping[str, PrivacyReport], budget: Budget) -> dict[str, Any]:
     """What each party revealed to whom, each party's cost, and the per-record composition."""
     charged = {n for s in sessions.values() for n in s.charged}
-    charges = [c for c in calibrated.charges() if c.label in charged]
+    charges = [c for part in parts.values() for c in part.charges() if c.label in charged]  # what the parties ran
     statuses = [Status(r.status) for r in reports.values()]
     status = Status.worst(statuses).value if statuses else "certified"
     relation = calibrated.relation
