@@ -250,8 +250,12 @@ class DPBCDProtocol(VerticalProtocol):
             kw: dict[str, Any] = {"status": "none"}
             mech = "non_private"
         else:
-            eps_paper = budget.epsilon if (budget.is_infinite or c.accounting == "paper") else budget.epsilon / 2.0
-            share = Budget.infinite() if budget.is_infinite else Budget(eps_paper / (k * T), 0.0)
+            if budget.is_infinite:
+                share = reveal = Budget.infinite()
+            else:  # equal shares rounded down so that their exact sum never exceeds the budget
+                reveals = [float(T)] * k if c.accounting == "conservative" else []
+                shares = Budget(budget.epsilon, 0.0).split([1.0] * (k * T) + reveals)
+                share, reveal = shares[0], (shares[-1] if reveals else None)
             sens = Sensitivity(1.0, "l2", "lsdp_zero_row", "none: xi is read off the private local residual (local sensitivity)")
             kw = {"status": "claimed", "share": share}
             mech = "opaque"
@@ -268,7 +272,6 @@ class DPBCDProtocol(VerticalProtocol):
                 if c.mode == "none":
                     plan.add(f"{name}/reveal", mech, sens, parents=own, status="none", description="the coefficients (NOT private)")
                 else:
-                    reveal = Budget.infinite() if budget.is_infinite else Budget(T * share.epsilon, 0.0)
                     plan.add(f"{name}/reveal", mech, sens, parents=own, status="claimed", share=reveal,
                              description=f"revealing phase: the summed increments, T eps_step by the paper's per-step claim (spec A5); {LSDP_NOTE}")
 
