@@ -145,30 +145,38 @@ def worst_pair(kind, Xa, y, d):
     return (X0, y0), (X1, y1)
 
 
-@pytest.mark.parametrize("kind", ["remainder", "statistic", "gram"])
+LATER_U = np.random.default_rng(1).normal(0, 3.0, 40)
+LATER_U[0] = 50.0  # beyond C_v = 6 + 4 * 1.5: clipped, so row 0 moves the statistic by the full 2 C C_v
+
+
+@pytest.mark.parametrize("kind", ["remainder", "statistic", "gram", "later_statistic", "later_remainder"])
 def test_audit_of_each_node_kind_passes_and_a_half_noise_mutant_fails(kind):
     Xa, Xb, y, layout, protocol, plan, schedule = step_setup(Budget(20.0, 1e-6), split=(1, 1, 1))  # per-node mu ~ 1
-    action = schedule[0].actions[0] if kind == "gram" else schedule[1].actions[0]
+    later = kind.startswith("later")
+    action = schedule[0].actions[0] if kind == "gram" else schedule[3 if later else 1].actions[0]
     state = protocol.initial_state("a", layout) if kind == "gram" else state_for(protocol, layout, "a", Xa)
-    node = {"gram": action.nodes[0], "statistic": action.nodes[0], "remainder": action.nodes[-1]}[kind]
-    fixed = {schedule[1].actions[0].nodes[0]: np.array([0.8, -0.4, 0.2])} if kind == "remainder" else {}
-    d = np.linalg.solve(state_for(protocol, layout, "a", Xa)["gram"], np.array([0.8, -0.4, 0.2]))
-    D0, D1 = worst_pair(kind, Xa, y, d)
+    node = action.nodes[-1] if kind.endswith("remainder") else action.nodes[0]
+    stat = np.array([0.8, -0.4, 0.2])
+    fixed = {action.nodes[0]: stat} if kind.endswith("remainder") else {}
+    inbox = incoming(LATER_U.copy()) if later else {}
+    d = np.linalg.solve(state_for(protocol, layout, "a", Xa)["gram"], stat)
+    D0, D1 = worst_pair(kind.replace("later_", ""), Xa, y, d)
+    expected = {"remainder": 2 * (CY + C * np.linalg.norm(d)), "later_remainder": 2 * C * np.linalg.norm(d),
+                "later_statistic": 2 * C * steps.remainder_bound(6.0, 4.0, 1.5)}.get(kind, plan.specs[node].sensitivity.value)
 
     def clean(D):
-        out = capture_releases(protocol, plan, action, Party("a", *D), state, {}, fixed)[node][0]
+        out = capture_releases(protocol, plan, action, Party("a", *D), state, inbox, fixed)[node][0]
         return steps_coordinates(out, kind)
 
     r0, r1 = clean(D0), clean(D1)
     direction = r1 - r0
-    assert np.linalg.norm(direction) == pytest.approx(plan.specs[node].sensitivity.value if kind != "remainder" else
-                                                      2 * (CY + C * np.linalg.norm(d)), rel=1e-9)
+    assert np.linalg.norm(direction) == pytest.approx(expected, rel=1e-9)  # the pair is worst case: it moves by the sensitivity
     threshold = float((r0 + r1) / 2 @ direction)
     claim = GDP.gaussian(plan.specs[node].noise_multiplier, 1e-6)
 
     def run(scale):
         def mech(D, rng):
-            out = noisy_release(protocol, plan, action, Party("a", *D), state, {}, node, rng, fixed=fixed, noise_scale=scale)
+            out = noisy_release(protocol, plan, action, Party("a", *D), state, inbox, node, rng, fixed=fixed, noise_scale=scale)
             return steps_coordinates(out, kind)
         return audit(mech, D0, D1, claim=claim, statistic=lambda outs: np.array([o @ direction for o in outs]),
                      threshold=threshold, samples=2000, alpha=1e-3, seed=11)
