@@ -469,6 +469,8 @@ class DPBCDProtocol(VerticalProtocol):
             meta = {"charged": False, "why": ("post-processing of the released increments" if self.config.mode == "certified" else
                                               "accounting='paper': the coefficient reveal is not charged (the paper's Theorem 1 "
                                               "counts the learning phase only, spec A5)")}
+            if self.config.mode == "paper":
+                meta["status"] = "claimed, not charged (accounting='paper')"
         return ActionResult(state, released, (Outgoing("coefficients", others, {"coef": beta}, meta, action.nodes),))
 
     def final_reads(self, layout: Layout, party: str) -> tuple[str, ...]:

@@ -369,7 +369,8 @@ def privacy_summary(calibrated: CalibratedPlan, parts: Mapping[str, CalibratedPl
     node_status = {n: node.status.value for n, node in calibrated.nodes.items()}
     revealed = [{
         "stage": m.stage, "from": m.sender, "to": list(m.recipients), "kind": m.kind, "message": m.id,
-        "nodes": list(m.nodes), "status": Status.worst([Status(node_status[n]) for n in m.nodes]).value if m.nodes else "post-processing",
+        "nodes": list(m.nodes), "status": m.meta.get("status") or (Status.worst([Status(node_status[n]) for n in m.nodes]).value
+                                                                    if m.nodes else "post-processing"),
         "arrays": {k: list(v.shape) for k, v in m.arrays.items()}, "payload_bytes": m.payload_bytes,
     } for m in messages]
     per_party = {}
@@ -399,7 +400,7 @@ def format_revealed(privacy: Mapping[str, Any]) -> str:
     lines = ["| stage | from | to | kind | releases (nodes) | status | arrays | bytes |", "|---|---|---|---|---|---|---|---|"]
     for r in privacy["revealed"]:
         arrays = ", ".join(f"{k} {tuple(v)}" for k, v in r["arrays"].items())
-        nodes = ", ".join(r["nodes"]) or "post-processing only"
+        nodes = ", ".join(r["nodes"]) or ("post-processing only" if r["status"] == "post-processing" else "—")
         lines.append(f"| {r['stage']} | {r['from']} | {', '.join(r['to'])} | {r['kind']} | {nodes} | {r['status']} | {arrays} | {r['payload_bytes']} |")
     return "\n".join(lines)
 
