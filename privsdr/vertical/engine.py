@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import attrs
 
-from ..accounting import Budget, Charge, Cost, Ledger, Relation, Status, make_accountant
+from ..accounting import Budget, Charge, Cost, Ledger, Status, make_accountant
 from ..errors import PrivsdrError, ValidationError
 from ..federated.execution import client_seeds, run_clients
 from ..plan import CalibratedPlan, NoiseTicket, Plan, Run
