@@ -9,6 +9,7 @@ from .accounting import Budget, Cost, Ledger, Relation, Scope, Status
 from .accounting.accountants import ACCOUNTANT_NAMES
 from .algorithms import DPSIR, DPMeanCovariance, DPSparsePCA, SparseDPSIR
 from .federated import FederatedSIR
+from .vertical import DPBCDRegression
 from .errors import (
     BudgetExceededError,
     NoiseDominatesWarning,
@@ -29,6 +30,7 @@ __all__ = [
     "Budget",
     "BudgetExceededError",
     "Cost",
+    "DPBCDRegression",
     "DPMeanCovariance",
     "DPSIR",
     "DPSparsePCA",

@@ -10,6 +10,11 @@ class Relation(str, enum.Enum):
     * ``replace_one``: bounded DP, n public; one record is replaced by another.
     * ``add_remove``: unbounded DP; one record is added or removed.
     * ``replace_entry``: one attribute value of one person changes (entry-level, PRIDE's S-DP).
+    * ``lsdp_zero_row``: NOT a standard DP relation. Locally sensitive DP as claimed by de Jong et
+      al. (2022, Def. 2; spec dpbcd_002.md §4): only the actual data set and its copies with one row
+      zero-filled are neighbours. Its nodes are published claims (status ``claimed``, "eps-LSDP
+      claimed, not standard DP"); because a ledger composes charges of one relation only, they can
+      never be composed with standard-DP charges.
 
     Sensitivities are always computed under the node's own relation; the accountants then treat the
     declared sensitivity as the distance between the two output distributions (see
@@ -19,6 +24,12 @@ class Relation(str, enum.Enum):
     REPLACE_ONE = "replace_one"
     ADD_REMOVE = "add_remove"
     REPLACE_ENTRY = "replace_entry"
+    LSDP_ZERO_ROW = "lsdp_zero_row"
+
+    @property
+    def standard(self) -> bool:
+        """Whether a guarantee under this relation is differential privacy in the standard sense."""
+        return self is not Relation.LSDP_ZERO_ROW
 
     @classmethod
     def parse(cls, value: "Relation | str") -> "Relation":

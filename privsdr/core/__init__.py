@@ -1,4 +1,18 @@
 """Numerical core: numpy/scipy only. Never imports accounting, mechanisms, plans or algorithms."""
+from .bcd import (
+    BCDResult,
+    BlockSolver,
+    aapd,
+    abort_probability,
+    bcd,
+    bcd_offset_form,
+    gamma_min,
+    largest_canonical_correlation,
+    local_residual,
+    paper_utility_bound,
+    provable_sse_bound,
+    r_squared,
+)
 from .gradient import batch_terms, batches, eigen_floor, pca_update, project_columns, sir_update
 from .moments import clip_rows_l2, mean, nearest_psd, second_moment
 from .sir import (

@@ -5,6 +5,12 @@ each ``release(name, value)``: validates the value, charges the node (write-ahea
 draws the noise. Each node draws from its own generator spawned from one ``SeedSequence``, so the
 noise does not depend on release order. On exit the nodes never released are returned to the
 ledger and the run's ``PrivacyReport`` is built.
+
+Multi-party protocols draw a node's noise where the data lives (another thread, process or
+machine) while the run and its ledger stay with the party's session: ``issue(names)`` charges the
+nodes (write-ahead) and returns picklable ``NoiseTicket``s; ``ticket.release(value)`` validates
+the value and adds the node's noise from the node's own generator; ``accept(name, output, spec)``
+records the output. A value that fails validation there has already been charged (fail closed).
 """
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ import attrs
 import numpy as np
 
 from .._version import __version__
-from ..accounting import Accountant, AdvancedAccountant, BasicAccountant, Charge, Cost, Ledger, PldAccountant, RdpAccountant, Status
+from ..accounting import Accountant, AdvancedAccountant, BasicAccountant, Charge, Cost, Ledger, PldAccountant, RdpAccountant, Relation, Status
 from ..accounting.accountants import default_slack
 from ..errors import PlanError
 from ..mechanisms import Sensitivity, get_mechanism
@@ -32,6 +38,38 @@ class Release:
 
     value: Any
     options: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+def _runtime_spec(name: str, spec: Any, adaptive: bool, sensitivity: float | None) -> Any:
+    """The node's noise spec; for adaptive nodes, with the sensitivity value given at release."""
+    if not adaptive:
+        if sensitivity is not None:
+            raise PlanError(f"node {name!r} has a fixed sensitivity; only adaptive nodes take sensitivity=")
+        return spec
+    if sensitivity is None:
+        raise PlanError(f"adaptive node {name!r} needs sensitivity= at release")
+    declared = spec.sensitivity
+    return attrs.evolve(spec, sensitivity=Sensitivity(float(sensitivity), declared.norm, declared.relation, declared.derivation))
+
+
+@attrs.frozen(eq=False)
+class NoiseTicket:
+    """One node, already charged by ``Run.issue``, whose noise is drawn where the data lives.
+
+    Picklable (a frozen spec and the node's own generator). Use it once: ``release(value)``
+    returns ``(output, spec)``; hand both back to ``Run.accept``. Custom mechanisms must be
+    registered in the process that releases.
+    """
+
+    node: str
+    spec: Any
+    adaptive: bool
+    rng: np.random.Generator
+
+    def release(self, value: Any, *, sensitivity: float | None = None, **options: Any) -> tuple[Any, Any]:
+        spec = _runtime_spec(self.node, self.spec, self.adaptive, sensitivity)
+        mech = get_mechanism(spec.mechanism)
+        return mech.sample(mech.prepare(value, spec, **options), spec, self.rng, **options), spec
 
 
 def seed_policy(random_state: object) -> str:
@@ -100,6 +138,7 @@ class Run:
         self.report: PrivacyReport | None = None
         self._reservation = None
         self._rngs: dict[str, np.random.Generator] = {}
+        self._issued: set[str] = set()
 
     def __enter__(self) -> "Run":
         # everything that can fail on the caller's input happens before the reservation
@@ -113,17 +152,21 @@ class Run:
             self._reservation = self.ledger.reserve(self.plan, allow_uncertified=self.allow_uncertified)
         return self
 
-    def release(self, name: str, value: Any, **options: Any) -> Any:
-        """Charge node ``name`` and release ``value`` with its noise."""
+    def _check_releasable(self, name: str, batch: tuple[str, ...] = ()) -> None:
         if self._reservation is None or self._reservation.closed:
             raise PlanError("release() outside an open run (use `with Run(...) as run:`)")
         if name not in self.plan.nodes:
             raise PlanError(f"plan {self.plan.name!r} has no node {name!r}")
-        if name in self.outputs:
+        if name in self.outputs or name in self._issued:
             raise PlanError(f"node {name!r} was already released in this run")
-        missing = [p for p in self.plan.nodes[name].parents if p not in self.outputs]
+        done = set(self.outputs) | self._issued | set(batch)
+        missing = [p for p in self.plan.nodes[name].parents if p not in done]
         if missing:
             raise PlanError(f"node {name!r} needs its parents released first: {missing}")
+
+    def release(self, name: str, value: Any, **options: Any) -> Any:
+        """Charge node ``name`` and release ``value`` with its noise."""
+        self._check_releasable(name)
         spec = self._spec_for(name, options.pop("sensitivity", None))
         mech = get_mechanism(spec.mechanism)
         prepared = mech.prepare(value, spec, **options)
@@ -148,17 +191,46 @@ class Run:
 
     def _spec_for(self, name: str, sensitivity: float | None) -> Any:
         """The node's noise spec; for adaptive nodes, with the sensitivity value given at release."""
-        spec, node = self.plan.specs[name], self.plan.nodes[name]
-        if not node.adaptive:
-            if sensitivity is not None:
-                raise PlanError(f"node {name!r} has a fixed sensitivity; only adaptive nodes take sensitivity=")
-            return spec
-        if sensitivity is None:
-            raise PlanError(f"adaptive node {name!r} needs sensitivity= at release")
-        declared = spec.sensitivity
-        runtime = attrs.evolve(spec, sensitivity=Sensitivity(float(sensitivity), declared.norm, declared.relation, declared.derivation))
-        self.runtime_specs[name] = runtime
-        return runtime
+        spec = _runtime_spec(name, self.plan.specs[name], self.plan.nodes[name].adaptive, sensitivity)
+        if self.plan.nodes[name].adaptive:
+            self.runtime_specs[name] = spec
+        return spec
+
+    def issue(self, *names: str) -> dict[str, NoiseTicket]:
+        """Charge nodes ``names`` now (write-ahead) and return a ``NoiseTicket`` for each.
+
+        Parents must be released, issued earlier, or in the same call. The noise is drawn by
+        ``ticket.release`` wherever the value is computed; ``accept`` records the output.
+        """
+        if len(set(names)) != len(names):
+            raise PlanError(f"issue() got a node twice: {names}")
+        for name in names:
+            self._check_releasable(name, names)
+        tickets = {}
+        for name in names:
+            assert self._reservation is not None
+            self._reservation.charge(name)  # write-ahead: charged before the noise exists
+            self._issued.add(name)
+            node = self.plan.nodes[name]
+            tickets[name] = NoiseTicket(name, self.plan.specs[name], node.adaptive, self._rngs[name])
+        return tickets
+
+    def accept(self, name: str, output: Any, spec: Any = None) -> None:
+        """Record the output of an issued node (``spec``: the one ``ticket.release`` returned)."""
+        if name not in self._issued:
+            raise PlanError(f"node {name!r} was not issued in this run (or was already accepted)")
+        planned = self.plan.specs[name]
+        if spec is not None:
+            if (spec.mechanism, spec.noise_multiplier, spec.calibration) != (planned.mechanism, planned.noise_multiplier, planned.calibration):
+                raise PlanError(f"node {name!r} came back with another noise spec than the plan's")
+            if spec.sensitivity != planned.sensitivity:
+                if not self.plan.nodes[name].adaptive:
+                    raise PlanError(f"node {name!r} has a fixed sensitivity; it came back with another one")
+                self.runtime_specs[name] = spec
+        elif self.plan.nodes[name].adaptive:
+            raise PlanError(f"adaptive node {name!r}: accept() needs the spec its ticket used")
+        self._issued.discard(name)
+        self.outputs[name] = output
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         assert self._reservation is not None
@@ -217,11 +289,13 @@ def _totals(charges: list[Charge], ledger: Ledger) -> dict[str, dict[str, float]
 def _status_line(status: Status, spent: Cost, accountant: str, relation: str, infinite: bool, nodes: list[str]) -> str:
     if infinite:
         return f"NON-PRIVATE BASELINE: budget epsilon = inf, noise switched off ({relation})"
-    guarantee = f"(epsilon={spent.epsilon:.4g}, delta={spent.delta:.3g})-DP under the {accountant!r} accountant, {relation}"
+    standard = Relation.parse(relation).standard
+    guarantee = f"(epsilon={spent.epsilon:.4g}, delta={spent.delta:.3g})-{'DP' if standard else 'LSDP'} under the {accountant!r} accountant, {relation}"
     if status == Status.CERTIFIED:
         return f"CERTIFIED: {guarantee}"
     if status == Status.CLAIMED:
-        return f"CLAIMED, NOT CERTIFIED: {guarantee} holds only if the published claims of {', '.join(nodes)} hold"
+        what = "" if standard else " (locally sensitive DP: eps-LSDP claimed, not standard DP)"
+        return f"CLAIMED, NOT CERTIFIED: {guarantee}{what} holds only if the published claims of {', '.join(nodes)} hold"
     return f"NOT PRIVATE: {', '.join(nodes)} release data without a DP guarantee; the totals cover the other nodes only"
 
 

@@ -130,6 +130,8 @@ class Plan:
         if weight is not None and not (math.isfinite(weight) and weight > 0):
             raise PlanError(f"node {name!r}: weight must be positive and finite")
         status = Status(status)
+        if status == Status.CERTIFIED and not self.relation.standard:
+            raise PlanError(f"node {name!r}: the {self.relation.value!r} relation is not standard DP; its nodes can only be claimed")
         if status == Status.CLAIMED and share is None:
             raise PlanError(f"claimed node {name!r} needs the published (epsilon, delta) as its share")
         if (status == Status.NONE) != (mechanism == "non_private"):

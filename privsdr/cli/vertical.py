@@ -1,0 +1,224 @@
+"""``privsdr vertical config|party|fit``: DP-BCD among parties that hold different columns of the same people."""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..accounting import Budget, Ledger
+from ..accounting.accountants import ACCOUNTANT_NAMES
+from ..datasets import load_csv
+from ..errors import ValidationError
+from ._common import FORMATTER, Parser, write_report
+
+SHARED = "privsdr.vertical-run"
+
+
+def _bounds(values: list[str] | None) -> Any:
+    """``3.0`` for every party, or ``alice=3 bob=2.5``."""
+    if not values:
+        return None
+    if len(values) == 1 and "=" not in values[0]:
+        return float(values[0])
+    out = {}
+    for item in values:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ValidationError(f"give one number for every party or NAME=VALUE pairs, got {item!r}")
+        out[name] = float(value)
+    return out
+
+
+def _config_from_args(args: argparse.Namespace) -> Any:
+    from ..vertical import DPBCDConfig
+
+    return DPBCDConfig(mode=args.mode, n_rounds=args.rounds, gamma=args.gamma, abort_check=args.abort_check, accounting=args.accounting,
+                       noise=args.noise, xi_floor=args.xi_floor, row_bound=_bounds(args.row_bound), label_bound=args.label_bound,
+                       coef_bound=_bounds(args.coef_bound), ridge=args.ridge, remainder_clip=args.remainder_clip)
+
+
+def _budget(mode: str, epsilon: float | None, delta: float | None) -> Budget:
+    if mode == "none":
+        return Budget.infinite()
+    if epsilon is None:
+        raise ValidationError("--epsilon is required (the per-record total over every party's releases)")
+    return Budget(epsilon, 0.0 if mode == "paper" else (delta if delta is not None else 1e-6))
+
+
+def _layout(specs: list[str], rows: int, label: str) -> Any:
+    from ..vertical import Layout, PartyInfo
+
+    parties = []
+    for item in specs:
+        name, sep, width = item.partition("=")
+        if not sep:
+            raise ValidationError(f"--party takes NAME=N_COLUMNS, got {item!r}")
+        parties.append(PartyInfo(name, int(width), name == label))
+    if label not in [p.name for p in parties]:
+        raise ValidationError(f"--label {label!r} is not one of the parties")
+    return Layout(int(rows), tuple(parties))
+
+
+def _config(args: argparse.Namespace) -> int:
+    config = _config_from_args(args)
+    budget = _budget(args.mode, args.epsilon, args.delta)
+    layout = _layout(args.party, args.rows, args.label) if args.party else None
+    shared = {"format": SHARED, "config": json.loads(config.to_json()), "accountant": args.accountant,
+              "budget": None if budget.is_infinite else {"epsilon": budget.epsilon, "delta": budget.delta},
+              "layout": None if layout is None else layout.to_dict()}
+    Path(args.out).write_text(json.dumps(shared, indent=2))
+    print(f"wrote {args.out}: give it to every party (mode {config.mode}, T = {config.n_rounds})")
+    return 0
+
+
+def _read_shared(path: str) -> tuple[Any, Budget, str, Any]:
+    from ..vertical import DPBCDConfig, Layout
+
+    try:
+        shared = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValidationError(f"not a privsdr vertical configuration: {exc}") from None
+    if shared.get("format") != SHARED:
+        raise ValidationError(f"{path} is not a privsdr vertical configuration")
+    config = DPBCDConfig.from_json(json.dumps(shared["config"]))
+    budget = Budget.infinite() if shared["budget"] is None else Budget(shared["budget"]["epsilon"], shared["budget"]["delta"])
+    layout = None if shared.get("layout") is None else Layout.from_dict(shared["layout"])
+    return config, budget, shared.get("accountant", "best"), layout
+
+
+def _has_column(path: str, column: str | None) -> bool:
+    if column is None:
+        return False
+    with open(path, newline="") as fh:
+        header = next(csv.reader(fh), [])
+    return column in [h.strip() for h in header]
+
+
+def _load_party(name: str, path: str, target: str | None, columns: list[str] | None = None) -> Any:
+    from ..vertical import Party
+
+    label = target if _has_column(path, target) else None
+    X, y, names = load_csv(path, target=label, columns=columns)
+    return Party(name, X, y, names)
+
+
+def _print_coefficients(layout: Any, coef_blocks: dict[str, np.ndarray], as_json: bool, extra: dict[str, Any],
+                        own: Any = None) -> None:
+    if as_json:
+        print(json.dumps({"coefficients": {k: v.tolist() for k, v in coef_blocks.items()}, **extra}, indent=2, default=str))
+        return
+    for info in layout.parties:
+        names = (own.columns if own is not None and own.name == info.name else None) or info.columns or [f"x{j}" for j in range(info.n_columns)]
+        print(f"{info.name}:")
+        for col, value in zip(names, coef_blocks[info.name]):
+            print(f"  {col:<24} {value: .6g}")
+
+
+def _party(args: argparse.Namespace) -> int:
+    from ..vertical import DPBCDProtocol, format_revealed, run_party
+
+    config, budget, accountant, layout = _read_shared(args.config)
+    if layout is None:
+        raise ValidationError("the configuration has no layout: write it with `privsdr vertical config ... --party NAME=N ... --rows N --label NAME`")
+    party = _load_party(args.name, args.data, args.target, args.columns)
+    ledger = Ledger.open(args.journal) if args.journal else None
+    outcome = run_party(DPBCDProtocol(config), party, layout, budget, args.mailbox, ledger=ledger, accountant=accountant,
+                        allow_uncertified=args.allow_uncertified)
+    revealed = {"revealed": [{"stage": m.stage, "from": m.sender, "to": list(m.recipients), "kind": m.kind, "message": m.id,
+                              "nodes": list(m.nodes), "status": m.report.status if m.report_json else "post-processing",
+                              "arrays": {k: list(v.shape) for k, v in m.arrays.items()}, "payload_bytes": m.payload_bytes}
+                             for m in outcome.sent]}
+    if not args.json:
+        print(outcome.report.summary())
+        print("\nwhat this party sent:\n" + format_revealed(revealed))
+        print("\npublished coefficients:")
+    _print_coefficients(layout, dict(outcome.result.coef_blocks), args.json, {"party": args.name, "report": outcome.report.to_dict()}, party)
+    write_report(outcome.report, args.report)
+    return 0
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from ..vertical import DPBCDProtocol, format_revealed, per_record_line, run_protocol
+
+    config, budget, accountant, _ = _read_shared(args.config)
+    parties = []
+    for item in args.data:
+        name, sep, path = item.partition("=")
+        if not sep:
+            raise ValidationError(f"--data takes NAME=FILE.csv, got {item!r}")
+        parties.append(_load_party(name, path, args.target))
+    outcome = run_protocol(DPBCDProtocol(config), parties, budget, accountant=accountant, random_state=args.seed,
+                           allow_uncertified=args.allow_uncertified)
+    if not args.json:
+        print(per_record_line(outcome.privacy))
+        print("\nwhat each party revealed to whom:\n" + format_revealed(outcome.privacy))
+        for name, report in outcome.reports.items():
+            print(f"\n[{name}] {report.status_line}")
+        print("\npublished coefficients:")
+    _print_coefficients(outcome.layout, dict(outcome.result.coef_blocks), args.json, {"privacy": outcome.privacy})
+    if args.report_dir:
+        out = Path(args.report_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, report in outcome.reports.items():
+            write_report(report, str(out / f"{name}.html"))
+        (out / "protocol.json").write_text(json.dumps(outcome.privacy, indent=2, default=str))
+    return 0
+
+
+def _protocol_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--mode", choices=("certified", "paper", "none"), default="certified")
+    p.add_argument("--rounds", type=int, default=5, help="T, rounds of BCD (default 5)")
+    p.add_argument("--epsilon", type=float, default=None, help="per-record total over every party's releases")
+    p.add_argument("--delta", type=float, default=None, help="certified: delta (default 1e-6); paper mode uses 0")
+    p.add_argument("--accountant", choices=ACCOUNTANT_NAMES, default="best")
+    p.add_argument("--row-bound", nargs="+", default=None, help="certified: public bound C_i on each row of a block (one value or NAME=VALUE ...)")
+    p.add_argument("--label-bound", type=float, default=None, help="certified: public bound C_y on |y|")
+    p.add_argument("--coef-bound", nargs="+", default=None, help="certified: public bound B_i on each increment (one value or NAME=VALUE ...)")
+    p.add_argument("--ridge", type=float, default=0.0, help="certified/none: ridge lambda (default 0)")
+    p.add_argument("--remainder-clip", type=float, default=4.0, help="certified: kappa of the remainder clip (default 4)")
+    p.add_argument("--gamma", type=float, default=1.2, help="paper: utility tolerance gamma > 1 (default 1.2)")
+    p.add_argument("--abort-check", choices=("both", "post", "gamma_min", "none"), default="both")
+    p.add_argument("--accounting", choices=("conservative", "paper"), default="conservative")
+    p.add_argument("--noise", choices=("radial", "gaussian"), default="radial")
+    p.add_argument("--xi-floor", type=float, default=None, help="paper: public floor for xi when a residual is 0 (spec A9)")
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    vert = sub.add_parser("vertical", formatter_class=FORMATTER,
+                          help="DP-BCD regression among parties holding different columns of the same rows",
+                          description="Parties hold column blocks of the same N aligned rows (one also holds y). `vertical config` "
+                          "writes the shared public configuration; `vertical party` runs one party from its own CSV, exchanging "
+                          "messages with the others through a shared folder; `vertical fit` simulates all parties in one process.")
+    vsub = vert.add_subparsers(dest="vertical_command", required=True, metavar="ACTION", parser_class=Parser)
+    conf = vsub.add_parser("config", help="write the shared configuration (protocol, budget, layout)")
+    conf.add_argument("out")
+    _protocol_options(conf)
+    conf.add_argument("--party", nargs="+", default=None, help="the layout for `vertical party`: NAME=N_COLUMNS in protocol order")
+    conf.add_argument("--rows", type=int, default=None, help="N, the number of aligned rows (public)")
+    conf.add_argument("--label", default=None, help="the party that holds y")
+    conf.set_defaults(func=_config)
+    party = vsub.add_parser("party", help="run one party from its own CSV (messages through --mailbox)")
+    party.add_argument("--config", required=True)
+    party.add_argument("--name", required=True, help="this party's name in the layout")
+    party.add_argument("--data", required=True, help="this party's CSV (header row; the same rows in the same order as the others')")
+    party.add_argument("--target", default=None, help="the label column (only in the label holder's CSV)")
+    party.add_argument("--columns", nargs="+", default=None)
+    party.add_argument("--mailbox", required=True, help="a folder every party can read and write")
+    party.add_argument("--journal", default=None, help="charge this party's ledger journal")
+    party.add_argument("--report", default=None, help="write this party's privacy report (.html, .md or .json)")
+    party.add_argument("--allow-uncertified", action="store_true", help="run paper/none mode (claimed or no guarantee)")
+    party.add_argument("--json", action="store_true")
+    party.set_defaults(func=_party)
+    fit = vsub.add_parser("fit", help="simulate every party in one process, each from its own CSV")
+    fit.add_argument("--config", required=True)
+    fit.add_argument("--data", nargs="+", required=True, help="NAME=FILE.csv per party, in protocol order")
+    fit.add_argument("--target", required=True, help="the label column (in exactly one party's CSV)")
+    fit.add_argument("--report-dir", default=None, help="write one privacy report per party and protocol.json here")
+    fit.add_argument("--allow-uncertified", action="store_true", help="run paper/none mode (claimed or no guarantee)")
+    fit.add_argument("--json", action="store_true")
+    fit.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
+    fit.set_defaults(func=_fit)

@@ -1,0 +1,132 @@
+"""Messages between parties: serialisable (npz, no pickle), versioned, with the sender's report.
+
+A ``PartyMessage`` carries named arrays and JSON metadata from one sender to its recipients, the
+digest of the public configuration it was computed under, the plan nodes whose releases it
+carries (everything else in it is post-processing of those), and the sender's privacy report at
+the time of sending. ``Mailbox`` is a folder transport: each message is one file, written
+atomically, so parties on different machines can share a folder.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+import attrs
+import numpy as np
+
+from ..errors import ValidationError
+
+FORMAT = "privsdr.vertical-message"
+FORMAT_VERSION = 1
+
+
+def message_id(stage: int, sender: str, kind: str) -> str:
+    """The id of the message ``sender`` sends at ``stage`` (unique within one protocol run)."""
+    return f"{stage:04d}-{sender}-{kind}"
+
+
+@attrs.frozen(eq=False)
+class PartyMessage:
+    """What one party sends to others. Arrays are releases (``nodes``) or post-processing of them."""
+
+    protocol: str
+    version: int
+    config_digest: str
+    sender: str
+    recipients: tuple[str, ...] = attrs.field(converter=tuple)
+    kind: str
+    stage: int
+    arrays: Mapping[str, np.ndarray] = attrs.field(factory=dict, converter=dict)
+    meta: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
+    nodes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    report_json: str = ""
+
+    @property
+    def id(self) -> str:
+        return message_id(self.stage, self.sender, self.kind)
+
+    @property
+    def payload_bytes(self) -> int:
+        """Bytes of the arrays (what grows with N); ``len(to_bytes())`` adds the report and metadata."""
+        return int(sum(np.asarray(a).nbytes for a in self.arrays.values()))
+
+    @property
+    def report(self) -> Any:
+        from ..report import PrivacyReport
+
+        if not self.report_json:
+            raise ValidationError(f"message {self.id} carries no privacy report")
+        return PrivacyReport.from_json(self.report_json)
+
+    def header(self) -> dict[str, Any]:
+        return {"format": FORMAT, "format_version": FORMAT_VERSION, "protocol": self.protocol, "version": self.version,
+                "config_digest": self.config_digest, "sender": self.sender, "recipients": list(self.recipients),
+                "kind": self.kind, "stage": self.stage, "meta": dict(self.meta), "nodes": list(self.nodes),
+                "report_json": self.report_json, "arrays": sorted(self.arrays)}
+
+    def to_bytes(self) -> bytes:
+        buffer = io.BytesIO()
+        header = np.frombuffer(json.dumps(self.header()).encode(), dtype=np.uint8)
+        np.savez(buffer, __header__=header, **{f"a_{k}": np.asarray(v) for k, v in self.arrays.items()})
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, *, protocol: str | None = None, version: int | None = None) -> "PartyMessage":
+        """Decode; refuse another format, protocol or protocol version with a clear error."""
+        try:
+            with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+                header = json.loads(archive["__header__"].tobytes().decode())
+                arrays = {k: archive[f"a_{k}"] for k in header["arrays"]}
+        except Exception as exc:  # noqa: BLE001 - any decoding failure is a bad message
+            raise ValidationError(f"not a readable privsdr vertical message: {exc}") from None
+        if header.get("format") != FORMAT or header.get("format_version") != FORMAT_VERSION:
+            raise ValidationError(f"not a privsdr vertical message of format version {FORMAT_VERSION}")
+        if protocol is not None and header["protocol"] != protocol:
+            raise ValidationError(f"message of protocol {header['protocol']!r}, expected {protocol!r}")
+        if version is not None and header["version"] != version:
+            raise ValidationError(f"{header['protocol']} protocol version {header['version']} is not {version}")
+        return cls(header["protocol"], int(header["version"]), header["config_digest"], header["sender"],
+                   tuple(header["recipients"]), header["kind"], int(header["stage"]), arrays, header["meta"],
+                   tuple(header["nodes"]), header["report_json"])
+
+    def save(self, path: "str | Path") -> Path:
+        """Write atomically (temporary file, then rename): a reader never sees half a message."""
+        path = Path(path)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(self.to_bytes())
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def load(cls, path: "str | Path", **kwargs: Any) -> "PartyMessage":
+        return cls.from_bytes(Path(path).read_bytes(), **kwargs)
+
+
+class Mailbox:
+    """A shared folder as transport: ``<id>.npz`` per message (ids from ``message_id``)."""
+
+    def __init__(self, folder: "str | Path", *, poll: float = 0.2, timeout: float = 3600.0) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.poll = float(poll)
+        self.timeout = float(timeout)
+
+    def path(self, mid: str) -> Path:
+        return self.folder / f"{mid}.npz"
+
+    def post(self, message: PartyMessage) -> Path:
+        return message.save(self.path(message.id))
+
+    def fetch(self, mid: str, **kwargs: Any) -> PartyMessage:
+        """Wait (polling) until message ``mid`` exists, then read it."""
+        deadline = time.monotonic() + self.timeout
+        path = self.path(mid)
+        while not path.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"message {mid} did not arrive in {self.folder} within {self.timeout:g} s")
+            time.sleep(self.poll)
+        return PartyMessage.load(path, **kwargs)

@@ -1,0 +1,107 @@
+"""``privsdr vertical``: a shared configuration, parties from their own CSVs, a mailbox folder, refusals."""
+import csv
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from privsdr import Budget, Ledger, ValidationError
+from privsdr.datasets import dpbcd_synthetic
+from privsdr.vertical import DPBCDConfig, DPBCDProtocol, Layout, Party, PartyInfo, PartyMessage, run_party
+
+CLI = [sys.executable, "-m", "privsdr"]
+
+
+def run(*args, cwd=None):
+    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, cwd=cwd)
+
+
+def write_csvs(folder, n=300):
+    d = dpbcd_synthetic(n, 5, seed=9)
+    paths = {}
+    for i, block in enumerate(d.blocks):
+        name = ("alice", "bob")[i]
+        header = [f"{name}_{j}" for j in range(block.shape[1])] + (["y"] if i == 0 else [])
+        rows = np.column_stack([block, d.y]) if i == 0 else block
+        paths[name] = folder / f"{name}.csv"
+        with open(paths[name], "w", newline="") as fh:
+            csv.writer(fh).writerows([header, *rows.tolist()])
+    return d, paths
+
+
+CERT = ["--mode", "certified", "--epsilon", 4, "--row-bound", 8, "--label-bound", 60, "--coef-bound", 20]
+
+
+def test_fit_runs_every_party_from_its_own_csv(tmp_path):
+    _, paths = write_csvs(tmp_path)
+    cfg = tmp_path / "cfg.json"
+    assert run("vertical", "config", cfg, *CERT).returncode == 0
+    out = run("vertical", "fit", "--config", cfg, "--data", f"alice={paths['alice']}", f"bob={paths['bob']}", "--target", "y",
+              "--report-dir", tmp_path / "reports")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("CERTIFIED: per record (4, 1e-06)-DP")
+    assert "alice/remainder1" in out.stdout and "bob_1" in out.stdout
+    assert (tmp_path / "reports" / "alice.html").exists() and json.loads((tmp_path / "reports" / "protocol.json").read_text())["status"] == "certified"
+    js = run("vertical", "fit", "--config", cfg, "--data", f"alice={paths['alice']}", f"bob={paths['bob']}", "--target", "y", "--json")
+    assert set(json.loads(js.stdout)["coefficients"]) == {"alice", "bob"}
+
+
+def test_two_party_processes_talk_through_a_mailbox(tmp_path):
+    _, paths = write_csvs(tmp_path)
+    cfg = tmp_path / "cfg.json"
+    assert run("vertical", "config", cfg, *CERT, "--party", "alice=2", "bob=3", "--rows", 300, "--label", "alice").returncode == 0
+    journal = tmp_path / "bob.jsonl"
+    assert run("ledger", "init", journal, "--epsilon", 5, "--delta", 1e-5).returncode == 0
+    box = tmp_path / "box"
+    alice = subprocess.Popen([*CLI, "vertical", "party", "--config", str(cfg), "--name", "alice", "--data", str(paths["alice"]),
+                              "--target", "y", "--mailbox", str(box), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    bob = run("vertical", "party", "--config", cfg, "--name", "bob", "--data", paths["bob"], "--mailbox", box, "--journal", journal, "--json")
+    a_out, a_err = alice.communicate(timeout=120)
+    assert alice.returncode == 0 and bob.returncode == 0, (a_err, bob.stderr)
+    a, b = json.loads(a_out), json.loads(bob.stdout)
+    assert a["coefficients"] == b["coefficients"]  # both hold the same published coefficients
+    assert a["report"]["status"] == b["report"]["status"] == "certified"
+    spent = Ledger.open(journal).spent
+    assert 0 < spent.epsilon == pytest.approx(b["report"]["budget"]["spent_by_run"]["epsilon"])
+    assert sorted(p.name for p in box.iterdir())[0] == "0001-alice-remainder.npz"
+
+
+def test_refusals_are_one_line_and_spend_nothing(tmp_path):
+    _, paths = write_csvs(tmp_path)
+    cfg = tmp_path / "paper.json"
+    assert run("vertical", "config", cfg, "--mode", "paper", "--epsilon", 2, "--abort-check", "none").returncode == 0
+    data = ["--data", f"alice={paths['alice']}", f"bob={paths['bob']}", "--target", "y"]
+    out = run("vertical", "fit", "--config", cfg, *data)
+    assert out.returncode == 2 and "--allow-uncertified" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    ok = run("vertical", "fit", "--config", cfg, *data, "--allow-uncertified")
+    assert ok.returncode == 0 and "LSDP (not standard DP)" in ok.stdout
+    bad = run("vertical", "config", tmp_path / "x.json", "--mode", "certified", "--epsilon", 1)
+    assert bad.returncode == 2 and "row_bound" in bad.stderr
+    journal = tmp_path / "small.jsonl"
+    run("ledger", "init", journal, "--epsilon", 0.1, "--delta", 1e-6)
+    cfg2 = tmp_path / "cfg2.json"
+    run("vertical", "config", cfg2, *CERT, "--party", "alice=2", "bob=3", "--rows", 300, "--label", "alice")
+    before = journal.read_bytes()
+    refused = run("vertical", "party", "--config", cfg2, "--name", "bob", "--data", paths["bob"], "--mailbox", tmp_path / "b2",
+                  "--journal", journal)
+    assert refused.returncode == 3 and "nothing spent" in refused.stderr
+    assert journal.read_bytes() == before
+
+
+def test_a_party_refuses_messages_of_another_configuration(tmp_path):
+    d = dpbcd_synthetic(200, 5, seed=1)
+    layout = Layout(200, (PartyInfo("alice", 2, True), PartyInfo("bob", 3)))
+    config = DPBCDConfig(mode="certified", row_bound=8.0, label_bound=60.0, coef_bound=20.0)
+    other = PartyMessage("privsdr.dpbcd", 1, "0000000000000000", "alice", ("bob",), "remainder", 1,
+                         {"remainder": np.zeros(200)}, {"noise_sd_accumulated": 1.0, "signal_bound": 1.0})
+    box = tmp_path / "box"
+    box.mkdir()
+    other.save(box / f"{other.id}.npz")
+    ledger = Ledger(Budget(5.0, 1e-5))
+    with pytest.raises(ValidationError, match="another configuration"):
+        run_party(DPBCDProtocol(config), Party("bob", d.blocks[1]), layout, Budget(2.0, 1e-6), box, ledger=ledger)
+    assert ledger.spent.epsilon > 0  # bob's gram was released at stage 0, before the bad message arrived
+    with pytest.raises(ValidationError, match="layout says"):
+        run_party(DPBCDProtocol(config), Party("bob", d.blocks[1][:, :2]), layout, Budget(2.0, 1e-6), box, ledger=Ledger(Budget(5.0, 1e-5)))
