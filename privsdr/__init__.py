@@ -7,7 +7,7 @@ dp-accounting is imported only when an RDP/PLD accountant runs.
 from ._version import __version__
 from .accounting import Budget, Cost, Ledger, Relation, Scope, Status
 from .accounting.accountants import ACCOUNTANT_NAMES
-from .algorithms import DPSIR, DPMeanCovariance, DPSparsePCA, SparseDPSIR
+from .algorithms import DPPLS, DPSIR, DPMeanCovariance, DPSparsePCA, SparseDPSIR
 from .federated import FederatedSIR
 from .errors import (
     BudgetExceededError,
@@ -27,6 +27,7 @@ __all__ = [
     "BudgetExceededError",
     "Cost",
     "DPMeanCovariance",
+    "DPPLS",
     "DPSIR",
     "DPSparsePCA",
     "FederatedSIR",
