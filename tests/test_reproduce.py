@@ -12,7 +12,8 @@ def test_list_names_every_reproduction():
     out = subprocess.run([sys.executable, "-m", "privsdr", "reproduce", "--list"], capture_output=True, text=True)
     assert out.returncode == 0 and "dpsir-table1" in out.stdout and "fsir-table4" in out.stdout
     assert set(REPRODUCTIONS) == {"dpsir-table1", "dpsir-table2", "fsir-table1", "fsir-table2", "fsir-table3", "fsir-table4",
-                                  "fsir-figure2", "fsir-figure3", "fsir-flights"}
+                                  "fsir-figure2", "fsir-figure3", "fsir-flights",
+                                  "edpls-figure3", "edpls-figure4", "edpls-figure5", "edpls-attack"}
 
 
 def test_paper_values_are_the_published_ones():

@@ -1,11 +1,13 @@
 """Reproductions of the papers' tables and figures: ``privsdr reproduce --list``."""
-from . import dpsir_tables, fsir_figures, fsir_flights, fsir_tables
+from . import dpsir_tables, edpls_attack, edpls_figures, fsir_figures, fsir_flights, fsir_tables
 
 REPRODUCTIONS = {
     **{name: (dpsir_tables, title) for name, (_, _, title) in dpsir_tables.TABLES.items()},
     **{name: (fsir_tables, title) for name, (_, _, title) in fsir_tables.TABLES.items()},
     **{name: (fsir_figures, title) for name, title in fsir_figures.FIGURES.items()},
     **{name: (fsir_flights, title) for name, title in fsir_flights.FIGURES.items()},
+    **{name: (edpls_figures, title) for name, title in edpls_figures.FIGURES.items()},
+    **{name: (edpls_attack, title) for name, title in edpls_attack.FIGURES.items()},
 }
 
-__all__ = ["REPRODUCTIONS", "dpsir_tables", "fsir_figures", "fsir_flights", "fsir_tables"]
+__all__ = ["REPRODUCTIONS", "dpsir_tables", "edpls_attack", "edpls_figures", "fsir_figures", "fsir_flights", "fsir_tables"]
