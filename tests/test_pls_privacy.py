@@ -266,8 +266,8 @@ def paper_model(eps: float, seed: int) -> DPPLS:
 
 
 def certified_model(eps: float, seed: int) -> DPPLS:
-    # public bounds of the simulation model: concentrations in [0, 10), so ||x|| <= 10 sum_k ||s_k|| < 25; y in [0, 10)
-    return DPPLS(3, bound_x=25.0, bound_y=5.0, y_center=5.0, budget=Budget(eps, 0.01), random_state=seed)
+    # public bounds of the simulation model: concentrations in [0, 10), so ||x|| <= 10 sum_k ||s_k|| = 30.4; y in [0, 10)
+    return DPPLS(3, bound_x=30.5, bound_y=5.0, y_center=5.0, budget=Budget(eps, 0.01), random_state=seed)
 
 
 def test_attack_on_the_paper_mode_succeeds_at_eps_100_and_is_blunted_at_eps_1():
