@@ -22,6 +22,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from .. import core
 from ..accounting import Budget, Ledger, as_budget, make_accountant
 from ..errors import ValidationError
 from ..plan import CalibratedPlan, Plan, Run
@@ -50,7 +51,8 @@ class DPPLS(PrivateEstimator):
         estimates the means privately (count, sum x, sum y: charged); ``"public"`` treats the public
         centre as the mean.
     budget, ledger, accountant: see ``PrivateEstimator``; in paper mode ``budget`` is per release.
-    weights: certified budget weights by node name (S2: xtx, xty, count, x_sum, y_sum).
+    weights: certified budget weights by node name: xtx, xty (S2) and count, x_sum, y_sum (DP centring,
+        both certified modes); S1's per-component releases weigh 1 each.
     tight: one global noise factor so that the composed cost meets the budget (certified modes).
     psd_repair: project the noisy X^T X onto the PSD cone before kernel PLS (S2; post-processing).
     ridge: S2: add lambda I to the noisy X^T X first; ``"noise"`` (default) uses lambda = sigma_S sqrt(m)
@@ -276,8 +278,6 @@ class DPPLS(PrivateEstimator):
         return self
 
     def _store(self, out: dict[str, Any], m: int) -> None:
-        from .. import core
-
         A = out["weights"].shape[1]
         if self.n_components != "auto" and A < self.n_components:
             warnings.warn(f"the noisy statistics admit only {A} of the {self.n_components} components requested", stacklevel=3)
