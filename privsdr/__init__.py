@@ -7,7 +7,7 @@ dp-accounting is imported only when an RDP/PLD accountant runs.
 from ._version import __version__
 from .accounting import Budget, Cost, Ledger, Relation, Scope, Status
 from .accounting.accountants import ACCOUNTANT_NAMES
-from .algorithms import DPSIR, DPMeanCovariance, DPSparsePCA, SparseDPSIR
+from .algorithms import DPPLS, DPSIR, DPMeanCovariance, DPSparsePCA, SparseDPSIR
 from .federated import FederatedSIR
 from .vertical import DPBCDRegression
 from .errors import (
@@ -32,6 +32,7 @@ __all__ = [
     "Cost",
     "DPBCDRegression",
     "DPMeanCovariance",
+    "DPPLS",
     "DPSIR",
     "DPSparsePCA",
     "FederatedSIR",

@@ -270,10 +270,12 @@ class _CurveAccountant(Accountant):
             return pure_sum
         if any(isinstance(e, GaussianEvent) and e.noise_multiplier == 0 for e in curve):
             return math.inf
-        if any(e.basic_cost().epsilon > HUGE_EPSILON for e in curve if not isinstance(e, GaussianEvent)) or (
-            basic.epsilon > HUGE_EPSILON * len(curve)
-        ):
-            return min(pure_sum, BasicAccountant().compose(curve).epsilon if basic.delta <= delta else math.inf)
+        if any(e.basic_cost().epsilon > HUGE_EPSILON for e in curve if not isinstance(e, GaussianEvent)):
+            # dp-accounting overflows on exp(eps) for such Laplace/pure steps; compose them exactly (pure sum)
+            # and the (merged) Gaussian by its closed form, by basic composition of the two parts
+            gaussians = [e for e in curve if isinstance(e, GaussianEvent)]
+            others = BasicAccountant().compose([e for e in curve if not isinstance(e, GaussianEvent)]).epsilon
+            return sum_up([others] + [gaussian_epsilon(g.noise_multiplier, delta) for g in gaussians])
         return min(pure_sum, outward(self._epsilon(curve, delta)))
 
     def _epsilon(self, events: Sequence[Event], delta: float) -> float:  # pragma: no cover - abstract

@@ -1,6 +1,8 @@
 """Estimators: each one is a plan of mechanism calls built from public parameters plus core numerics."""
 from .dpsir import DPSIR, SparseDPSIR
 from .mean_covariance import DPMeanCovariance
+from .pls import DPPLS
 from .sparse_pca import DPSparsePCA
+from .spectral import MSC
 
-__all__ = ["DPMeanCovariance", "DPSIR", "DPSparsePCA", "SparseDPSIR"]
+__all__ = ["DPMeanCovariance", "DPPLS", "DPSIR", "DPSparsePCA", "MSC", "SparseDPSIR"]

@@ -4,7 +4,8 @@ from .claims import GDP, ApproxDP, rejects
 from .core import AuditResult, audit, choose_threshold, evaluate
 from .estimators import audit_estimator, claim_from_report, membership_statistic, projection_statistic, subspace_statistic
 from .mechanisms import DEFAULT_SAMPLES, audit_mechanism
-from .neighbours import adversarial_neighbours, canary_pair, clip_bound_pair, label_flip_pair, replacement_rows, slice_change_pair
+from .neighbours import add_record_pair, add_remove_neighbours, adversarial_neighbours, canary_pair, clip_bound_pair, label_flip_pair, replacement_rows, slice_change_pair
+from .reconstruction import AttackResult, hit_rate, reconstruction_attack, residual_components
 from .probe import ProbeResult, norm_of, probe_sensitivity, released_coordinates
 from .stats import approx_dp_tradeoff, cp_lower, cp_upper, epsilon_lower_bound, gdp_tradeoff, mu_lower_bound
 from .testing import assert_dp, assert_mechanism_dp, assert_sensitivity

@@ -81,3 +81,20 @@ def adversarial_neighbours(X: np.ndarray, clip: float, *, indices: Sequence[int]
                 d0, d1 = X.copy(), X.copy()
                 d0[i], d1[i] = rows[a], rows[b]
                 yield d0, d1
+
+
+def add_record_pair(X: np.ndarray, y: np.ndarray, record_x: Sequence[float], record_y: float) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """Add/remove neighbours: ((X, y) plus the record appended, (X, y)). The edPLS canary audit uses
+    a high-norm ``record_x`` with ``record_y`` = mean(y) (spec edpls_001.md §6.7)."""
+    X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float).ravel()
+    with_record = (np.vstack([X, np.asarray(record_x, dtype=float)[None, :]]), np.append(y, float(record_y)))
+    return with_record, (X.copy(), y.copy())
+
+
+def add_remove_neighbours(X: np.ndarray, y: np.ndarray, bound_x: float, bound_y: float) -> Iterator[tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]]:
+    """Pairs ((X, y) + one extreme record, (X, y)) for an add/remove sensitivity probe: every extreme
+    row of ``replacement_rows`` (inside and 10x outside the bound) with y in {+-bound_y, 0, 10 bound_y}."""
+    X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float).ravel()
+    for row in replacement_rows(X.shape[1], bound_x, norm="l2", data=X):
+        for value in (bound_y, -bound_y, 0.0, 10.0 * bound_y):
+            yield add_record_pair(X, y, row, value)

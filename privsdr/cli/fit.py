@@ -15,7 +15,7 @@ import numpy as np
 
 from ..accounting import Budget, Ledger
 from ..accounting.accountants import ACCOUNTANT_NAMES
-from ..algorithms import DPSIR, DPMeanCovariance
+from ..algorithms import DPPLS, DPSIR, DPMeanCovariance
 from ..datasets import csv_header, load_csv
 from ..errors import ValidationError
 from ._common import (
@@ -35,7 +35,9 @@ from ._common import (
 
 #: options that belong to one method or another: dest -> flag
 METHOD_OPTIONS = {"clip": "--clip", "bound": "--bound", "bounds": "--bounds", "n_directions": "--n-directions",
-                  "n_slices": "--n-slices", "cut_points": "--cut-points", "y_grid": "--y-grid", "algorithm": "--algorithm"}
+                  "n_slices": "--n-slices", "cut_points": "--cut-points", "y_grid": "--y-grid", "algorithm": "--algorithm",
+                  "components": "--components", "mode": "--mode", "bound_x": "--bound-x", "bound_y": "--bound-y",
+                  "x_center": "--x-center", "y_center": "--y-center", "centering": "--centering"}
 
 
 @attrs.frozen
@@ -110,6 +112,31 @@ def _show_dpsir(est: DPSIR) -> None:
         print(f"the noise alone moves these directions by about {est.noise_error_:.3g} (a random subspace: {est.random_error_:.3g})")
 
 
+def _check_pls(args: argparse.Namespace) -> None:
+    paper = args.mode == "paper"
+    if not paper and (args.bound_x is None or args.bound_y is None):
+        raise ValidationError("pls needs --bound-x and --bound-y (public bounds on ||x - x_center|| and |y - y_center|); "
+                              "they are never read off the data")
+    if args.components is not None and args.components != "auto" and not str(args.components).isdigit():
+        raise ValidationError(f"--components must be an integer or 'auto', got {args.components!r}")
+
+
+def _build_pls(args: argparse.Namespace, ctx: FitContext) -> DPPLS:
+    paper = args.mode == "paper"
+    components: Any = args.components or "2"
+    components = components if components == "auto" else int(components)
+    public = {} if paper else {"bound_x": args.bound_x, "bound_y": args.bound_y, "x_center": args.x_center,
+                               "y_center": args.y_center, "centering": args.centering or "dp"}
+    return DPPLS(components, mode=args.mode or "certified", budget=ctx.budget, ledger=ctx.ledger, accountant=ctx.accountant,
+                 random_state=ctx.seed, allow_uncertified=args.allow_uncertified, **public)
+
+
+def _show_pls(est: DPPLS) -> None:
+    print(f"components: {est.n_components_}")
+    print("coefficients b:", est.coef_)
+    print(f"intercept: {est.intercept_:.6g}")
+
+
 METHODS: dict[str, Method] = {m.name: m for m in (
     Method("mean-covariance", "DP mean and covariance of the numeric columns (rows clipped to L2 norm --clip, or each "
            "column to its --bounds)", frozenset({"clip", "bounds"}), _check_mean_covariance, _build_mean_covariance,
@@ -118,6 +145,11 @@ METHODS: dict[str, Method] = {m.name: m for m in (
            "per-column --bounds; slices from --cut-points, or a DP quantile release over --y-grid LO HI)",
            frozenset({"bound", "bounds", "n_directions", "n_slices", "cut_points", "y_grid", "algorithm"}), _check_dpsir, _build_dpsir,
            _show_dpsir, needs_target=True),
+    Method("pls", "DP PLS1 regression of --target on the other columns, --components A (or auto); certified S2 by "
+           "default (rows clipped to ||x - x_center|| <= --bound-x, |y - y_center| <= --bound-y); --mode paper is edPLS as "
+           "published (NOT private; needs --allow-uncertified; --epsilon/--delta are then per release)",
+           frozenset({"components", "mode", "bound_x", "bound_y", "x_center", "y_center", "centering"}), _check_pls, _build_pls,
+           _show_pls, needs_target=True),
 )}
 
 
@@ -187,6 +219,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     budget_options(fit)
     fit.add_argument("--algorithm", choices=("moments", "onepass"), default=None,
                      help="dpsir: moments (default: sufficient statistics released once) or onepass (the paper's B.1 + Algorithm 2)")
+    fit.add_argument("--components", default=None, help="pls: number of components A, or 'auto' (certified mode; default 2)")
+    fit.add_argument("--mode", choices=("certified", "certified_iterative", "paper"), default=None,
+                     help="pls: certified (S2, default), certified_iterative (S1) or paper (edPLS as published, NOT private)")
+    fit.add_argument("--bound-x", type=finite_float, default=None, help="pls: public bound on ||x - x_center|| (certified modes)")
+    fit.add_argument("--bound-y", type=finite_float, default=None, help="pls: public bound on |y - y_center| (certified modes)")
+    fit.add_argument("--x-center", type=finite_float, default=None, help="pls: public centre of every column (default 0)")
+    fit.add_argument("--y-center", type=finite_float, default=None, help="pls: public centre of y (default 0)")
+    fit.add_argument("--centering", choices=("dp", "public"), default=None,
+                     help="pls: estimate the means privately (dp, charged; default) or take the public centre as the mean")
+    fit.add_argument("--allow-uncertified", action="store_true", help="run a plan without a certified guarantee (pls --mode paper)")
     fit.add_argument("--accountant", choices=ACCOUNTANT_NAMES, default=None,
                      help="accountant (default best; with --journal, the journal's: a different one is refused)")
     fit.add_argument("--journal", default=None, help="charge this ledger journal (see `privsdr ledger init`)")

@@ -286,7 +286,8 @@ def _totals(charges: list[Charge], ledger: Ledger) -> dict[str, dict[str, float]
     return out
 
 
-def _status_line(status: Status, spent: Cost, accountant: str, relation: str, infinite: bool, nodes: list[str]) -> str:
+def _status_line(status: Status, spent: Cost, accountant: str, relation: str, infinite: bool, nodes: list[str],
+                 data_dependent: list[str] | None = None) -> str:
     if infinite:
         return f"NON-PRIVATE BASELINE: budget epsilon = inf, noise switched off ({relation})"
     standard = Relation.parse(relation).standard
@@ -296,7 +297,21 @@ def _status_line(status: Status, spent: Cost, accountant: str, relation: str, in
     if status == Status.CLAIMED:
         what = "" if standard else " (locally sensitive DP: eps-LSDP claimed, not standard DP)"
         return f"CLAIMED, NOT CERTIFIED: {guarantee}{what} holds only if the published claims of {', '.join(nodes)} hold"
+    if data_dependent:
+        return (f"NOT PRIVATE: {_names(nodes)} release data without a DP guarantee ({_names(data_dependent)} scale "
+                f"their noise by quantities read off the private data); the totals, {guarantee}, price the published "
+                "per-release calibration as if it held: what the published claim costs, not a guarantee")
     return f"NOT PRIVATE: {', '.join(nodes)} release data without a DP guarantee; the totals cover the other nodes only"
+
+
+def _names(names: list[str], shown: int = 6) -> str:
+    return ", ".join(names) if len(names) <= shown else f"{', '.join(names[:shown])}, ... ({len(names)} nodes)"
+
+
+def _adaptive_note(node: Any) -> str:
+    if node.data_dependent:
+        return " [sensitivity read off the PRIVATE data at release: no DP guarantee]"
+    return " [sensitivity computed at release from public parameters and parent outputs]" if node.adaptive else ""
 
 
 def build_report(run: Run) -> PrivacyReport:
@@ -328,7 +343,7 @@ def build_report(run: Run) -> PrivacyReport:
                 share=None if spec.share is None else {"epsilon": spec.share.epsilon, "delta": spec.share.delta},
                 params=dict(spec.params),
                 released=node.name in charged_names,
-                description=node.description + (" [sensitivity computed at release from public parameters and parent outputs]" if node.adaptive else ""),
+                description=node.description + _adaptive_note(node),
             )
         )
     versions = {"privsdr": __version__, "numpy": np.__version__}
@@ -340,7 +355,8 @@ def build_report(run: Run) -> PrivacyReport:
         pass
     return PrivacyReport(
         status=status.value,
-        status_line=_status_line(status, spent, ledger.accountant.name, plan.relation.value, plan.budget.is_infinite, uncertified),
+        status_line=_status_line(status, spent, ledger.accountant.name, plan.relation.value, plan.budget.is_infinite, uncertified,
+                                 [c.label for c in charged if plan.nodes[c.label].data_dependent]),
         algorithm=run.algorithm,
         algorithm_version=__version__,
         run_id=run._reservation.run_id,

@@ -5,6 +5,11 @@ A node names its mechanism, declared sensitivity, budget share (a relative ``wei
 use) and its guarantee status. ``Plan.allocate(budget)`` turns weights into noise, so the total cost
 is known before any data is read; ``tight=True`` then rescales all weighted noise by one global
 factor so that the composed cost under the chosen accountant meets the budget.
+
+A ``data_dependent`` node (status ``none``) draws real noise whose scale a published method reads
+off the private data (e.g. edPLS's per-iteration row norms): no DP guarantee holds, but it is
+charged the events of its published calibration, so the ledger and the report show what the
+published claim would cost if it held (a ``non_private`` node, by contrast, is charged nothing).
 """
 from __future__ import annotations
 
@@ -51,9 +56,11 @@ class Node:
     params: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
     description: str = ""
     adaptive: bool = False
+    data_dependent: bool = False
 
     def public_dict(self) -> dict[str, Any]:
-        return {
+        extra = {"data_dependent": True} if self.data_dependent else {}  # keeps other plans' hashes unchanged
+        return {**extra,
             "name": self.name,
             "mechanism": self.mechanism,
             "sensitivity": self.sensitivity.to_dict(),
@@ -108,6 +115,7 @@ class Plan:
         params: Mapping[str, Any] | None = None,
         description: str = "",
         adaptive: bool = False,
+        data_dependent: bool = False,
     ) -> Node:
         """Add a release node. Exactly one of ``weight`` (default 1), ``share`` or ``noise_multiplier``.
 
@@ -115,6 +123,10 @@ class Plan:
         parameters and parent outputs (``run.release(name, value, sensitivity=...)``); the declared
         ``sensitivity`` gives its norm, relation and derivation. The node's privacy cost depends only
         on its noise multiplier, which the plan fixes, so adaptive composition still applies.
+
+        ``data_dependent=True`` (status ``none``, implies ``adaptive``): the sensitivity value given
+        at release is read off the private data, as a published method does; no guarantee holds,
+        and the node is charged its published calibration's events (see the module docstring).
         """
         if name in self.nodes:
             raise PlanError(f"node {name!r} already in plan {self.name!r}")
@@ -134,8 +146,12 @@ class Plan:
             raise PlanError(f"node {name!r}: the {self.relation.value!r} relation is not standard DP; its nodes can only be claimed")
         if status == Status.CLAIMED and share is None:
             raise PlanError(f"claimed node {name!r} needs the published (epsilon, delta) as its share")
-        if (status == Status.NONE) != (mechanism == "non_private"):
-            raise PlanError(f"node {name!r}: status 'none' goes with mechanism 'non_private' and only with it")
+        if data_dependent:
+            if status != Status.NONE or mechanism == "non_private":
+                raise PlanError(f"data-dependent node {name!r} must have status 'none' and a noise mechanism")
+            adaptive = True
+        elif (status == Status.NONE) != (mechanism == "non_private"):
+            raise PlanError(f"node {name!r}: status 'none' goes with mechanism 'non_private' (or data_dependent=True) and only with it")
         unknown = [p for p in parents if p not in self.nodes]
         if unknown:
             raise PlanError(f"node {name!r} has unknown parents {unknown} (add parents first: the plan is a DAG)")
@@ -147,7 +163,7 @@ class Plan:
             raise PlanError(f"node {name!r}: adaptive sensitivities need a calibration that does not depend on the value")
         node = Node(
             name, mechanism, sensitivity, weight, None if share is None else as_budget(share), noise_multiplier, delta,
-            calibration, scope, tuple(parents), status, dict(params or {}), description, adaptive,
+            calibration, scope, tuple(parents), status, dict(params or {}), description, adaptive, data_dependent,
         )
         self.nodes[name] = node
         return node
@@ -251,7 +267,7 @@ def _charge(node: Node, spec: NoiseSpec, relation: Relation) -> Charge:
     if node.status == Status.CLAIMED:
         assert node.share is not None
         events: tuple = (ApproxEvent(*node.share),)
-    elif node.status == Status.NONE:
+    elif node.status == Status.NONE and not node.data_dependent:
         events = (NonPrivateEvent(),)
     else:
         events = get_mechanism(node.mechanism).events(spec)

@@ -1,0 +1,229 @@
+"""The three release plans of ``DPPLS`` and the fits that execute them (edPLS spec §3.2, §4.6).
+
+All three use the add/remove-one relation of the paper (spec §4.1).
+
+* ``certified`` (S2, sufficient-statistics perturbation): Analyze-Gauss on X^T X (Delta = C_x^2)
+  and a Gaussian on X^T y (Delta = C_x C_y), plus, with ``centering="dp"``, the count (Delta = 1),
+  sum x (C_x) and sum y (C_y); then noise-free kernel PLS1 on the centred statistics (post-processing:
+  any number of components from one release). Before the kernel step the noisy X^T X gets a ridge
+  lambda I (default lambda = sigma_S sqrt(m), half the typical spectral norm 2 sigma_S sqrt(m) of the
+  symmetric noise; public) and is projected onto the PSD cone: without it r^T S r can be ~0 or
+  negative along noise directions and b explodes.
+* ``certified_iterative`` (S1): Algorithm E's loop made sound. Per component: u = E^T f (C_x C_y),
+  w = u/||u||; with s = E w (not released), g = E^T s (C_x^2), h = s^T s (C_x^2), r = f^T s
+  (C_x C_y); p = g/h, c = r/h; deflate row-locally with the released p, c and re-clip.
+* ``paper`` (Algorithm E as published): noise on the unit w, t and on p, c with sigma =
+  z(eps, delta) x (max row norm of the deflated E) x (max |f|) etc., all read off the private data,
+  every release at the full (eps, delta), deflation with the noise-free t, p, c; non-private means.
+  Its nodes are ``data_dependent`` (status ``none``): charged their published calibration
+  (Gaussian, multiplier z, delta share delta/k) so that the report composes what "eps" costs.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .. import core
+from ..accounting import Budget
+from ..mechanisms import Sensitivity, gaussian_noise_multiplier
+from ..plan import Plan, Run
+from ._pls_queries import clip_x, clip_y, iterative_deflate, iterative_statistics, ssp_statistics, weight_statistic
+
+RELATION = "add_remove"
+CENTRING_NODES = ("count", "x_sum", "y_sum")
+
+
+def _sens(value: float, derivation: str) -> Sensitivity:
+    return Sensitivity(value, "l2", RELATION, derivation)
+
+
+# -- plans -------------------------------------------------------------------------------------------
+def add_centring_nodes(plan: Plan, Cx: float, Cy: float, weights: dict[str, float]) -> None:
+    plan.add("count", "gaussian", _sens(1.0, "one row adds 1 to the count"), weight=weights["count"],
+             description="number of rows (DP centring)")
+    plan.add("x_sum", "gaussian", _sens(Cx, "||x - mu_x|| <= C_x after clipping"), weight=weights["x_sum"],
+             description="sum of the clipped rows x - mu_x (DP centring)")
+    plan.add("y_sum", "gaussian", _sens(Cy, "|y - mu_y| <= C_y after clipping"), weight=weights["y_sum"],
+             description="sum of the clipped responses y - mu_y (DP centring)")
+
+
+def ssp_plan(plan: Plan, Cx: float, Cy: float, dp_centring: bool, weights: dict[str, float]) -> Plan:
+    if dp_centring:
+        add_centring_nodes(plan, Cx, Cy, weights)
+    plan.add("xtx", "symmetric_gaussian", _sens(Cx * Cx, "||x x^T||_F = ||x||^2 <= C_x^2 (upper triangle with diagonal)"),
+             weight=weights["xtx"], calibration="analytic", description="X^T X of the clipped rows (Analyze-Gauss)")
+    plan.add("xty", "gaussian", _sens(Cx * Cy, "||x y|| <= C_x C_y"), weight=weights["xty"],
+             description="X^T y of the clipped rows")
+    return plan
+
+
+def iterative_plan(plan: Plan, A: int, Cx: float, Cy: float, dp_centring: bool, weights: dict[str, float]) -> Plan:
+    parents: tuple[str, ...] = ()
+    if dp_centring:
+        add_centring_nodes(plan, Cx, Cy, weights)
+        parents = CENTRING_NODES
+    for a in range(1, A + 1):
+        plan.add(f"u_{a}", "gaussian", _sens(Cx * Cy, "||e f|| <= C_x C_y (deflated rows re-clipped)"), parents=parents,
+                 description=f"component {a}: E^T f (its direction is the weight w)")
+        plan.add(f"g_{a}", "gaussian", _sens(Cx * Cx, "||e (e^T w)|| <= ||e||^2 <= C_x^2, w unit and public"), parents=(f"u_{a}",),
+                 description=f"component {a}: E^T s, s = E w")
+        plan.add(f"h_{a}", "gaussian", _sens(Cx * Cx, "(e^T w)^2 <= C_x^2"), parents=(f"u_{a}",),
+                 description=f"component {a}: s^T s")
+        plan.add(f"r_{a}", "gaussian", _sens(Cx * Cy, "|f e^T w| <= C_y C_x"), parents=(f"u_{a}",),
+                 description=f"component {a}: f^T s")
+        parents = (f"u_{a}", f"g_{a}", f"h_{a}", f"r_{a}")
+    return plan
+
+
+PAPER_RELEASES = {
+    "w": "unit weight w = E^T f/||E^T f|| + N(0, sigma_w^2), sigma_w = z y_max x_max (Eq. 7-8), renormalised",
+    "t": "unit score t = E w/||E w|| + N(0, sigma_t^2), sigma_t = z x_max (Eq. 9), renormalised",
+    "p": "X-loading p = E^T t + N(0, sigma_p^2), sigma_p = z x_max (Eq. 10)",
+    "c": "y-loading c = f^T t + N(0, sigma_c^2), sigma_c = z y_max (Eq. 11)",
+}
+
+
+def paper_releases(release_scores: bool) -> tuple[str, ...]:
+    return ("w", "t", "p", "c") if release_scores else ("w", "p", "c")
+
+
+def paper_plan(plan: Plan, A: int, per_release: Budget, release_scores: bool) -> Plan:
+    """4A (3A without T) data-dependent Gaussian nodes at the full per-release (eps, delta)."""
+    plan.add("x_mean", "non_private", _sens(1.0, "none: the training mean, released as is"), status="none",
+             description="column means of X used for centring and prediction (NOT private)")
+    plan.add("y_mean", "non_private", _sens(1.0, "none: the training mean, released as is"), status="none",
+             description="mean of y used for centring and prediction (NOT private)")
+    kinds = paper_releases(release_scores)
+    k = A * len(kinds)
+    if per_release.is_infinite:
+        z, delta_share = 0.0, 0.0
+    else:
+        z = gaussian_noise_multiplier(per_release.epsilon, per_release.delta, "analytic")
+        delta_share = per_release.delta / k
+        while delta_share * k > per_release.delta:  # the shares never sum above delta
+            delta_share = math.nextafter(delta_share, 0.0)
+    parents: tuple[str, ...] = ("x_mean", "y_mean")
+    for a in range(1, A + 1):
+        for kind in kinds:
+            plan.add(f"{kind}_{a}", "gaussian", _sens(1.0, "paper Eq. 7-11 with sup-norms read off the deflated data (Eq. 8)"),
+                     noise_multiplier=z, delta=delta_share, status="none", data_dependent=True, parents=parents,
+                     params={"claimed_per_release": [per_release.epsilon, per_release.delta]},
+                     description=f"component {a}: {PAPER_RELEASES[kind]}")
+        parents = tuple(f"{kind}_{a}" for kind in kinds)
+    return plan
+
+
+# -- fits ---------------------------------------------------------------------------------------------
+def dp_means(noisy: dict[str, np.ndarray], Cx: float, Cy: float) -> tuple[float, np.ndarray, float]:
+    """(n, mean x - mu_x, mean y - mu_y) from the noisy count and sums; the means are projected onto
+    the balls the clipped rows live in (||.|| <= C_x, |.| <= C_y): post-processing that can only help."""
+    n_t = max(float(noisy["count"][0]), 1.0)
+    x_shift = core.clip_rows_l2((noisy["x_sum"] / n_t)[None, :], Cx)[0]
+    y_shift = float(np.clip(float(noisy["y_sum"][0]) / n_t, -Cy, Cy))
+    return n_t, x_shift, y_shift
+
+
+def fit_ssp(run: Run, X: np.ndarray, y: np.ndarray, c: dict[str, Any]) -> dict[str, Any]:
+    """S2: release the statistics, then centre, repair and run kernel PLS1 (post-processing)."""
+    stats = ssp_statistics(X, y, c["x_center"], c["y_center"], c["bound_x"], c["bound_y"])
+    names = (CENTRING_NODES if c["dp_centring"] else ()) + ("xtx", "xty")
+    noisy = {name: run.release(name, stats[name]) for name in names}
+    S, u = noisy["xtx"], noisy["xty"]
+    x_shift, y_shift = np.zeros(X.shape[1]), 0.0
+    if c["dp_centring"]:
+        n_t, x_shift, y_shift = dp_means(noisy, c["bound_x"], c["bound_y"])
+        S = S - n_t * np.outer(x_shift, x_shift)
+        u = u - n_t * y_shift * x_shift
+    sigma = run.plan.specs["xtx"].scale
+    ridge = c["ridge"] if c["ridge"] != "noise" else sigma * math.sqrt(S.shape[0])
+    if ridge > 0:
+        S = S + ridge * np.eye(S.shape[0])
+    if sigma > 0 and c["psd_repair"]:
+        S = core.nearest_psd(S)
+    kernel = core.kernel_pls1(S, u, c["A"])
+    snr = component_snr(kernel, ridge, 2.0 * sigma * math.sqrt(S.shape[0]))
+    keep = kernel.n_components
+    if c["auto"]:  # the leading components whose variance stands above the noise (post-processing)
+        keep = max(1, int(np.argmin(np.append(snr, 0.0) > 1.0))) if kernel.n_components else 0
+    return {
+        "weights": kernel.weights[:, :keep], "loadings": kernel.loadings[:, :keep], "y_loadings": kernel.y_loadings[:keep],
+        "coef_path": kernel.coef_path[:, :keep], "x_mean": c["x_center"] + x_shift, "y_mean": c["y_center"] + y_shift,
+        "statistics": noisy, "snr": snr,
+    }
+
+
+def component_snr(kernel: core.KernelPLS1, ridge: float, noise_norm: float) -> np.ndarray:
+    """Variance of the noisy X^T X along each component's rotation r_a (ridge removed), over the
+    typical spectral norm 2 sigma_S sqrt(m) of its noise: a component with SNR <= 1 is mostly noise."""
+    if kernel.n_components == 0:
+        return np.zeros(0)
+    along = kernel.score_norms**2 / np.sum(kernel.rotations**2, axis=0) - ridge
+    return along / noise_norm if noise_norm > 0 else np.full(kernel.n_components, np.inf)
+
+
+def fit_iterative(run: Run, X: np.ndarray, y: np.ndarray, c: dict[str, Any]) -> dict[str, Any]:
+    """S1: per component, noisy E^T f -> w, noisy (E^T s, s^T s, f^T s) -> p, c; deflate and re-clip."""
+    Cx, Cy = c["bound_x"], c["bound_y"]
+    x_mean, y_mean = c["x_center"].copy(), float(c["y_center"])
+    if c["dp_centring"]:
+        stats = ssp_statistics(X, y, c["x_center"], c["y_center"], Cx, Cy)
+        _, x_shift, y_shift = dp_means({name: run.release(name, stats[name]) for name in CENTRING_NODES}, Cx, Cy)
+        x_mean, y_mean = x_mean + x_shift, y_mean + y_shift
+    E, f = clip_x(X, x_mean, Cx), clip_y(y, y_mean, Cy)
+    A, m = c["A"], X.shape[1]
+    W, P, cl = np.zeros((m, A)), np.zeros((m, A)), np.zeros(A)
+    h_floor = run.plan.specs["h_1"].scale
+    for a in range(1, A + 1):
+        u = run.release(f"u_{a}", weight_statistic(E, f))
+        norm = float(np.linalg.norm(u))
+        w = u / norm if norm > 0 else np.eye(m)[0]
+        stats_a = iterative_statistics(E, f, w)
+        g = run.release(f"g_{a}", stats_a["g"])
+        h = max(float(run.release(f"h_{a}", stats_a["h"])[0]), h_floor, 1e-300)
+        r = float(run.release(f"r_{a}", stats_a["r"])[0])
+        p, ca = g / h, r / h
+        E, f = iterative_deflate(E, f, w, p, ca, Cx, Cy)
+        root = math.sqrt(h)  # to the unit-score convention: p ||s||, c ||s||
+        W[:, a - 1], P[:, a - 1], cl[a - 1] = w, p * root, ca * root
+    return {"weights": W, "loadings": P, "y_loadings": cl, "coef_path": coef_path(W, P, cl), "x_mean": x_mean, "y_mean": y_mean}
+
+
+def fit_paper(run: Run, X: np.ndarray, y: np.ndarray, c: dict[str, Any]) -> dict[str, Any]:
+    """Algorithm E line by line (spec §3.2): non-private w, t, p, c drive the deflation."""
+    x_mean = run.release("x_mean", X.mean(axis=0))
+    y_mean = float(run.release("y_mean", np.array([y.mean()]))[0])
+    E, f = X - x_mean, y - y_mean
+    A, (n, m) = c["A"], X.shape
+    kinds = paper_releases(c["release_scores"])
+    W, P, cl = np.zeros((m, A)), np.zeros((m, A)), np.zeros(A)
+    T = np.zeros((n, A)) if "t" in kinds else None
+    z = run.plan.specs["w_1"].noise_multiplier
+
+    def sens(value: float) -> float:
+        # legacy_std_is_variance (spec A13): the reference code draws noise with std sigma^2 = (z Delta)^2,
+        # i.e. the sensitivity z Delta^2 at multiplier z. Only for reproducing the paper's figures.
+        return z * value * value if c["legacy"] and z > 0 else value
+
+    for a in range(1, A + 1):
+        w = core.pls1_weight(E, f)
+        x_max = float(np.sqrt(np.max(np.einsum("ij,ij->i", E, E))))  # Eq. 8 on the CURRENT deflated data
+        y_max = float(np.max(np.abs(f)))  # max |f_i| (spec A4, O-14)
+        w_noisy = run.release(f"w_{a}", w, sensitivity=sens(y_max * x_max))
+        t = core.pls1_score(E, w)  # non-private w (spec A3)
+        if T is not None:
+            t_noisy = run.release(f"t_{a}", t, sensitivity=sens(x_max))
+            T[:, a - 1] = t_noisy / np.linalg.norm(t_noisy)
+        p, ca = core.pls1_loadings(E, f, t)
+        p_noisy = run.release(f"p_{a}", p, sensitivity=sens(x_max))
+        c_noisy = float(run.release(f"c_{a}", np.array([ca]), sensitivity=sens(y_max))[0])
+        E, f = core.deflate(E, f, t, p, ca)  # with the NON-private t, p, c (E17)
+        W[:, a - 1], P[:, a - 1], cl[a - 1] = w_noisy / np.linalg.norm(w_noisy), p_noisy, c_noisy
+    return {"weights": W, "loadings": P, "y_loadings": cl, "coef_path": coef_path(W, P, cl), "x_mean": x_mean,
+            "y_mean": y_mean, "scores": T}
+
+
+def coef_path(W: np.ndarray, P: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Column a-1: b with the first a components, W_a (P_a^T W_a)^{-1} c_a (post-processing)."""
+    return np.column_stack([core.regression_vector(W[:, :a], P[:, :a], c[:a])[0] for a in range(1, W.shape[1] + 1)])

@@ -1,0 +1,80 @@
+"""The queries the private PLS1 modes release, each a sum of row-local terms (edPLS spec §4.6).
+
+Under add/remove-one, a sum over rows changes by one row's term, so its sensitivity is the largest
+norm one term can have. Rows are clipped first, which is what makes these bounds true:
+x <- (x - mu_x) min(1, C_x / ||x - mu_x||), y <- clip(y - mu_y, -C_y, C_y).
+
+=========  ==================  ======================================================
+query      term of one row     L2 sensitivity (add/remove)
+=========  ==================  ======================================================
+count      1                   1
+x_sum      x                   C_x
+y_sum      y                   C_y
+xtx        x x^T (upper tri.)  ||x x^T||_F = ||x||^2 <= C_x^2 (the upper triangle is less)
+xty        x y                 C_x C_y
+u (S1)     e f                 C_x C_y
+g (S1)     e (e^T w)           ||e||^2 ||w|| <= C_x^2  (w unit, released earlier)
+h (S1)     (e^T w)^2           C_x^2
+r (S1)     f (e^T w)           C_y C_x
+=========  ==================  ======================================================
+
+``ssp_statistics`` works through the rows in blocks, so a fit on n x m data needs one pass over X
+and O(block x m) extra memory besides the m x m result.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+from .. import core
+
+BLOCK_ROWS = 4096
+
+
+def clip_y(y: np.ndarray, center: float, bound: float) -> np.ndarray:
+    return np.clip(np.asarray(y, dtype=float) - center, -bound, bound)
+
+
+def clip_x(X: np.ndarray, center: np.ndarray, bound: float) -> np.ndarray:
+    """(X - center) with every row scaled down to L2 norm at most ``bound`` (a new array)."""
+    return core.clip_rows_l2(np.asarray(X, dtype=float) - center, bound)
+
+
+def _blocks(n: int, size: int = BLOCK_ROWS) -> Iterator[slice]:
+    for start in range(0, n, size):
+        yield slice(start, min(start + size, n))
+
+
+def ssp_statistics(X: np.ndarray, y: np.ndarray, x_center: np.ndarray, y_center: float, bound_x: float,
+                   bound_y: float) -> dict[str, np.ndarray]:
+    """count, x_sum, y_sum, xtx = sum x x^T, xty = sum x y of the clipped rows (one blocked pass)."""
+    n, m = X.shape
+    xtx, xty, x_sum = np.zeros((m, m)), np.zeros(m), np.zeros(m)
+    y_sum = 0.0
+    for rows in _blocks(n):
+        B = clip_x(X[rows], x_center, bound_x)
+        t = clip_y(y[rows], y_center, bound_y)
+        xtx += B.T @ B
+        xty += B.T @ t
+        x_sum += B.sum(axis=0)
+        y_sum += float(t.sum())
+    return {"count": np.array([float(n)]), "x_sum": x_sum, "y_sum": np.array([y_sum]), "xtx": (xtx + xtx.T) / 2.0, "xty": xty}
+
+
+def weight_statistic(E: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """S1's first release of a component: u = E^T f (its direction is the weight)."""
+    return E.T @ f
+
+
+def iterative_statistics(E: np.ndarray, f: np.ndarray, w: np.ndarray) -> dict[str, np.ndarray]:
+    """S1's releases after the weight: g = E^T s, h = s^T s, r = f^T s with s = E w (w public, unit)."""
+    s = E @ w
+    return {"g": E.T @ s, "h": np.array([float(s @ s)]), "r": np.array([float(f @ s)])}
+
+
+def iterative_deflate(E: np.ndarray, f: np.ndarray, w: np.ndarray, p: np.ndarray, c: float, bound_x: float,
+                      bound_y: float) -> tuple[np.ndarray, np.ndarray]:
+    """Row-local deflation with released p, c, then re-clipping (so the next sensitivities hold)."""
+    s = E @ w
+    return core.clip_rows_l2(E - np.outer(s, p), bound_x), np.clip(f - s * c, -bound_y, bound_y)

@@ -1,0 +1,333 @@
+"""Differentially private PLS1 regression (edPLS: Nikzad-Langerodi et al. 2024; spec edpls_001.md).
+
+``DPPLS(n_components, mode=..., bound_x=C_x, bound_y=C_y, budget=Budget(eps, delta))``:
+
+* ``mode="certified"`` (default, S2): sufficient-statistics perturbation, cost independent of A;
+* ``mode="certified_iterative"`` (S1): the paper's per-component loop with public bounds, clipping
+  and the budget split over the 4A releases;
+* ``mode="paper"``: Algorithm E as published. Its noise scales are read off the private data, so it
+  has NO DP guarantee (status ``none``); ``budget`` is then the paper's per-release (eps, delta) and
+  the ledger is charged what those 4A releases compose to (spec O-15/O-16). Needs
+  ``allow_uncertified=True``.
+
+Contract: the fit never stores raw data, residuals or the noise-free scores; certified modes never
+release scores. Relation: add/remove one row (the paper's, spec §4.1). Rows are clipped around the
+public centre (``x_center``, ``y_center``; default 0) to the public bounds before any query.
+"""
+from __future__ import annotations
+
+import warnings
+from numbers import Integral
+from typing import Any, Mapping
+
+import numpy as np
+
+from .. import core
+from ..accounting import Budget, Ledger, as_budget, make_accountant
+from ..errors import ValidationError
+from ..plan import CalibratedPlan, Plan, Run
+from ._base import PrivateEstimator, check_matrix, check_positive
+from ._pls_modes import RELATION, fit_iterative, fit_paper, fit_ssp, iterative_plan, paper_plan, paper_releases, ssp_plan
+
+MODES = ("certified", "certified_iterative", "paper")
+CENTERINGS = ("dp", "public")
+AUTO_MAX_COMPONENTS = 30
+MAX_EPSILON = 1e5
+DEFAULT_WEIGHTS = {"xtx": 1.0, "xty": 1.0, "count": 0.25, "x_sum": 0.25, "y_sum": 0.25}
+
+
+class DPPLS(PrivateEstimator):
+    """Private PLS1 regression of one response on m predictors.
+
+    Parameters
+    ----------
+    n_components: A, the number of latent variables (1 <= A <= min(n - 1, m)); in certified (S2) mode
+        also ``"auto"``: the leading components (at most 30) whose ``component_snr_`` exceeds 1, chosen
+        from the released statistics (post-processing, spec A11).
+    mode: ``certified`` (S2), ``certified_iterative`` (S1) or ``paper`` (Algorithm E, not private).
+    bound_x, bound_y: public bounds C_x on ||x - x_center|| and C_y on |y - y_center| (certified modes;
+        rows beyond them are clipped). Never read off the data.
+    x_center, y_center: public centre of the rows (default 0). ``centering="dp"`` (default) then
+        estimates the means privately (count, sum x, sum y: charged); ``"public"`` treats the public
+        centre as the mean.
+    budget, ledger, accountant: see ``PrivateEstimator``; in paper mode ``budget`` is per release.
+    weights: certified budget weights by node name: xtx, xty (S2) and count, x_sum, y_sum (DP centring,
+        both certified modes); S1's per-component releases weigh 1 each.
+    tight: one global noise factor so that the composed cost meets the budget (certified modes).
+    psd_repair: project the noisy X^T X onto the PSD cone before kernel PLS (S2; post-processing).
+    ridge: S2: add lambda I to the noisy X^T X first; ``"noise"`` (default) uses lambda = sigma_S sqrt(m)
+        from the public noise scale, a number is used as given, 0 switches it off (post-processing).
+    release_scores: paper mode only (default True, as published): also release the noisy scores T.
+    legacy_std_is_variance: paper mode only: draw noise with std sigma^2, the reference code's bug
+        (spec A13), to reproduce the paper's figures.
+    random_state, allow_uncertified: as everywhere in privsdr.
+
+    After ``fit``: ``coef_`` (b, length m), ``intercept_``, ``x_weights_`` (W, unit columns),
+    ``x_loadings_`` (P), ``y_loadings_`` (c), ``coef_path_`` (m x A: b for 1..A components, free
+    post-processing), ``x_mean_``, ``y_mean_``, ``n_components_``, ``condition_number_``
+    (cond(P^T W)), ``statistics_`` (S2: the released noisy statistics), ``component_snr_`` (S2: variance
+    along each component over the noise's spectral norm; <= 1 means mostly noise), ``x_scores_`` (paper mode
+    with released scores: the noisy T), ``plan_``, ``ledger_``, ``privacy_report_``.
+    """
+
+    def __init__(
+        self,
+        n_components: int = 2,
+        *,
+        mode: str = "certified",
+        bound_x: float | None = None,
+        bound_y: float | None = None,
+        x_center: Any = None,
+        y_center: float | None = None,
+        centering: str = "dp",
+        budget: "Budget | tuple[float, float] | None" = None,
+        ledger: Ledger | None = None,
+        accountant: str = "best",
+        weights: Mapping[str, float] | None = None,
+        tight: bool = True,
+        psd_repair: bool = True,
+        ridge: "str | float" = "noise",
+        release_scores: bool | None = None,
+        legacy_std_is_variance: bool = False,
+        random_state: Any = None,
+        allow_uncertified: bool = False,
+    ) -> None:
+        self.n_components = n_components
+        self.mode = mode
+        self.bound_x = bound_x
+        self.bound_y = bound_y
+        self.x_center = x_center
+        self.y_center = y_center
+        self.centering = centering
+        self.budget = budget
+        self.ledger = ledger
+        self.accountant = accountant
+        self.weights = weights
+        self.tight = tight
+        self.psd_repair = psd_repair
+        self.ridge = ridge
+        self.release_scores = release_scores
+        self.legacy_std_is_variance = legacy_std_is_variance
+        self.random_state = random_state
+        self.allow_uncertified = allow_uncertified
+
+    # -- public parameters ------------------------------------------------------------------------
+    def _checked(self, n: int, m: int) -> dict[str, Any]:
+        """Every public parameter validated (before anything is spent)."""
+        if self.mode not in MODES:
+            raise ValidationError(f"mode must be one of {MODES}, got {self.mode!r}")
+        A = self.n_components
+        auto = isinstance(A, str) and A == "auto"
+        if auto:
+            if self.mode != "certified":
+                raise ValidationError("n_components='auto' chooses A from the released statistics: certified (S2) mode only")
+            A = min(n - 1, m, AUTO_MAX_COMPONENTS)
+        if isinstance(A, bool) or not isinstance(A, Integral) or A < 1:
+            raise ValidationError(f"n_components must be an integer >= 1 or 'auto', got {A!r}")
+        if A > min(n - 1, m):
+            raise ValidationError(f"n_components = {A} exceeds min(n - 1, m) = {min(n - 1, m)}")
+        paper = self.mode == "paper"
+        c: dict[str, Any] = {"A": int(A), "paper": paper, "auto": auto}
+        if paper:
+            for name in ("bound_x", "bound_y", "x_center", "y_center"):
+                if getattr(self, name) is not None:
+                    raise ValidationError(f"paper mode reads its bounds and means off the data; {name} is not used (certified modes only)")
+            c["release_scores"] = True if self.release_scores is None else bool(self.release_scores)
+            c["legacy"] = bool(self.legacy_std_is_variance)
+            return c
+        if self.release_scores:
+            raise ValidationError("certified modes never release the scores T (one entry per record; spec A9)")
+        if self.legacy_std_is_variance:
+            raise ValidationError("legacy_std_is_variance reproduces a bug of the paper's code: paper mode only")
+        for name in ("bound_x", "bound_y"):
+            if getattr(self, name) is None:
+                raise ValidationError(f"{name} (a public bound) is required in {self.mode} mode; it is never read off the data")
+        c["bound_x"], c["bound_y"] = check_positive(self.bound_x, "bound_x"), check_positive(self.bound_y, "bound_y")
+        if self.centering not in CENTERINGS:
+            raise ValidationError(f"centering must be one of {CENTERINGS}, got {self.centering!r}")
+        c["dp_centring"] = self.centering == "dp"
+        c["x_center"] = self._public_center(m)
+        yc = 0.0 if self.y_center is None else self.y_center
+        if isinstance(yc, bool) or not isinstance(yc, (int, float, np.floating, np.integer)) or not np.isfinite(yc):
+            raise ValidationError(f"y_center must be a finite number, got {self.y_center!r}")
+        c["y_center"] = float(yc)
+        c["psd_repair"] = bool(self.psd_repair)
+        if self.ridge == "noise":
+            c["ridge"] = "noise"
+        elif isinstance(self.ridge, (int, float, np.floating, np.integer)) and not isinstance(self.ridge, bool) and np.isfinite(self.ridge) and self.ridge >= 0:
+            c["ridge"] = float(self.ridge)
+        else:
+            raise ValidationError(f"ridge must be 'noise' or a finite number >= 0, got {self.ridge!r}")
+        c["weights"] = self._weights()
+        return c
+
+    def _public_center(self, m: int) -> np.ndarray:
+        if self.x_center is None:
+            return np.zeros(m)
+        try:
+            center = np.broadcast_to(np.asarray(self.x_center, dtype=float), (m,)).copy()
+        except (TypeError, ValueError):
+            raise ValidationError(f"x_center must be a number or a vector of {m} values") from None
+        if not np.all(np.isfinite(center)):
+            raise ValidationError("x_center must be finite")
+        return center
+
+    def _weights(self) -> dict[str, float]:
+        weights = dict(DEFAULT_WEIGHTS)
+        for name, value in dict(self.weights or {}).items():
+            if name not in weights:
+                raise ValidationError(f"unknown weight {name!r}; expected some of {sorted(weights)}")
+            weights[name] = check_positive(value, f"weights[{name!r}]")
+        return weights
+
+    def build_plan(self, n_samples: int, n_features: int, budget: Budget) -> Plan:
+        """The release plan of a fit on n x m data: public parameters only (n is used to check A)."""
+        n, m = int(n_samples), int(n_features)
+        c = self._checked(n, m)
+        public = {"mode": self.mode, "n_components": c["A"], "n_features": m}
+        if c["paper"]:
+            public.update({"release_scores": c["release_scores"], "legacy_std_is_variance": c["legacy"],
+                           "per_release_budget": [budget.epsilon, budget.delta]})
+            return paper_plan(Plan("edpls_paper", RELATION, public), c["A"], budget, c["release_scores"])
+        public.update({"bound_x": c["bound_x"], "bound_y": c["bound_y"], "centering": self.centering,
+                       "x_center": "0" if not np.any(c["x_center"]) else "public vector", "y_center": c["y_center"]})
+        if self.mode == "certified":
+            public.update({"ridge": c["ridge"], "psd_repair": c["psd_repair"]})
+            return ssp_plan(Plan("dppls_ssp", RELATION, public), c["bound_x"], c["bound_y"], c["dp_centring"], c["weights"])
+        return iterative_plan(Plan("dppls_iterative", RELATION, public), c["A"], c["bound_x"], c["bound_y"], c["dp_centring"], c["weights"])
+
+    def _budget_and_ledger(self, n: int, m: int) -> tuple[Budget, Ledger, CalibratedPlan]:
+        if self.mode != "paper":
+            budget, ledger = self._resolve_budget()
+            _check_epsilon(budget)
+            plan = self.build_plan(n, m, budget).allocate(budget, accountant=ledger.accountant, tight=self.tight)
+            return budget, ledger, plan
+        if self.budget is None:
+            raise ValidationError("paper mode needs budget=(epsilon, delta): the per-release (epsilon, delta) of Algorithm E")
+        per_release = as_budget(self.budget)
+        _check_epsilon(per_release)
+        if self.ledger is not None and not isinstance(self.ledger, Ledger):
+            raise ValidationError(f"ledger must be a privsdr.Ledger, got {type(self.ledger).__name__}")
+        plan = self.build_plan(n, m, per_release).allocate(per_release)
+        ledger = self.ledger
+        if ledger is None:  # a ledger exactly as large as the composed published claim
+            if per_release.is_infinite:
+                ledger = Ledger(Budget.infinite())
+            else:
+                accountant = make_accountant(self.accountant, per_release.delta)
+                claimed = accountant.cost(plan.charges())
+                ledger = Ledger(Budget(claimed.epsilon, claimed.delta), accountant=make_accountant(self.accountant, claimed.delta))
+        return per_release, ledger, plan
+
+    def plan(self, n_samples: int, n_features: int) -> CalibratedPlan:
+        """The calibrated plan of a fit on data of this shape; ``.cost()`` prices it before any data is read."""
+        return self._budget_and_ledger(int(n_samples), int(n_features))[2]
+
+    # -- fitting ------------------------------------------------------------------------------------
+    def _check_xy(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+        X = check_matrix(X, "X", min_rows=2)
+        try:
+            yy = np.asarray(y, dtype=float)
+        except (TypeError, ValueError):
+            raise ValidationError("y must be numeric") from None
+        if yy.ndim == 2 and yy.shape[1] == 1:
+            yy = yy[:, 0]
+        if yy.ndim != 1:
+            raise ValidationError(f"PLS1 takes one response: y must have shape (n,) or (n, 1), got {yy.shape}")
+        if yy.shape[0] != X.shape[0]:
+            raise ValidationError(f"y has {yy.shape[0]} values for {X.shape[0]} rows of X")
+        if not np.all(np.isfinite(yy)):
+            raise ValidationError("y contains NaN or inf")
+        if np.all(yy == yy[0]):
+            raise ValidationError("y is constant: PLS needs a response that varies")
+        return X, yy
+
+    def _notes(self, budget: Budget, plan: CalibratedPlan, n: int) -> list[str]:
+        if self.mode == "paper":
+            if budget.is_infinite:
+                return ["paper mode with the noise switched off: Algorithm B (noise-free PLS1)"]
+            k = sum(1 for node in plan.nodes.values() if node.data_dependent)
+            notes = [
+                f"paper mode (Algorithm E): every one of the {k} releases is calibrated to the full per-release "
+                f"(epsilon={budget.epsilon:g}, delta={budget.delta:g}) with sensitivities read off the private data "
+                "(Eq. 8): NO differential-privacy guarantee holds (spec §4.5). The totals show what the published "
+                "per-release claim composes to if its sensitivities were true global bounds.",
+            ]
+        else:
+            notes = []
+        if not budget.is_infinite and budget.delta >= 1.0 / n:
+            notes.append(f"delta = {budget.delta:g} >= 1/n = {1.0 / n:.3g}: a mechanism may then publish a whole record (spec §4.5-8)")
+        return notes
+
+    def fit(self, X: Any, y: Any) -> "DPPLS":
+        X, y = self._check_xy(X, y)
+        n, m = X.shape
+        c = self._checked(n, m)
+        budget, ledger, calibrated = self._budget_and_ledger(n, m)
+        notes = self._notes(budget, calibrated, n)
+        if not budget.is_infinite and budget.delta >= 1.0 / n:
+            warnings.warn(notes[-1], stacklevel=2)
+        fits = {"certified": fit_ssp, "certified_iterative": fit_iterative, "paper": fit_paper}
+        with Run(calibrated, ledger, random_state=self.random_state, data_shape=X.shape, algorithm=f"DPPLS ({self.mode})",
+                 allow_uncertified=self.allow_uncertified, notes=notes) as run:
+            out = fits[self.mode](run, X, y, c)
+        self._store(out, m)
+        self.plan_ = calibrated
+        self.ledger_ = ledger
+        self.privacy_report_ = run.report
+        return self
+
+    def _store(self, out: dict[str, Any], m: int) -> None:
+        A = out["weights"].shape[1]
+        if self.n_components != "auto" and A < self.n_components:
+            warnings.warn(f"the noisy statistics admit only {A} of the {self.n_components} components requested", stacklevel=3)
+        self.x_weights_ = out["weights"]
+        self.x_loadings_ = out["loadings"]
+        self.y_loadings_ = out["y_loadings"]
+        self.coef_path_ = out["coef_path"] if A else np.zeros((m, 0))
+        self.coef_ = self.coef_path_[:, -1] if A else np.zeros(m)
+        self.x_mean_ = np.asarray(out["x_mean"], dtype=float)
+        self.y_mean_ = float(out["y_mean"])
+        self.intercept_ = self.y_mean_ - float(self.x_mean_ @ self.coef_)
+        self.n_components_ = A
+        self.condition_number_ = core.regression_vector(self.x_weights_, self.x_loadings_, self.y_loadings_)[1] if A else 1.0
+        self.n_features_in_ = m
+        if out.get("statistics") is not None:
+            self.statistics_ = out["statistics"]
+            self.component_snr_ = out["snr"]
+        if out.get("scores") is not None:
+            self.x_scores_ = out["scores"]
+
+    # -- prediction ---------------------------------------------------------------------------------
+    def predict(self, X: Any, n_components: int | None = None) -> np.ndarray:
+        """y_hat = (x - x_mean_)^T b + y_mean_, with b from the first ``n_components`` (default all)."""
+        X = check_matrix(X, "X")
+        if X.shape[1] != self.n_features_in_:
+            raise ValidationError(f"X has {X.shape[1]} columns; the model was fitted on {self.n_features_in_}")
+        if n_components is None:
+            b = self.coef_
+        else:
+            if isinstance(n_components, bool) or not isinstance(n_components, Integral) or not 1 <= n_components <= self.n_components_:
+                raise ValidationError(f"n_components must be in 1..{self.n_components_}")
+            b = self.coef_path_[:, int(n_components) - 1]
+        return (X - self.x_mean_) @ b + self.y_mean_
+
+    def score(self, X: Any, y: Any, n_components: int | None = None) -> float:
+        """R^2 of the predictions (scikit-learn's convention)."""
+        y = np.asarray(y, dtype=float).ravel()
+        resid = y - self.predict(X, n_components)
+        total = float(np.sum((y - y.mean()) ** 2))
+        return 1.0 - float(resid @ resid) / total if total > 0 else float("nan")
+
+
+def _check_epsilon(budget: Budget) -> None:
+    # Workaround: privsdr.accounting.gaussian.analytic_noise_multiplier does not terminate for epsilon
+    # above ~5e5 (gaussian_epsilon answers inf beyond 1e6 and its correction loop never ends), so
+    # refuse such budgets here instead of hanging.
+    if not budget.is_infinite and budget.epsilon > MAX_EPSILON:
+        raise ValidationError(f"epsilon above {MAX_EPSILON:g} is not supported (use Budget.infinite() for a noise-free fit)")
+
+
+def paper_event_count(n_components: int, release_scores: bool = True) -> int:
+    """4A Gaussian releases (3A without T): what the paper's composition should have counted (spec O-15)."""
+    return n_components * len(paper_releases(release_scores))

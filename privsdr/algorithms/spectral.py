@@ -1,0 +1,112 @@
+"""Spectral preprocessing that keeps a private fit's guarantee (edPLS spec A12; paper Sec. 3.2, Fig. 5).
+
+Row-local transforms -- Savitzky-Golay (``core.savgol``), SNV (``core.snv``), airPLS baseline
+removal (``core.airpls``) -- use one spectrum and public constants each, so applying them before a
+private fit is free. Multiplicative scatter correction is row-local only given its reference
+spectrum; the usual reference, the mean spectrum of the data, reads every row. ``MSC`` therefore
+takes either a public ``reference`` (free) or estimates the mean spectrum privately
+(``reference="dp_mean"``): count (Delta 1) and sum of rows clipped to ||x - center|| <= bound
+(Delta = bound), Gaussian, add/remove -- charged to the budget/ledger like any release.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import core
+from ..accounting import Budget, Ledger
+from ..errors import ValidationError
+from ..mechanisms import Sensitivity
+from ..plan import CalibratedPlan, Plan, Run
+from ._base import PrivateEstimator, check_matrix, check_positive
+
+RELATION = "add_remove"
+
+
+def clipped_sum(X: np.ndarray, center: np.ndarray, bound: float) -> np.ndarray:
+    """sum of (x - center) over rows clipped to L2 norm ``bound``: one row moves it by <= bound."""
+    return core.clip_rows_l2(np.asarray(X, dtype=float) - center, bound).sum(axis=0)
+
+
+class MSC(PrivateEstimator):
+    """Multiplicative scatter correction with a public or a DP reference spectrum.
+
+    ``MSC(reference=r).fit(X)`` spends nothing; ``MSC("dp_mean", bound=C, budget=...).fit(X)``
+    releases the mean spectrum privately. ``transform(X)`` maps each row x ~ a + b r to (x - a)/b.
+    After fit: ``reference_``, and ``privacy_report_`` for the DP reference.
+    """
+
+    def __init__(self, reference: Any = "dp_mean", *, bound: float | None = None, center: Any = None,
+                 budget: "Budget | tuple[float, float] | None" = None, ledger: Ledger | None = None,
+                 accountant: str = "best", count_weight: float = 0.25, random_state: Any = None) -> None:
+        self.reference = reference
+        self.bound = bound
+        self.center = center
+        self.budget = budget
+        self.ledger = ledger
+        self.accountant = accountant
+        self.count_weight = count_weight
+        self.random_state = random_state
+
+    def _dp(self) -> bool:
+        return isinstance(self.reference, str)
+
+    def build_plan(self, n_features: int) -> Plan:
+        if self.reference != "dp_mean":
+            raise ValidationError(f"reference must be a public spectrum or 'dp_mean', got {self.reference!r}")
+        if self.bound is None:
+            raise ValidationError("bound (a public bound on ||x - center||) is required for a DP mean spectrum")
+        C = check_positive(self.bound, "bound")
+        plan = Plan("msc_dp_mean", RELATION, {"bound": C, "n_features": int(n_features)})
+        plan.add("count", "gaussian", Sensitivity(1.0, "l2", RELATION, "one row adds 1"), weight=check_positive(self.count_weight, "count_weight"),
+                 description="number of spectra")
+        plan.add("sum", "gaussian", Sensitivity(C, "l2", RELATION, "||x - center|| <= bound after clipping"), weight=1.0,
+                 description="sum of the clipped spectra (x - center)")
+        return plan
+
+    def plan(self, n_features: int) -> CalibratedPlan:
+        budget, ledger = self._resolve_budget()
+        return self.build_plan(n_features).allocate(budget, accountant=ledger.accountant, tight=True)
+
+    def fit(self, X: Any, y: Any = None) -> "MSC":
+        X = check_matrix(X, "X", min_rows=1)
+        m = X.shape[1]
+        if not self._dp():
+            self.reference_ = self._public_reference(m)
+            self.n_features_in_ = m
+            return self
+        center = self._center(m)
+        plan = self.build_plan(m)
+        budget, ledger = self._resolve_budget()
+        calibrated = plan.allocate(budget, accountant=ledger.accountant, tight=True)
+        with Run(calibrated, ledger, random_state=self.random_state, data_shape=X.shape, algorithm="MSC (DP mean reference)") as run:
+            count = max(float(run.release("count", np.array([float(X.shape[0])]))[0]), 1.0)
+            total = run.release("sum", clipped_sum(X, center, float(self.bound)))
+        self.reference_ = center + total / count
+        self.n_features_in_ = m
+        self.plan_, self.ledger_, self.privacy_report_ = calibrated, ledger, run.report
+        return self
+
+    def _public_reference(self, m: int) -> np.ndarray:
+        ref = np.asarray(self.reference, dtype=float).ravel()
+        if ref.shape != (m,) or not np.all(np.isfinite(ref)):
+            raise ValidationError(f"the public reference must be a finite spectrum of {m} values")
+        return ref
+
+    def _center(self, m: int) -> np.ndarray:
+        if self.center is None:
+            return np.zeros(m)
+        center = np.broadcast_to(np.asarray(self.center, dtype=float), (m,)).copy()
+        if not np.all(np.isfinite(center)):
+            raise ValidationError("center must be finite")
+        return center
+
+    def transform(self, X: Any) -> np.ndarray:
+        X = check_matrix(X, "X")
+        if X.shape[1] != self.n_features_in_:
+            raise ValidationError(f"X has {X.shape[1]} channels; the reference has {self.n_features_in_}")
+        return core.msc(X, self.reference_)
+
+    def fit_transform(self, X: Any, y: Any = None) -> np.ndarray:
+        return self.fit(X).transform(X)

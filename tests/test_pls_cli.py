@@ -1,0 +1,110 @@
+"""``privsdr fit pls`` and the edPLS reproductions (small grids: structure, determinism, output files)."""
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from privsdr import Ledger
+from privsdr.reproduce import REPRODUCTIONS, edpls_attack, edpls_figures
+
+CLI = [sys.executable, "-m", "privsdr"]
+
+
+def run(*args):
+    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True)
+
+
+@pytest.fixture()
+def table(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (3000, 4))
+    y = X @ np.array([1.0, -2.0, 0.5, 3.0]) + 0.1 * rng.standard_normal(3000)
+    path = tmp_path / "rows.csv"
+    path.write_text("a,b,c,d,y\n" + "\n".join(",".join(f"{v:.6f}" for v in (*r, t)) for r, t in zip(X, y)) + "\n")
+    return path
+
+
+def test_fit_pls_certified_and_paper(table, tmp_path):
+    journal = tmp_path / "pls.jsonl"
+    assert run("ledger", "init", journal, "--epsilon", 20, "--delta", 0.05).returncode == 0
+    out = run("fit", "pls", "--data", table, "--target", "y", "--components", 2, "--bound-x", 2, "--bound-y", 8,
+              "--epsilon", 1, "--delta", 1e-6, "--journal", journal, "--report", tmp_path / "pls.json")
+    assert out.returncode == 0, out.stderr
+    assert "coefficients b" in out.stdout and out.stdout.count("CERTIFIED") == 1
+    coef = np.array(out.stdout.split("coefficients b:")[1].split("]")[0].strip(" [\n").split(), dtype=float)
+    assert np.allclose(coef, [1.0, -2.0, 0.5, 3.0], atol=0.5)
+    # the paper mode is refused without the opt-in, and spends nothing
+    before = journal.read_bytes()
+    refused = run("fit", "pls", "--data", table, "--target", "y", "--mode", "paper", "--epsilon", 1, "--delta", 0.01, "--journal", journal)
+    assert refused.returncode == 2 and "certified" in refused.stderr and journal.read_bytes() == before
+    paper = run("fit", "pls", "--data", table, "--target", "y", "--mode", "paper", "--components", 2, "--epsilon", 1, "--delta", 0.01,
+                "--journal", journal, "--allow-uncertified")
+    assert paper.returncode == 0, paper.stderr
+    assert "NOT PRIVATE" in paper.stdout
+    ledger = Ledger.open(journal)
+    # 8 releases at (1, 0.01) compose to ~4.04 at delta 0.01, plus the certified fit; across the two runs the
+    # journal applies a privacy filter (best: here Gaussian DP over both runs, held to delta / 4)
+    assert ledger.spent.epsilon > 3.5 and ledger.composition["kind"].startswith("fully adaptive")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--bound-x", 2], "--bound-y"),
+    (["--bound-x", 2, "--bound-y", 0], "bound_y"),
+    (["--bound-x", 2, "--bound-y", 8, "--components", 9], "exceeds"),
+    (["--bound-x", 2, "--bound-y", 8, "--components", "many"], "integer or 'auto'"),
+])
+def test_fit_pls_bad_input_is_one_line_and_spends_nothing(table, tmp_path, args, message):
+    journal = tmp_path / "bad.jsonl"
+    run("ledger", "init", journal, "--epsilon", 1, "--delta", 1e-6)
+    before = journal.read_bytes()
+    out = run("fit", "pls", "--data", table, "--target", "y", "--epsilon", 1, "--delta", 1e-6, "--journal", journal, *args)
+    assert out.returncode == 2 and message in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert journal.read_bytes() == before
+
+
+def test_edpls_reproductions_are_registered():
+    assert {"edpls-figure3", "edpls-figure4", "edpls-figure5", "edpls-attack"} <= set(REPRODUCTIONS)
+
+
+def test_figure3_small_grid_writes_csv_markdown_png(tmp_path, monkeypatch):
+    monkeypatch.setattr(edpls_figures, "FIG3_EPS", (1.0, 1e4))
+    rows = edpls_figures.run("edpls-figure3", reps=2, seed=1)
+    by = {(r["method"], r["epsilon"]): r for r in rows}
+    assert by[("paper", 1.0)]["paper_composed_epsilon"] == pytest.approx(12.7527, abs=1e-3)
+    assert by[("paper", 1e4)]["rmsep_over_sigma_median"] < 0.2  # large eps: close to PLS (spec O-6)
+    assert by[("non-private PLS", float("inf"))]["rmsep_over_sigma_median"] < 0.1  # O-21
+    assert ("certified S2 (A auto) at the paper's composed eps", 1.0) in by
+    again = edpls_figures.run("edpls-figure3", reps=2, seed=1)  # deterministic for a seed
+    assert [r["rmsep_over_sigma_mean"] for r in rows] == [r["rmsep_over_sigma_mean"] for r in again]
+    csv_path, md_path = edpls_figures.write(rows, tmp_path)
+    with open(csv_path) as fh:
+        assert len(list(csv.DictReader(fh))) == len(rows)
+    assert "12.75" in md_path.read_text() and (tmp_path / "edpls-figure3.png").stat().st_size > 10_000
+
+
+def test_figure4_cv_paths(monkeypatch, tmp_path):
+    monkeypatch.setattr(edpls_figures, "FIG4_EPS", (10.0,))
+    monkeypatch.setattr(edpls_figures, "FIG4_A", 4)
+    rows = edpls_figures.run("edpls-figure4", reps=1)
+    assert {r["n_components"] for r in rows} == {1, 2, 3, 4}
+    base = [r for r in rows if r["method"] == "non-private"]
+    assert base[-1]["rmsecv_over_sigma_mean"] < base[0]["rmsecv_over_sigma_mean"]  # more LVs help without noise
+    _, md = edpls_figures.write(rows, tmp_path)
+    assert "CV-optimal A" in md.read_text()
+
+
+def test_attack_reproduction_and_canary_audit(monkeypatch, tmp_path):
+    monkeypatch.setattr(edpls_attack, "EPS", (100.0,))
+    monkeypatch.setattr(edpls_attack, "METHODS", ("paper", "certified S2"))
+    rows = edpls_attack.run(reps=3)
+    by = {(r["shape"], r["method"], r["use"]): r for r in rows}
+    assert by[("pdf", "non-private", "weights")]["hits"] == 3 and by[("pdf", "paper", "loadings")]["hits"] == 3
+    assert by[("pdf", "certified S2", "loadings")]["hits"] <= 1
+    audit = {r["method"]: r for r in edpls_attack._cache["audit"]}
+    assert not audit["paper"]["passed"] and audit["certified S2"]["passed"] and audit["certified S1"]["passed"]
+    _, md = edpls_attack.write(rows, tmp_path)
+    assert "FAILED" in md.read_text() and (tmp_path / "edpls-attack-audit.csv").exists()
