@@ -115,6 +115,21 @@ MUTANTS = (
     Mutant("onepass_mean_sensitivity_halved", "DPSIR (onepass) centres with a DP mean declared at c sqrt(p)/n (true: 2 c sqrt(p)/n)",
            "privsdr/algorithms/dpsir.py", 'Sensitivity(2.0 * c["bound"] * math.sqrt(p) / n, "l2"', 'Sensitivity(c["bound"] * math.sqrt(p) / n, "l2"',
            ("tests/test_dpsir_moments.py", "tests/test_dpsir.py")),
+    Mutant("secure_noise_halved", "the secure sampler draws half its grid noise",
+           "privsdr/mechanisms/secure.py", "        sigma2 = scale * scale\n", "        sigma2 = scale * scale / 4\n",
+           ("tests/test_secure_sampler.py",)),
+    Mutant("secure_rounding_ignored", "the secure grid noise forgets the rounding shift (sensitivity Delta/gamma only)",
+           "privsdr/mechanisms/secure.py", "(Fraction(sensitivity) / Fraction(gamma) + _spread(dimension, norm))",
+           "(Fraction(sensitivity) / Fraction(gamma))", ("tests/test_secure_sampler.py",)),
+    Mutant("secure_priced_as_continuous", "a secure Gaussian node is priced by the continuous Gaussian's profile",
+           "privsdr/mechanisms/gaussian.py", "            return (DiscreteGaussianEvent(spec.noise_multiplier, spec.delta),)",
+           "            return (GaussianEvent(spec.noise_multiplier, spec.delta),)", ("tests/test_secure_sampler.py",)),
+    Mutant("secure_float_noise", "the secure path adds numpy floating-point noise",
+           "privsdr/mechanisms/gaussian.py", '            return secure.release(arr, spec.noise_multiplier, spec.sensitivity.value, "gaussian")',
+           "            return arr + spec.scale * rng.standard_normal(arr.shape)", ("tests/test_secure_sampler.py",)),
+    Mutant("secure_rho_halved", "a discrete Gaussian event is charged half its zCDP rho",
+           "privsdr/accounting/events.py", "return math.inf if z == 0 else 0.5 / (z * z) * (1.0 + 1e-15)",
+           "return math.inf if z == 0 else 0.25 / (z * z) * (1.0 + 1e-15)", ("tests/test_secure_sampler.py",)),
 )
 
 

@@ -33,7 +33,7 @@ import numpy as np
 from .budget import Cost
 from .charge import Charge
 from .composition import MAX_ATOMS, Exposure, exposure
-from .events import ApproxEvent, Event, GaussianEvent, LaplaceEvent, PureEvent
+from .events import DELTA_EVENTS, PURE_EVENTS, ApproxEvent, Event, GaussianEvent, LaplaceEvent, PureEvent
 from .gaussian import gaussian_epsilon
 from .rounding import outward, sum_up
 
@@ -43,11 +43,11 @@ HUGE_EPSILON = 100.0
 
 
 def _declared_delta(events: Sequence[Event]) -> float:
-    return sum_up([e.delta for e in events if isinstance(e, (GaussianEvent, ApproxEvent))])
+    return sum_up([e.delta for e in events if isinstance(e, DELTA_EVENTS)])
 
 
 def _is_pure(events: Sequence[Event]) -> bool:
-    return all(isinstance(e, (LaplaceEvent, PureEvent)) for e in events)
+    return all(isinstance(e, PURE_EVENTS) for e in events)
 
 
 def _flatten(exp: Exposure) -> list[Event]:

@@ -20,6 +20,7 @@ import attrs
 from .budget import Cost
 from .gaussian import gaussian_epsilon
 from .rounding import div_up
+from .zcdp import zcdp_epsilon
 
 
 def _nonneg(instance: object, attribute: attrs.Attribute, value: float) -> None:
@@ -64,6 +65,51 @@ class LaplaceEvent:
         import dp_accounting
 
         return dp_accounting.LaplaceDpEvent(self.noise_multiplier)
+
+
+@attrs.frozen
+class DiscreteGaussianEvent:
+    """Exact discrete Gaussian noise (``sampler="secure"``), ``noise_multiplier = sigma / Delta2`` on the grid.
+
+    Its guarantee is (1 / 2 z^2)-zCDP (Canonne, Kamath & Steinke 2020, Thm 4; coordinates compose by
+    additivity of Renyi divergence), *not* the continuous Gaussian's profile: every accountant reads it
+    through that curve (``zcdp_epsilon`` at its ``delta`` share for basic composition; a zCDP curve for RDP).
+    """
+
+    kind: ClassVar[str] = "discrete_gaussian"
+    noise_multiplier: float = attrs.field(converter=float, validator=_nonneg)
+    delta: float = attrs.field(converter=float, validator=_nonneg)
+
+    @property
+    def rho(self) -> float:
+        z = self.noise_multiplier
+        return math.inf if z == 0 else 0.5 / (z * z) * (1.0 + 1e-15)  # rounded up past the one division's error
+
+    def basic_cost(self) -> Cost:
+        return Cost(zcdp_epsilon(self.rho, self.delta), self.delta)
+
+    def to_dp_event(self) -> Any:
+        import dp_accounting
+
+        return dp_accounting.ZCDpEvent(self.rho)
+
+
+@attrs.frozen
+class DiscreteLaplaceEvent:
+    """Exact discrete Laplace noise (``sampler="secure"``), ``noise_multiplier = t / Delta1`` on the grid:
+    pure eps = 1/z (the ratio of the two mass functions at any integer is at most exp(|shift| / t))."""
+
+    kind: ClassVar[str] = "discrete_laplace"
+    noise_multiplier: float = attrs.field(converter=float, validator=_nonneg)
+
+    def basic_cost(self) -> Cost:
+        return Cost(div_up(1.0, self.noise_multiplier), 0.0)
+
+    def to_dp_event(self) -> Any:
+        # eps-DP implies (eps^2/2)-zCDP (Bun & Steinke 2016, Prop. 1.4); the continuous Laplace's RDP is not used
+        import dp_accounting
+
+        return dp_accounting.ZCDpEvent(self.basic_cost().epsilon ** 2 / 2.0)
 
 
 @attrs.frozen
@@ -113,10 +159,15 @@ class NonPrivateEvent:
         return dp_accounting.NonPrivateDpEvent()
 
 
-Event = Union[GaussianEvent, LaplaceEvent, PureEvent, ApproxEvent, NonPrivateEvent]
+Event = Union[GaussianEvent, LaplaceEvent, DiscreteGaussianEvent, DiscreteLaplaceEvent, PureEvent, ApproxEvent, NonPrivateEvent]
 EVENT_TYPES: dict[str, type] = {
-    cls.kind: cls for cls in (GaussianEvent, LaplaceEvent, PureEvent, ApproxEvent, NonPrivateEvent)
+    cls.kind: cls
+    for cls in (GaussianEvent, LaplaceEvent, DiscreteGaussianEvent, DiscreteLaplaceEvent, PureEvent, ApproxEvent, NonPrivateEvent)
 }
+#: events whose guarantee is pure eps-DP (delta plays no part)
+PURE_EVENTS = (LaplaceEvent, DiscreteLaplaceEvent, PureEvent)
+#: events that carry a declared delta share
+DELTA_EVENTS = (GaussianEvent, DiscreteGaussianEvent, ApproxEvent)
 
 
 def event_to_dict(event: Event) -> dict[str, Any]:

@@ -36,7 +36,8 @@ import attrs
 import numpy as np
 
 from .composition import Exposure, exposure
-from .events import ApproxEvent, Event, GaussianEvent, LaplaceEvent, NonPrivateEvent, PureEvent
+from .events import (ApproxEvent, DiscreteGaussianEvent, DiscreteLaplaceEvent, Event, GaussianEvent, LaplaceEvent,
+                     NonPrivateEvent, PureEvent)
 from .gaussian import gaussian_epsilon
 from .rounding import outward, sum_up
 
@@ -78,7 +79,7 @@ def _rdp_vector(events: Sequence[Event]) -> np.ndarray | None:
     for e in events:
         if isinstance(e, GaussianEvent) and e.noise_multiplier == 0:
             return np.full(len(FILTER_ORDERS), math.inf)
-        if isinstance(e, (LaplaceEvent, PureEvent)) and math.isinf(e.basic_cost().epsilon):
+        if isinstance(e, (LaplaceEvent, PureEvent, DiscreteGaussianEvent, DiscreteLaplaceEvent)) and math.isinf(e.basic_cost().epsilon):
             return np.full(len(FILTER_ORDERS), math.inf)
         accountant.compose(e.to_dp_event())
     return np.asarray(accountant._rdp, dtype=float)

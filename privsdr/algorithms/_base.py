@@ -11,6 +11,7 @@ from .. import core
 from ..accounting import Budget, Ledger, as_budget, make_accountant
 from .._validation import check_matrix, check_positive, check_vector  # noqa: F401 (re-exported for the estimators)
 from ..errors import BudgetExceededError, InputTypeError, ValidationError
+from ..mechanisms.secure import SAMPLERS
 from ..persistence import PersistentModel
 
 
@@ -24,6 +25,13 @@ class PrivateEstimator(PersistentModel):
 
     def get_params(self) -> dict[str, Any]:
         return {k: v for k, v in vars(self).items() if not k.endswith("_") and not k.startswith("_")}
+
+    def _sampler(self) -> str:
+        """The validated noise sampler (``numpy`` or ``secure``; estimators built before it default to numpy)."""
+        sampler = getattr(self, "sampler", "numpy")
+        if sampler not in SAMPLERS:
+            raise ValidationError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
+        return str(sampler)
 
     def _resolve_budget(self) -> tuple[Budget, Ledger]:
         budget, ledger = getattr(self, "budget", None), getattr(self, "ledger", None)

@@ -104,6 +104,7 @@ class _SlicedDP(PrivateEstimator):
         tight: bool = True,
         random_state: Any = None,
         allow_uncertified: bool = False,
+        sampler: str = "numpy",
     ) -> None:
         self.n_directions = n_directions
         self.bound = bound
@@ -125,6 +126,7 @@ class _SlicedDP(PrivateEstimator):
         self.tight = tight
         self.random_state = random_state
         self.allow_uncertified = allow_uncertified
+        self.sampler = sampler
 
     # -- public parameters ------------------------------------------------------------------------
     def _checked(self) -> dict[str, Any]:
@@ -290,7 +292,7 @@ class _SlicedDP(PrivateEstimator):
 
     def _allocate(self, plan: Plan, budget: Budget, ledger: Ledger) -> CalibratedPlan:
         tight = self.tight and self.mode == "certified"
-        return plan.allocate(budget, accountant=ledger.accountant, tight=tight)
+        return plan.allocate(budget, accountant=ledger.accountant, tight=tight, sampler=self._sampler())
 
     # -- fitting ------------------------------------------------------------------------------------
     def _slices(self, run: Run, y: np.ndarray, c: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -452,6 +454,8 @@ class DPSIR(_SlicedDP):
     noise: the error it alone induces; skipped with ``diagnose_noise=False``) and ``random_error_`` (a
     random subspace's), with a ``NoiseDominatesWarning`` when the first is over half the second;
     ``onepass``: ``init_directions_`` (B.1), ``hyperparameters_``, ``step_choice_`` (certified).
+    ``sampler="secure"``: exact discrete Gaussian/Laplace noise (CSPRNG) instead of numpy's floating-point noise,
+    priced by its own bound (the report says which sampler ran; docs/accounting.md).
     """
 
     def __init__(
@@ -480,12 +484,13 @@ class DPSIR(_SlicedDP):
         random_state: Any = None,
         allow_uncertified: bool = False,
         diagnose_noise: bool = True,
+        sampler: str = "numpy",
     ) -> None:
         super().__init__(
             n_directions, bound=bound, n_slices=n_slices, cut_points=cut_points, y_grid=y_grid, slicing=slicing, mode=mode,
             budget=budget, ledger=ledger, accountant=accountant, n_iter=n_iter, eta=eta, lambda_pen=lambda_pen, radius=radius,
             tau=tau, init_fraction=init_fraction, quantile_fraction=quantile_fraction, tight=tight, random_state=random_state,
-            allow_uncertified=allow_uncertified,
+            allow_uncertified=allow_uncertified, sampler=sampler,
         )
         self.algorithm = algorithm
         self.center = center

@@ -41,6 +41,8 @@ class DPMeanCovariance(PrivateEstimator):
     tight: rescale both noises by one factor so that the composed cost meets the budget exactly
         under the ledger's accountant (less noise than basic composition of the shares).
     random_state: None, int, SeedSequence or Generator.
+    sampler: "numpy" (fast floating-point noise) or "secure" (exact discrete noise on a public grid with
+        CSPRNG randomness, priced by its own zCDP/pure bound: docs/accounting.md "Secure sampling").
     """
 
     model_attributes = ("mean_", "second_moment_", "covariance_", "n_features_in_")
@@ -58,6 +60,7 @@ class DPMeanCovariance(PrivateEstimator):
         second_moment_calibration: str = "analytic",
         tight: bool = True,
         random_state: Any = None,
+        sampler: str = "numpy",
     ) -> None:
         self.clip = clip
         self.budget = budget
@@ -68,6 +71,7 @@ class DPMeanCovariance(PrivateEstimator):
         self.second_moment_calibration = second_moment_calibration
         self.tight = tight
         self.random_state = random_state
+        self.sampler = sampler
 
     def _validated_clip(self) -> float:
         if self.clip is None:
@@ -111,12 +115,12 @@ class DPMeanCovariance(PrivateEstimator):
     def plan(self, n_samples: int, n_features: int) -> CalibratedPlan:
         """The calibrated plan for data of this shape: price it with ``.cost()`` before fitting."""
         budget, ledger = self._resolve_budget()
-        return self.build_plan(n_samples, n_features).allocate(budget, accountant=ledger.accountant, tight=self.tight)
+        return self.build_plan(n_samples, n_features).allocate(budget, accountant=ledger.accountant, tight=self.tight, sampler=self._sampler())
 
     def fit(self, X: Any, y: Any = None) -> "DPMeanCovariance":
         X = check_matrix(X, "X", min_rows=2)
         budget, ledger = self._resolve_budget()
-        calibrated = self.build_plan(*X.shape).allocate(budget, accountant=ledger.accountant, tight=self.tight)
+        calibrated = self.build_plan(*X.shape).allocate(budget, accountant=ledger.accountant, tight=self.tight, sampler=self._sampler())
         with Run(calibrated, ledger, random_state=self.random_state, data_shape=X.shape, algorithm="DPMeanCovariance") as run:
             Xc = core.clip_rows_l2(X, self._validated_clip())
             mean = run.release("mean", core.mean(Xc))

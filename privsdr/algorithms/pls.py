@@ -60,7 +60,7 @@ class DPPLS(PrivateEstimator):
     release_scores: paper mode only (default True, as published): also release the noisy scores T.
     legacy_std_is_variance: paper mode only: draw noise with std sigma^2, the reference code's bug
         (spec A13), to reproduce the paper's figures.
-    random_state, allow_uncertified: as everywhere in privsdr.
+    random_state, allow_uncertified, sampler: as everywhere in privsdr (sampler="secure": exact discrete noise).
 
     After ``fit``: ``coef_`` (b, length m), ``intercept_``, ``x_weights_`` (W, unit columns),
     ``x_loadings_`` (P), ``y_loadings_`` (c), ``coef_path_`` (m x A: b for 1..A components, free
@@ -91,6 +91,7 @@ class DPPLS(PrivateEstimator):
         legacy_std_is_variance: bool = False,
         random_state: Any = None,
         allow_uncertified: bool = False,
+        sampler: str = "numpy",
     ) -> None:
         self.n_components = n_components
         self.mode = mode
@@ -110,6 +111,7 @@ class DPPLS(PrivateEstimator):
         self.legacy_std_is_variance = legacy_std_is_variance
         self.random_state = random_state
         self.allow_uncertified = allow_uncertified
+        self.sampler = sampler
 
     # -- public parameters ------------------------------------------------------------------------
     def _checked(self, n: int, m: int) -> dict[str, Any]:
@@ -200,7 +202,7 @@ class DPPLS(PrivateEstimator):
         if self.mode != "paper":
             budget, ledger = self._resolve_budget()
             _check_epsilon(budget)
-            plan = self.build_plan(n, m, budget).allocate(budget, accountant=ledger.accountant, tight=self.tight)
+            plan = self.build_plan(n, m, budget).allocate(budget, accountant=ledger.accountant, tight=self.tight, sampler=self._sampler())
             return budget, ledger, plan
         if self.budget is None:
             raise ValidationError("paper mode needs budget=(epsilon, delta): the per-release (epsilon, delta) of Algorithm E")
@@ -208,7 +210,7 @@ class DPPLS(PrivateEstimator):
         _check_epsilon(per_release)
         if self.ledger is not None and not isinstance(self.ledger, Ledger):
             raise ValidationError(f"ledger must be a privsdr.Ledger, got {type(self.ledger).__name__}")
-        plan = self.build_plan(n, m, per_release).allocate(per_release)
+        plan = self.build_plan(n, m, per_release).allocate(per_release, sampler=self._sampler())
         ledger = self.ledger
         if ledger is None:  # a ledger exactly as large as the composed published claim
             if per_release.is_infinite:

@@ -70,6 +70,7 @@ class DPSparsePCA(PrivateEstimator):
         init_fraction: float = 0.5,
         tight: bool = True,
         random_state: Any = None,
+        sampler: str = "numpy",
     ) -> None:
         self.n_components = n_components
         self.sparsity = sparsity
@@ -85,6 +86,7 @@ class DPSparsePCA(PrivateEstimator):
         self.init_fraction = init_fraction
         self.tight = tight
         self.random_state = random_state
+        self.sampler = sampler
 
     def _checked(self, p: int) -> tuple[np.ndarray, int, int]:
         bounds = column_bounds(check_bound(self.bound), p)
@@ -133,7 +135,7 @@ class DPSparsePCA(PrivateEstimator):
 
     def plan(self, n_samples: int, n_features: int) -> CalibratedPlan:
         budget, ledger = self._resolve_budget()
-        return self.build_plan(n_samples, n_features, budget).allocate(budget, accountant=ledger.accountant, tight=self.tight)
+        return self.build_plan(n_samples, n_features, budget).allocate(budget, accountant=ledger.accountant, tight=self.tight, sampler=self._sampler())
 
     def fit(self, X: Any, y: Any = None) -> "DPSparsePCA":
         X = check_matrix(X, "X", min_rows=4)
@@ -141,7 +143,7 @@ class DPSparsePCA(PrivateEstimator):
         bounds, K, s = self._checked(p)
         c = float(bounds.max())
         budget, ledger = self._resolve_budget()
-        calibrated = self.build_plan(n, p, budget).allocate(budget, accountant=ledger.accountant, tight=self.tight)
+        calibrated = self.build_plan(n, p, budget).allocate(budget, accountant=ledger.accountant, tight=self.tight, sampler=self._sampler())
         T = calibrated.plan.public_params["n_iter"]
         n1 = calibrated.plan.public_params["init_rows"]
         init_idx, batch_idx = public_split(self.random_state, n, n1, T)

@@ -39,7 +39,8 @@ class MSC(PrivateEstimator):
 
     def __init__(self, reference: Any = "dp_mean", *, bound: float | None = None, center: Any = None,
                  budget: "Budget | tuple[float, float] | None" = None, ledger: Ledger | None = None,
-                 accountant: str = "best", count_weight: float = 0.25, random_state: Any = None) -> None:
+                 accountant: str = "best", count_weight: float = 0.25, random_state: Any = None,
+                 sampler: str = "numpy") -> None:
         self.reference = reference
         self.bound = bound
         self.center = center
@@ -48,6 +49,7 @@ class MSC(PrivateEstimator):
         self.accountant = accountant
         self.count_weight = count_weight
         self.random_state = random_state
+        self.sampler = sampler
 
     def _dp(self) -> bool:
         return isinstance(self.reference, str)
@@ -67,7 +69,7 @@ class MSC(PrivateEstimator):
 
     def plan(self, n_features: int) -> CalibratedPlan:
         budget, ledger = self._resolve_budget()
-        return self.build_plan(n_features).allocate(budget, accountant=ledger.accountant, tight=True)
+        return self.build_plan(n_features).allocate(budget, accountant=ledger.accountant, tight=True, sampler=self._sampler())
 
     def fit(self, X: Any, y: Any = None) -> "MSC":
         X = check_matrix(X, "X", min_rows=1)
@@ -79,7 +81,7 @@ class MSC(PrivateEstimator):
         center = self._center(m)
         plan = self.build_plan(m)
         budget, ledger = self._resolve_budget()
-        calibrated = plan.allocate(budget, accountant=ledger.accountant, tight=True)
+        calibrated = plan.allocate(budget, accountant=ledger.accountant, tight=True, sampler=self._sampler())
         with Run(calibrated, ledger, random_state=self.random_state, data_shape=X.shape, algorithm="MSC (DP mean reference)") as run:
             count = max(float(run.release("count", np.array([float(X.shape[0])]))[0]), 1.0)
             total = run.release("sum", clipped_sum(X, center, float(self.bound)))

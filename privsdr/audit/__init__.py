@@ -1,6 +1,6 @@
 """Empirical DP audits: lower confidence bounds on epsilon from samples, and a deterministic
 sensitivity probe. See docs/audit.md and spec/auditing.md."""
-from .claims import GDP, ApproxDP, rejects
+from .claims import GDP, ZCDP, ApproxDP, rejects
 from .core import AuditResult, audit, choose_threshold, evaluate
 from .estimators import audit_estimator, claim_from_report, membership_statistic, projection_statistic, subspace_statistic
 from .mechanisms import DEFAULT_SAMPLES, audit_mechanism

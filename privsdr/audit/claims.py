@@ -6,12 +6,15 @@ the corner, so a correct mechanism is rejected with probability <= alpha.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
 import attrs
+import numpy as np
 
 from ..accounting.gaussian import gaussian_epsilon
+from ..accounting.zcdp import zcdp_delta, zcdp_epsilon
 from .stats import approx_dp_tradeoff, gdp_tradeoff
 
 
@@ -67,7 +70,37 @@ class GDP:
         return {"kind": "gdp", "mu": self.mu, "delta": self.delta}
 
 
-Claim = ApproxDP | GDP
+@attrs.frozen
+class ZCDP:
+    """A rho-zCDP claim (the discrete Gaussian's guarantee): the trade-off curve is the upper envelope of the
+    (eps, delta(eps))-DP curves it implies, delta(eps) from the CKS20 Prop. 12 conversion on a grid of eps."""
+
+    rho: float
+    delta: float = 0.0  #: the delta at which the equivalent epsilon is reported
+
+    @property
+    def epsilon(self) -> float:
+        return zcdp_epsilon(self.rho, self.delta) if self.delta > 0 else math.inf
+
+    def tradeoff(self, a: float) -> float:
+        eps, deltas = _zcdp_grid(self.rho)
+        return max(approx_dp_tradeoff(e, d, a) for e, d in zip(eps, deltas))
+
+    def describe(self) -> str:
+        return f"{self.rho:.4g}-zCDP" + (f" (epsilon {self.epsilon:.4g} at delta {self.delta:g})" if self.delta > 0 else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "zcdp", "rho": self.rho, "delta": self.delta}
+
+
+@functools.lru_cache(maxsize=64)
+def _zcdp_grid(rho: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    top = zcdp_epsilon(rho, 1e-15)
+    eps = tuple(float(e) for e in np.linspace(0.0, top, 300))
+    return eps, tuple(zcdp_delta(rho, e) for e in eps)
+
+
+Claim = ApproxDP | GDP | ZCDP
 
 
 def rejects(claim: Claim, fpr_upper: float, fnr_upper: float) -> bool:

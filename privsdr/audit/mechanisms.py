@@ -12,6 +12,10 @@ any sample is drawn (pre-registered), so no alpha is spent on choosing them:
   budget over many small steps, so this pair is far from tight.)
 
 ``noise_scale`` multiplies the noise actually drawn (not the claim): F < 1 is a mutant that must fail.
+
+``sampler="secure"`` audits the exact discrete samplers (Gaussian family, Laplace): one release per sample
+(the grid depends on the released dimension), against the guarantee they are charged -- rho-zCDP with
+rho = 1/(2 z^2) for the discrete Gaussian (``ZCDP`` claim), pure 1/z for the discrete Laplace.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ import numpy as np
 
 from ..accounting import Budget
 from ..mechanisms import Mechanism, NoiseSpec, Sensitivity, get_mechanism
-from .claims import GDP, ApproxDP
+from .claims import GDP, ZCDP, ApproxDP
 from .core import AuditResult, audit
 
 #: per-side sample counts that certify eps_lb >= 0.8 at eps = 1 with alpha = 1e-3 (benchmarks/bench_audit.py)
@@ -30,9 +34,12 @@ DEFAULT_SAMPLES = {"gaussian": 100_000, "shaped_gaussian": 100_000, "symmetric_g
                    "report_noisy_max": 20_000, "peeling": 20_000, "non_private": 2_000}
 
 
-def _spec(mech: Mechanism, epsilon: float, delta: float, sensitivity: float, calibration: str | None, params: dict) -> NoiseSpec:
+def _spec(mech: Mechanism, epsilon: float, delta: float, sensitivity: float, calibration: str | None, params: dict,
+          sampler: str = "numpy") -> NoiseSpec:
     norm = mech.norms[0]
     share = Budget(epsilon, 0.0 if mech.pure else delta)
+    if sampler != "numpy":
+        return mech.calibrate(Sensitivity(sensitivity, norm), share, calibration, params, sampler=sampler)
     return mech.calibrate(Sensitivity(sensitivity, norm), share, calibration, params)
 
 
@@ -48,9 +55,15 @@ def audit_mechanism(
     alpha: float = 1e-3,
     seed: int = 0,
     dim: int = 3,
+    sampler: str = "numpy",
 ) -> AuditResult:
     """Audit one registered mechanism at (epsilon, delta) on its worst-case pair."""
     mech = get_mechanism(mechanism) if isinstance(mechanism, str) else mechanism
+    if sampler != "numpy":
+        if sampler not in mech.samplers:
+            raise ValueError(f"mechanism {mech.name!r} has no {sampler!r} sampler")
+        return _audit_secure(mech, epsilon, delta, float(sensitivity), calibration, noise_scale, samples or 20_000, alpha,
+                             seed, dim)
     if not (noise_scale >= 0 and math.isfinite(noise_scale)):
         raise ValueError("noise_scale must be finite and >= 0")
     n = samples or DEFAULT_SAMPLES.get(mech.name, 20_000)
@@ -127,3 +140,31 @@ def audit_mechanism(
 
         return audit(peel, a0, a1, claim=claim, statistic=np.asarray, threshold=0.5, samples=n, alpha=alpha, seed=seed)
     raise ValueError(f"no built-in audit pair for mechanism {name!r}: use privsdr.audit.audit() with your own pair")
+
+
+def _audit_secure(mech: Mechanism, epsilon: float, delta: float, D: float, calibration: str | None, noise_scale: float,
+                  n: int, alpha: float, seed: int, dim: int) -> AuditResult:
+    """The secure sampler on the same worst-case pairs, one release of ``dim`` numbers per sample."""
+    from ..mechanisms.gaussian import secure_floor
+
+    spec = _spec(mech, epsilon, delta, D, calibration, {}, "secure")
+    drawn = spec.scaled(noise_scale) if noise_scale != 1.0 else spec
+    z = spec.noise_multiplier
+    claim: Any = ApproxDP(1.0 / z, 0.0) if mech.pure else ZCDP(0.5 / (z * z), delta)
+    certified: dict[str, Any] = {}
+    drawn_options: dict[str, Any] = {}
+    if mech.name == "shaped_gaussian":  # least noise along e1, exactly at the secure floor; the mutant scales it all
+        floor = secure_floor(spec, dim)
+        certified["shape"] = np.diag([floor] + [2.0 * floor] * (dim - 1))
+        drawn_options["shape"] = certified["shape"] * noise_scale
+    shape = (dim, dim) if mech.name == "symmetric_gaussian" else (dim,)
+
+    def one(v: np.ndarray, rng: np.random.Generator) -> float:
+        prepared = mech.prepare(v, spec, **certified)  # the floor check uses the certified shape
+        return float(mech.sample(prepared, drawn, rng, **drawn_options).ravel()[0])
+
+    v0, v1 = np.zeros(shape), np.zeros(shape)
+    v1.ravel()[0] = D
+    t = D if mech.pure else D / 2.0
+    return audit(one, v0, v1, claim=claim, statistic=np.asarray, threshold=t, samples=n, alpha=alpha, seed=seed,
+                 inclusive=mech.pure)

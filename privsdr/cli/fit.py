@@ -47,6 +47,7 @@ class FitContext:
     accountant: str
     bounds: np.ndarray | None  #: per-column bounds from --bounds (in feature order), else None
     seed: int | None
+    sampler: str = "numpy"  #: --sampler: numpy (fast) or secure (exact discrete noise, CSPRNG)
 
 
 @attrs.frozen
@@ -70,7 +71,8 @@ def _check_mean_covariance(args: argparse.Namespace) -> None:
 
 def _build_mean_covariance(args: argparse.Namespace, ctx: FitContext) -> DPMeanCovariance:
     clip = args.clip if ctx.bounds is None else float(np.linalg.norm(ctx.bounds))  # |x_j| <= c_j  =>  ||x|| <= ||c||
-    return DPMeanCovariance(clip=clip, budget=ctx.budget, ledger=ctx.ledger, accountant=ctx.accountant, random_state=ctx.seed)
+    return DPMeanCovariance(clip=clip, budget=ctx.budget, ledger=ctx.ledger, accountant=ctx.accountant, random_state=ctx.seed,
+                            sampler=ctx.sampler)
 
 
 def _show_mean_covariance(est: DPMeanCovariance) -> None:
@@ -101,7 +103,7 @@ def _build_dpsir(args: argparse.Namespace, ctx: FitContext) -> DPSIR:
     bound = ctx.bounds if ctx.bounds is not None else args.bound
     return DPSIR(args.n_directions or 1, algorithm=args.algorithm, bound=bound, n_slices=args.n_slices or 4,
                  cut_points=args.cut_points, y_grid=grid, budget=ctx.budget, ledger=ctx.ledger, accountant=ctx.accountant,
-                 random_state=ctx.seed)
+                 random_state=ctx.seed, sampler=ctx.sampler)
 
 
 def _show_dpsir(est: DPSIR) -> None:
@@ -128,7 +130,7 @@ def _build_pls(args: argparse.Namespace, ctx: FitContext) -> DPPLS:
     public = {} if paper else {"bound_x": args.bound_x, "bound_y": args.bound_y, "x_center": args.x_center,
                                "y_center": args.y_center, "centering": args.centering or "dp"}
     return DPPLS(components, mode=args.mode or "certified", budget=ctx.budget, ledger=ctx.ledger, accountant=ctx.accountant,
-                 random_state=ctx.seed, allow_uncertified=args.allow_uncertified, **public)
+                 random_state=ctx.seed, allow_uncertified=args.allow_uncertified, sampler=ctx.sampler, **public)
 
 
 def _show_pls(est: DPPLS) -> None:
@@ -179,7 +181,7 @@ def _fit(args: argparse.Namespace) -> int:
         bounds = load_bounds(bounds_file, names, csv_header(data)) if bounds_file else None
         if bounds is not None and method.name == "mean-covariance":
             X = np.clip(X, -bounds, bounds)  # public per-column clipping before the row bound ||c||_2
-        ctx = FitContext(budget, ledger, args.accountant or "best", bounds, args.seed)
+        ctx = FitContext(budget, ledger, args.accountant or "best", bounds, args.seed, args.sampler)
         est = method.build(args, ctx)
         np.set_printoptions(precision=5, suppress=True)
         print(f"columns: {', '.join(names)}")
@@ -229,6 +231,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     fit.add_argument("--centering", choices=("dp", "public"), default=None,
                      help="pls: estimate the means privately (dp, charged; default) or take the public centre as the mean")
     fit.add_argument("--allow-uncertified", action="store_true", help="run a plan without a certified guarantee (pls --mode paper)")
+    fit.add_argument("--sampler", choices=("numpy", "secure"), default="numpy",
+                     help="noise sampler: numpy (fast floating-point noise, default) or secure (exact discrete "
+                     "Gaussian/Laplace on a public grid with OS randomness; slower; priced by its own bound)")
     fit.add_argument("--accountant", choices=ACCOUNTANT_NAMES, default=None,
                      help="accountant (default best; with --journal, the journal's: a different one is refused)")
     fit.add_argument("--journal", default=None, help="charge this ledger journal (see `privsdr ledger init`)")

@@ -1,6 +1,13 @@
 """Noise mechanisms: calibration, sampling from a supplied Generator, and their privacy events."""
 from .base import Mechanism, NoiseSpec
-from .calibration import GAUSSIAN_CALIBRATIONS, gaussian_noise_multiplier, laplace_noise_multiplier, modsulq_sigma
+from .calibration import (
+    GAUSSIAN_CALIBRATIONS,
+    discrete_gaussian_noise_multiplier,
+    gaussian_noise_multiplier,
+    laplace_noise_multiplier,
+    modsulq_sigma,
+)
+from .secure import SAMPLERS
 from .gaussian import GaussianMechanism, ShapedGaussianMechanism, smallest_singular_value
 from .laplace import LaplaceMechanism
 from .opaque import NonPrivateMechanism, OpaqueMechanism

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..accounting.budget import Budget
 from ..accounting.events import Event
+from .secure import check_sampler
 from .sensitivity import Sensitivity
 
 
@@ -19,7 +20,8 @@ class NoiseSpec:
     ``noise_multiplier`` is the noise scale per unit of sensitivity (Gaussian sigma/Delta2,
     Laplace b/Delta1); ``scale`` is the absolute noise scale. ``share`` is the (eps_i, delta_i) the
     node was calibrated for (None when given a multiplier directly); ``delta`` is the delta share
-    at which basic composition prices it.
+    at which basic composition prices it. ``sampler`` is ``numpy`` (fast floating-point noise) or
+    ``secure`` (exact discrete noise on a public grid, ``mechanisms.secure``), which changes the event.
     """
 
     mechanism: str
@@ -29,6 +31,11 @@ class NoiseSpec:
     delta: float = 0.0
     share: Budget | None = None
     params: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
+    sampler: str = "numpy"
+
+    @property
+    def secure(self) -> bool:
+        return self.sampler == "secure"
 
     @property
     def scale(self) -> float:
@@ -60,6 +67,8 @@ class Mechanism:
     pure: ClassVar[bool] = False
     #: public parameters the mechanism requires (e.g. ``("n", "p")``)
     required_params: ClassVar[tuple[str, ...]] = ()
+    #: the noise samplers the mechanism implements (``secure``: exact discrete noise, see ``secure.py``)
+    samplers: ClassVar[tuple[str, ...]] = ("numpy",)
 
     def check_sensitivity(self, sensitivity: Sensitivity) -> None:
         if sensitivity.norm not in self.norms:
@@ -76,8 +85,10 @@ class Mechanism:
         share: Budget,
         calibration: str | None = None,
         params: Mapping[str, Any] | None = None,
+        sampler: str = "numpy",
     ) -> NoiseSpec:
-        """Noise for one release of this node at privacy share ``share``."""
+        """Noise for one release of this node at privacy share ``share``. A ``sampler`` the mechanism does
+        not implement falls back to ``numpy`` (the spec says which one runs)."""
         self.check_sensitivity(sensitivity)
         calibration = calibration or self.default_calibration
         if self.calibrations and calibration not in self.calibrations:
@@ -92,17 +103,29 @@ class Mechanism:
             if not self.pure and share.delta == 0.0:
                 raise ValueError(f"mechanism {self.name!r} needs delta > 0 in its budget share")
             z = self._multiplier(sensitivity, share, calibration, params)
+            if self._sampler(sampler) == "secure":
+                z = self._secure_multiplier(z, share, calibration)
         delta = 0.0 if self.pure else share.delta
-        return NoiseSpec(self.name, sensitivity, z, calibration, delta, share, params)
+        return NoiseSpec(self.name, sensitivity, z, calibration, delta, share, params, self._sampler(sampler))
+
+    def _sampler(self, sampler: str) -> str:
+        check_sampler(sampler)
+        return sampler if sampler in self.samplers else "numpy"
+
+    def _secure_multiplier(self, z: float, share: Budget, calibration: str) -> float:
+        """The multiplier under the secure sampler (default: the same; the Gaussian recalibrates)."""
+        return z
 
     def from_noise_multiplier(
-        self, sensitivity: Sensitivity, noise_multiplier: float, delta: float = 0.0, params: Mapping[str, Any] | None = None
+        self, sensitivity: Sensitivity, noise_multiplier: float, delta: float = 0.0, params: Mapping[str, Any] | None = None,
+        sampler: str = "numpy",
     ) -> NoiseSpec:
         """A node given its noise multiplier directly; ``delta`` is its share for basic composition."""
         self.check_sensitivity(sensitivity)
         if not (math.isfinite(noise_multiplier) and noise_multiplier >= 0):
             raise ValueError(f"noise multiplier must be finite and >= 0, got {noise_multiplier!r}")
-        return NoiseSpec(self.name, sensitivity, float(noise_multiplier), "noise_multiplier", 0.0 if self.pure else float(delta), None, dict(params or {}))
+        return NoiseSpec(self.name, sensitivity, float(noise_multiplier), "noise_multiplier", 0.0 if self.pure else float(delta),
+                         None, dict(params or {}), self._sampler(sampler))
 
     def _multiplier(self, sensitivity: Sensitivity, share: Budget, calibration: str, params: Mapping[str, Any]) -> float:
         raise NotImplementedError

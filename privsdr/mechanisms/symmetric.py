@@ -5,7 +5,8 @@ second-moment matrix of n records with ||x|| <= c under replace-one; FSIR spec Â
 a plain Gaussian mechanism on p(p+1)/2 numbers. Calibrations: the Gaussian ones (``classical`` is
 Analyze-Gauss, Dwork et al. 2014) and ``modsulq`` (Chaudhuri et al. 2012, FSIR Lemma 1: needs the
 public ``n``, ``p`` and ``scale`` = c^2 with ||x|| <= c; noise std = scale * sigma_MODSULQ).
-Whatever the calibration, the accountants price the release by its exact Gaussian profile.
+Whatever the calibration, the accountants price the release by its exact Gaussian profile (the
+discrete Gaussian's zCDP curve under ``sampler="secure"``, which draws the upper triangle exactly).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..accounting.budget import Budget
+from . import secure
 from .base import NoiseSpec, as_float_array
 from .calibration import GAUSSIAN_CALIBRATIONS, gaussian_noise_multiplier, modsulq_sigma
 from .gaussian import GaussianMechanism
@@ -49,5 +51,10 @@ class SymmetricGaussianMechanism(GaussianMechanism):
         if spec.noise_off:
             return arr
         p = arr.shape[0]
+        if spec.secure:
+            rows, cols = np.triu_indices(p)
+            noisy = np.zeros_like(arr)
+            noisy[rows, cols] = secure.release(arr[rows, cols], spec.noise_multiplier, spec.sensitivity.value, "gaussian")
+            return noisy + np.triu(noisy, 1).T
         upper = np.triu(spec.scale * rng.standard_normal((p, p)))
         return arr + upper + np.triu(upper, 1).T

@@ -221,7 +221,7 @@ class Run:
             raise PlanError(f"node {name!r} was not issued in this run (or was already accepted)")
         planned = self.plan.specs[name]
         if spec is not None:
-            if (spec.mechanism, spec.noise_multiplier, spec.calibration) != (planned.mechanism, planned.noise_multiplier, planned.calibration):
+            if (spec.mechanism, spec.noise_multiplier, spec.calibration, spec.sampler) != (planned.mechanism, planned.noise_multiplier, planned.calibration, planned.sampler):
                 raise PlanError(f"node {name!r} came back with another noise spec than the plan's")
             if spec.sensitivity != planned.sensitivity:
                 if not self.plan.nodes[name].adaptive:
@@ -308,6 +308,20 @@ def _names(names: list[str], shown: int = 6) -> str:
     return ", ".join(names) if len(names) <= shown else f"{', '.join(names[:shown])}, ... ({len(names)} nodes)"
 
 
+def _sampler_notes(plan: CalibratedPlan) -> list[str]:
+    """Which sampler drew the noise: a secure run names the nodes that still used numpy (selection)."""
+    if plan.sampler != "secure":
+        return []
+    secure = [name for name, spec in plan.specs.items() if spec.secure]
+    other = [name for name, spec in plan.specs.items() if not spec.secure and not spec.noise_off
+             and plan.nodes[name].mechanism != "non_private"]
+    note = (f"noise sampler: secure -- exact discrete Gaussian/Laplace on a public grid with CSPRNG randomness "
+            f"(Canonne, Kamath & Steinke 2020) for {', '.join(secure)}")
+    if other:
+        note += f"; {', '.join(other)} used numpy floating-point sampling (no secure sampler for their mechanism)"
+    return [note]
+
+
 def _adaptive_note(node: Any) -> str:
     if node.data_dependent:
         return " [sensitivity read off the PRIVATE data at release: no DP guarantee]"
@@ -344,6 +358,7 @@ def build_report(run: Run) -> PrivacyReport:
                 params=dict(spec.params),
                 released=node.name in charged_names,
                 description=node.description + _adaptive_note(node),
+                sampler=spec.sampler,
             )
         )
     versions = {"privsdr": __version__, "numpy": np.__version__}
@@ -375,8 +390,9 @@ def build_report(run: Run) -> PrivacyReport:
         accountant=ledger.accountant.to_dict(),
         totals=_totals(charged, ledger),
         nodes=nodes,
-        seed_policy=seed_policy(run.random_state),
+        seed_policy=seed_policy(run.random_state) + ("; the secure sampler's noise comes from the operating system's CSPRNG "
+                                                     "and no seed reproduces it" if plan.sampler == "secure" else ""),
         timestamps={"started": run._started, "finished": _utc_now()},
         library_versions=versions,
-        notes=run.notes,
+        notes=run.notes + _sampler_notes(plan),
     )

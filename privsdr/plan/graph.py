@@ -25,6 +25,7 @@ from ..accounting.budget import as_budget
 from ..accounting.events import ApproxEvent, NonPrivateEvent, PureEvent
 from ..errors import PlanError, ValidationError
 from ..mechanisms import NoiseSpec, Sensitivity, get_mechanism
+from ..mechanisms.secure import check_sampler
 
 
 @attrs.frozen
@@ -182,24 +183,28 @@ class Plan:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     # -- allocation ---------------------------------------------------------------------------------
-    def allocate(self, budget: "Budget | tuple[float, float]", *, accountant: "str | Accountant | None" = None, tight: bool = False) -> "CalibratedPlan":
+    def allocate(self, budget: "Budget | tuple[float, float]", *, accountant: "str | Accountant | None" = None, tight: bool = False,
+                 sampler: str = "numpy") -> "CalibratedPlan":
         """Give every node its noise so that the plan costs at most ``budget``.
 
         Weighted nodes share what the fixed nodes (``share``/``noise_multiplier``) leave, in
         proportion to their weights along the worst path of one record (disjoint scopes each get
         the full share). With ``tight=True`` all weighted, scalable noise is then multiplied by the
         smallest common factor for which the plan still fits ``budget`` under ``accountant``.
+        ``sampler="secure"``: every Gaussian/Laplace node draws exact discrete noise (``mechanisms.secure``)
+        and is priced as such; other mechanisms keep numpy sampling (each node's spec says which ran).
         """
         budget = as_budget(budget)
+        check_sampler(sampler)
         if not self.nodes:
             raise PlanError(f"plan {self.name!r} has no nodes")
         specs: dict[str, NoiseSpec] = {}
         fixed = [n for n in self.nodes.values() if n.weight is None]
         for node in fixed:
-            specs[node.name] = self._fixed_spec(node, budget)
+            specs[node.name] = self._fixed_spec(node, budget, sampler)
         weighted = [n for n in self.nodes.values() if n.weight is not None]
         if weighted:
-            specs.update(self._weighted_specs(weighted, fixed, specs, budget))
+            specs.update(self._weighted_specs(weighted, fixed, specs, budget, sampler))
         plan = CalibratedPlan(self, specs, budget, "shares", pricing=accountant)
         if tight and not budget.is_infinite and any(self._scalable(n) for n in weighted):
             # the plan alone must meet *its* budget, so the accountant reads at the plan's delta here
@@ -210,20 +215,23 @@ class Plan:
     def _scalable(node: Node) -> bool:
         return node.weight is not None and get_mechanism(node.mechanism).scalable and node.status == Status.CERTIFIED
 
-    def _fixed_spec(self, node: Node, budget: Budget) -> NoiseSpec:
+    def _fixed_spec(self, node: Node, budget: Budget, sampler: str = "numpy") -> NoiseSpec:
         mech = get_mechanism(node.mechanism)
         if budget.is_infinite and node.mechanism != "non_private":
-            return mech.calibrate(node.sensitivity, Budget.infinite(), node.calibration, node.params)
+            return _calibrate(mech, sampler, node.sensitivity, Budget.infinite(), node.calibration, node.params)
         if node.share is not None:
-            return mech.calibrate(node.sensitivity, node.share, node.calibration, node.params)
+            return _calibrate(mech, sampler, node.sensitivity, node.share, node.calibration, node.params)
         if node.noise_multiplier is not None:
+            if sampler in mech.samplers and sampler != "numpy":
+                return mech.from_noise_multiplier(node.sensitivity, node.noise_multiplier, node.delta or 0.0, node.params, sampler=sampler)
             return mech.from_noise_multiplier(node.sensitivity, node.noise_multiplier, node.delta or 0.0, node.params)
         return mech.calibrate(node.sensitivity, Budget.infinite(), node.calibration, node.params)  # non_private
 
-    def _weighted_specs(self, weighted: list[Node], fixed: list[Node], fixed_specs: dict[str, NoiseSpec], budget: Budget) -> dict[str, NoiseSpec]:
+    def _weighted_specs(self, weighted: list[Node], fixed: list[Node], fixed_specs: dict[str, NoiseSpec], budget: Budget,
+                        sampler: str = "numpy") -> dict[str, NoiseSpec]:
         if budget.is_infinite:
             return {
-                n.name: get_mechanism(n.mechanism).calibrate(n.sensitivity, Budget.infinite(), n.calibration, n.params)
+                n.name: _calibrate(get_mechanism(n.mechanism), sampler, n.sensitivity, Budget.infinite(), n.calibration, n.params)
                 for n in weighted
             }
         basic = BasicAccountant()
@@ -242,9 +250,17 @@ class Plan:
             max(delta_left, 0.0), self.relation,
         )
         return {
-            n.name: get_mechanism(n.mechanism).calibrate(n.sensitivity, Budget(e, d), n.calibration, n.params)
+            n.name: _calibrate(get_mechanism(n.mechanism), sampler, n.sensitivity, Budget(e, d), n.calibration, n.params)
             for n, e, d in zip(weighted, eps_shares, delta_shares)
         }
+
+
+def _calibrate(mech: Any, sampler: str, *args: Any) -> NoiseSpec:
+    """``mech.calibrate(*args)`` with the sampler when the mechanism implements it (custom mechanisms
+    that predate samplers are called as before and sample with numpy)."""
+    if sampler != "numpy" and sampler in getattr(mech, "samplers", ()):
+        return mech.calibrate(*args, sampler=sampler)
+    return mech.calibrate(*args)
 
 
 def _shares_within(nodes: list[Node], shares: list[float], total: float, relation: Relation) -> list[float]:
@@ -305,6 +321,11 @@ class CalibratedPlan:
     def status(self) -> Status:
         return Status.worst([n.status for n in self.nodes.values()])
 
+    @property
+    def sampler(self) -> str:
+        """``secure`` if any node draws exact discrete noise, else ``numpy``."""
+        return "secure" if any(spec.secure for spec in self.specs.values()) else "numpy"
+
     def charges(self) -> list[Charge]:
         return [_charge(n, self.specs[n.name], self.relation) for n in self.nodes.values()]
 
@@ -337,7 +358,7 @@ def _tighten(plan: CalibratedPlan, accountant: Accountant, budget: Budget, rel_t
     The factor depends only on public quantities (the plan, the budget, the accountant), so it is
     memoised: repeated fits of one plan shape calibrate once.
     """
-    key = (plan.plan.plan_hash(), budget.epsilon, budget.delta, repr(accountant.to_dict()))
+    key = (plan.plan.plan_hash(), budget.epsilon, budget.delta, repr(accountant.to_dict()), plan.sampler)
     if key not in _TIGHT_FACTORS:
         _TIGHT_FACTORS[key] = _bisect_factor(plan, accountant, budget, rel_tol)
     return plan.with_factor(_TIGHT_FACTORS[key])

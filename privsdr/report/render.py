@@ -45,7 +45,7 @@ NODE_HEADERS = ("node", "mechanism", "calibration", "status", "sensitivity", "no
 def _node_rows(report: PrivacyReport) -> list[tuple[str, ...]]:
     return [
         (
-            n.name, n.mechanism, n.calibration, n.status,
+            n.name, n.mechanism + (" (secure sampler)" if n.sampler == "secure" else ""), n.calibration, n.status,
             f"{_f(n.sensitivity['value'])} ({n.sensitivity['norm']}, {n.sensitivity['relation']})",
             _f(n.noise_scale), _f(n.cost["epsilon"]), _f(n.cost["delta"], 3), n.scope, "yes" if n.released else "no",
         )

@@ -58,6 +58,8 @@ class NodeReport:
     params: dict[str, Any] = attrs.field(factory=dict)
     released: bool = True
     description: str = ""
+    #: ``numpy`` (floating-point noise) or ``secure`` (exact discrete noise on a public grid; CKS 2020)
+    sampler: str = "numpy"
 
 
 @attrs.frozen
@@ -157,7 +159,8 @@ class PrivacyReport:
             lines.append(
                 f"  - {n.name}: {n.mechanism}/{n.calibration} [{n.status}] sensitivity {n.sensitivity['value']:.4g} "
                 f"({n.sensitivity['norm']}), noise scale {n.noise_scale:.4g}, cost eps={n.cost['epsilon']:.4g} "
-                f"delta={n.cost['delta']:.3g}, scope {n.scope}" + ("" if n.released else " (not released)")
+                f"delta={n.cost['delta']:.3g}, scope {n.scope}" + (", secure sampler" if n.sampler == "secure" else "")
+                + ("" if n.released else " (not released)")
             )
         for key, text in self.diagnostics.get("messages", {}).items():
             lines.append(f"diagnostic ({key}): {text}")
