@@ -372,3 +372,67 @@ def test_model_files_keep_the_centre_and_old_files_load_uncentred(tmp_path):
     assert old.config_.center == "none"
     assert np.allclose(old.transform(X), np.clip(X, -4, 4) @ est.directions_)
     assert math.isclose(float(np.linalg.norm(old.directions_)), 1.0)
+
+
+# -- VGM two-stage: the boost is shaped from the stage-1 release centred with the *released* proportions --
+# Four slices of k rows at +e1, -e1, +e2, -e2 (mean 0, so the centred slice means tie along e1 and e2); one
+# more record, at +e1 in slice 0 (D) or at +e2 in slice 2 (D'), decides the top left singular vector of the
+# centred private M. A boost shaped from the privately centred M adds variance of order 1/n along it,
+# against a floor of order (R sqrt(p)/n)^2: the residual energy along e2 minus e1 tells D from D'.
+SHAPE_K = 5_000
+SHAPE_CONFIG = FSIRConfig(bound=1.0, cut_points=(-1.0, 0.0, 1.0), mechanism="vgm_two_stage", calibration="analytic")
+SHAPE_BUDGET = Budget(1.0, 1e-5)
+
+
+def _centred_shape_pair():
+    k = SHAPE_K
+    X = np.zeros((4 * k + 1, 2))
+    y = np.empty(4 * k + 1)
+    for h, (row, value) in enumerate((([1, 0], -1.5), ([-1, 0], -0.5), ([0, 1], 0.5), ([0, -1], 1.5))):
+        X[1 + h * k : 1 + (h + 1) * k], y[1 + h * k : 1 + (h + 1) * k] = row, value
+    X0, y0, X1, y1 = X.copy(), y.copy(), X.copy(), y.copy()
+    X0[0], y0[0] = [1.0, 0.0], -1.5
+    X1[0], y1[0] = [0.0, 1.0], 0.5
+    return (X0, y0), (X1, y1)
+
+
+def _shape_audit(seed):
+    from privsdr.audit import claim_from_report
+
+    D0, D1 = _centred_shape_pair()
+
+    def noise_free(D):
+        labels = SHAPE_CONFIG.slice_labels(D[1])
+        return np.stack([D[0][labels == h].sum(axis=0) / len(labels) for h in range(4)], axis=1)
+
+    centre = (noise_free(D0) + noise_free(D1)) / 2
+    stat = lambda outs: np.array([np.sum((o - centre)[1] ** 2) - np.sum((o - centre)[0] ** 2) for o in outs])  # noqa: E731
+    claim = claim_from_report(client_message(D0[0], D0[1], SHAPE_CONFIG, SHAPE_BUDGET, client_id="c", random_state=0).report)
+    fit = lambda D, rng: client_message(D[0], D[1], SHAPE_CONFIG, SHAPE_BUDGET, client_id="c", random_state=rng).slice_means  # noqa: E731
+    return audit(fit, D0, D1, claim=claim, statistic=stat, threshold=0.0, samples=400, alpha=ALPHA, seed=seed)
+
+
+def test_centred_two_stage_vgm_noise_shape_does_not_follow_the_record():
+    result = _shape_audit(seed=41)
+    assert result.passed, result.summary()
+
+
+def test_shape_audit_catches_a_boost_shaped_from_the_privately_centred_means(monkeypatch):
+    """In-test mutant: stage 2's boost from the private M centred with the private proportions (instead of
+    the stage-1 release centred with the released ones)."""
+    from privsdr.plan import Run
+
+    private = {}
+    original_release = Run.release
+
+    def release(self, name, value, **options):
+        if name in ("slice_means_stage1", "slice_proportions"):
+            private[name] = np.asarray(value, dtype=float)
+        return original_release(self, name, value, **options)
+
+    original_boost = client_module._vgm_boost
+    monkeypatch.setattr(Run, "release", release)
+    monkeypatch.setattr(client_module, "_vgm_boost", lambda shaping, floor_var, d: original_boost(
+        client_module.centred_slice_means(private["slice_means_stage1"], private["slice_proportions"]), floor_var, d))
+    result = _shape_audit(seed=42)
+    assert not result.passed, result.summary()
