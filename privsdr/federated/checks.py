@@ -51,9 +51,9 @@ def _declared_budget(m: ClientMessage, report: Any) -> Budget:
         raise ValidationError(f"client {m.client_id!r}: its report declares no valid budget ({exc})") from None
 
 
-def expected_plan(m: ClientMessage, config: FSIRConfig) -> Any:
+def expected_plan(m: ClientMessage, config: FSIRConfig, report: Any = None) -> Any:
     """The client's plan as the configuration defines it for the message's n, p, active set and budget."""
-    report = _report(m)
+    report = report if report is not None else _report(m)
     budget = _declared_budget(m, report)
     try:
         return client_plan(config, m.n, m.p, budget, active=m.active)
@@ -61,16 +61,16 @@ def expected_plan(m: ClientMessage, config: FSIRConfig) -> Any:
         raise ValidationError(f"client {m.client_id!r}: {exc}") from None
 
 
-def check_report(m: ClientMessage, config: FSIRConfig) -> Any:
+def check_report(m: ClientMessage, config: FSIRConfig, report: Any = None) -> Any:
     """The message's report must describe this message under this configuration; returns the recomputed plan."""
-    report = _report(m)
+    report = report if report is not None else _report(m)
     params = report.public_parameters
     for key, value in (("n", m.n), ("p", m.p), ("n_slices", m.n_slices), ("config", config.digest())):
         if params.get(key) != value:
             raise ValidationError(f"client {m.client_id!r}: its report says {key} = {params.get(key)!r}, the message {value!r}")
     if report.data_shape is not None and list(report.data_shape) != [m.n, m.p]:
         raise ValidationError(f"client {m.client_id!r}: its report was made on data of shape {report.data_shape}, not ({m.n}, {m.p})")
-    plan = expected_plan(m, config)
+    plan = expected_plan(m, config, report)
     expected_status = "none" if plan.budget.is_infinite else plan.status.value
     if report.status != expected_status:
         raise ValidationError(f"client {m.client_id!r}: its report says status {report.status!r}; this configuration gives {expected_status!r}")
@@ -151,17 +151,21 @@ def check_plausible(m: ClientMessage, config: FSIRConfig, plan: Any) -> None:
                               f"the public bounds and its noise (sd {sd_S:.3g}): refused as implausible")
 
 
-def check_messages(messages: Sequence[ClientMessage], config: FSIRConfig, *, allow_uncertified: bool = False) -> list[str]:
-    """Every check above, in order; returns the clients' statuses. Uncertified uploads (``claimed``
-    or ``none``) are refused unless ``allow_uncertified=True``: the merged estimate would carry them."""
+def check_messages(messages: Sequence[ClientMessage], config: FSIRConfig, *, allow_uncertified: bool = False,
+                   reports: bool = False) -> list[Any]:
+    """Every check above, in order; returns the clients' statuses (``reports=True``: their parsed
+    reports). Uncertified uploads (``claimed`` or ``none``) are refused unless ``allow_uncertified=True``:
+    the merged estimate would carry them."""
     check_compatible(messages, config)
-    statuses = []
+    statuses, parsed = [], []
     for m in messages:
-        plan = check_report(m, config)
+        report = _report(m)  # parsed once per message
+        plan = check_report(m, config, report)
         check_plausible(m, config, plan)
-        statuses.append(_report(m).status)
+        statuses.append(report.status)
+        parsed.append(report)
     bad = [f"{m.client_id} ({s})" for m, s in zip(messages, statuses) if s != "certified"]
     if bad and not allow_uncertified:
         raise UncertifiedPlanError(f"uploads without a certified guarantee: {', '.join(bad)}; pass allow_uncertified=True "
                                    "(CLI: --allow-uncertified) to merge them anyway; the result will say so")
-    return statuses
+    return parsed if reports else statuses

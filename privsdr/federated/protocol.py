@@ -12,6 +12,7 @@ configurations of version 1 are refused with a message that says so.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -298,7 +299,13 @@ class FSIRConfig:
             raise ValidationError(f"malformed FSIR configuration: {exc}") from None
 
     def digest(self) -> str:
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
+        return _digest(self)
+
+
+@functools.lru_cache(maxsize=64)
+def _digest(config: FSIRConfig) -> str:
+    """sha256 of the configuration's canonical JSON (cached: the server recomputes every client's plan)."""
+    return hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 @attrs.frozen(eq=False)

@@ -55,13 +55,14 @@ def majority_vote(messages: Sequence[ClientMessage], p: int, rule: str = "majori
     return tuple(int(j) for j in np.flatnonzero(votes > len(messages) / 2))
 
 
-def privacy_summary(messages: Sequence[ClientMessage]) -> dict[str, Any]:
-    """Per-client costs and the per-record guarantee: the max over clients (parallel composition)."""
+def privacy_summary(messages: Sequence[ClientMessage], reports: Sequence[Any] | None = None) -> dict[str, Any]:
+    """Per-client costs and the per-record guarantee: the max over clients (parallel composition).
+    ``reports``: the messages' parsed reports, if the caller has them already."""
     per_client = {}
     statuses = []
-    for m in messages:
+    for i, m in enumerate(messages):
         try:
-            report = m.report
+            report = reports[i] if reports is not None else m.report
         except (ValueError, TypeError) as exc:
             raise ValidationError(f"client {m.client_id!r}: its privacy report is unreadable ({exc})") from None
         per_client[m.client_id] = {"epsilon": report.spent[0], "delta": report.spent[1], "status": report.status}
@@ -80,7 +81,7 @@ def merge(messages: Sequence[ClientMessage], config: FSIRConfig, *, n_directions
     """Merge the clients' uploads and estimate the SDR directions (unit-length columns)."""
     if any(not isinstance(m, ClientMessage) or m.slice_means is None or m.second_moment is None for m in messages):
         raise ValidationError("merge needs round-2 messages (slice means and second moments)")
-    check_messages(messages, config, allow_uncertified=allow_uncertified)
+    reports = check_messages(messages, config, allow_uncertified=allow_uncertified, reports=True)
     N = sum(m.n for m in messages)
     M = sum(m.n * m.slice_means for m in messages) / N
     S = sum(m.n * m.second_moment for m in messages) / N
@@ -124,4 +125,4 @@ def merge(messages: Sequence[ClientMessage], config: FSIRConfig, *, n_directions
         center[list(active)] += mu
     else:
         center = center + mu
-    return FSIRResult(beta, d, s, N, tuple(m.client_id for m in messages), active, privacy_summary(messages), center, mu)
+    return FSIRResult(beta, d, s, N, tuple(m.client_id for m in messages), active, privacy_summary(messages, reports), center, mu)
