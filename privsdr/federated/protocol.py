@@ -336,7 +336,7 @@ class ClientMessage:
 
     @classmethod
     def from_bytes(cls, data: bytes, source: str = "message") -> "ClientMessage":
-        """Read an upload strictly: every field present with its type, arrays 2-D and finite-typed."""
+        """Read an upload strictly: every field present with its type, float arrays (2-D; proportions 1-D)."""
         if not data.startswith(b"PK"):
             raise ValidationError(f"{source} is not a readable FSIR message (not an npz archive)")
         try:
