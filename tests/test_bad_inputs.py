@@ -196,7 +196,7 @@ def _prepare(d: Path) -> None:
 def _tampered_uploads(d: Path) -> None:
     import attrs
 
-    from privsdr.federated import ClientMessage
+    from privsdr.federated import PROTOCOL_VERSION, ClientMessage
 
     up = ClientMessage.load(d / "up0.fsir")
     attrs.evolve(up, client_id="someone-else").save(d / "resent.fsir")
@@ -204,7 +204,7 @@ def _tampered_uploads(d: Path) -> None:
     attrs.evolve(up, client_id="frac", n=442.5, second_moment=up.second_moment + 2e-9).save(d / "fractional.fsir")
     attrs.evolve(up, client_id="scaled", second_moment=up.second_moment * 1e6).save(d / "scaled.fsir")
     buffer = io.BytesIO()
-    np.savez(buffer, meta=np.frombuffer(json.dumps({"protocol": "privsdr.fsir", "version": 1}).encode(), dtype=np.uint8))
+    np.savez(buffer, meta=np.frombuffer(json.dumps({"protocol": "privsdr.fsir", "version": PROTOCOL_VERSION}).encode(), dtype=np.uint8))
     (d / "fields.fsir").write_bytes(buffer.getvalue())
 
 

@@ -32,8 +32,10 @@ def clients(sizes, seed=0):
 
 
 def test_noise_off_merge_equals_the_pooled_estimator_exactly():
+    """The paper's uncentred form (center='none'); the centred merge: tests/test_fsir_centring.py."""
     data = clients([300, 1200, 50, 800])  # uneven n_k
-    est = FederatedSIR(1, bound=2.0, cut_points=CUTS, mechanism="none", cov_mechanism="none", allow_uncertified=True).fit(data)
+    est = FederatedSIR(1, bound=2.0, cut_points=CUTS, mechanism="none", cov_mechanism="none", allow_uncertified=True,
+                       center="none").fit(data)
     X = np.clip(np.vstack([x for x, _ in data]), -2, 2)
     y = np.concatenate([t for _, t in data])
     labels = np.searchsorted(np.asarray(CUTS), y, side="left")

@@ -97,7 +97,7 @@ def test_server_refuses(attack, message, honest):
     elif attack == "report_of_another_config":
         bad = attrs.evolve(a, report_json=_with_report(a, config="0" * 16))
     else:
-        bad = attrs.evolve(a, n_slices=3, slice_means=a.slice_means[:, :3])
+        bad = attrs.evolve(a, n_slices=3, slice_means=a.slice_means[:, :3], proportions=a.proportions[:3])
     messages = [a, bad] if attack == "resent_under_new_id" else [bad, honest[1]]
     with pytest.raises(ValidationError, match=message):
         merge(messages, CONFIG, allow_uncertified=True)

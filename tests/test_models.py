@@ -148,7 +148,7 @@ def test_federated_sir_directions_have_unit_length_on_diabetes():
     assert np.allclose(np.linalg.norm(est.directions_, axis=0), 1.0)
     assert est.privacy_report_.status == "certified"
     Z = est.transform(X)
-    assert Z.shape == (442, 1) and np.allclose(Z, np.clip(X, -0.2, 0.2) @ est.directions_)
+    assert Z.shape == (442, 1) and np.allclose(Z, (np.clip(X, -0.2, 0.2) - est.center_) @ est.directions_)  # centred at the DP mean
 
 
 def test_federated_sir_defaults_are_the_cli_defaults():
@@ -157,9 +157,9 @@ def test_federated_sir_defaults_are_the_cli_defaults():
 
     defaults = build_parser().parse_args(["fsir", "config", "c.json", "--bound", "1", "--cut-points", "0"])
     est = FederatedSIR(1, bound=1.0, cut_points=[0.0])
-    for name in ("mechanism", "cov_mechanism", "calibration"):
+    for name in ("mechanism", "cov_mechanism", "calibration", "center", "center_share"):
         assert getattr(est, name) == getattr(defaults, name) == getattr(FSIRConfig(bound=1.0, cut_points=[0.0]), name)
-    assert (est.mechanism, est.cov_mechanism, est.calibration) == ("iid", "analyze_gauss", "analytic")
+    assert (est.mechanism, est.cov_mechanism, est.calibration, est.center) == ("iid", "analyze_gauss", "analytic", "dp")
 
 
 def _fsir_clients(sizes=(400, 700, 300)):
@@ -181,7 +181,7 @@ def test_federated_sir_charges_one_ledger_in_parallel_over_clients(tmp_path):
     est.fit(_fsir_clients())
     one_client = client_plan(est.config_, 400, 10, Budget(1.0, 1e-5)).cost("basic")  # the same under every client size
     assert Ledger.open(journal).spent == pytest.approx(one_client) and one_client.epsilon == pytest.approx(1.0)
-    assert est.privacy_report_.status == "certified" and len(est.privacy_report_.nodes) == 3 * 2
+    assert est.privacy_report_.status == "certified" and len(est.privacy_report_.nodes) == 3 * 3  # proportions, means, moment
     assert est.privacy_report_.budget["spent_by_run"]["epsilon"] == pytest.approx(one_client.epsilon)
     est.fit(_fsir_clients())  # a second fit on the same clients composes sequentially
     assert Ledger.open(journal).spent.epsilon == pytest.approx(2 * one_client.epsilon)

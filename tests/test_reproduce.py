@@ -84,5 +84,9 @@ def test_airline_reproduction(tmp_path):
     assert by["FSIR (non-private)"]["status"] == "none" and by["FSIR-IID (certified)"]["status"] == "certified"
     assert by["FSIR-VGM (paper)"]["status"] == "claimed"
     assert by["FSIR-IID (certified)"]["abs_cos_with_nonprivate"] > 0.8  # the private direction keeps the pattern
+    # the predictors are not centred (means down to -0.60): centred at the DP mean, the non-private FSIR direction is
+    # classical SIR's; uncentred (protocol version 1) it sat 0.237 away
+    assert by["FSIR (non-private)"]["distance_to_classical_sir"] < 0.05
+    assert by["FSIR (non-private, uncentred: protocol v1)"]["distance_to_classical_sir"] > 0.2
     fsir_flights.write(rows, tmp_path)
     assert (tmp_path / "fsir-flights.png").stat().st_size > 10_000

@@ -42,12 +42,27 @@ def _fsir_config(args: argparse.Namespace) -> int:
             bound = tuple(load_bounds(input_file(args.bounds, "--bounds"), columns))
         config = FSIRConfig(bound=bound, norm=args.norm, cut_points=args.cut_points, classes=args.classes,
                             mechanism=args.mechanism, cov_mechanism=args.cov_mechanism, calibration=args.calibration,
-                            n_directions=args.n_directions, columns=columns)
+                            n_directions=args.n_directions, columns=columns, center=_center_arg(args.center),
+                            center_share=args.center_share)
         outputs.commit("config", config.to_json())
     print(f"wrote {args.out} (configuration digest {config.digest()}); give it to every client and to the server")
     if config.mechanism in ("vgm", "none"):
         print(f"note: mechanism {config.mechanism!r} is not certified; clients and the server must pass --allow-uncertified")
     return 0
+
+
+def _center_arg(values: "str | list[str]") -> "str | tuple[float, ...]":
+    """``--center dp`` / ``--center none`` / ``--center C_1 ... C_p`` (a public centre, one value per column or one for all)."""
+    values = [values] if isinstance(values, str) else values
+    if len(values) == 1 and values[0] in ("dp", "none"):
+        return values[0]
+    try:
+        numbers = tuple(float(v) for v in values)
+    except ValueError:
+        raise ValidationError(f"--center takes 'dp', 'none' or numbers (a public centre), got {' '.join(values)}") from None
+    if not all(np.isfinite(numbers)):
+        raise ValidationError("--center must be finite numbers")
+    return numbers
 
 
 def _load_config(path: str) -> "object":
@@ -93,7 +108,10 @@ def _fsir_server(args: argparse.Namespace) -> int:
         messages = [ClientMessage.load(path) for path in paths]
         result = merge(messages, config, psd_floor=args.psd_floor, allow_uncertified=args.allow_uncertified)
         document = {"directions": result.directions.tolist(), "n_total": result.n_total, "clients": list(result.clients),
-                    "columns": list(config.columns) if config.columns else None, "privacy": result.privacy}
+                    "columns": list(config.columns) if config.columns else None,
+                    "center": {"choice": list(config.center) if isinstance(config.center, tuple) else config.center,
+                               "location": result.center.tolist()},
+                    "privacy": result.privacy}
         if out is not None:
             outputs.commit("--out", json.dumps(document, indent=2, default=str) + "\n")
     if args.json:
@@ -102,6 +120,10 @@ def _fsir_server(args: argparse.Namespace) -> int:
     np.set_printoptions(precision=4, suppress=True)
     print(f"merged {len(messages)} clients, N = {result.n_total}; {result.n_directions} direction(s) (columns, unit length):")
     print(result.directions)
+    if config.centred:
+        print("centred at (public centre + DP mean of the truncated rows):", result.center)
+    else:
+        print("not centred (center 'none': the data are assumed centred, as in the paper)")
     per = result.privacy["per_record"]
     print(f"privacy per record ({result.privacy['status']}): epsilon = {per['epsilon']:.4g}, delta = {per['delta']:.3g} "
           f"-- {result.privacy['composition']}")
@@ -129,6 +151,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     fconf.add_argument("--cov-mechanism", choices=("modsulq", "analyze_gauss", "none"), default="analyze_gauss")
     fconf.add_argument("--calibration", choices=("classical", "thm3_exact", "paper_approx", "analytic"), default="analytic")
     fconf.add_argument("--n-directions", type=positive_int, default=1)
+    fconf.add_argument("--center", nargs="+", default="dp", metavar="dp|none|C",
+                       help="dp: centre at a DP mean (each client also releases its slice proportions); none: data assumed "
+                       "centred (the paper); numbers: a public centre subtracted before truncation, one per column or one for all "
+                       "(the DP correction still applies)")
+    fconf.add_argument("--center-share", type=finite_float, default=0.1,
+                       help="the share of each client's budget spent on the slice proportions (with --center dp or numbers)")
     fconf.set_defaults(func=_fsir_config)
     fcl = fsub.add_parser("client", help="compute one client's private upload from its own CSV")
     fcl.add_argument("--config", required=True)

@@ -4,11 +4,18 @@ Releases (replace-one within the client, n public, |x_ij| <= R (or R_j per colum
 
 * slice means M = (1/n) [sum_{i in h} x_i]_h  (p x H): Frobenius sensitivity 2 ||x||_max / n, with
   ||x||_max = R sqrt(p) (Prop. 2), ||R||_2 for per-column bounds, or C (l2 rows);
+* slice proportions w = (n_h / n)_h (when the configuration centres): L2 sensitivity sqrt(2) / n (a
+  record moved between two slices changes two counts by 1), Gaussian (analytic) at ``center_share``
+  of the budget; the server centres with them (M_c = M - mu w^T, mu = sum_h M[:, h]);
 * second moment S = X^T X / n: upper-triangle sensitivity sqrt(2) ||x||_max^2 / n; MOD-SULQ (Lemma 1
   with c_R = ||x||_max) or Analyze-Gauss;
 * screening: CCMD votes (Algorithm 3, a ``none`` node: not private) or peeling on the rows of M
   (entry-wise sensitivity 2 max_j |x_j| / n; H entries per row);
-* ``mechanism="none"``: both statistics uploaded without noise (``none`` nodes: not private).
+* ``mechanism="none"``: the statistics uploaded without noise (``none`` nodes: not private).
+
+Rows are shifted by the public centre (``config.center`` a vector) before truncation. VGM shapes its
+boost from the slice means centred with the released proportions, so that it boosts the directions
+the server will use (not the mean's).
 
 Uncertified uploads (``claimed`` or ``none`` nodes) are refused unless ``allow_uncertified=True``.
 """
@@ -34,7 +41,27 @@ def client_public_params(config: FSIRConfig, n: int, p: int, active: Sequence[in
     return {"n": n, "p": p, "n_slices": config.n_slices, "bound": list(config.bound) if config.per_column else config.bound,
             "norm": config.norm, "mechanism": config.mechanism, "cov_mechanism": config.cov_mechanism,
             "calibration": config.calibration, "screening": config.screening, "config": config.digest(),
+            "center": list(config.center) if isinstance(config.center, tuple) else config.center,
+            **({"center_share": config.center_share} if config.centred else {}),
             **({"active": [int(a) for a in active]} if active is not None else {})}
+
+
+def proportions_sensitivity(n: int) -> Sensitivity:
+    """Replace-one within the client: a record moved between two slices changes two counts by 1."""
+    return Sensitivity(math.sqrt(2.0) / n, "l2", RELATION, "a record moved between two slices changes two counts by 1; / n")
+
+
+def budget_split(config: FSIRConfig, budget: Budget) -> dict[str, Budget]:
+    """Each release's share of one client's budget: ``center_share`` for the proportions (when the
+    configuration centres), the rest split ``cov_share`` : 1 - ``cov_share`` (covariance : slice means)."""
+    eps, delta = budget.epsilon, budget.delta
+    out = {}
+    if config.centred:
+        out["slice_proportions"] = Budget(eps * config.center_share, delta * config.center_share)
+        eps, delta = eps - out["slice_proportions"].epsilon, delta - out["slice_proportions"].delta
+    out["second_moment"] = Budget(eps * config.cov_share, delta * config.cov_share)
+    out["slice_means"] = Budget(eps - out["second_moment"].epsilon, delta - out["second_moment"].delta)
+    return out
 
 
 def add_client_nodes(plan: Plan, config: FSIRConfig, n: int, p: int, budget: Budget, *, screening_round: bool = False,
@@ -56,12 +83,18 @@ def add_client_nodes(plan: Plan, config: FSIRConfig, n: int, p: int, budget: Bud
                      description="private screening: peeling on the rows of the slice-mean matrix", **kw)
         return
     if config.mechanism == "none":
-        for name, what in (("slice_means", "slice-mean matrix"), ("second_moment", "second-moment matrix")):
-            plan.add(prefix + name, "non_private", Sensitivity(1.0, "l2", RELATION, "none: released without noise"), status="none",
-                     description=f"non-private baseline: the {what} uploaded without noise (NOT private)", **kw)
+        for name, what in (("slice_proportions", "slice proportions"), ("slice_means", "slice-mean matrix"),
+                           ("second_moment", "second-moment matrix")):
+            if name != "slice_proportions" or config.centred:
+                plan.add(prefix + name, "non_private", Sensitivity(1.0, "l2", RELATION, "none: released without noise"), status="none",
+                         description=f"non-private baseline: the {what} uploaded without noise (NOT private)", **kw)
         return
-    eps_x, delta_x = budget.epsilon * config.cov_share, budget.delta * config.cov_share
-    eps_m, delta_m = budget.epsilon - eps_x, budget.delta - delta_x
+    shares = {} if inf else budget_split(config, budget)
+    eps_m, delta_m = shares["slice_means"] if not inf else (math.inf, 0.0)
+    if config.centred:
+        plan.add(prefix + "slice_proportions", "gaussian", proportions_sensitivity(n), share=None if inf else shares["slice_proportions"],
+                 calibration="analytic", description="slice proportions n_h / n: the server centres with them (M_c = M - mu w^T)", **kw)
+    shaped_by = (prefix + "slice_proportions",) if config.centred else ()
     mean_sens = Sensitivity(2.0 * c / n, "l2", RELATION, "||x - x'||_2 / n <= 2 ||x||_max / n (Prop. 2: 2 R sqrt(p) / n)")
     if config.mechanism == "iid":
         plan.add(prefix + "slice_means", "gaussian", mean_sens, share=None if inf else Budget(eps_m, delta_m), calibration=config.calibration,
@@ -70,6 +103,7 @@ def add_client_nodes(plan: Plan, config: FSIRConfig, n: int, p: int, budget: Bud
         published = config.mechanism == "vgm"
         plan.add(prefix + "slice_means", "shaped_gaussian", mean_sens, share=None if inf else Budget(eps_m, delta_m),
                  calibration=config.calibration, status="claimed" if published else "certified",
+                 parents=shaped_by if published else (),
                  description="VGM (Algorithm 2): floor + boost along the top-d left singular vectors of the PRIVATE M "
                              "(Theorem 3 does not cover a data-dependent shape)" if published else
                              "VGM with a public basis and spectrum above the floor", **kw)
@@ -78,11 +112,11 @@ def add_client_nodes(plan: Plan, config: FSIRConfig, n: int, p: int, budget: Bud
         plan.add(prefix + "slice_means_stage1", "gaussian", mean_sens, share=None if inf else Budget(eps_m * f, delta_m * f),
                  calibration=config.calibration, description="two-stage VGM, stage 1: an IID release whose SVD shapes stage 2", **kw)
         plan.add(prefix + "slice_means", "shaped_gaussian", mean_sens, share=None if inf else Budget(eps_m * (1 - f), delta_m * (1 - f)),
-                 calibration=config.calibration, parents=(prefix + "slice_means_stage1",),
+                 calibration=config.calibration, parents=(prefix + "slice_means_stage1", *shaped_by),
                  description="two-stage VGM, stage 2: floor + boost along the stage-1 singular vectors (post-processing of a DP release)", **kw)
     cov_sens = Sensitivity(math.sqrt(2.0) * c * c / n, "l2", RELATION, "||xx^T - x'x'^T||_F / n <= sqrt(2) ||x||_max^2 / n")
     cov_cal = "modsulq" if config.cov_mechanism == "modsulq" else ("analyze_gauss" if config.calibration == "classical" else config.calibration)
-    plan.add(prefix + "second_moment", "symmetric_gaussian", cov_sens, share=None if inf else Budget(eps_x, delta_x), calibration=cov_cal,
+    plan.add(prefix + "second_moment", "symmetric_gaussian", cov_sens, share=None if inf else shares["second_moment"], calibration=cov_cal,
              params={"n": n, "p": p, "scale": c * c},
              description="Lemma 1 (MOD-SULQ, c_R = the public row bound)" if cov_cal == "modsulq" else "Analyze-Gauss on the upper triangle",
              **kw)
@@ -108,6 +142,15 @@ def client_plan(config: FSIRConfig, n: int, p: int, budget: Budget, *, screening
     return plan.allocate(client_budget(config, budget, screening_round))
 
 
+def centred_slice_means(M: np.ndarray, proportions: np.ndarray | None) -> np.ndarray:
+    """M - mu w^T with mu = sum_h M[:, h] (the mean) and w the slice proportions: column h becomes
+    w_h (m_h - mu), the centred slice means SIR needs. ``proportions=None``: M unchanged (no centring)."""
+    M = np.asarray(M, dtype=float)
+    if proportions is None:
+        return M
+    return M - np.outer(M.sum(axis=1), np.asarray(proportions, dtype=float))
+
+
 def _vgm_boost(M: np.ndarray, floor_var: float, d: int | str) -> np.ndarray:
     """Algorithm 2 steps 2-4: W1_d diag(sqrt(r_j)) with gaps r_j = s_j - s_{j+1} of the singular values."""
     U, s, _ = np.linalg.svd(M, full_matrices=False)
@@ -125,6 +168,9 @@ def _prepare(X: Any, y: Any, config: FSIRConfig, active: Sequence[int] | None) -
         raise ValidationError("y must be finite with one value per row of X")
     if config.per_column:
         config.column_bounds(X.shape[1])  # refuses bounds that do not match the columns
+    center = config.public_center(X.shape[1])  # refuses a centre that does not match the columns
+    if np.any(center):
+        X = X - center
     if active is not None:
         idx = np.asarray(active, dtype=int)
         if idx.ndim != 1 or np.any(idx < 0) or np.any(idx >= X.shape[1]):
@@ -161,26 +207,28 @@ def client_message(X: Any, y: Any, config: FSIRConfig, budget: Budget, *, client
         floor = plan.specs["slice_means"].scale
         if np.any(spectrum < floor**2):
             raise ValidationError(f"vgm_public spectrum must be >= the floor variance {floor**2:.3g}")
-    S, _ = core.slice_sums(Xt, labels, H)
+    S, counts = core.slice_sums(Xt, labels, H)
     M = S / n
     with Run(plan, ledger, random_state=random_state, data_shape=Xt.shape, algorithm="FSIR client",
              allow_uncertified=allow_uncertified) as run:
+        run_w = np.asarray(run.release("slice_proportions", counts / n), dtype=float) if config.centred else None
         if config.mechanism == "vgm":
             floor = plan.specs["slice_means"].scale
-            run_M = run.release("slice_means", M, boost=_vgm_boost(M, floor**2, config.n_directions))
+            run_M = run.release("slice_means", M, boost=_vgm_boost(centred_slice_means(M, run_w), floor**2, config.n_directions))
         elif config.mechanism == "vgm_public":
             basis = np.asarray(config.basis)
             run_M = run.release("slice_means", M, shape=basis * np.sqrt(np.asarray(config.spectrum)))
         elif config.mechanism == "vgm_two_stage":
             stage1 = run.release("slice_means_stage1", M)
             floor = plan.specs["slice_means"].scale
-            run_M = run.release("slice_means", M, boost=_vgm_boost(stage1, floor**2, config.n_directions))
+            run_M = run.release("slice_means", M, boost=_vgm_boost(centred_slice_means(stage1, run_w), floor**2, config.n_directions))
         else:
             run_M = run.release("slice_means", M)
         run_S = run.release("second_moment", core.covariance_uncentred(Xt))
     return ClientMessage(client_id=str(client_id), config_digest=config.digest(), n=n, p=p, n_slices=H,
                          slice_means=np.asarray(run_M, dtype=float), second_moment=np.asarray(run_S, dtype=float),
-                         report_json=run.report.to_json(), active=None if active is None else tuple(int(a) for a in active))
+                         proportions=run_w, report_json=run.report.to_json(),
+                         active=None if active is None else tuple(int(a) for a in active))
 
 
 def screening_message(X: Any, y: Any, config: FSIRConfig, budget: Budget, *, client_id: str, random_state: Any = None,

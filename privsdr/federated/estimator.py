@@ -50,13 +50,20 @@ class FederatedSIR(PersistentModel):
     Uncertified configurations (``mechanism="vgm"``: the noise shape reads the private data;
     ``screening="ccmd"``: a raw index upload; ``mechanism="none"``: no noise) need ``allow_uncertified=True``.
 
+    ``center`` (default ``"dp"``, as ``privsdr fsir config``): each client also releases its slice
+    proportions (``center_share`` of its budget) and the server centres at the DP mean read off the
+    merged slice means (free); a public vector is subtracted from the rows before truncation (and
+    the DP correction still applies); ``"none"`` assumes centred data (the paper; no proportions).
+
     After ``fit``: ``directions_`` (p x d, unit-length columns), ``n_directions_``, ``active_``
-    (screened columns), ``privacy_`` (per-client costs and the per-record guarantee),
+    (screened columns), ``center_`` (public centre + DP mean: where the rows were centred),
+    ``public_center_``, ``privacy_`` (per-client costs and the per-record guarantee),
     ``privacy_report_`` (the run on the ledger), ``messages_``; ``transform(X)`` projects rows
-    truncated as the clients truncate them.
+    shifted and truncated as the clients do it, then centred at the DP mean.
     """
 
-    model_attributes = ("directions_", "n_directions_", "active_", "privacy_", "config_", "n_features_in_")
+    model_attributes = ("directions_", "n_directions_", "active_", "privacy_", "config_", "n_features_in_", "center_",
+                        "public_center_")
     model_required = ("directions_", "config_")
 
     def __init__(self, n_directions: "int | str" = 1, *, bound: Any = None, norm: str = "linf", cut_points: Any = None, classes: Any = None,
@@ -65,8 +72,8 @@ class FederatedSIR(PersistentModel):
                  cov_share: float = 0.5, screening: str | None = None,
                  screen_size: int = 5, screen_share: float = 0.2, ccmd_threshold: float | None = None, ccmd_rule: str = "threshold",
                  server_vote: str | None = None, basis: Any = None,
-                 spectrum: Any = None, two_stage_share: float = 0.3, psd_floor: float | None = None,
-                 allow_uncertified: bool = False, executor: Any = None, random_state: Any = None) -> None:
+                 spectrum: Any = None, two_stage_share: float = 0.3, psd_floor: float | None = None, center: Any = "dp",
+                 center_share: float = 0.1, allow_uncertified: bool = False, executor: Any = None, random_state: Any = None) -> None:
         self.n_directions = n_directions
         self.bound = bound
         self.norm = norm
@@ -89,6 +96,8 @@ class FederatedSIR(PersistentModel):
         self.spectrum = spectrum
         self.two_stage_share = two_stage_share
         self.psd_floor = psd_floor
+        self.center = center
+        self.center_share = center_share
         self.allow_uncertified = allow_uncertified
         self.executor = executor
         self.random_state = random_state
@@ -99,7 +108,7 @@ class FederatedSIR(PersistentModel):
     @classmethod
     def restore_attribute(cls, name: str, value: Any) -> Any:
         if name == "config_":
-            return FSIRConfig(**value)
+            return FSIRConfig(**{"center": "none", **value})  # files from before centring: fitted uncentred
         if name == "active_" and value is not None:
             return tuple(int(v) for v in value)
         return value
@@ -112,7 +121,8 @@ class FederatedSIR(PersistentModel):
                           n_directions=self.n_directions, two_stage_share=self.two_stage_share, basis=self.basis,
                           spectrum=self.spectrum, screening=self.screening, screen_size=self.screen_size,
                           screen_share=self.screen_share, ccmd_threshold=self.ccmd_threshold, ccmd_rule=self.ccmd_rule,
-                          server_vote=self.server_vote or ("top_s" if self.screening == "private" else "majority"))
+                          server_vote=self.server_vote or ("top_s" if self.screening == "private" else "majority"),
+                          center=self.center, center_share=self.center_share)
 
     def _budget_and_ledger(self, config: FSIRConfig) -> tuple[Budget, Ledger]:
         if self.ledger is not None and not isinstance(self.ledger, Ledger):
@@ -250,6 +260,8 @@ class FederatedSIR(PersistentModel):
         self.directions_ = result.directions
         self.n_directions_ = result.n_directions
         self.active_ = active
+        self.public_center_ = config.public_center(p)
+        self.center_ = result.center
         self.privacy_ = result.privacy
         self.privacy_report_ = run.report
         self.n_features_in_ = p
@@ -257,11 +269,17 @@ class FederatedSIR(PersistentModel):
         return self
 
     def transform(self, X: Any) -> np.ndarray:
-        """Project rows, truncated as the clients truncate them (public bounds), on ``directions_``."""
+        """Project rows on ``directions_``: (truncate(X - public centre) - DP mean) @ directions_, the rows
+        shifted and truncated as the clients do it (public bounds), then centred where the fit centred."""
         if not hasattr(self, "directions_"):
             raise ValidationError("FederatedSIR is not fitted: call fit() (or load a saved model) first")
         X = check_matrix(X, "X")
-        if X.shape[1] != self.directions_.shape[0]:
-            raise ValidationError(f"X has {X.shape[1]} columns; the model was fitted on {self.directions_.shape[0]}")
-        return self.config_.truncate(X) @ self.directions_
+        p = self.directions_.shape[0]
+        if X.shape[1] != p:
+            raise ValidationError(f"X has {X.shape[1]} columns; the model was fitted on {p}")
+        public = getattr(self, "public_center_", None)  # absent from model files written before centring
+        public = np.zeros(p) if public is None else np.asarray(public, dtype=float)
+        center = getattr(self, "center_", None)
+        center = public if center is None else np.asarray(center, dtype=float)
+        return self.config_.truncate(X - public) @ self.directions_ - (center - public) @ self.directions_
 

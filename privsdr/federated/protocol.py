@@ -1,13 +1,18 @@
 """The FSIR message protocol (He, Zhang & Chen; spec fsir_000.md §4, Algorithm 1).
 
 A client turns its own records into a ``ClientMessage``: a private slice-mean matrix
-M~ (p x H, slice sums divided by the client's n), a private second-moment matrix Sigma~ (p x p), its
-public n, optional screening votes, and its own privacy report. Messages round-trip through bytes
-(npz, no pickle) and files, so clients can run on different machines. ``FSIRConfig`` holds every
-public choice that all clients must share; its hash travels with each message.
+M~ (p x H, slice sums divided by the client's n), a private second-moment matrix Sigma~ (p x p),
+private slice proportions w~ (n_h / n, H; when the configuration centres at a DP mean), its public n,
+optional screening votes, and its own privacy report. Messages round-trip through bytes (npz, no
+pickle) and files, so clients can run on different machines. ``FSIRConfig`` holds every public
+choice that all clients must share; its hash travels with each message.
+
+Protocol version 2 added centring (``FSIRConfig.center``) and the slice proportions; uploads and
+configurations of version 1 are refused with a message that says so.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -22,10 +27,12 @@ from .._io import atomic_write_bytes
 from ..errors import ValidationError
 
 PROTOCOL = "privsdr.fsir"
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 MEAN_MECHANISMS = ("iid", "vgm", "vgm_public", "vgm_two_stage", "none")
 COV_MECHANISMS = ("modsulq", "analyze_gauss", "none")
 SCREENINGS = (None, "ccmd", "private")
+CENTERS = ("dp", "none")
+ARRAYS = ("slice_means", "second_moment", "proportions")  #: the released arrays a message may carry
 
 
 def _is_int(value: Any) -> bool:
@@ -59,6 +66,33 @@ def _bound(value: Any) -> "float | tuple[float, ...]":
         raise ValidationError("bound (R) must be a positive number or one positive number per column") from None
 
 
+def _center(value: Any) -> "str | tuple[float, ...]":
+    """'dp' (the default; None reads as 'dp'), 'none', or a public centre: one number, or one per column."""
+    if value is None:
+        return "dp"
+    if isinstance(value, str):
+        if value not in CENTERS:
+            raise ValidationError(f"center must be 'dp', 'none' or a public vector (one number per column), got {value!r}")
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        raise ValidationError("center must be 'dp', 'none' or a public vector, not a boolean")
+    try:
+        values = tuple(float(v) for v in np.ravel(np.asarray(value, dtype=float)))
+    except (TypeError, ValueError):
+        raise ValidationError(f"center must be 'dp', 'none' or a numeric public vector, got {value!r}") from None
+    if not values or not all(math.isfinite(v) for v in values):
+        raise ValidationError("center must be finite: a public vector of numbers, one per column (or one for all)")
+    return values
+
+
+def _version_refusal(what: str, version: Any, remedy: str) -> str:
+    if version == 1:
+        return (f"{what} uses FSIR protocol version 1, written before centring (no slice proportions); this privsdr speaks "
+                f"version {PROTOCOL_VERSION}: {remedy} (the default now centres at a DP mean; center 'none' is version 1's "
+                "uncentred estimator)")
+    return f"{what} uses FSIR protocol version {version!r}; this privsdr speaks version {PROTOCOL_VERSION}: {remedy}"
+
+
 def _names_or_none(value: Any) -> tuple[str, ...] | None:
     return None if value is None else tuple(str(v) for v in value)
 
@@ -84,6 +118,11 @@ class FSIRConfig:
     |slice mean - mean| > ``ccmd_threshold`` in some slice (``ccmd_rule="threshold"``), or for the
     ``screen_size`` largest per slice (``"top_s"``, spec §4 REC); the server keeps a strict majority
     (``server_vote="majority"``, the paper) or the ``screen_size`` most-voted coordinates (``"top_s"``).
+    ``center``: ``"dp"`` (default) -- each client also releases its slice proportions n_h / n
+    (``center_share`` of its budget) and the server centres at the mean mu = sum_h M~[:, h] of the
+    merged slice means (free): M~_c = M~ - mu w~^T, Sigma~_c = Sigma~ - mu mu^T; a public vector --
+    subtracted from the rows before truncation, then the same DP correction; ``"none"`` -- data
+    assumed centred, no proportions released (the paper).
     """
 
     bound: "float | tuple[float, ...]" = attrs.field(converter=_bound)
@@ -106,6 +145,8 @@ class FSIRConfig:
     ccmd_rule: str = "threshold"
     server_vote: str = "majority"
     columns: tuple[str, ...] | None = attrs.field(default=None, converter=_names_or_none)
+    center: "str | tuple[float, ...]" = attrs.field(default="dp", converter=_center)
+    center_share: float = 0.1
 
     def __attrs_post_init__(self) -> None:
         values = np.atleast_1d(np.asarray(self.bound, dtype=float))
@@ -137,7 +178,7 @@ class FSIRConfig:
             raise ValidationError("ccmd_rule is 'threshold' or 'top_s'; server_vote is 'majority' or 'top_s'")
         if self.screening == "ccmd" and self.ccmd_rule == "threshold" and self.ccmd_threshold is None:
             raise ValidationError("ccmd screening with rule 'threshold' needs ccmd_threshold (t)")
-        for name in ("cov_share", "two_stage_share", "screen_share"):
+        for name in ("cov_share", "two_stage_share", "screen_share", "center_share"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
                 raise ValidationError(f"{name} must be a number in (0, 1), got {value!r}")
@@ -151,6 +192,26 @@ class FSIRConfig:
         s = self.screen_size
         if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
             raise ValidationError(f"screen_size must be a positive integer, got {s!r}")
+        if self.centred and d != "auto" and int(d) > self.n_slices - 1:
+            raise ValidationError(f"centred slice means span at most H - 1 = {self.n_slices - 1} directions; "
+                                  f"n_directions = {d} needs more slices (or center='none', the paper's uncentred form)")
+        if isinstance(self.center, tuple) and len(self.center) > 1:
+            width = len(self.columns) if self.columns is not None else (len(self.bound) if self.per_column else None)  # type: ignore[arg-type]
+            if width is not None and len(self.center) != width:
+                raise ValidationError(f"center has {len(self.center)} values for {width} columns")
+
+    @property
+    def centred(self) -> bool:
+        """The server centres at a DP mean (``center`` is 'dp' or a public vector): clients release proportions."""
+        return self.center != "none"
+
+    def public_center(self, p: int) -> np.ndarray:
+        """The public location subtracted from the rows (of the configuration's p columns) before truncation."""
+        if not isinstance(self.center, tuple):
+            return np.zeros(p)
+        if len(self.center) not in (1, p):
+            raise ValidationError(f"center has {len(self.center)} values for {p} columns")
+        return np.broadcast_to(np.asarray(self.center, dtype=float), (p,)).copy()
 
     @property
     def n_slices(self) -> int:
@@ -209,6 +270,7 @@ class FSIRConfig:
 
     def to_dict(self) -> dict[str, Any]:
         data = attrs.asdict(self)
+        data["center"] = list(self.center) if isinstance(self.center, tuple) else self.center
         if data["columns"] is None:
             del data["columns"]  # configurations without column names keep their earlier digest
         return data
@@ -222,8 +284,10 @@ class FSIRConfig:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValidationError(f"not an FSIR configuration ({exc.msg} at line {exc.lineno})") from None
-        if not isinstance(data, dict) or data.get("protocol") != PROTOCOL or data.get("version") != PROTOCOL_VERSION:
-            raise ValidationError("not an FSIR configuration of this protocol version")
+        if not isinstance(data, dict) or data.get("protocol") != PROTOCOL:
+            raise ValidationError("not an FSIR configuration")
+        if data.get("version") != PROTOCOL_VERSION:
+            raise ValidationError(_version_refusal("this FSIR configuration", data.get("version"), "recreate it with `privsdr fsir config`"))
         fields = {a.name for a in attrs.fields(cls)}
         config = data.get("config")
         if not isinstance(config, dict) or not set(config) <= fields or "bound" not in config:
@@ -235,7 +299,13 @@ class FSIRConfig:
             raise ValidationError(f"malformed FSIR configuration: {exc}") from None
 
     def digest(self) -> str:
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
+        return _digest(self)
+
+
+@functools.lru_cache(maxsize=64)
+def _digest(config: FSIRConfig) -> str:
+    """sha256 of the configuration's canonical JSON (cached: the server recomputes every client's plan)."""
+    return hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 @attrs.frozen(eq=False)
@@ -252,20 +322,21 @@ class ClientMessage:
     report_json: str
     votes: tuple[int, ...] | None = None
     active: tuple[int, ...] | None = None
+    proportions: np.ndarray | None = None
     protocol: str = PROTOCOL
     version: int = PROTOCOL_VERSION
 
     def to_bytes(self) -> bytes:
         meta = {k: getattr(self, k) for k in ("client_id", "config_digest", "n", "p", "n_slices", "report_json",
                                                "votes", "active", "protocol", "version")}
-        arrays = {k: getattr(self, k) for k in ("slice_means", "second_moment") if getattr(self, k) is not None}
+        arrays = {k: getattr(self, k) for k in ARRAYS if getattr(self, k) is not None}
         buffer = io.BytesIO()
         np.savez(buffer, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
         return buffer.getvalue()
 
     @classmethod
     def from_bytes(cls, data: bytes, source: str = "message") -> "ClientMessage":
-        """Read an upload strictly: every field present with its type, arrays 2-D and finite-typed."""
+        """Read an upload strictly: every field present with its type, float arrays (2-D; proportions 1-D)."""
         if not data.startswith(b"PK"):
             raise ValidationError(f"{source} is not a readable FSIR message (not an npz archive)")
         try:
@@ -273,8 +344,8 @@ class ClientMessage:
                 if "meta" not in archive.files:
                     raise ValueError("no 'meta' entry")
                 meta = json.loads(archive["meta"].tobytes().decode("utf-8"))
-                arrays = {k: archive[k] for k in ("slice_means", "second_moment") if k in archive.files}
-                extra = set(archive.files) - {"meta", "slice_means", "second_moment"}
+                arrays = {k: archive[k] for k in ARRAYS if k in archive.files}
+                extra = set(archive.files) - {"meta", *ARRAYS}
         except Exception as exc:  # noqa: BLE001 - any decoding failure is a bad message
             raise ValidationError(f"{source} is not a readable FSIR message ({type(exc).__name__}: {exc})") from None
         if not isinstance(meta, dict):
@@ -282,7 +353,7 @@ class ClientMessage:
         if meta.get("protocol") != PROTOCOL:
             raise ValidationError(f"{source} is not an FSIR message (protocol {meta.get('protocol')!r})")
         if meta.get("version") != PROTOCOL_VERSION:
-            raise ValidationError(f"{source}: FSIR protocol version {meta.get('version')!r} is not {PROTOCOL_VERSION}")
+            raise ValidationError(_version_refusal(source, meta.get("version"), "recompute the upload with this privsdr"))
         expected = {"client_id", "config_digest", "n", "p", "n_slices", "report_json", "votes", "active", "protocol", "version"}
         if set(meta) != expected or extra:
             raise ValidationError(f"{source}: unexpected or missing fields {sorted(set(meta) ^ expected | extra)}")
@@ -298,9 +369,11 @@ class ClientMessage:
                     raise ValidationError(f"{source}: {key} must be a list of column indices")
                 meta[key] = tuple(meta[key])
         for key, arr in arrays.items():
-            if arr.ndim != 2 or arr.dtype.kind != "f":
-                raise ValidationError(f"{source}: {key} must be a 2-D float array, got {arr.dtype} of shape {arr.shape}")
-        return cls(slice_means=arrays.get("slice_means"), second_moment=arrays.get("second_moment"), **meta)
+            ndim = 1 if key == "proportions" else 2
+            if arr.ndim != ndim or arr.dtype.kind != "f":
+                raise ValidationError(f"{source}: {key} must be a {ndim}-D float array, got {arr.dtype} of shape {arr.shape}")
+        return cls(slice_means=arrays.get("slice_means"), second_moment=arrays.get("second_moment"),
+                   proportions=arrays.get("proportions"), **meta)
 
     def save(self, path: "str | Path") -> None:
         atomic_write_bytes(path, self.to_bytes())
@@ -319,7 +392,7 @@ class ClientMessage:
         if self.slice_means is None and self.second_moment is None:
             return None
         h = hashlib.sha256()
-        for arr in (self.slice_means, self.second_moment):
+        for arr in (self.slice_means, self.second_moment, self.proportions):
             h.update(b"-" if arr is None else np.ascontiguousarray(arr, dtype=float).tobytes())
         return h.hexdigest()
 
@@ -339,6 +412,9 @@ def check_compatible(messages: Sequence[ClientMessage], config: FSIRConfig) -> N
     for m in messages:
         if not isinstance(m, ClientMessage):
             raise ValidationError(f"not a ClientMessage: {type(m).__name__}")
+        if m.protocol != PROTOCOL or m.version != PROTOCOL_VERSION:
+            raise ValidationError(_version_refusal(f"client {m.client_id!r}'s message", m.version, "recompute the upload with this privsdr")
+                                  if m.protocol == PROTOCOL else f"client {m.client_id!r}: not an FSIR message (protocol {m.protocol!r})")
         if not isinstance(m.client_id, str) or not _is_int(m.p) or not _is_int(m.n_slices):
             raise ValidationError(f"client {m.client_id!r}: malformed message (client_id, p, n_slices)")
         if m.config_digest != digest:
@@ -350,7 +426,13 @@ def check_compatible(messages: Sequence[ClientMessage], config: FSIRConfig) -> N
             raise ValidationError(f"client {m.client_id!r}: slice-mean matrix has shape {m.slice_means.shape}, not ({m.p}, {m.n_slices})")
         if m.second_moment is not None and m.second_moment.shape != (m.p, m.p):
             raise ValidationError(f"client {m.client_id!r}: second moment has shape {m.second_moment.shape}")
-        for arr in (m.slice_means, m.second_moment):
+        if m.proportions is not None and np.shape(m.proportions) != (m.n_slices,):
+            raise ValidationError(f"client {m.client_id!r}: slice proportions have shape {np.shape(m.proportions)}, not ({m.n_slices},)")
+        if m.slice_means is not None and (m.proportions is not None) != config.centred:
+            raise ValidationError(f"client {m.client_id!r}: " + ("no slice proportions, which this configuration (center "
+                                  f"{config.center!r}) needs to centre" if config.centred else
+                                  "slice proportions under a configuration that does not centre (center 'none')"))
+        for arr in (m.slice_means, m.second_moment, m.proportions):
             if arr is not None and not np.all(np.isfinite(arr)):
                 raise ValidationError(f"client {m.client_id!r} sent NaN or inf")
         if not _is_int(m.n) or m.n < 2 * config.n_slices:

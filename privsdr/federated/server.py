@@ -1,10 +1,14 @@
 """The FSIR server: merge client messages (post-processing only; spec fsir_000.md Algorithm 1).
 
-    Sigma~ = sum_k n_k Sigma~_k / N,   M~ = sum_k n_k M~_k / N,   U_d = top-d left singular vectors of M~,
-    beta~ = Sigma~^{-1} U_d   (a linear solve; Sigma~ optionally floored to be positive definite),
+    Sigma~ = sum_k n_k Sigma~_k / N,   M~ = sum_k n_k M~_k / N,   w~ = sum_k n_k w~_k / N,
+    centred (``config.center`` not 'none'):  mu~ = sum_h M~[:, h],  M~ <- M~ - mu~ w~^T,  Sigma~ <- Sigma~ - mu~ mu~^T,
+    U_d = top-d left singular vectors of M~,   beta~ = Sigma~^{-1} U_d
 
-and each direction scaled to unit length (the span, and each column's direction, are unchanged).
-Without noise this is exactly the pooled estimate: n_k M_k and n_k Sigma_k are sums over records.
+(a linear solve; Sigma~ optionally floored to be positive definite), each direction scaled to unit
+length (the span, and each column's direction, are unchanged). Column h of the centred M~ is
+w_h (m_h - mu), the centred slice mean weighted as in the paper, and Sigma~ - mu~ mu~^T the
+covariance: with the noise off the estimate no longer depends on where the data sit. Without noise
+this is exactly the pooled estimate: n_k M_k, n_k w_k and n_k Sigma_k are sums over records.
 Before merging, ``checks.check_messages`` refuses what public information contradicts (trust model
 in ``docs/algorithms/fsir.md``), and uncertified uploads unless ``allow_uncertified=True``.
 The guarantee per record is the max over clients of their own costs (parallel composition: every
@@ -20,6 +24,7 @@ import numpy as np
 from ..core import eigen_floor
 from ..errors import ValidationError
 from .checks import check_messages
+from .client import centred_slice_means
 from .protocol import ClientMessage, FSIRConfig
 
 
@@ -32,6 +37,8 @@ class FSIRResult:
     clients: tuple[str, ...]
     active: tuple[int, ...] | None
     privacy: dict[str, Any]
+    center: np.ndarray | None = None  #: where the rows were centred (all p columns): public centre + DP mean
+    mean: np.ndarray | None = None  #: the DP mean of the truncated rows (released columns; zeros for center='none')
 
 
 def majority_vote(messages: Sequence[ClientMessage], p: int, rule: str = "majority", size: int = 5) -> tuple[int, ...]:
@@ -48,13 +55,14 @@ def majority_vote(messages: Sequence[ClientMessage], p: int, rule: str = "majori
     return tuple(int(j) for j in np.flatnonzero(votes > len(messages) / 2))
 
 
-def privacy_summary(messages: Sequence[ClientMessage]) -> dict[str, Any]:
-    """Per-client costs and the per-record guarantee: the max over clients (parallel composition)."""
+def privacy_summary(messages: Sequence[ClientMessage], reports: Sequence[Any] | None = None) -> dict[str, Any]:
+    """Per-client costs and the per-record guarantee: the max over clients (parallel composition).
+    ``reports``: the messages' parsed reports, if the caller has them already."""
     per_client = {}
     statuses = []
-    for m in messages:
+    for i, m in enumerate(messages):
         try:
-            report = m.report
+            report = reports[i] if reports is not None else m.report
         except (ValueError, TypeError) as exc:
             raise ValidationError(f"client {m.client_id!r}: its privacy report is unreadable ({exc})") from None
         per_client[m.client_id] = {"epsilon": report.spent[0], "delta": report.spent[1], "status": report.status}
@@ -73,11 +81,17 @@ def merge(messages: Sequence[ClientMessage], config: FSIRConfig, *, n_directions
     """Merge the clients' uploads and estimate the SDR directions (unit-length columns)."""
     if any(not isinstance(m, ClientMessage) or m.slice_means is None or m.second_moment is None for m in messages):
         raise ValidationError("merge needs round-2 messages (slice means and second moments)")
-    check_messages(messages, config, allow_uncertified=allow_uncertified)
+    reports = check_messages(messages, config, allow_uncertified=allow_uncertified, reports=True)
     N = sum(m.n for m in messages)
     M = sum(m.n * m.slice_means for m in messages) / N
     S = sum(m.n * m.second_moment for m in messages) / N
     S = (S + S.T) / 2.0
+    mu = np.zeros(M.shape[0])
+    if config.centred:
+        w = sum(m.n * m.proportions for m in messages) / N
+        mu = M.sum(axis=1)
+        M = centred_slice_means(M, w)
+        S = S - np.outer(mu, mu)
     if psd_floor is not None:
         S = eigen_floor(S, psd_floor)
     U, s, _ = np.linalg.svd(M, full_matrices=False)
@@ -87,8 +101,10 @@ def merge(messages: Sequence[ClientMessage], config: FSIRConfig, *, n_directions
         gaps = np.concatenate([s, [0.0]])[:q] - np.concatenate([s, [0.0]])[1 : q + 1]
         d = int(np.argmax(gaps[: max(q - 1, 1)])) + 1
     d = int(d)
-    if not 1 <= d <= min(M.shape):
-        raise ValidationError(f"cannot estimate {d} directions from a {M.shape} slice-mean matrix")
+    rank = min(M.shape[0], M.shape[1] - 1 if config.centred else M.shape[1])  # centred columns sum to ~0
+    if not 1 <= d <= rank:
+        raise ValidationError(f"cannot estimate {d} directions from a {M.shape} slice-mean matrix"
+                              + (" once centred (rank <= H - 1)" if config.centred else ""))
     try:
         beta = np.linalg.solve(S, U[:, :d])
     except np.linalg.LinAlgError:
@@ -98,8 +114,15 @@ def merge(messages: Sequence[ClientMessage], config: FSIRConfig, *, n_directions
         raise ValidationError("the merged estimate has a zero or non-finite direction; pass psd_floor= (post-processing)")
     beta = beta / norms
     active = messages[0].active
+    width = p_original or (max(active) + 1 if active is not None else M.shape[0])
+    if isinstance(config.center, tuple) and len(config.center) > 1:
+        width = len(config.center)
+    center = config.public_center(width)
     if active is not None:
-        full = np.zeros((p_original or max(active) + 1, d))
+        full = np.zeros((width, d))
         full[list(active)] = beta
         beta = full
-    return FSIRResult(beta, d, s, N, tuple(m.client_id for m in messages), active, privacy_summary(messages))
+        center[list(active)] += mu
+    else:
+        center = center + mu
+    return FSIRResult(beta, d, s, N, tuple(m.client_id for m in messages), active, privacy_summary(messages, reports), center, mu)
