@@ -30,10 +30,15 @@ def iter_chunks(n: int, chunk_rows: int = CHUNK_ROWS) -> Iterator[slice]:
         yield slice(start, min(n, start + chunk_rows))
 
 
-def clip_rows(X: np.ndarray, center: np.ndarray, bound: np.ndarray) -> np.ndarray:
-    """A clipped copy of X - center: coordinate j in [-bound_j, bound_j]."""
-    out = np.subtract(X, center, dtype=float)
-    np.clip(out, -bound, bound, out=out)
+def clip_rows(X: np.ndarray, center: np.ndarray, bound: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """A clipped copy of X - center: coordinate j in [-bound_j, bound_j] (into ``out`` when given)."""
+    if out is None:
+        out = np.empty(X.shape)
+    if np.any(center):
+        np.subtract(X, center, out=out)
+        np.clip(out, -bound, bound, out=out)
+    else:
+        np.clip(X, -bound, bound, out=out)
     return out
 
 
@@ -44,8 +49,9 @@ def clipped_sufficient_sums(
     n, p = X.shape
     sums = np.zeros((p, n_slices))
     xtx = np.zeros((p, p))
+    buffer = np.empty((min(n, chunk_rows), p))
     for rows in iter_chunks(n, chunk_rows):
-        Xc = clip_rows(X[rows], center, bound)
+        Xc = clip_rows(X[rows], center, bound, out=buffer[: rows.stop - rows.start])
         onehot = np.zeros((Xc.shape[0], n_slices))
         onehot[np.arange(Xc.shape[0]), labels[rows]] = 1.0
         sums += Xc.T @ onehot

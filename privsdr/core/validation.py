@@ -27,7 +27,11 @@ def as_real_array(X: Any, name: str = "X") -> np.ndarray:
             raise TypeError(f"{name} must be numeric (real numbers only), found {type(bad).__name__} {bad!r}")
     elif kind not in "iuf":
         raise TypeError(f"{name} must be numeric (real numbers), got {arr.dtype} values (strings are not converted)")
-    return arr.astype(float)
+    out = arr.astype(float, copy=False)
+    if out is arr or np.shares_memory(out, arr):
+        out = out.view()  # the caller's own float64 data: no copy, and nothing of ours may write to it
+        out.flags.writeable = False
+    return out
 
 
 def check_matrix(X: Any, name: str = "X", min_rows: int = 1, min_cols: int = 1) -> np.ndarray:
@@ -39,7 +43,7 @@ def check_matrix(X: Any, name: str = "X", min_rows: int = 1, min_cols: int = 1) 
         raise ValueError(f"{name} needs at least {min_rows} rows, got {arr.shape[0]}")
     if arr.shape[1] < min_cols:
         raise ValueError(f"{name} needs at least {min_cols} columns, got {arr.shape[1]}")
-    if not np.all(np.isfinite(arr)):
+    if arr.size and not (np.isfinite(arr.min()) and np.isfinite(arr.max())):  # NaN propagates through min/max
         raise ValueError(f"{name} contains NaN or inf")
     return arr
 
