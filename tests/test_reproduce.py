@@ -13,7 +13,8 @@ def test_list_names_every_reproduction():
     assert out.returncode == 0 and "dpsir-table1" in out.stdout and "fsir-table4" in out.stdout
     assert set(REPRODUCTIONS) == {"dpsir-table1", "dpsir-table2", "fsir-table1", "fsir-table2", "fsir-table3", "fsir-table4",
                                   "fsir-figure2", "fsir-figure3", "fsir-flights", "dpbcd-table1", "dpbcd-table2", "dpbcd-table5",
-                                  "dpbcd-forestfires", "dpbcd-productivity"}
+                                  "dpbcd-forestfires", "dpbcd-productivity",
+                                  "pride-table1", "pride-table-d2", "pride-figure4"}
 
 
 def test_paper_values_are_the_published_ones():

@@ -1,9 +1,11 @@
 """Synthetic data for demos and tests, the papers' simulation models, and CSV loading."""
 from .fsir_models import FSIR_D, FSIR_MODELS, fsir_coefficients, fsir_model
+from .pride_models import PRIDEData, climate_standin, design_statistics, pride_simulation
 from .sir_models import MODELS, TRUE_K, band_covariance, sir_model
 from .synthetic import gaussian_rows
 from .tables import csv_header, load_csv
 from .vertical import VerticalData, dpbcd_synthetic, forest_fires, garment_productivity
 
 __all__ = ["FSIR_D", "FSIR_MODELS", "fsir_coefficients", "fsir_model", "MODELS", "TRUE_K", "band_covariance", "gaussian_rows",
-           "csv_header", "load_csv", "sir_model", "VerticalData", "dpbcd_synthetic", "forest_fires", "garment_productivity"]
+           "csv_header", "load_csv", "sir_model", "VerticalData", "dpbcd_synthetic", "forest_fires", "garment_productivity",
+           "PRIDEData", "climate_standin", "design_statistics", "pride_simulation"]
