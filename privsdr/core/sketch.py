@@ -11,8 +11,8 @@ matrix of order tau' scaled by 1/sqrt(tau') (H H^T = I), D = diag(d) with Radema
 selects tau_subs distinct columns uniformly at random. Contract (tested for every seed): every entry
 of Pi is +-1/sqrt(tau_subs), so every row has L2 norm exactly 1, i.e. the L2 sensitivity
 w2(Pi) = max_i ||Pi[i, :]|| = 1; Pi_full^T Pi_full = (tau'/tau_subs) I; ||Pi||_2 <= sqrt(tau'/tau_subs);
-E[Pi Pi^T] = I_tau. ``SRHT.apply`` computes X Pi in O(n tau' log tau') with the butterfly
-transform ``fwht`` and never forms Pi; ``SRHT.matrix`` forms it (for checks and the dense baseline).
+E[Pi Pi^T] = I_tau. ``SRHT.apply`` computes X Pi in O(n tau' log tau') with a pruned butterfly
+transform (``fwht`` is the full one) and never forms Pi; ``SRHT.matrix`` forms it (for checks and the dense baseline).
 Pi depends only on (tau, tau_subs, seed), never on data.
 """
 from __future__ import annotations
@@ -31,11 +31,13 @@ def next_power_of_two(m: int) -> int:
     return 1 << (int(m) - 1).bit_length()
 
 
-def _butterflies(Y: np.ndarray) -> None:
-    """In place: the unnormalised Walsh-Hadamard transform of every column of the C-ordered m x c array Y."""
+def _butterflies(Y: np.ndarray, levels: int | None = None) -> None:
+    """In place: the unnormalised Walsh-Hadamard transform of every column of the C-ordered m x c array Y
+    (or its first ``levels`` butterfly levels: the transform of every block of 2^levels rows)."""
     m, c = Y.shape
     h = 1
-    while h < m:
+    top_h = m if levels is None else 1 << levels
+    while h < top_h:
         blocks = Y.reshape(m // (2 * h), 2, h * c)
         top, bottom = blocks[:, 0, :], blocks[:, 1, :]
         diff = top - bottom
@@ -128,15 +130,37 @@ class SRHT:
         """||Pi||_2 <= ||Pi_full||_2 = sqrt(tau'/tau_subs) (orthogonal columns of that norm)."""
         return math.sqrt(self.padded_dim / self.sketch_dim)
 
+    def _split(self) -> int:
+        """a = 2^r of the pruned transform H_tau' = H_a (x) H_b: the first log2(b) butterfly levels run on
+        every row, the last log2(a) only for the tau_subs selected outputs (a dense tau_subs x a block of
+        H_a). r minimises 2 tau' log2(b) + tau_subs a, so the cost stays O(n tau' log tau')."""
+        m, levels = self.padded_dim, self.padded_dim.bit_length() - 1
+        return min(range(levels + 1), key=lambda r: 2 * m * (levels - r) + self.sketch_dim * (1 << r))
+
     def apply(self, X: np.ndarray) -> np.ndarray:
-        """X Pi (n x tau_subs) by the fast transform: sqrt(tau'/tau_subs) (pad(X) D H / sqrt(tau'))[:, S]."""
+        """X Pi (n x tau_subs) without forming Pi: sqrt(tau'/tau_subs) (pad(X) D H / sqrt(tau'))[:, S], by the
+        pruned fast transform (``_split``), column chunks of about 4 MB at a time."""
+        from scipy.linalg import hadamard
+
         X = np.asarray(X, dtype=float)
         if X.ndim != 2 or X.shape[1] != self.n_features:
             raise ValueError(f"X must have {self.n_features} columns, got shape {X.shape}")
-        padded = np.zeros((self.padded_dim, X.shape[0]))
-        padded[: self.n_features] = X.T * self.signs[: self.n_features, None]
-        transformed = fwht_columns(padded)
-        return transformed[self.columns].T / math.sqrt(self.sketch_dim)
+        m, levels = self.padded_dim, self.padded_dim.bit_length() - 1
+        r = self._split()
+        a, b = 1 << r, m >> r
+        outer, inner = self.columns // b, self.columns % b
+        H_a = hadamard(a).astype(float)[outer] if a > 1 else np.ones((self.sketch_dim, 1))
+        n = X.shape[0]
+        out = np.empty((self.sketch_dim, n))
+        chunk = max(8, CHUNK_BYTES // (8 * m))
+        signs = self.signs[: self.n_features, None]
+        for start in range(0, n, chunk):
+            block = X[start:start + chunk]
+            Y = np.zeros((m, block.shape[0]))
+            Y[: self.n_features] = block.T * signs
+            _butterflies(Y, levels - r)  # H_b on every block of b rows
+            out[:, start:start + chunk] = np.einsum("sa,asc->sc", H_a, Y.reshape(a, b, -1)[:, inner, :])  # H_a, selected rows only
+        return out.T / math.sqrt(self.sketch_dim)
 
     def full_matrix(self) -> np.ndarray:
         """Pi_full (tau' x tau_subs), formed densely from scipy's Hadamard matrix (an independent path)."""

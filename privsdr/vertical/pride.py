@@ -439,7 +439,7 @@ class PRIDEProtocol(VerticalProtocol):
             out, spec = tickets[node].release(value)
         meta = {"noise_sd": float(spec.scale), "sketch_dim": int(srht.sketch_dim), "calibration": spec.calibration,
                 "noise_multiplier": float(spec.noise_multiplier)}
-        new_state = {**state, "noise_sd": float(spec.scale)}
+        new_state = {**state, "noise_sd": float(spec.scale), "design": D}  # the party's own design, kept for its fit
         return ActionResult(new_state, {node: (out, spec)}, (Outgoing("sketch", state["others"], {"sketch": out}, meta, (node,)),))
 
     def _view(self, party: Party, state: Any, inbox: Mapping[str, PartyMessage]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
@@ -455,14 +455,20 @@ class PRIDEProtocol(VerticalProtocol):
             variances.append(np.full(Z.shape[1], float(message.meta["noise_sd"]) ** 2))
         Z = np.hstack(blocks)
         noise_var = np.concatenate(variances) if self.config.bias_correction else None
-        return self.design(party), Z, self.response(party), noise_var
+        return self._design_of(party, state), Z, self.response(party), noise_var
+
+    def _design_of(self, party: Party, state: Any) -> np.ndarray:
+        """The design this party sketched (kept in its state), or computed anew (e.g. when an action is probed alone)."""
+        D = state.get("design")
+        return D if D is not None and D.shape == party.X.shape else self.design(party)
 
     def _folds(self, n: int) -> tuple[np.ndarray, ...]:
         return kfold(n, self.config.n_folds, self.config.cv_seed)
 
     def _finish_fit(self, state: Any, view: LocalDesign, y: np.ndarray, noise_var: Any, lam: float, cv_mse: Any = None) -> dict[str, Any]:
         fit = view.fit(y, ridge_alpha(lam, len(y), self.config.loss_scale), noise_var)
-        return {**state, "coef": fit.coef, "sketch_coef": fit.sketch_coef, "lam": float(lam), "cv_mse": cv_mse,
+        kept = {k: v for k, v in state.items() if k not in ("design", "sketches")}  # the heavy arrays are not needed any more
+        return {**kept, "coef": fit.coef, "sketch_coef": fit.sketch_coef, "lam": float(lam), "cv_mse": cv_mse,
                 "clipped_eigenvalues": fit.clipped_eigenvalues}
 
     def _fit(self, party: Party, state: Any, inbox: Mapping[str, PartyMessage]) -> ActionResult:
@@ -492,7 +498,7 @@ class PRIDEProtocol(VerticalProtocol):
         return ActionResult({**state, "own_predictions": path.raw, "sketches": Z, "noise_var": noise_var}, {node: (out, spec)}, (message,))
 
     def _refit(self, party: Party, state: Any, inbox: Mapping[str, PartyMessage]) -> ActionResult:
-        D, y, Z, noise_var = self.design(party), self.response(party), state["sketches"], state["noise_var"]
+        D, y, Z, noise_var = self._design_of(party, state), self.response(party), state["sketches"], state["noise_var"]
         grid = self.global_lambdas(state)
         total = np.array(state["own_predictions"], copy=True)
         for message in inbox.values():
