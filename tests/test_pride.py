@@ -112,6 +112,12 @@ def test_probe_the_sketch_under_the_entry_relation(calibration):
     diff = value(X1) - value(X0)
     others = np.delete(diff, 5, axis=0)
     assert np.allclose(others, others[0], atol=1e-12) and np.linalg.norm(diff[5] - others[0]) == pytest.approx(2.0, rel=1e-9)
+    # without centring (spec oracle 6 exactly): only row i moves, by theta_k Pi[j, :] (norm theta_k)
+    raw = PRIDEConfig(mode="certified", sketch_dim=4, bounds={"a": (LO, HI), "b": (-3.0, 2.0)}, lam=1.0, center=False)
+    protocol, plan, action, state = sketch_setup(raw)
+    d = (capture_releases(protocol, plan, action, Party("a", X1, np.zeros(40)), state, {})[node][0]
+         - capture_releases(protocol, plan, action, Party("a", X0, np.zeros(40)), state, {})[node][0])
+    assert np.count_nonzero(np.abs(d).sum(axis=1) > 1e-12) == 1 and np.linalg.norm(d[5]) == pytest.approx(2.0, rel=1e-12)
 
 
 def test_probe_the_sketch_under_the_row_relation():
@@ -185,6 +191,10 @@ def test_the_paper_calibration_at_eps_1_delta_005_audits_far_below_its_claim():
         ok, claim, _, spec = entry_audit(config, D0, D1, budget=Budget(1.0, 0.05), samples=20000)
     assert spec.noise_multiplier == pytest.approx(2.5701, abs=1e-4)
     assert claim.epsilon == pytest.approx(0.33, abs=0.01) and ok.passed and ok.epsilon_lower < 0.5, ok.summary()
+    with warnings.catch_warnings():  # the spec's negative control: sigma / 10 (mu ~ 3.9, exact eps(0.05) ~ 13)
+        warnings.simplefilter("ignore", LargeDeltaWarning)
+        bad, _, _, _ = entry_audit(config, D0, D1, budget=Budget(1.0, 0.05), samples=3000, scale=0.1)
+    assert not bad.passed and bad.epsilon_lower > 1.0, bad.summary()
 
 
 def adversarial_outlier_pair(n=200, widths=(8, 5), outlier=1e3):
