@@ -14,8 +14,8 @@ from privsdr import Budget, BudgetExceededError, Ledger, PRIDERegressor, Uncerti
 from privsdr.accounting import make_accountant
 from privsdr.audit import GDP, ApproxDP, audit, probe_sensitivity
 from privsdr.core import dual_loco, naive_block_ridge, ridge_alpha, sketches, split_columns
-from privsdr.mechanisms import Sensitivity, gaussian_noise_multiplier
-from privsdr.vertical import LargeDeltaWarning, Layout, Party, PartyInfo, PRIDEConfig, PRIDEProtocol, message_id
+from privsdr.mechanisms import gaussian_noise_multiplier
+from privsdr.vertical import LargeDeltaWarning, Layout, Party, PartyInfo, PRIDEConfig, PRIDEProtocol
 from privsdr.vertical.probe import capture_releases, noisy_release
 
 LO, HI = -1.0, 1.0

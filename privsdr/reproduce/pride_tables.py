@@ -14,7 +14,6 @@
 """
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 from typing import Any
