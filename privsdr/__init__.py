@@ -9,7 +9,7 @@ from .accounting import Budget, Cost, Ledger, Relation, Scope, Status
 from .accounting.accountants import ACCOUNTANT_NAMES
 from .algorithms import DPPLS, DPSIR, DPMeanCovariance, DPSparsePCA, SparseDPSIR
 from .federated import FederatedSIR
-from .vertical import DPBCDRegression
+from .vertical import DPBCDRegression, PRIDERegressor
 from .errors import (
     BudgetExceededError,
     NoiseDominatesWarning,
@@ -42,6 +42,7 @@ __all__ = [
     "NotIdentifiedWarning",
     "Plan",
     "PlanError",
+    "PRIDERegressor",
     "PrivacyReport",
     "PrivsdrError",
     "Relation",

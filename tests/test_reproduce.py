@@ -14,7 +14,8 @@ def test_list_names_every_reproduction():
     assert set(REPRODUCTIONS) == {"dpsir-table1", "dpsir-table2", "fsir-table1", "fsir-table2", "fsir-table3", "fsir-table4",
                                   "fsir-figure2", "fsir-figure3", "fsir-flights", "dpbcd-table1", "dpbcd-table2", "dpbcd-table5",
                                   "dpbcd-forestfires", "dpbcd-productivity",
-                                  "edpls-figure3", "edpls-figure4", "edpls-figure5", "edpls-attack"}
+                                  "edpls-figure3", "edpls-figure4", "edpls-figure5", "edpls-attack",
+                                  "pride-table1", "pride-table-d2", "pride-figure4"}
 
 
 def test_paper_values_are_the_published_ones():

@@ -1,6 +1,6 @@
 """The ``privsdr`` command. ``privsdr --help`` and ``privsdr COMMAND --help`` explain each part.
 
-One module per command (``demo``, ``fit``, ``transform``, ``ledger``, ``fsir``, ``vertical``, ``reproduce``,
+One module per command (``demo``, ``fit``, ``transform``, ``ledger``, ``fsir``, ``vertical``, ``pride``, ``reproduce``,
 ``report``, ``audit``); each exposes ``add_parser(subparsers)`` and checks every input and output
 before it spends anything (``_common``). ``main`` maps exceptions to one-line messages and exit
 codes: 0 ok, 1 an audit or verification failed, 2 bad input, 3 refused for lack of budget (nothing
@@ -17,12 +17,12 @@ from typing import Any, Sequence
 
 from .. import __version__
 from ..errors import BudgetExceededError, PrivsdrError, UncertifiedPlanError
-from . import audit, demo, fit, fsir, ledger, report, reproduce, transform, vertical
+from . import audit, demo, fit, fsir, ledger, pride, report, reproduce, transform, vertical
 from ._common import EXIT_ERROR, EXIT_FAILED, EXIT_REFUSED, FORMATTER, Parser
 
 __all__ = ["EXIT_ERROR", "EXIT_FAILED", "EXIT_REFUSED", "build_parser", "main"]
 
-COMMANDS = (demo, fit, transform, ledger, fsir, vertical, reproduce, report, audit)
+COMMANDS = (demo, fit, transform, ledger, fsir, vertical, pride, reproduce, report, audit)
 
 OVERVIEW = """\
 privsdr fits differentially private estimators under a declared (epsilon, delta) budget and

@@ -13,7 +13,10 @@ from .bcd import (
     provable_sse_bound,
     r_squared,
 )
+from .loco import dual_loco, naive_block_ridge, party_sketch, pride_error_bound, sketches, split_columns
 from .gradient import batch_terms, batches, eigen_floor, pca_update, project_columns, sir_update
+from .ridge import CVPath, LocalDesign, LocalFit, cv_path, default_lambdas, kfold, local_ridge, ridge, ridge_alpha, top_eigenvalue
+from .sketch import SRHT, fwht, fwht_columns, next_power_of_two, row_norm_sensitivity
 from .moments import clip_rows_l2, mean, nearest_psd, second_moment
 from .pls import (
     KernelPLS1,

@@ -8,6 +8,8 @@
 * ``analytic``:   the smallest multiplier whose exact profile meets (eps, delta) (Balle & Wang 2018).
 * discrete Gaussian (``sampler="secure"``): z = 1 / sqrt(2 rho) with rho the largest zCDP parameter whose
   conversion (CKS20 Prop. 12) meets (eps, delta) -- 5-10% more noise than ``analytic``.
+* ``kenthapadi``: sqrt(2 (ln(1/(2 delta)) + eps)) / eps (Kenthapadi et al. 2013, PRIDE's Theorem 1,
+  spec pride_004.md A2; needs delta < 1/2). Conservative: the exact profile at it is far below delta.
 * MOD-SULQ (Chaudhuri et al. 2012, FSIR Lemma 1) for a second-moment matrix of n records with
   ``||x|| <= 1``: sigma = (p+1)/(n eps) sqrt(2 log((p^2+p)/(2 sqrt(2 pi) delta))) + 1/(n sqrt(eps)).
 """
@@ -19,7 +21,7 @@ from ..accounting.gaussian import analytic_noise_multiplier
 from ..accounting.rounding import div_up
 from ..accounting.zcdp import zcdp_epsilon, zcdp_rho_for
 
-GAUSSIAN_CALIBRATIONS = ("classical", "thm3_exact", "paper_approx", "analytic")
+GAUSSIAN_CALIBRATIONS = ("classical", "thm3_exact", "paper_approx", "analytic", "kenthapadi")
 
 
 def _check(epsilon: float, delta: float) -> None:
@@ -41,6 +43,10 @@ def gaussian_noise_multiplier(epsilon: float, delta: float, calibration: str = "
         return math.sqrt(2.0 * math.log(2.0 / delta)) / epsilon
     if calibration == "analytic":
         return analytic_noise_multiplier(epsilon, delta)
+    if calibration == "kenthapadi":
+        if not delta < 0.5:
+            raise ValueError(f"the Kenthapadi calibration needs delta < 1/2, got {delta}")
+        return math.sqrt(2.0 * (math.log(1.0 / (2.0 * delta)) + epsilon)) / epsilon
     raise ValueError(f"unknown Gaussian calibration {calibration!r}; expected one of {GAUSSIAN_CALIBRATIONS}")
 
 

@@ -1,11 +1,13 @@
 """Vertically partitioned data: parties hold different columns of the same people (issue 13).
 
 The party layer (``layout``, ``messages``, ``engine``) runs any protocol whose every message is a
-plan node's release or post-processing of one; DP-BCD (``dpbcd``) is the first protocol on it.
+plan node's release or post-processing of one; DP-BCD (``dpbcd``) is the first protocol on it, PRIDE (``pride``, issue 14) the second.
 """
 from .dpbcd import DPBCDConfig, DPBCDProtocol, DPBCDResult
 from .dpbcd_steps import DegenerateResidualError
 from .estimator import DPBCDRegression
+from .pride import LargeDeltaWarning, PRIDEConfig, PRIDEProtocol, PRIDEResult
+from .pride_estimator import PRIDERegressor
 from .engine import (
     Action,
     ActionResult,

@@ -1,0 +1,241 @@
+"""``privsdr pride config|party|fit``: PRIDE among parties that hold different columns of the same people.
+
+``config`` writes the shared public configuration (protocol, budget, layout); ``party`` runs one party
+from its own CSV, exchanging messages with the others through a shared folder (``run_party``);
+``fit`` simulates every party in one process. A party whose CSV has the ``--target`` column holds y
+and estimates its coefficients; the others only send their sketch.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ..accounting import Budget, Ledger
+from ..accounting.accountants import ACCOUNTANT_NAMES
+from ..errors import ValidationError
+from ._common import FORMATTER, Parser, write_report
+from .vertical import _load_party, _print_coefficients
+
+SHARED = "privsdr.pride-run"
+
+
+def _parse_bounds(values: list[str] | None) -> Any:
+    """``LO HI`` for every column of every party, or ``alice=LO:HI bob=LO:HI``, or ``@FILE.json``
+    ({party: {"lo": [...], "hi": [...]}} with one number per column)."""
+    if not values:
+        return None
+    if len(values) == 1 and values[0].startswith("@"):
+        try:
+            return json.loads(Path(values[0][1:]).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValidationError(f"--bounds {values[0]}: {exc}") from None
+    if len(values) == 2 and all("=" not in v for v in values):
+        return (float(values[0]), float(values[1]))
+    out = {}
+    for item in values:
+        name, sep, rng = item.partition("=")
+        lo, colon, hi = rng.partition(":")
+        if not sep or not colon:
+            raise ValidationError(f"--bounds takes LO HI, NAME=LO:HI ... or @FILE.json, got {item!r}")
+        out[name] = (float(lo), float(hi))
+    return out
+
+
+def _sketch_dim(value: str) -> Any:
+    if value == "full":
+        return "full"
+    number = float(value)
+    return int(number) if number >= 1 and number == int(number) else number
+
+
+def _config_from_args(args: argparse.Namespace) -> Any:
+    from ..vertical import PRIDEConfig
+
+    return PRIDEConfig(mode=args.mode, sketch_dim=_sketch_dim(args.sketch_dim), relation=args.relation, calibration=args.calibration,
+                       bounds=_parse_bounds(args.bounds), lam=args.lam, cv=args.cv, lambdas=args.lambdas, n_folds=args.n_folds,
+                       loss_scale=args.loss_scale, bias_correction=args.bias_correction, sketch_seed=args.sketch_seed)
+
+
+def _budget(mode: str, epsilon: float | None, delta: float | None) -> Budget:
+    if mode == "none":
+        return Budget.infinite()
+    if epsilon is None:
+        raise ValidationError("--epsilon is required (every party's sketch is (epsilon, delta)-DP under the entry relation)")
+    return Budget(epsilon, delta if delta is not None else (0.05 if mode == "paper" else 1e-6))
+
+
+def _layout(specs: list[str], rows: int | None, labels: list[str] | None) -> Any:
+    from ..vertical import Layout, PartyInfo
+
+    if rows is None:
+        raise ValidationError("--rows N is required with --party (the number of aligned rows, public)")
+    named = []
+    for item in specs:
+        name, sep, width = item.partition("=")
+        if not sep:
+            raise ValidationError(f"--party takes NAME=N_COLUMNS, got {item!r}")
+        named.append((name, int(width)))
+    holders = set(labels) if labels else {name for name, _ in named}
+    unknown = sorted(holders - {name for name, _ in named})
+    if unknown:
+        raise ValidationError(f"--label names unknown parties {unknown}")
+    return Layout(int(rows), tuple(PartyInfo(name, width, name in holders) for name, width in named))
+
+
+def _config(args: argparse.Namespace) -> int:
+    from ..vertical import PRIDEProtocol
+
+    config = _config_from_args(args)
+    budget = _budget(args.mode, args.epsilon, args.delta)
+    layout = _layout(args.party, args.rows, args.label) if args.party else None
+    if layout is not None:
+        PRIDEProtocol(config).build_plan(layout, budget)  # every public rule checked now, not at the parties
+    shared = {"format": SHARED, "config": json.loads(config.to_json()), "accountant": args.accountant,
+              "budget": None if budget.is_infinite else {"epsilon": budget.epsilon, "delta": budget.delta},
+              "layout": None if layout is None else layout.to_dict()}
+    Path(args.out).write_text(json.dumps(shared, indent=2))
+    print(f"wrote {args.out}: give it to every party (mode {config.mode}, relation {config.relation}, cv {config.cv_mode})")
+    return 0
+
+
+def _read_shared(path: str) -> tuple[Any, Budget, str, Any]:
+    from ..vertical import Layout, PRIDEConfig
+
+    try:
+        shared = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValidationError(f"not a privsdr PRIDE configuration: {exc}") from None
+    if not isinstance(shared, dict) or shared.get("format") != SHARED:
+        raise ValidationError(f"{path} is not a privsdr PRIDE configuration (write one with `privsdr pride config`)")
+    config = PRIDEConfig.from_json(json.dumps(shared["config"]))
+    budget = Budget.infinite() if shared["budget"] is None else Budget(shared["budget"]["epsilon"], shared["budget"]["delta"])
+    layout = None if shared.get("layout") is None else Layout.from_dict(shared["layout"])
+    return config, budget, shared.get("accountant", "best"), layout
+
+
+def _estimates(result: Any, as_json: bool, layout: Any, extra: dict[str, Any], own: Any = None) -> None:
+    blocks = {k: v for k, v in result.coef_blocks.items()}
+    if as_json:
+        print(json.dumps({"coefficients": {k: v.tolist() for k, v in blocks.items()}, "lambda": dict(result.lambdas),
+                          "noise_sd": dict(result.noise_sd), **extra}, indent=2, default=str))
+        return
+    if not blocks:
+        print("this party holds no y: it only sent its sketch")
+        return
+    shown = type(layout)(layout.n_rows, tuple(p for p in layout.parties if p.name in blocks))
+    _print_coefficients(shown, blocks, False, {}, own)
+    print("lambda: " + ", ".join(f"{k} {v:.4g}" for k, v in result.lambdas.items()))
+
+
+def _party(args: argparse.Namespace) -> int:
+    from ..vertical import PRIDEProtocol, format_revealed, run_party
+
+    config, budget, accountant, layout = _read_shared(args.config)
+    if layout is None:
+        raise ValidationError("the configuration has no layout: write it with `privsdr pride config ... --party NAME=N ... --rows N`")
+    party = _load_party(args.name, args.data, args.target, args.columns)
+    ledger = Ledger.open(args.journal) if args.journal else None
+    outcome = run_party(PRIDEProtocol(config), party, layout, budget, args.mailbox, ledger=ledger, accountant=accountant,
+                        allow_uncertified=args.allow_uncertified)
+    revealed = {"revealed": [{"stage": m.stage, "from": m.sender, "to": list(m.recipients), "kind": m.kind, "message": m.id,
+                              "nodes": list(m.nodes), "status": m.meta.get("status") or (m.report.status if m.report_json else "post-processing"),
+                              "arrays": {k: list(v.shape) for k, v in m.arrays.items()}, "payload_bytes": m.payload_bytes}
+                             for m in outcome.sent]}
+    if not args.json:
+        print(outcome.report.summary())
+        print("\nwhat this party sent:\n" + format_revealed(revealed))
+        print("\nthis party's estimate (never sent):")
+    _estimates(outcome.result, args.json, layout, {"party": args.name, "report": outcome.report.to_dict()}, party)
+    write_report(outcome.report, args.report)
+    return 0
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from ..vertical import PRIDEProtocol, format_revealed, per_record_line, run_protocol
+
+    config, budget, accountant, _ = _read_shared(args.config)
+    parties = []
+    for item in args.data:
+        name, sep, path = item.partition("=")
+        if not sep:
+            raise ValidationError(f"--data takes NAME=FILE.csv, got {item!r}")
+        parties.append(_load_party(name, path, args.target))
+    outcome = run_protocol(PRIDEProtocol(config), parties, budget, accountant=accountant, random_state=args.seed,
+                           allow_uncertified=args.allow_uncertified)
+    if not args.json:
+        print(per_record_line(outcome.privacy))
+        print("\nwhat each party revealed to whom:\n" + format_revealed(outcome.privacy))
+        for name, report in outcome.reports.items():
+            print(f"\n[{name}] {report.status_line}")
+        print("\neach estimating party's coefficients (each computed by its owner, never sent):")
+    _estimates(outcome.result, args.json, outcome.layout, {"privacy": outcome.privacy})
+    if args.report_dir:
+        out = Path(args.report_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, report in outcome.reports.items():
+            write_report(report, str(out / f"{name}.html"))
+        (out / "protocol.json").write_text(json.dumps(outcome.privacy, indent=2, default=str))
+    return 0
+
+
+def _protocol_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--mode", choices=("certified", "paper", "none"), default="certified")
+    p.add_argument("--epsilon", type=float, default=None, help="each party's sketch is (epsilon, delta)-DP (entry relation)")
+    p.add_argument("--delta", type=float, default=None, help="default 1e-6 (paper mode: 0.05, the paper's)")
+    p.add_argument("--accountant", choices=ACCOUNTANT_NAMES, default="best")
+    p.add_argument("--bounds", nargs="+", default=None,
+                   help="certified: public column ranges: LO HI (every column), NAME=LO:HI ..., or @FILE.json (one range per column)")
+    p.add_argument("--sketch-dim", default="0.2", help="tau_subs: a fraction of each block's width, an integer, or 'full' (default 0.2)")
+    p.add_argument("--relation", choices=("entry", "row"), default="entry", help="entry: S-DP (default); row: one person's whole row")
+    p.add_argument("--calibration", choices=("analytic", "kenthapadi"), default=None,
+                   help="default: analytic (certified), kenthapadi (paper)")
+    p.add_argument("--lam", type=float, default=None, help="a fixed ridge lambda (otherwise chosen by --cv)")
+    p.add_argument("--cv", choices=("local", "global"), default=None,
+                   help="local (default without --lam): each party on its own view, free; global: held-out predictions are "
+                   "exchanged (not private, needs --allow-uncertified)")
+    p.add_argument("--lambdas", type=float, nargs="+", default=None, help="the CV grid (default: a log grid)")
+    p.add_argument("--n-folds", type=int, default=5)
+    p.add_argument("--loss-scale", choices=("half", "paper_eq1"), default="half")
+    p.add_argument("--bias-correction", action="store_true", help="errors-in-variables correction (A9.2, beyond the paper)")
+    p.add_argument("--sketch-seed", type=int, default=0, help="public seed of the parties' SRHTs (default 0)")
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    pride = sub.add_parser("pride", formatter_class=FORMATTER,
+                           help="PRIDE ridge regression among parties holding different columns of the same rows",
+                           description="Parties hold column blocks of the same N aligned rows. Each sends one perturbed random sketch "
+                           "of its block to the others (S-DP: one attribute value of one person is protected); each party that holds "
+                           "y fits ridge on its own columns plus the others' sketches and keeps its own coefficients. `pride config` "
+                           "writes the shared public configuration; `pride party` runs one party from its own CSV through a shared "
+                           "folder; `pride fit` simulates all parties in one process.")
+    psub = pride.add_subparsers(dest="pride_command", required=True, metavar="ACTION", parser_class=Parser)
+    conf = psub.add_parser("config", help="write the shared configuration (protocol, budget, layout)")
+    conf.add_argument("out")
+    _protocol_options(conf)
+    conf.add_argument("--party", nargs="+", default=None, help="the layout for `pride party`: NAME=N_COLUMNS in protocol order")
+    conf.add_argument("--rows", type=int, default=None, help="N, the number of aligned rows (public)")
+    conf.add_argument("--label", nargs="+", default=None, help="the parties that hold y (default: all)")
+    conf.set_defaults(func=_config)
+    party = psub.add_parser("party", help="run one party from its own CSV (messages through --mailbox)")
+    party.add_argument("--config", required=True)
+    party.add_argument("--name", required=True, help="this party's name in the layout")
+    party.add_argument("--data", required=True, help="this party's CSV (header row; the same rows in the same order as the others')")
+    party.add_argument("--target", default=None, help="the label column (in the CSV of every party that holds y)")
+    party.add_argument("--columns", nargs="+", default=None)
+    party.add_argument("--mailbox", required=True, help="a folder every party can read and write")
+    party.add_argument("--journal", default=None, help="charge this party's ledger journal")
+    party.add_argument("--report", default=None, help="write this party's privacy report (.html, .md or .json)")
+    party.add_argument("--allow-uncertified", action="store_true", help="run paper/none mode or global CV (claimed or no guarantee)")
+    party.add_argument("--json", action="store_true")
+    party.set_defaults(func=_party)
+    fit = psub.add_parser("fit", help="simulate every party in one process, each from its own CSV")
+    fit.add_argument("--config", required=True)
+    fit.add_argument("--data", nargs="+", required=True, help="NAME=FILE.csv per party, in protocol order")
+    fit.add_argument("--target", required=True, help="the label column (in the CSV of every party that holds y)")
+    fit.add_argument("--report-dir", default=None, help="write one privacy report per party and protocol.json here")
+    fit.add_argument("--allow-uncertified", action="store_true", help="run paper/none mode or global CV (claimed or no guarantee)")
+    fit.add_argument("--json", action="store_true")
+    fit.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
+    fit.set_defaults(func=_fit)

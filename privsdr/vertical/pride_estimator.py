@@ -1,0 +1,218 @@
+"""``PRIDERegressor``: ridge regression on vertically partitioned data with perturbed random sketches
+between the parties (PRIDE, spec pride_004.md).
+
+``fit(parties)`` takes ``privsdr.vertical.Party`` objects (column blocks of the same n rows; the
+parties holding y estimate their coefficients, the others only send sketches); ``fit([X_1, ...,
+X_K], y)`` gives y to every party; ``fit(X, y)`` with ``n_parties=K`` splits the columns into K
+contiguous blocks (the paper's tau = p / K). The fit runs the PRIDE protocol
+(``privsdr.vertical.run_protocol``) in process or on ``executor``.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..accounting import Budget, Ledger, as_budget, make_accountant
+from ..algorithms._base import PrivateEstimator
+from ..core import split_columns
+from ..errors import ValidationError
+from ..plan import CalibratedPlan
+from . import pride_steps as steps
+from .engine import run_protocol
+from .layout import Layout, Party, PartyInfo
+from .pride import PRIDEConfig, PRIDEProtocol
+
+
+class PRIDERegressor(PrivateEstimator):
+    """Ridge on column blocks held by different parties, each adjusting for the others through one
+    perturbed SRHT sketch per party (PRIDE).
+
+    Parameters
+    ----------
+    mode: ``"certified"`` (default: public column ranges ``bounds``, clipped; entry-level or row-level
+        DP), ``"paper"`` (Theorem 1 as published: theta_k read off the standardised data, claimed;
+        needs ``allow_uncertified=True``) or ``"none"`` (DUAL-LOCO, noise-free sketches; needs
+        ``allow_uncertified=True`` and no budget).
+    sketch_dim: tau_subs per party: a fraction of tau_k (rounded as in Table D.1), an integer,
+        ``"full"`` (tau', the exact case) or a mapping party -> one of those. Default 0.2.
+    budget: (eps, delta) of the protocol. Under ``relation="entry"`` every party's sketch gets all of it
+        (disjoint attributes compose in parallel); under ``"row"`` the K sketches share it.
+    ledgers: optional mapping party name -> that party's own ``Ledger`` (fresh ledgers otherwise).
+    accountant: of the calibration and fresh ledgers (default ``"best"``).
+    bounds: certified mode's public column ranges: ``(lo, hi)`` for every column, or a mapping party ->
+        ``(lo, hi)`` with numbers or one number per column.
+    relation: ``"entry"`` (S-DP, default) or ``"row"`` (certified only, A9.3).
+    calibration: ``"analytic"`` (certified default) or ``"kenthapadi"`` (paper default, Theorem 1).
+    lam, cv, lambdas, n_folds, cv_seed: a fixed lambda (``lam``), or ``cv="local"`` (default: each
+        party by CV on its own view, free) or ``"global"`` (held-out predictions exchanged: not
+        covered, needs ``allow_uncertified=True``) over ``lambdas`` (default: a log grid).
+    loss_scale: ``"half"`` (b = (X^T X + n lam I)^-1 X^T y) or ``"paper_eq1"`` (n lam / 2).
+    bias_correction: the errors-in-variables correction of A9.2 (beyond the paper).
+    center, standardize: preprocessing (certified: clip, then centre; paper/none: standardise).
+    sketch_seed: public seed of the parties' SRHTs (default: derived from ``random_state``).
+    n_parties: with a pooled ``X``, the number of contiguous column blocks.
+    executor, random_state, allow_uncertified, message_reports: execution.
+
+    After ``fit``: ``coef_`` (every column, when every party holds y), ``coef_blocks_``, ``lambdas_``,
+    ``sketch_coef_blocks_``, ``noise_sd_`` (sigma_k per party), ``sketch_dims_``, ``intercept_``,
+    ``privacy_``, ``privacy_reports_``, ``messages_``, ``plans_``, ``layout_``, ``config_``.
+    """
+
+    def __init__(self, mode: str = "certified", *, sketch_dim: Any = 0.2, budget: "Budget | tuple[float, float] | None" = None,
+                 ledgers: Mapping[str, Ledger] | None = None, accountant: str | None = None, bounds: Any = None,
+                 relation: str = "entry", calibration: str | None = None, lam: float | None = None, cv: str | None = None,
+                 lambdas: Any = None, n_folds: int = 5, cv_seed: int = 0, loss_scale: str = "half", bias_correction: bool = False,
+                 center: bool = True, standardize: bool | None = None, sketch_seed: int | None = None, n_parties: int | None = None,
+                 executor: Any = None, random_state: Any = None, allow_uncertified: bool = False, message_reports: bool = True) -> None:
+        self.mode = mode
+        self.sketch_dim = sketch_dim
+        self.budget = budget
+        self.ledgers = ledgers
+        self.accountant = accountant
+        self.bounds = bounds
+        self.relation = relation
+        self.calibration = calibration
+        self.lam = lam
+        self.cv = cv
+        self.lambdas = lambdas
+        self.n_folds = n_folds
+        self.cv_seed = cv_seed
+        self.loss_scale = loss_scale
+        self.bias_correction = bias_correction
+        self.center = center
+        self.standardize = standardize
+        self.sketch_seed = sketch_seed
+        self.n_parties = n_parties
+        self.executor = executor
+        self.random_state = random_state
+        self.allow_uncertified = allow_uncertified
+        self.message_reports = message_reports
+
+    def _sketch_seed(self) -> int:
+        if self.sketch_seed is not None:
+            return self.sketch_seed
+        rs = self.random_state
+        entropy = int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else None
+        return int(np.random.SeedSequence(entropy).generate_state(1, dtype=np.uint32)[0])
+
+    def config(self) -> PRIDEConfig:
+        return PRIDEConfig(mode=self.mode, sketch_dim=self.sketch_dim, relation=self.relation, calibration=self.calibration,
+                           bounds=self.bounds, center=self.center, standardize=self.standardize, lam=self.lam, cv=self.cv,
+                           lambdas=self.lambdas, n_folds=self.n_folds, cv_seed=self.cv_seed, loss_scale=self.loss_scale,
+                           bias_correction=self.bias_correction, sketch_seed=self._sketch_seed())
+
+    def _budget(self) -> Budget:
+        if self.mode == "none":
+            if self.budget is not None and not as_budget(self.budget).is_infinite:
+                raise ValidationError("mode 'none' is DUAL-LOCO (noise-free sketches): give no budget (or Budget.infinite())")
+            return Budget.infinite()
+        if self.budget is None:
+            raise ValidationError("give budget=Budget(epsilon, delta): the protocol's (eps, delta)")
+        return as_budget(self.budget)
+
+    def _parties(self, X: Any, y: Any) -> list[Party]:
+        if isinstance(X, (list, tuple)) and X and all(isinstance(p, Party) for p in X):
+            if y is not None:
+                raise ValidationError("with Party objects, y belongs to the parties: do not pass y to fit")
+            return list(X)
+        if y is None:
+            raise ValidationError("fit(blocks, y) or fit(X, y): y is required (every party holds it)")
+        if isinstance(X, (list, tuple)):
+            if not X:
+                raise ValidationError("fit takes a non-empty list of column blocks")
+            blocks = list(X)
+        else:
+            if self.n_parties is None:
+                raise ValidationError("a pooled X needs n_parties=K (or give a list of column blocks)")
+            if isinstance(self.n_parties, bool) or not isinstance(self.n_parties, int) or self.n_parties < 2:
+                raise ValidationError(f"n_parties must be an integer >= 2, got {self.n_parties!r}")
+            arr = np.asarray(X, dtype=float)
+            if arr.ndim != 2 or arr.shape[1] < self.n_parties:
+                raise ValidationError(f"X must be 2-D with at least n_parties = {self.n_parties} columns, got shape {arr.shape}")
+            blocks = split_columns(arr, self.n_parties)
+        return [Party(f"party{i}", block, y) for i, block in enumerate(blocks)]
+
+    def plan(self, n_rows: int, widths: "Sequence[int] | Mapping[str, int]", label_parties: Any = None) -> CalibratedPlan:
+        """The calibrated global plan for n rows and these block widths (a list: parties party0, party1, ...;
+        or a mapping name -> width); ``.cost()`` prices it without data. Every party holds y unless
+        ``label_parties`` names the ones that do."""
+        named = list(widths.items()) if isinstance(widths, Mapping) else [(f"party{i}", w) for i, w in enumerate(widths)]
+        holders = set(label_parties) if label_parties is not None else {name for name, _ in named}
+        layout = Layout(int(n_rows), tuple(PartyInfo(name, int(w), name in holders) for name, w in named))
+        budget = self._budget()
+        protocol = PRIDEProtocol(self.config())
+        acct = make_accountant(self.accountant or "best", budget.delta)
+        return protocol.build_plan(layout, budget).allocate(budget, accountant=acct, **protocol.allocation())
+
+    def fit(self, X: Any, y: Any = None) -> "PRIDERegressor":
+        parties = self._parties(X, y)
+        config = self.config()
+        protocol = PRIDEProtocol(config)
+        outcome = run_protocol(protocol, parties, self._budget(), ledgers=self.ledgers, accountant=self.accountant or "best",
+                               executor=self.executor, random_state=self.random_state, allow_uncertified=self.allow_uncertified,
+                               message_reports=self.message_reports)
+        result = outcome.result
+        self.config_ = config
+        self.layout_ = outcome.layout
+        self.coef_blocks_ = dict(result.coef_blocks)
+        self.lambdas_ = dict(result.lambdas)
+        self.sketch_coef_blocks_ = dict(result.sketch_coef)
+        self.noise_sd_ = dict(result.noise_sd)
+        self.sketch_dims_ = dict(result.sketch_dims)
+        self.clipped_eigenvalues_ = dict(result.clipped_eigenvalues)
+        self.messages_ = outcome.messages
+        self.privacy_ = outcome.privacy
+        self.privacy_reports_ = dict(outcome.reports)
+        self.plans_ = dict(outcome.plans)
+        # evaluation only (A8): every party's preprocessing and coefficients together, as the simulation knows them
+        self.transforms_ = {p.name: self._transform_of(protocol, p) for p in parties}
+        if len(self.coef_blocks_) == len(parties):
+            self.coef_ = result.coef
+            self.n_features_in_ = int(self.coef_.shape[0])
+            label = next(p for p in parties if p.holds_label)
+            self.intercept_ = float(np.mean(np.asarray(label.y, dtype=float))) if (config.center or config.standardizes) else 0.0
+        return self
+
+    def _transform_of(self, protocol: PRIDEProtocol, party: Party) -> dict[str, Any]:
+        X = np.asarray(party.X, dtype=float)
+        c = protocol.config
+        lo = hi = None
+        if c.mode == "certified":
+            lo, hi = c.column_bounds(party.name, X.shape[1])
+            X = steps.clip_columns(X, lo, hi)
+        mean, sd = steps.column_scale(X)
+        if not c.standardizes:
+            sd = np.ones_like(sd)
+            if not c.center:
+                mean = np.zeros_like(mean)
+        return {"lo": lo, "hi": hi, "mean": mean, "scale": sd}
+
+    def design_of(self, name: str, X: np.ndarray) -> np.ndarray:
+        """New rows of party ``name``'s block on the model's scale (the training preprocessing)."""
+        t = self.transforms_[name]
+        X = np.asarray(X, dtype=float)
+        if t["lo"] is not None:
+            X = steps.clip_columns(X, t["lo"], t["hi"])
+        return (X - t["mean"]) / t["scale"]
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Global prediction sum_k x_k^T b_k + intercept (an evaluation device, spec A8: it combines every
+        party's raw columns and coefficients). X: the pooled columns or a list of the parties' blocks."""
+        if not hasattr(self, "coef_"):
+            raise ValidationError("predict needs every party's coefficients (every party must hold y)")
+        names = self.layout_.names
+        if isinstance(X, (list, tuple)):
+            blocks = [np.asarray(getattr(b, "X", b), dtype=float) for b in X]
+        else:
+            arr = np.asarray(X, dtype=float)
+            if arr.ndim != 2 or arr.shape[1] != self.n_features_in_:
+                raise ValidationError(f"X must have {self.n_features_in_} columns, got shape {arr.shape}")
+            widths = np.cumsum([self.layout_.party(n).n_columns for n in names])[:-1]
+            blocks = np.split(arr, widths, axis=1)
+        if len(blocks) != len(names):
+            raise ValidationError(f"expected {len(names)} blocks, got {len(blocks)}")
+        total = np.full(blocks[0].shape[0], self.intercept_)
+        for name, block in zip(names, blocks):
+            total += self.design_of(name, block) @ self.coef_blocks_[name]
+        return total

@@ -1,0 +1,99 @@
+"""``privsdr pride``: a shared configuration, parties from their own CSVs, a mailbox folder, refusals."""
+import csv
+import json
+import subprocess
+import sys
+
+import numpy as np
+
+from privsdr import Ledger
+
+CLI = [sys.executable, "-m", "privsdr"]
+
+
+def run(*args, cwd=None):
+    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, cwd=cwd)
+
+
+def write_csvs(folder, n=120, label=("alice", "bob")):
+    rng = np.random.default_rng(3)
+    blocks = {"alice": rng.uniform(-1, 1, (n, 4)), "bob": rng.uniform(-1, 1, (n, 3))}
+    y = blocks["alice"] @ [1.0, -1.0, 0.5, 0.2] + blocks["bob"] @ [0.3, 0.7, -0.4] + 0.1 * rng.standard_normal(n)
+    paths = {}
+    for name, X in blocks.items():
+        holds = name in label
+        header = [f"{name}_{j}" for j in range(X.shape[1])] + (["y"] if holds else [])
+        rows = np.column_stack([X, y]) if holds else X
+        paths[name] = folder / f"{name}.csv"
+        with open(paths[name], "w", newline="") as fh:
+            csv.writer(fh).writerows([header, *rows.tolist()])
+    return paths
+
+
+def test_config_and_fit_from_each_partys_csv(tmp_path):
+    paths = write_csvs(tmp_path)
+    cfg = tmp_path / "run.json"
+    assert run("pride", "config", cfg, "--epsilon", 1, "--bounds", -1, 1, "--sketch-dim", 2).returncode == 0
+    data = ["--data", f"alice={paths['alice']}", f"bob={paths['bob']}", "--target", "y"]
+    out = run("pride", "fit", "--config", cfg, *data, "--report-dir", tmp_path / "reports")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("CERTIFIED: per record (1, 1e-06)-DP") and "replace_entry; parallel" in out.stdout
+    assert "alice/sketch" in out.stdout and "bob_2" in out.stdout and "lambda:" in out.stdout
+    protocol = json.loads((tmp_path / "reports" / "protocol.json").read_text())
+    assert protocol["status"] == "certified" and [r["kind"] for r in protocol["revealed"]] == ["sketch", "sketch"]
+    js = json.loads(run("pride", "fit", "--config", cfg, *data, "--json").stdout)
+    assert set(js["coefficients"]) == {"alice", "bob"} and len(js["coefficients"]["bob"]) == 3
+    # per-party ranges, fixed lambda, row relation
+    cfg2 = tmp_path / "row.json"
+    assert run("pride", "config", cfg2, "--epsilon", 2, "--bounds", "alice=-1:1", "bob=-2:2", "--lam", 0.1, "--relation", "row").returncode == 0
+    row = run("pride", "fit", "--config", cfg2, *data)
+    assert row.returncode == 0 and "replace_one; sequential" in row.stdout, row.stderr
+
+
+def test_two_party_processes_talk_through_a_mailbox_and_only_the_label_holder_estimates(tmp_path):
+    paths = write_csvs(tmp_path, label=("alice",))
+    cfg = tmp_path / "run.json"
+    assert run("pride", "config", cfg, "--epsilon", 1, "--bounds", -1, 1, "--lam", 0.05, "--party", "alice=4", "bob=3", "--rows", 120,
+               "--label", "alice").returncode == 0
+    journal = tmp_path / "bob.jsonl"
+    assert run("ledger", "init", journal, "--epsilon", 3, "--delta", 1e-5).returncode == 0
+    box = tmp_path / "box"
+    alice = subprocess.Popen([*CLI, "pride", "party", "--config", str(cfg), "--name", "alice", "--data", str(paths["alice"]),
+                              "--target", "y", "--mailbox", str(box), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    bob = run("pride", "party", "--config", cfg, "--name", "bob", "--data", paths["bob"], "--mailbox", box, "--journal", journal, "--json")
+    a_out, a_err = alice.communicate(timeout=120)
+    assert alice.returncode == 0 and bob.returncode == 0, (a_err, bob.stderr)
+    a, b = json.loads(a_out), json.loads(bob.stdout)
+    assert list(a["coefficients"]) == ["alice"] and b["coefficients"] == {}  # bob holds no y: it only sends its sketch
+    assert a["report"]["status"] == b["report"]["status"] == "certified"
+    assert 0.5 < Ledger.open(journal).spent.epsilon <= 1.0  # (1, 1e-6) read at the journal's delta 1e-5
+    assert sorted(p.name for p in box.iterdir()) == ["0000-alice-sketch.npz", "0000-bob-sketch.npz"]
+    text = run("pride", "party", "--config", cfg, "--name", "bob", "--data", paths["bob"], "--mailbox", box)
+    assert text.returncode == 0 and "holds no y" in text.stdout  # bob again (its sketch is re-sent): a second charge
+
+
+def test_refusals_are_one_line_and_spend_nothing(tmp_path):
+    paths = write_csvs(tmp_path)
+    data = ["--data", f"alice={paths['alice']}", f"bob={paths['bob']}", "--target", "y"]
+    paper = tmp_path / "paper.json"
+    assert run("pride", "config", paper, "--mode", "paper", "--epsilon", 1, "--lam", 0.1).returncode == 0
+    out = run("pride", "fit", "--config", paper, *data)
+    errors = [line for line in out.stderr.strip().splitlines() if line.startswith("privsdr: error")]
+    assert out.returncode == 2 and len(errors) == 1 and "--allow-uncertified" in errors[0]
+    ok = run("pride", "fit", "--config", paper, *data, "--allow-uncertified")
+    assert ok.returncode == 0 and ok.stdout.startswith("CLAIMED") and "kenthapadi" not in ok.stderr
+    assert "delta = 0.05 >= 1/n" in ok.stderr  # the paper's delta, with a warning
+    bad = run("pride", "config", tmp_path / "x.json", "--epsilon", 1)
+    assert bad.returncode == 2 and "bounds" in bad.stderr
+    bad = run("pride", "config", tmp_path / "x.json", "--epsilon", 1, "--bounds", -1, 1, "--sketch-dim", 9, "--party", "a=4", "b=3",
+              "--rows", 50)
+    assert bad.returncode == 2 and "sketch_dim" in bad.stderr
+    assert run("pride", "fit", "--config", paths["alice"], *data).returncode == 2
+    journal = tmp_path / "poor.jsonl"
+    assert run("ledger", "init", journal, "--epsilon", 0.5, "--delta", 1e-5).returncode == 0
+    cfg = tmp_path / "run.json"
+    assert run("pride", "config", cfg, "--epsilon", 1, "--bounds", -1, 1, "--lam", 0.1, "--party", "alice=4", "bob=3", "--rows", 120).returncode == 0
+    poor = run("pride", "party", "--config", cfg, "--name", "bob", "--data", paths["bob"], "--target", "y", "--mailbox", tmp_path / "box",
+               "--journal", journal)
+    assert poor.returncode == 3 and "nothing spent" in poor.stderr
+    assert Ledger.open(journal).spent == (0.0, 0.0)
