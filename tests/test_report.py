@@ -232,6 +232,16 @@ def test_status_line_for_uncertified_plans():
     assert report.status_line.startswith("NOT PRIVATE") and "raw" in report.status_line
     assert PrivacyReport.from_json(report.to_json()) == report
 
+    # a run with a claimed node and a non-private one names each for what it is
+    plan = Plan("mixed")
+    plan.add("published", "opaque", Sensitivity(1.0, "l2"), share=(0.5, 1e-6), status="claimed")
+    plan.add("raw", "non_private", Sensitivity(1.0, "l2"), status="none")
+    calibrated = plan.allocate(Budget(1.0, 1e-6))
+    queries = {"published": lambda parents: (lambda rng: 42), "raw": lambda parents: np.arange(3)}
+    _, report = execute(calibrated, Ledger(Budget(1.0, 1e-6)), queries, random_state=0, allow_uncertified=True)
+    line = report.status_line
+    assert line.startswith("NOT PRIVATE: raw release data without a DP guarantee; published carry only claimed"), line
+
 
 def test_report_metadata(noisy_fit):
     report = noisy_fit.privacy_report_

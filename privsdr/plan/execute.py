@@ -287,7 +287,9 @@ def _totals(charges: list[Charge], ledger: Ledger) -> dict[str, dict[str, float]
 
 
 def _status_line(status: Status, spent: Cost, accountant: str, relation: str, infinite: bool, nodes: list[str],
-                 data_dependent: list[str] | None = None) -> str:
+                 data_dependent: list[str] | None = None, claimed: list[str] | None = None) -> str:
+    """The report's first line. ``nodes``: the uncertified released nodes (for status none: the non-private
+    ones); ``claimed``: in a status-none run, the nodes whose guarantee is claimed (named apart)."""
     if infinite:
         return f"NON-PRIVATE BASELINE: budget epsilon = inf, noise switched off ({relation})"
     standard = Relation.parse(relation).standard
@@ -297,11 +299,12 @@ def _status_line(status: Status, spent: Cost, accountant: str, relation: str, in
     if status == Status.CLAIMED:
         what = "" if standard else " (locally sensitive DP: eps-LSDP claimed, not standard DP)"
         return f"CLAIMED, NOT CERTIFIED: {guarantee}{what} holds only if the published claims of {', '.join(nodes)} hold"
+    also = f"; {_names(claimed)} carry only claimed, not certified, guarantees" if claimed else ""
     if data_dependent:
         return (f"NOT PRIVATE: {_names(nodes)} release data without a DP guarantee ({_names(data_dependent)} scale "
-                f"their noise by quantities read off the private data); the totals, {guarantee}, price the published "
+                f"their noise by quantities read off the private data){also}; the totals, {guarantee}, price the published "
                 "per-release calibration as if it held: what the published claim costs, not a guarantee")
-    return f"NOT PRIVATE: {', '.join(nodes)} release data without a DP guarantee; the totals cover the other nodes only"
+    return f"NOT PRIVATE: {', '.join(nodes)} release data without a DP guarantee{also}; the totals cover the other nodes only"
 
 
 def _names(names: list[str], shown: int = 6) -> str:
@@ -370,8 +373,10 @@ def build_report(run: Run) -> PrivacyReport:
         pass
     return PrivacyReport(
         status=status.value,
-        status_line=_status_line(status, spent, ledger.accountant.name, plan.relation.value, plan.budget.is_infinite, uncertified,
-                                 [c.label for c in charged if plan.nodes[c.label].data_dependent]),
+        status_line=_status_line(status, spent, ledger.accountant.name, plan.relation.value, plan.budget.is_infinite,
+                                 [c.label for c in charged if c.status == Status.NONE] if status == Status.NONE else uncertified,
+                                 [c.label for c in charged if plan.nodes[c.label].data_dependent],
+                                 [c.label for c in charged if c.status == Status.CLAIMED] if status == Status.NONE else None),
         algorithm=run.algorithm,
         algorithm_version=__version__,
         run_id=run._reservation.run_id,
