@@ -140,6 +140,9 @@ def test_ccmd_is_not_private_and_private_screening_is():
     ccmd = FederatedSIR(1, bound=3.0, cut_points=CUTS, screening="ccmd", ccmd_threshold=0.4, budget=Budget(4.0, 1e-5),
                         allow_uncertified=True, random_state=0).fit(data)
     assert ccmd.privacy_["status"] == "none" and {0, 1, 2} <= set(ccmd.active_)
+    # no finite epsilon next to status none: what the noisy releases alone cost is kept apart
+    assert ccmd.privacy_["per_record"]["epsilon"] == np.inf
+    assert 0 < ccmd.privacy_["noisy_releases_per_record"]["epsilon"] <= 4.0
     private = FederatedSIR(1, bound=3.0, cut_points=CUTS, screening="private", screen_size=3, screen_share=0.5,
                            budget=Budget(40.0, 1e-5), random_state=0).fit(data)
     assert private.privacy_["status"] == "certified" and set(private.active_) <= set(range(p))

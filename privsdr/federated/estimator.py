@@ -4,6 +4,7 @@ from __future__ import annotations
 from concurrent.futures import Executor
 from typing import Any, Sequence
 
+import attrs
 import numpy as np
 
 from .._validation import check_matrix, check_positive
@@ -22,7 +23,7 @@ from .client import (
 )
 from .execution import client_seeds, run_clients
 from .protocol import FSIRConfig
-from .server import majority_vote, merge
+from .server import majority_vote, merge, without_guarantee
 
 RELATION = "replace_one"
 
@@ -251,10 +252,9 @@ class FederatedSIR(PersistentModel):
                 entry["screening_status"] = m.report.status
             per = result.privacy["per_client"].values()
             result.privacy["per_record"] = {"epsilon": max(c["epsilon"] for c in per), "delta": max(c["delta"] for c in per)}
-            if config.screening == "ccmd":
-                result.privacy["status"] = "none"
-        if config.mechanism == "none" or budget.is_infinite:
-            result.privacy["status"] = "none"  # the non-private baseline: no noise at all
+        if (config.screening == "ccmd" or config.mechanism == "none" or budget.is_infinite
+                or result.privacy["status"] == "none"):  # CCMD screening, or the non-private baseline: no guarantee
+            result = attrs.evolve(result, privacy=without_guarantee(result.privacy))
         self.config_ = config
         self.messages_ = messages
         self.directions_ = result.directions

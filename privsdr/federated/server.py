@@ -16,6 +16,8 @@ record lives on one client).
 """
 from __future__ import annotations
 
+import math
+
 from typing import Any, Sequence
 
 import attrs
@@ -68,12 +70,24 @@ def privacy_summary(messages: Sequence[ClientMessage], reports: Sequence[Any] | 
         per_client[m.client_id] = {"epsilon": report.spent[0], "delta": report.spent[1], "status": report.status}
         statuses.append(report.status)
     worst = "none" if "none" in statuses else ("claimed" if "claimed" in statuses else "certified")
-    return {
+    summary = {
         "per_record": {"epsilon": max(c["epsilon"] for c in per_client.values()), "delta": max(c["delta"] for c in per_client.values())},
         "status": worst,
         "per_client": per_client,
         "composition": "parallel over clients (each record lives on one client); sequential within a client",
     }
+    return without_guarantee(summary) if worst == "none" else summary
+
+
+def without_guarantee(privacy: dict[str, Any]) -> dict[str, Any]:
+    """A status-``none`` summary: no per-record guarantee (epsilon = inf), with what the noisy releases alone
+    cost kept apart (``noisy_releases_per_record``) -- never a finite epsilon next to status none."""
+    privacy = dict(privacy)
+    if math.isfinite(privacy["per_record"]["epsilon"]):
+        privacy["noisy_releases_per_record"] = privacy["per_record"]
+    privacy["per_record"] = {"epsilon": math.inf, "delta": 1.0}
+    privacy["status"] = "none"
+    return privacy
 
 
 def merge(messages: Sequence[ClientMessage], config: FSIRConfig, *, n_directions: int | str | None = None,
