@@ -26,7 +26,8 @@ from __future__ import annotations
 import math
 import threading
 from collections import Counter, OrderedDict
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -86,7 +87,7 @@ class Accountant:
             worst_eps, worst_delta = max(worst_eps, eps), max(worst_delta, delta)
         return Cost(worst_eps, worst_delta)
 
-    def retarget(self, delta: float) -> "Accountant":
+    def retarget(self, delta: float) -> Accountant:
         """The same accountant reading its guarantee at ``delta`` (a budget's delta)."""
         return self
 
@@ -189,7 +190,7 @@ class AdvancedAccountant(Accountant):
             parts.append(None if any(s is None for s in sums) else np.max(np.array(sums), axis=0))
         return self._answer(basic, None if any(p is None for p in parts) else np.sum(np.array(parts), axis=0))
 
-    def retarget(self, delta: float) -> "AdvancedAccountant":
+    def retarget(self, delta: float) -> AdvancedAccountant:
         return AdvancedAccountant(self.slack, delta)
 
     def to_dict(self) -> dict[str, Any]:
@@ -197,7 +198,7 @@ class AdvancedAccountant(Accountant):
 
 
 # -- RDP and PLD -----------------------------------------------------------------------------------
-_CACHE: "OrderedDict[tuple, Cost]" = OrderedDict()
+_CACHE: OrderedDict[tuple, Cost] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 4096
 
@@ -281,7 +282,7 @@ class _CurveAccountant(Accountant):
     def _epsilon(self, events: Sequence[Event], delta: float) -> float:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def retarget(self, delta: float) -> "_CurveAccountant":
+    def retarget(self, delta: float) -> _CurveAccountant:
         clone = type(self).__new__(type(self))
         clone.__dict__.update(self.__dict__)
         clone.target_delta = float(delta)
@@ -425,7 +426,7 @@ class BestAccountant(Accountant):
     def compose(self, events: Sequence[Event]) -> Cost:
         return self.choose({m.name: m.compose(events) for m in self.members})[1]
 
-    def retarget(self, delta: float) -> "BestAccountant":
+    def retarget(self, delta: float) -> BestAccountant:
         return BestAccountant([m.retarget(delta) for m in self.members], delta)
 
     def to_dict(self) -> dict[str, Any]:
@@ -440,7 +441,7 @@ def default_slack(budget_delta: float) -> float:
     return budget_delta / 2.0
 
 
-def make_accountant(spec: "str | Accountant", budget_delta: float | None = None) -> Accountant:
+def make_accountant(spec: str | Accountant, budget_delta: float | None = None) -> Accountant:
     """Resolve an accountant name (``basic``, ``advanced``, ``rdp``, ``pld``, ``best``) or instance.
 
     ``budget_delta`` is the delta of the budget the accountant serves: its answers are read there.

@@ -7,9 +7,10 @@ as spent or remaining; it may be zero, so it is a separate, lighter type. Both u
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from numbers import Real
-from typing import Iterator, NamedTuple, Sequence
+from typing import NamedTuple
 
 import attrs
 
@@ -25,14 +26,14 @@ def _check_real(name: str, value: object) -> float:
     return value
 
 
-def _validate_epsilon(instance: "Budget", attribute: attrs.Attribute, value: float) -> None:
+def _validate_epsilon(instance: Budget, attribute: attrs.Attribute, value: float) -> None:
     if not value > 0:
         raise ValidationError(f"epsilon must be > 0, got {value!r}")
     if math.isinf(value) and not instance.unlimited:
         raise ValidationError("epsilon must be finite; use Budget.infinite() for a non-private baseline")
 
 
-def _validate_delta(instance: "Budget", attribute: attrs.Attribute, value: float) -> None:
+def _validate_delta(instance: Budget, attribute: attrs.Attribute, value: float) -> None:
     if not 0.0 <= value < 1.0:
         raise ValidationError(f"delta must satisfy 0 <= delta < 1, got {value!r}")
 
@@ -50,7 +51,7 @@ class Budget:
     unlimited: bool = attrs.field(default=False, kw_only=True, repr=False)
 
     @classmethod
-    def infinite(cls) -> "Budget":
+    def infinite(cls) -> Budget:
         """The non-private baseline budget (epsilon = inf): noise off."""
         return cls(math.inf, 0.0, unlimited=True)
 
@@ -62,10 +63,10 @@ class Budget:
         yield self.epsilon
         yield self.delta
 
-    def as_cost(self) -> "Cost":
+    def as_cost(self) -> Cost:
         return Cost(self.epsilon, self.delta)
 
-    def split(self, weights: Sequence[float]) -> list["Budget"]:
+    def split(self, weights: Sequence[float]) -> list[Budget]:
         """Split into shares proportional to ``weights`` whose exact sum never exceeds this budget.
 
         Each share is rounded down to a float so that basic composition of the shares, computed in
@@ -96,10 +97,10 @@ class Cost(NamedTuple):
     delta: float
 
     @classmethod
-    def zero(cls) -> "Cost":
+    def zero(cls) -> Cost:
         return cls(0.0, 0.0)
 
-    def fits_within(self, budget: "Budget | Cost") -> bool:
+    def fits_within(self, budget: Budget | Cost) -> bool:
         """Exact comparison (no float tolerance): both coordinates at most the budget's."""
         eps, delta = budget
         return _le(self.epsilon, eps) and _le(self.delta, delta)

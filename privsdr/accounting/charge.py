@@ -1,7 +1,8 @@
 """A charge: the privacy events of one release node, with its scope, status and relation."""
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import attrs
 
@@ -28,7 +29,7 @@ class Charge:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Charge":
+    def from_dict(cls, data: dict[str, Any]) -> Charge:
         return cls(
             label=data["label"],
             events=tuple(event_from_dict(e) for e in data["events"]),

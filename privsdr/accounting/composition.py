@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter, defaultdict
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import attrs
 

@@ -36,8 +36,16 @@ import attrs
 import numpy as np
 
 from .composition import Exposure, exposure
-from .events import (ApproxEvent, DiscreteGaussianEvent, DiscreteLaplaceEvent, Event, GaussianEvent, LaplaceEvent,
-                     NonPrivateEvent, PureEvent)
+from .events import (
+    ApproxEvent,
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    Event,
+    GaussianEvent,
+    LaplaceEvent,
+    NonPrivateEvent,
+    PureEvent,
+)
 from .gaussian import gaussian_epsilon
 from .rounding import outward, sum_up
 

@@ -32,7 +32,7 @@ class Relation(str, enum.Enum):
         return self is not Relation.LSDP_ZERO_ROW
 
     @classmethod
-    def parse(cls, value: "Relation | str") -> "Relation":
+    def parse(cls, value: Relation | str) -> Relation:
         try:
             return cls(value)
         except ValueError:
@@ -57,5 +57,5 @@ class Status(str, enum.Enum):
         return {"certified": 0, "claimed": 1, "none": 2}[self.value]
 
     @classmethod
-    def worst(cls, statuses: "list[Status]") -> "Status":
+    def worst(cls, statuses: list[Status]) -> Status:
         return max(statuses, key=lambda s: s.rank, default=cls.CERTIFIED)

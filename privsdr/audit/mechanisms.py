@@ -44,7 +44,7 @@ def _spec(mech: Mechanism, epsilon: float, delta: float, sensitivity: float, cal
 
 
 def audit_mechanism(
-    mechanism: "str | Mechanism",
+    mechanism: str | Mechanism,
     *,
     epsilon: float = 1.0,
     delta: float = 1e-5,

@@ -1,7 +1,8 @@
 """Neighbouring-pair generators (spec/auditing.md §2.3). All are replace-one unless named otherwise."""
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -13,7 +13,8 @@ import argparse
 import os
 import sys
 import warnings
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .. import __version__
 from ..errors import BudgetExceededError, PrivsdrError, UncertifiedPlanError

@@ -8,7 +8,8 @@ adding a row (and its options, if new, to ``add_parser``).
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 import numpy as np

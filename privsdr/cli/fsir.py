@@ -51,7 +51,7 @@ def _fsir_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def _center_arg(values: "str | list[str]") -> "str | tuple[float, ...]":
+def _center_arg(values: str | list[str]) -> str | tuple[float, ...]:
     """``--center dp`` / ``--center none`` / ``--center C_1 ... C_p`` (a public centre, one value per column or one for all)."""
     values = [values] if isinstance(values, str) else values
     if len(values) == 1 and values[0] in ("dp", "none"):
@@ -65,7 +65,7 @@ def _center_arg(values: "str | list[str]") -> "str | tuple[float, ...]":
     return numbers
 
 
-def _load_config(path: str) -> "object":
+def _load_config(path: str) -> object:
     from ..federated import FSIRConfig
 
     return FSIRConfig.from_json(read_text(input_file(path, "--config"), "--config"))

@@ -17,7 +17,7 @@ probability of §3.4, AAPD and R^2 (§7.2).
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import attrs
 import numpy as np

@@ -8,7 +8,7 @@ naive block ridge fits ridge on X_k alone (NB, A6/G27). ``alpha`` is the ridge a
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

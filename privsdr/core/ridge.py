@@ -23,7 +23,7 @@ of the raw block alone (the party's share of a global prediction, for global CV)
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import attrs
 import numpy as np
@@ -104,7 +104,7 @@ class LocalDesign:
             self._kernels = (K_raw, K_raw + self.Z @ self.Z.T)
         return self._kernels
 
-    def fit(self, y: np.ndarray, alpha: float, noise_var: "np.ndarray | None" = None) -> "LocalFit":
+    def fit(self, y: np.ndarray, alpha: float, noise_var: np.ndarray | None = None) -> LocalFit:
         """Ridge on Xbar; ``noise_var`` (one variance per column of Z) selects the corrected estimator."""
         y = np.asarray(y, dtype=float)
         if not alpha > 0:
@@ -134,7 +134,7 @@ class LocalDesign:
         return float(top[0]) / n
 
     def cv_path(self, y: np.ndarray, lambdas: Sequence[float], folds: Sequence[np.ndarray], loss_scale: str = "half",
-                noise_var: "np.ndarray | None" = None) -> "CVPath":
+                noise_var: np.ndarray | None = None) -> CVPath:
         """Held-out predictions of the local ridge for every lambda (one eigh per fold).
 
         Each fold's fit uses alpha = ridge_alpha(lam, n_train). The dual (kernel) form is used when the
@@ -172,7 +172,7 @@ class LocalDesign:
         return CVPath(lams, full, raw)
 
 
-def local_ridge(Xk: np.ndarray, Z: np.ndarray, y: np.ndarray, alpha: float, noise_var: "np.ndarray | None" = None) -> LocalFit:
+def local_ridge(Xk: np.ndarray, Z: np.ndarray, y: np.ndarray, alpha: float, noise_var: np.ndarray | None = None) -> LocalFit:
     """Ridge on Xbar = [Xk, Z]; ``noise_var`` (one variance per column of Z) selects the corrected estimator."""
     return LocalDesign(Xk, Z).fit(y, alpha, noise_var)
 
@@ -199,7 +199,7 @@ class CVPath:
 
 
 def cv_path(Xk: np.ndarray, Z: np.ndarray, y: np.ndarray, lambdas: Sequence[float], folds: Sequence[np.ndarray],
-            loss_scale: str = "half", noise_var: "np.ndarray | None" = None) -> CVPath:
+            loss_scale: str = "half", noise_var: np.ndarray | None = None) -> CVPath:
     """``LocalDesign(Xk, Z).cv_path(...)``."""
     return LocalDesign(Xk, Z).cv_path(y, lambdas, folds, loss_scale, noise_var)
 

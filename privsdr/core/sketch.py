@@ -102,7 +102,7 @@ class SRHT:
     columns: np.ndarray = attrs.field(repr=False)
 
     @classmethod
-    def draw(cls, n_features: int, sketch_dim: int, seed: Any = None) -> "SRHT":
+    def draw(cls, n_features: int, sketch_dim: int, seed: Any = None) -> SRHT:
         """A fresh SRHT for tau = ``n_features`` and tau_subs = ``sketch_dim`` (1 <= tau_subs <= tau')."""
         n_features, sketch_dim = int(n_features), int(sketch_dim)
         if n_features < 1:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Sequence
 from importlib import resources
-from typing import Sequence
 
 import attrs
 import numpy as np

@@ -22,7 +22,8 @@ another client's privacy: each upload is noised by its own client before it leav
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy import stats

@@ -22,13 +22,14 @@ Uncertified uploads (``claimed`` or ``none`` nodes) are refused unless ``allow_u
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from .. import core
-from ..accounting import Budget, Ledger, Scope
 from .._validation import check_matrix, check_vector
+from ..accounting import Budget, Ledger, Scope
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity
 from ..plan import CalibratedPlan, Plan, Run

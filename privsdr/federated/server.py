@@ -17,8 +17,8 @@ record lives on one client).
 from __future__ import annotations
 
 import math
-
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import attrs
 import numpy as np

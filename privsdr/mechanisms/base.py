@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Mapping
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -45,7 +46,7 @@ class NoiseSpec:
     def noise_off(self) -> bool:
         return self.noise_multiplier == 0.0
 
-    def scaled(self, factor: float) -> "NoiseSpec":
+    def scaled(self, factor: float) -> NoiseSpec:
         """The same node with its noise multiplied by ``factor`` (plan-level tight calibration)."""
         return attrs.evolve(self, noise_multiplier=self.noise_multiplier * factor, calibration=f"{self.calibration}*tight")
 

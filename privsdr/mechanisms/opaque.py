@@ -5,7 +5,8 @@ supplies. Only basic, advanced and PLD accounting can compose it (RDP adds it on
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 

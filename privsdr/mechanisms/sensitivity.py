@@ -42,5 +42,5 @@ class Sensitivity:
         return {"value": self.value, "norm": self.norm, "relation": self.relation.value, "derivation": self.derivation}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Sensitivity":
+    def from_dict(cls, data: dict[str, Any]) -> Sensitivity:
         return cls(**data)

@@ -10,7 +10,8 @@ discrete Gaussian's zCDP curve under ``sampler="secure"``, which draws the upper
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

@@ -15,19 +15,30 @@ records the output. A value that fails validation there has already been charged
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import attrs
 import numpy as np
 
 from .._version import __version__
-from ..accounting import Accountant, AdvancedAccountant, BasicAccountant, Charge, Cost, Ledger, PldAccountant, RdpAccountant, Relation, Status
+from ..accounting import (
+    Accountant,
+    AdvancedAccountant,
+    BasicAccountant,
+    Charge,
+    Cost,
+    Ledger,
+    PldAccountant,
+    RdpAccountant,
+    Relation,
+    Status,
+)
 from ..accounting.accountants import default_slack
 from ..errors import PlanError
 from ..mechanisms import Sensitivity, get_mechanism
 from ..report import NodeReport, PrivacyReport
 from .graph import CalibratedPlan
-
 
 DELEGATED = "delegated"  #: the output of a node charged here and released by another party
 
@@ -140,7 +151,7 @@ class Run:
         self._rngs: dict[str, np.random.Generator] = {}
         self._issued: set[str] = set()
 
-    def __enter__(self) -> "Run":
+    def __enter__(self) -> Run:
         # everything that can fail on the caller's input happens before the reservation
         self._rngs = dict(zip(self.plan.nodes, _spawn(self.random_state, len(self.plan.nodes))))
         self._before = self.ledger.remaining

@@ -16,7 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
@@ -81,7 +82,7 @@ class Node:
 class Plan:
     """A DAG of release nodes; build it from public parameters, then ``allocate`` a budget."""
 
-    def __init__(self, name: str, relation: "Relation | str" = Relation.REPLACE_ONE, public_params: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, name: str, relation: Relation | str = Relation.REPLACE_ONE, public_params: Mapping[str, Any] | None = None) -> None:
         self.name = name
         self.relation = Relation.parse(relation)
         self.public_params = dict(public_params or {})
@@ -106,13 +107,13 @@ class Plan:
         sensitivity: Sensitivity,
         *,
         weight: float | None = None,
-        share: "Budget | tuple[float, float] | None" = None,
+        share: Budget | tuple[float, float] | None = None,
         noise_multiplier: float | None = None,
         delta: float | None = None,
         calibration: str | None = None,
         scope: Scope | None = None,
         parents: Sequence[str] = (),
-        status: "Status | str" = Status.CERTIFIED,
+        status: Status | str = Status.CERTIFIED,
         params: Mapping[str, Any] | None = None,
         description: str = "",
         adaptive: bool = False,
@@ -183,8 +184,8 @@ class Plan:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     # -- allocation ---------------------------------------------------------------------------------
-    def allocate(self, budget: "Budget | tuple[float, float]", *, accountant: "str | Accountant | None" = None, tight: bool = False,
-                 sampler: str = "numpy") -> "CalibratedPlan":
+    def allocate(self, budget: Budget | tuple[float, float], *, accountant: str | Accountant | None = None, tight: bool = False,
+                 sampler: str = "numpy") -> CalibratedPlan:
         """Give every node its noise so that the plan costs at most ``budget``.
 
         Weighted nodes share what the fixed nodes (``share``/``noise_multiplier``) leave, in
@@ -294,7 +295,7 @@ class CalibratedPlan:
     """A plan whose every node has its noise: it can be priced (``charges``) and executed."""
 
     def __init__(self, plan: Plan, specs: Mapping[str, NoiseSpec], budget: Budget, allocation: str,
-                 pricing: "str | Accountant | None" = None) -> None:
+                 pricing: str | Accountant | None = None) -> None:
         self.plan = plan
         self.specs = dict(specs)
         self.budget = budget
@@ -329,7 +330,7 @@ class CalibratedPlan:
     def charges(self) -> list[Charge]:
         return [_charge(n, self.specs[n.name], self.relation) for n in self.nodes.values()]
 
-    def cost(self, accountant: "str | Accountant | None" = None) -> Cost:
+    def cost(self, accountant: str | Accountant | None = None) -> Cost:
         """What the plan alone costs (no ledger, nothing spent).
 
         Without an argument: under the accountant the plan was calibrated for -- for an estimator's
@@ -339,7 +340,7 @@ class CalibratedPlan:
         chosen = self.pricing if accountant is None else accountant
         return make_accountant(chosen or "best", self.budget.delta).cost(self.charges())
 
-    def with_factor(self, factor: float) -> "CalibratedPlan":
+    def with_factor(self, factor: float) -> CalibratedPlan:
         specs = {
             name: spec.scaled(factor) if Plan._scalable(self.nodes[name]) else spec for name, spec in self.specs.items()
         }

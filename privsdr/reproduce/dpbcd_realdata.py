@@ -186,7 +186,7 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(rows: list[dict[str, Any]], out_dir: "str | Path") -> tuple[Path, Path]:
+def write(rows: list[dict[str, Any]], out_dir: str | Path) -> tuple[Path, Path]:
     out = output_dir(out_dir)
     name = rows[0]["figure"]
     csv_path, md_path = out / f"{name}.csv", out / f"{name}.md"

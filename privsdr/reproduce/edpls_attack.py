@@ -170,7 +170,7 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
-def write(rows: list[dict[str, Any]], out_dir: "str | Path") -> tuple[Path, Path]:
+def write(rows: list[dict[str, Any]], out_dir: str | Path) -> tuple[Path, Path]:
     out = output_dir(out_dir)
     csv_path, md_path, png_path = out / "edpls-attack.csv", out / "edpls-attack.md", out / "edpls-attack.png"
     write_csv(rows, csv_path)

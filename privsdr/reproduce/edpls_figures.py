@@ -224,7 +224,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     fig.savefig(path)
 
 
-def write(rows: list[dict[str, Any]], out_dir: "str | Path") -> tuple[Path, Path]:
+def write(rows: list[dict[str, Any]], out_dir: str | Path) -> tuple[Path, Path]:
     out = output_dir(out_dir)
     figure = rows[0]["figure"]
     csv_path, png_path, md_path = out / f"{figure}.csv", out / f"{figure}.png", out / f"{figure}.md"

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from .._progress import progress
-from ._output import output_dir, write_csv
 from ..accounting import Budget
 from ..datasets import FSIR_D, fsir_model
 from ..federated import FederatedSIR
+from ._output import output_dir, write_csv
 from .fsir_tables import METHODS, R, public_slicing
 
 FIGURES = {
@@ -101,7 +101,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     fig.savefig(path)
 
 
-def write(rows: list[dict[str, Any]], out_dir: "str | Path") -> tuple[Path, Path]:
+def write(rows: list[dict[str, Any]], out_dir: str | Path) -> tuple[Path, Path]:
     out = output_dir(out_dir)
     figure = rows[0]["figure"]
     csv_path, png_path = out / f"{figure}.csv", out / f"{figure}.png"

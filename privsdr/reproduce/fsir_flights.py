@@ -76,7 +76,7 @@ def run(name: str = "fsir-flights", reps: int = 1, seed: int = 0) -> list[dict[s
 _plot_cache: dict[str, Any] = {}
 
 
-def write(rows: list[dict[str, Any]], out_dir: "str | Path") -> tuple[Path, Path]:
+def write(rows: list[dict[str, Any]], out_dir: str | Path) -> tuple[Path, Path]:
     import matplotlib
 
     matplotlib.use("Agg", force=False)

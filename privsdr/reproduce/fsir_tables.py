@@ -28,10 +28,10 @@ import numpy as np
 
 from .. import core
 from .._progress import progress
-from ._output import write_table
 from ..accounting import Budget
 from ..datasets import FSIR_D, fsir_model
 from ..federated import FederatedSIR
+from ._output import write_table
 
 K_GRID = (1, 10, 50, 100)
 METHODS = {
@@ -134,5 +134,5 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(rows: list[dict[str, Any]], out_dir: "str | Path") -> tuple[Path, Path]:
+def write(rows: list[dict[str, Any]], out_dir: str | Path) -> tuple[Path, Path]:
     return write_table(rows, out_dir, to_markdown)

@@ -204,7 +204,7 @@ def to_markdown(rows: list[dict[str, Any]], png: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(rows: list[dict[str, Any]], out_dir: "str | Path") -> tuple[Path, Path]:
+def write(rows: list[dict[str, Any]], out_dir: str | Path) -> tuple[Path, Path]:
     out = output_dir(out_dir)
     figure = rows[0]["figure"]
     csv_path, png_path, md_path = out / f"{figure}.csv", out / f"{figure}.png", out / f"{figure}.md"

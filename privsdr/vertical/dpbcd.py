@@ -22,7 +22,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import attrs
 import numpy as np
@@ -137,7 +138,7 @@ class DPBCDConfig:
         return json.dumps({"protocol": DPBCDProtocol.name, "version": DPBCDProtocol.version, "config": self.to_dict()}, indent=2)
 
     @classmethod
-    def from_json(cls, text: str) -> "DPBCDConfig":
+    def from_json(cls, text: str) -> DPBCDConfig:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:

@@ -27,7 +27,8 @@ scopes when the plan declares them, e.g. entry-level relations).
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 import attrs
 
@@ -185,7 +186,7 @@ class PartySession:
         self.run = Run(plan, ledger, random_state=seed, data_shape=data_shape, allow_uncertified=allow_uncertified,
                        algorithm=f"{protocol.name} (party {name})", notes=protocol.notes(name))
 
-    def __enter__(self) -> "PartySession":
+    def __enter__(self) -> PartySession:
         self.run.__enter__()
         return self
 
@@ -236,7 +237,7 @@ class ProtocolRun:
 def run_protocol(
     protocol: VerticalProtocol,
     parties: Sequence[Party],
-    budget: "Budget | tuple[float, float]",
+    budget: Budget | tuple[float, float],
     *,
     ledgers: Mapping[str, Ledger] | None = None,
     accountant: str = "best",

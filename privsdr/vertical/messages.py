@@ -12,8 +12,9 @@ import io
 import json
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import attrs
 import numpy as np
@@ -75,7 +76,7 @@ class PartyMessage:
         return buffer.getvalue()
 
     @classmethod
-    def from_bytes(cls, data: bytes, *, protocol: str | None = None, version: int | None = None) -> "PartyMessage":
+    def from_bytes(cls, data: bytes, *, protocol: str | None = None, version: int | None = None) -> PartyMessage:
         """Decode; refuse another format, protocol or protocol version with a clear error."""
         try:
             with np.load(io.BytesIO(data), allow_pickle=False) as archive:
@@ -93,7 +94,7 @@ class PartyMessage:
                    tuple(header["recipients"]), header["kind"], int(header["stage"]), arrays, header["meta"],
                    tuple(header["nodes"]), header["report_json"])
 
-    def save(self, path: "str | Path") -> Path:
+    def save(self, path: str | Path) -> Path:
         """Write atomically (temporary file, then rename): a reader never sees half a message."""
         path = Path(path)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -102,14 +103,14 @@ class PartyMessage:
         return path
 
     @classmethod
-    def load(cls, path: "str | Path", **kwargs: Any) -> "PartyMessage":
+    def load(cls, path: str | Path, **kwargs: Any) -> PartyMessage:
         return cls.from_bytes(Path(path).read_bytes(), **kwargs)
 
 
 class Mailbox:
     """A shared folder as transport: ``<id>.npz`` per message (ids from ``message_id``)."""
 
-    def __init__(self, folder: "str | Path", *, poll: float = 0.2, timeout: float = 3600.0) -> None:
+    def __init__(self, folder: str | Path, *, poll: float = 0.2, timeout: float = 3600.0) -> None:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.poll = float(poll)

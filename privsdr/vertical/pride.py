@@ -33,7 +33,8 @@ import hashlib
 import json
 import math
 import warnings
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import attrs
 import numpy as np
@@ -228,7 +229,7 @@ class PRIDEConfig:
         return json.dumps({"protocol": PRIDEProtocol.name, "version": PRIDEProtocol.version, "config": self.to_dict()}, indent=2)
 
     @classmethod
-    def from_json(cls, text: str) -> "PRIDEConfig":
+    def from_json(cls, text: str) -> PRIDEConfig:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
