@@ -78,7 +78,7 @@ class Budget:
         total = math.fsum(w)
         eps_shares = _round_down_shares(self.epsilon, [x / total for x in w])
         delta_shares = _round_down_shares(self.delta, [x / total for x in w])
-        return [Budget(e, d, unlimited=self.unlimited) for e, d in zip(eps_shares, delta_shares)]
+        return [Budget(e, d, unlimited=self.unlimited) for e, d in zip(eps_shares, delta_shares, strict=True)]
 
 
 def _round_down_shares(total: float, fractions: Sequence[float]) -> list[float]:

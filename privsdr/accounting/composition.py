@@ -106,7 +106,7 @@ def _linked_partitions(groups: dict[frozenset, list[Event]]) -> list[set[str]]:
 
     for key in groups:
         names = sorted({p for p, _ in key})
-        for a, b in zip(names, names[1:]):
+        for a, b in itertools.pairwise(names):
             parent[find(a)] = find(b)
         for name in names:
             find(name)
@@ -134,7 +134,7 @@ def _component_options(groups: dict[frozenset, list[Event]], cells: dict[str, se
 
 def _assignments(names: list[str], cells: dict[str, set[str]]) -> Iterator[tuple[tuple[str, str], ...]]:
     for combo in itertools.product(*(sorted(cells[n]) for n in names)):
-        yield tuple(zip(names, combo))
+        yield tuple(zip(names, combo, strict=True))
 
 
 def atoms(charges: Sequence[Charge]) -> list[list[Event]]:

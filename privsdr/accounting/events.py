@@ -13,7 +13,7 @@ inconsistency between dp-accounting's RDP and PLD accountants (google/differenti
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar, TypeAlias
 
 import attrs
 
@@ -159,7 +159,7 @@ class NonPrivateEvent:
         return dp_accounting.NonPrivateDpEvent()
 
 
-Event = Union[GaussianEvent, LaplaceEvent, DiscreteGaussianEvent, DiscreteLaplaceEvent, PureEvent, ApproxEvent, NonPrivateEvent]
+Event: TypeAlias = GaussianEvent | LaplaceEvent | DiscreteGaussianEvent | DiscreteLaplaceEvent | PureEvent | ApproxEvent | NonPrivateEvent
 EVENT_TYPES: dict[str, type] = {
     cls.kind: cls
     for cls in (GaussianEvent, LaplaceEvent, DiscreteGaussianEvent, DiscreteLaplaceEvent, PureEvent, ApproxEvent, NonPrivateEvent)

@@ -511,7 +511,7 @@ def _per_stable_cell(groups: list[tuple[list[Charge], float]]) -> list[list[tupl
         return [groups]
     out = []
     for combo in combos:
-        where = dict(zip(names, combo))
+        where = dict(zip(names, combo, strict=True))
         out.append([
             ([c for c in g if all(where.get(p, cell) == cell for p, cell in c.scope.constraints if "/" not in p)], d)
             for g, d in groups

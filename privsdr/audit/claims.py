@@ -84,7 +84,7 @@ class ZCDP:
 
     def tradeoff(self, a: float) -> float:
         eps, deltas = _zcdp_grid(self.rho)
-        return max(approx_dp_tradeoff(e, d, a) for e, d in zip(eps, deltas))
+        return max(approx_dp_tradeoff(e, d, a) for e, d in zip(eps, deltas, strict=True))
 
     def describe(self) -> str:
         return f"{self.rho:.4g}-zCDP" + (f" (epsilon {self.epsilon:.4g} at delta {self.delta:g})" if self.delta > 0 else "")

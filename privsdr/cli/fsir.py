@@ -34,7 +34,7 @@ def _fsir_config(args: argparse.Namespace) -> int:
     if args.bound is None and args.bounds is None:
         raise ValidationError("fsir config needs --bound R (|x_ij| <= R for every column) or --bounds FILE.json with --columns")
     with Outputs() as outputs:
-        out = outputs.add(args.out, "config", (".json",))
+        outputs.add(args.out, "config", (".json",))
         bound, columns = args.bound, args.columns
         if args.bounds is not None:
             if not columns:

@@ -23,7 +23,7 @@ def party_sketch(n_features: int, sketch_dim: int, seed: int, index: int) -> SRH
 
 def sketches(blocks: Sequence[np.ndarray], sketch_dims: Sequence[int], seed: int) -> list[np.ndarray]:
     """The noise-free sketches X_j Pi_j of every block."""
-    return [party_sketch(b.shape[1], m, seed, j).apply(b) for j, (b, m) in enumerate(zip(blocks, sketch_dims))]
+    return [party_sketch(b.shape[1], m, seed, j).apply(b) for j, (b, m) in enumerate(zip(blocks, sketch_dims, strict=True))]
 
 
 def dual_loco(blocks: Sequence[np.ndarray], y: np.ndarray, alpha: float, sketched: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -153,7 +153,7 @@ class Run:
 
     def __enter__(self) -> Run:
         # everything that can fail on the caller's input happens before the reservation
-        self._rngs = dict(zip(self.plan.nodes, _spawn(self.random_state, len(self.plan.nodes))))
+        self._rngs = dict(zip(self.plan.nodes, _spawn(self.random_state, len(self.plan.nodes)), strict=True))
         self._before = self.ledger.remaining
         self._started = _utc_now()
         if self.plan.budget.is_infinite:  # noise off: opted in by Budget.infinite(), unless nodes are uncertified by design

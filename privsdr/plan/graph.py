@@ -247,12 +247,12 @@ class Plan:
         takes_delta = [not get_mechanism(n.mechanism).pure and delta_left > 0 for n in weighted]
         eps_shares = _shares_within(weighted, [eps_left * n.weight / eps_norm for n in weighted], eps_left, self.relation)
         delta_shares = _shares_within(
-            weighted, [delta_left * n.weight / delta_norm if t else 0.0 for n, t in zip(weighted, takes_delta)],
+            weighted, [delta_left * n.weight / delta_norm if t else 0.0 for n, t in zip(weighted, takes_delta, strict=True)],
             max(delta_left, 0.0), self.relation,
         )
         return {
             n.name: _calibrate(get_mechanism(n.mechanism), sampler, n.sensitivity, Budget(e, d), n.calibration, n.params)
-            for n, e, d in zip(weighted, eps_shares, delta_shares)
+            for n, e, d in zip(weighted, eps_shares, delta_shares, strict=True)
         }
 
 
@@ -267,7 +267,7 @@ def _calibrate(mech: Any, sampler: str, *args: Any) -> NoiseSpec:
 def _shares_within(nodes: list[Node], shares: list[float], total: float, relation: Relation) -> list[float]:
     """Round the shares down together until, on every path of one record, their exact sum <= total."""
     def worst(values: list[float]) -> float:
-        charges = [Charge(n.name, (PureEvent(v),), relation, n.scope) for n, v in zip(nodes, values) if v > 0]
+        charges = [Charge(n.name, (PureEvent(v),), relation, n.scope) for n, v in zip(nodes, values, strict=True) if v > 0]
         return BasicAccountant().cost(charges).epsilon if charges else 0.0
 
     while worst(shares) > total:

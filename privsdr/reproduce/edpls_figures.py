@@ -196,7 +196,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         for key in dict.fromkeys((r["preprocessing"], r["method"]) for r in test if np.isfinite(r["epsilon"])):
             pts = sorted((r["epsilon"], r["rmsep_over_sigma_mean"], r["rmsep_over_sigma_sem"]) for r in test
                          if (r["preprocessing"], r["method"]) == key)
-            e, m, s = map(np.array, zip(*pts))
+            e, m, s = map(np.array, zip(*pts, strict=True))
             ax.errorbar(e, m, yerr=s, marker="o", ms=3, capsize=2, label=f"{key[0]}: {key[1]}" if figure == "edpls-figure5" else key[1])
         base = [r for r in test if not np.isfinite(r["epsilon"])]
         for r in base:
@@ -213,7 +213,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         k += 1
         for key in dict.fromkeys((r["method"], r["epsilon"]) for r in cv if r["preprocessing"] == prep):
             pts = sorted((r["n_components"], r["rmsecv_over_sigma_mean"]) for r in cv if (r["preprocessing"], r["method"], r["epsilon"]) == (prep, *key))
-            a, m = map(np.array, zip(*pts))
+            a, m = map(np.array, zip(*pts, strict=True))
             ax.plot(a, m, marker=".", ms=3, label=f"{key[0]}" + ("" if not np.isfinite(key[1]) else f", ε = {key[1]:g}"))
         ax.set_yscale("log")
         ax.set_xlabel("number of LVs")

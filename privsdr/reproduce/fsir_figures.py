@@ -89,7 +89,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         sub = [r for r in rows if (r["model"] if figure == "fsir-figure2" else r["n"]) == panel]
         for method in dict.fromkeys(r["method"] for r in sub):
             pts = sorted((r["n"] if figure == "fsir-figure2" else r["K"], r["mean_angle"], r["q05"], r["q95"]) for r in sub if r["method"] == method)
-            x, m, lo, hi = map(np.array, zip(*pts))
+            x, m, lo, hi = map(np.array, zip(*pts, strict=True))
             ax.errorbar(x, m, yerr=[m - lo, hi - m], label=method, capsize=2, marker="o", ms=3)
         ax.set_xscale("log")
         ax.set_xlabel("n (per client)" if figure == "fsir-figure2" else "K (clients)")

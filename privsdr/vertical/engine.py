@@ -271,7 +271,7 @@ def run_protocol(
         if not together.fits_within(budget):
             raise ValidationError(f"the parties' parts compose to {together} under {acct.name!r}, beyond the budget {tuple(budget)}")
     digest = protocol.digest(layout)
-    seeds = dict(zip(layout.names, client_seeds(random_state, len(layout.names))))
+    seeds = dict(zip(layout.names, client_seeds(random_state, len(layout.names)), strict=True))
     sessions: dict[str, PartySession] = {}
     for name, part in parts.items():
         ledger = ledgers.get(name) or Ledger(part.budget, accountant=acct, relation=part.relation)
@@ -295,12 +295,12 @@ def run_protocol(
         for stage in protocol.schedule(layout):
             stage_at = stage.index
             inboxes = [_inbox(action, mailbox) for action in stage.actions]
-            checks = [(a, box) for a, box in zip(stage.actions, inboxes) if protocol.has_precheck(a)]
+            checks = [(a, box) for a, box in zip(stage.actions, inboxes, strict=True) if protocol.has_precheck(a)]
             if checks:
                 run_clients(_precheck, [{"protocol": protocol, "action": a, "party": by_name[a.party], "state": states[a.party],
                                          "inbox": box} for a, box in checks], executor)
             tasks = []
-            for action, box in zip(stage.actions, inboxes):
+            for action, box in zip(stage.actions, inboxes, strict=True):
                 party_at = action.party
                 tickets = sessions[action.party].issue(action) if action.party in sessions else {}
                 if action.nodes and action.party not in sessions:
@@ -308,7 +308,7 @@ def run_protocol(
                 tasks.append({"protocol": protocol, "action": action, "party": by_name[action.party],
                               "state": states[action.party], "inbox": box, "tickets": tickets})
             results = run_clients(_act, tasks, executor)
-            for action, result in zip(stage.actions, results):
+            for action, result in zip(stage.actions, results, strict=True):
                 states[action.party] = result.state
                 messages = sessions[action.party].complete(action, stage.index, result) if action.party in sessions else \
                     [PartyMessage(protocol.name, protocol.version, digest, action.party, o.recipients, o.kind, stage.index,
