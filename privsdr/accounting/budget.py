@@ -20,20 +20,28 @@ from ..errors import ValidationError
 def _check_real(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, Real):
         raise ValidationError(f"{name} must be a real number, got {type(value).__name__}: {value!r}")
-    value = float(value)
-    if math.isnan(value):
+    number = float(value)
+    if math.isnan(number):
         raise ValidationError(f"{name} must not be NaN")
-    return value
+    return number
 
 
-def _validate_epsilon(instance: Budget, attribute: attrs.Attribute, value: float) -> None:
+def _real_epsilon(value: object) -> float:
+    return _check_real("epsilon", value)
+
+
+def _real_delta(value: object) -> float:
+    return _check_real("delta", value)
+
+
+def _validate_epsilon(instance: Budget, attribute: attrs.Attribute[float], value: float) -> None:
     if not value > 0:
         raise ValidationError(f"epsilon must be > 0, got {value!r}")
     if math.isinf(value) and not instance.unlimited:
         raise ValidationError("epsilon must be finite; use Budget.infinite() for a non-private baseline")
 
 
-def _validate_delta(instance: Budget, attribute: attrs.Attribute, value: float) -> None:
+def _validate_delta(instance: Budget, attribute: attrs.Attribute[float], value: float) -> None:
     if not 0.0 <= value < 1.0:
         raise ValidationError(f"delta must satisfy 0 <= delta < 1, got {value!r}")
 
@@ -46,8 +54,8 @@ class Budget:
     meant for non-private baselines and noise-off tests.
     """
 
-    epsilon: float = attrs.field(converter=lambda v: _check_real("epsilon", v), validator=_validate_epsilon)
-    delta: float = attrs.field(default=0.0, converter=lambda v: _check_real("delta", v), validator=_validate_delta)
+    epsilon: float = attrs.field(converter=_real_epsilon, validator=_validate_epsilon)
+    delta: float = attrs.field(default=0.0, converter=_real_delta, validator=_validate_delta)
     unlimited: bool = attrs.field(default=False, kw_only=True, repr=False)
 
     @classmethod

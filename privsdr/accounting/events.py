@@ -23,7 +23,7 @@ from .rounding import div_up
 from .zcdp import zcdp_epsilon
 
 
-def _nonneg(instance: object, attribute: attrs.Attribute, value: float) -> None:
+def _nonneg(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
     if math.isnan(value) or value < 0:
         raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
 
@@ -160,7 +160,7 @@ class NonPrivateEvent:
 
 
 Event: TypeAlias = GaussianEvent | LaplaceEvent | DiscreteGaussianEvent | DiscreteLaplaceEvent | PureEvent | ApproxEvent | NonPrivateEvent
-EVENT_TYPES: dict[str, type] = {
+EVENT_TYPES: dict[str, type[Event]] = {
     cls.kind: cls
     for cls in (GaussianEvent, LaplaceEvent, DiscreteGaussianEvent, DiscreteLaplaceEvent, PureEvent, ApproxEvent, NonPrivateEvent)
 }

@@ -40,6 +40,11 @@ class Relation(str, enum.Enum):
             raise ValueError(f"unknown neighbouring relation {value!r}; expected one of {names}") from None
 
 
+def parse_relation(value: Relation | str) -> Relation:
+    """``Relation.parse`` as a plain function: an attrs converter (mypy's attrs plugin takes no classmethod)."""
+    return Relation.parse(value)
+
+
 class Status(str, enum.Enum):
     """Guarantee status of a release node (DESIGN.md).
 
