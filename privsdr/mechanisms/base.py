@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 
 from ..accounting.budget import Budget
 from ..accounting.events import Event
@@ -146,7 +147,7 @@ class Mechanism:
         return f"<mechanism {self.name}>"
 
 
-def as_float_array(value: Any, name: str) -> np.ndarray:
+def as_float_array(value: Any, name: str) -> npt.NDArray[np.float64]:
     """The query value as a float array; NaN/inf is a bug in the query (clip first), so refuse it."""
     arr = np.array(value, dtype=float, copy=True)
     if not np.all(np.isfinite(arr)):

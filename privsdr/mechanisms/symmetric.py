@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..accounting.budget import Budget
 from . import secure
@@ -48,7 +49,7 @@ class SymmetricGaussianMechanism(GaussianMechanism):
         return (arr + arr.T) / 2.0
 
     def sample(self, value: Any, spec: NoiseSpec, rng: np.random.Generator, **kwargs: Any) -> np.ndarray:
-        arr = np.array(value, dtype=float)
+        arr: npt.NDArray[np.float64] = np.array(value, dtype=float)
         if spec.noise_off:
             return arr
         p = arr.shape[0]
