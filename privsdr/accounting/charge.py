@@ -46,7 +46,8 @@ class Charge:
 class Chargeable(Protocol):
     """What a ledger can preflight: a named, relation-tagged list of charges (a calibrated plan)."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     @property
     def relation(self) -> Relation: ...

@@ -32,6 +32,7 @@ from ..accounting import (
     PldAccountant,
     RdpAccountant,
     Relation,
+    Reservation,
     Status,
 )
 from ..accounting.accountants import default_slack
@@ -147,7 +148,7 @@ class Run:
         self.outputs: dict[str, Any] = {}
         self.runtime_specs: dict[str, Any] = {}
         self.report: PrivacyReport | None = None
-        self._reservation = None
+        self._reservation: Reservation | None = None
         self._rngs: dict[str, np.random.Generator] = {}
         self._issued: set[str] = set()
 
@@ -163,7 +164,8 @@ class Run:
             self._reservation = self.ledger.reserve(self.plan, allow_uncertified=self.allow_uncertified)
         return self
 
-    def _check_releasable(self, name: str, batch: tuple[str, ...] = ()) -> None:
+    def _check_releasable(self, name: str, batch: tuple[str, ...] = ()) -> Reservation:
+        """The open reservation, if node ``name`` may be released now (PlanError otherwise)."""
         if self._reservation is None or self._reservation.closed:
             raise PlanError("release() outside an open run (use `with Run(...) as run:`)")
         if name not in self.plan.nodes:
@@ -174,14 +176,15 @@ class Run:
         missing = [p for p in self.plan.nodes[name].parents if p not in done]
         if missing:
             raise PlanError(f"node {name!r} needs its parents released first: {missing}")
+        return self._reservation
 
     def release(self, name: str, value: Any, **options: Any) -> Any:
         """Charge node ``name`` and release ``value`` with its noise."""
-        self._check_releasable(name)
+        reservation = self._check_releasable(name)
         spec = self._spec_for(name, options.pop("sensitivity", None))
         mech = get_mechanism(spec.mechanism)
         prepared = mech.prepare(value, spec, **options)
-        self._reservation.charge(name)  # write-ahead: charged before the noise exists
+        reservation.charge(name)  # write-ahead: charged before the noise exists
         out = mech.sample(prepared, spec, self._rngs[name], **options)
         self.outputs[name] = out
         return out
@@ -217,7 +220,7 @@ class Run:
             raise PlanError(f"issue() got a node twice: {names}")
         for name in names:
             self._check_releasable(name, names)
-        tickets = {}
+        tickets: dict[str, NoiseTicket] = {}
         for name in names:
             assert self._reservation is not None
             self._reservation.charge(name)  # write-ahead: charged before the noise exists
