@@ -92,7 +92,7 @@ class _PipeSafeStdout:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     stdout = sys.stdout
-    sys.stdout = _PipeSafeStdout(stdout)  # type: ignore[assignment]
+    sys.stdout = _PipeSafeStdout(stdout)
     shown = warnings.showwarning
     warnings.showwarning = _one_line_warning
     try:

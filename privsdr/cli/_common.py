@@ -68,10 +68,13 @@ def finite_float(text: str) -> float:
 
 
 # -- inputs -------------------------------------------------------------------------------------------
-def input_file(path: str | None, option: str) -> Path | None:
-    """An existing, readable regular file (None passes through)."""
-    if path is None:
-        return None
+def optional_input_file(path: str | None, option: str) -> Path | None:
+    """``input_file`` for an option that may be absent (None passes through)."""
+    return None if path is None else input_file(path, option)
+
+
+def input_file(path: str, option: str) -> Path:
+    """An existing, readable regular file."""
     p = Path(path)
     if not p.exists():
         raise ValidationError(f"{option} {path}: no such file")

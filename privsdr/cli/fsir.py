@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +23,9 @@ from ._common import (
     positive_int,
     read_text,
 )
+
+if TYPE_CHECKING:
+    from ..federated import FSIRConfig
 
 UPLOAD_SUFFIXES = (".fsir", ".npz")
 
@@ -65,7 +69,7 @@ def _center_arg(values: str | list[str]) -> str | tuple[float, ...]:
     return numbers
 
 
-def _load_config(path: str) -> object:
+def _load_config(path: str) -> FSIRConfig:
     from ..federated import FSIRConfig
 
     return FSIRConfig.from_json(read_text(input_file(path, "--config"), "--config"))
@@ -110,7 +114,7 @@ def _fsir_server(args: argparse.Namespace) -> int:
         document = {"directions": result.directions.tolist(), "n_total": result.n_total, "clients": list(result.clients),
                     "columns": list(config.columns) if config.columns else None,
                     "center": {"choice": list(config.center) if isinstance(config.center, tuple) else config.center,
-                               "location": result.center.tolist()},
+                               "location": None if result.center is None else result.center.tolist()},
                     "privacy": result.privacy}
         if out is not None:
             outputs.commit("--out", json.dumps(document, indent=2, default=str) + "\n")

@@ -136,7 +136,7 @@ class LocalDesign:
         top = eigsh(G, k=1, which="LA", v0=np.ones(G.shape[0]), tol=1e-8, return_eigenvectors=False)
         return float(top[0]) / n
 
-    def cv_path(self, y: FloatArray, lambdas: Sequence[float], folds: Sequence[IntArray], loss_scale: str = "half",
+    def cv_path(self, y: FloatArray, lambdas: Sequence[float] | FloatArray, folds: Sequence[IntArray], loss_scale: str = "half",
                 noise_var: FloatArray | None = None) -> CVPath:
         """Held-out predictions of the local ridge for every lambda (one eigh per fold).
 
@@ -202,7 +202,7 @@ class CVPath:
         return per_lambda
 
 
-def cv_path(Xk: FloatArray, Z: FloatArray, y: FloatArray, lambdas: Sequence[float], folds: Sequence[IntArray],
+def cv_path(Xk: FloatArray, Z: FloatArray, y: FloatArray, lambdas: Sequence[float] | FloatArray, folds: Sequence[IntArray],
             loss_scale: str = "half", noise_var: FloatArray | None = None) -> CVPath:
     """``LocalDesign(Xk, Z).cv_path(...)``."""
     return LocalDesign(Xk, Z).cv_path(y, lambdas, folds, loss_scale, noise_var)

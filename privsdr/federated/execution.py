@@ -29,8 +29,9 @@ def run_clients(fn: Callable[..., Any], tasks: Sequence[dict[str, Any]], executo
     if executor is None:
         return [fn(**task) for task in tasks]
     if _is_dask_client(executor):
-        futures = [executor.submit(fn, pure=False, **task) for task in tasks]
-        return executor.gather(futures)
+        client: Any = executor  # a distributed.Client (dask is optional: no import, no type)
+        futures = [client.submit(fn, pure=False, **task) for task in tasks]
+        return client.gather(futures)
     if isinstance(executor, Executor) or hasattr(executor, "submit"):
         futures = [executor.submit(fn, **task) for task in tasks]
         return [f.result() for f in futures]

@@ -448,9 +448,9 @@ def check_compatible(messages: Sequence[ClientMessage], config: FSIRConfig) -> N
         raise ValidationError("two messages carry the same client id")
     seen: dict[str, str] = {}
     for m in messages:
-        digest = m.payload_digest()
-        if digest is not None and digest in seen:
-            raise ValidationError(f"clients {seen[digest]!r} and {m.client_id!r} sent the same upload (payload digest "
-                                  f"{digest[:16]}): one upload counted twice")
-        if digest is not None:
-            seen[digest] = m.client_id
+        payload = m.payload_digest()
+        if payload is not None and payload in seen:
+            raise ValidationError(f"clients {seen[payload]!r} and {m.client_id!r} sent the same upload (payload digest "
+                                  f"{payload[:16]}): one upload counted twice")
+        if payload is not None:
+            seen[payload] = m.client_id

@@ -27,7 +27,7 @@ scopes when the plan declares them, e.g. entry-level relations).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import attrs
@@ -39,7 +39,7 @@ from ..plan import CalibratedPlan, NoiseTicket, Plan, Run
 from ..plan.execute import build_report
 from ..report import PrivacyReport
 from .layout import Layout, Party, check_parties
-from .messages import PartyMessage
+from .messages import PartyMessage, as_dict, as_names
 
 ACCOUNTANTS = ("basic", "advanced", "rdp", "pld")
 
@@ -63,15 +63,19 @@ class Action:
 
     party: str
     step: str
-    nodes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
-    reads: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    nodes: tuple[str, ...] = attrs.field(default=(), converter=as_names)
+    reads: tuple[str, ...] = attrs.field(default=(), converter=as_names)
+
+
+def _actions(actions: Iterable[Action]) -> tuple[Action, ...]:
+    return tuple(actions)
 
 
 @attrs.frozen
 class Stage:
     index: int
     name: str
-    actions: tuple[Action, ...] = attrs.field(converter=tuple)
+    actions: tuple[Action, ...] = attrs.field(converter=_actions)
 
 
 @attrs.frozen(eq=False)
@@ -79,10 +83,14 @@ class Outgoing:
     """A message as an action returns it; the session adds sender, digest, stage and report."""
 
     kind: str
-    recipients: tuple[str, ...] = attrs.field(converter=tuple)
-    arrays: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
-    meta: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
-    nodes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    recipients: tuple[str, ...] = attrs.field(converter=as_names)
+    arrays: Mapping[str, Any] = attrs.field(factory=dict, converter=as_dict)
+    meta: Mapping[str, Any] = attrs.field(factory=dict, converter=as_dict)
+    nodes: tuple[str, ...] = attrs.field(default=(), converter=as_names)
+
+
+def _outgoing(messages: Iterable[Outgoing]) -> tuple[Outgoing, ...]:
+    return tuple(messages)
 
 
 @attrs.frozen(eq=False)
@@ -91,8 +99,8 @@ class ActionResult:
     as ``NoiseTicket.release`` returned them, and the outgoing messages."""
 
     state: Any
-    released: Mapping[str, tuple[Any, Any]] = attrs.field(factory=dict, converter=dict)
-    outgoing: tuple[Outgoing, ...] = attrs.field(default=(), converter=tuple)
+    released: Mapping[str, tuple[Any, Any]] = attrs.field(factory=dict, converter=as_dict)
+    outgoing: tuple[Outgoing, ...] = attrs.field(default=(), converter=_outgoing)
 
 
 class VerticalProtocol:

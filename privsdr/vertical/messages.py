@@ -12,7 +12,7 @@ import io
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,16 @@ from ..errors import ValidationError
 
 FORMAT = "privsdr.vertical-message"
 FORMAT_VERSION = 1
+
+
+def as_names(values: Iterable[str]) -> tuple[str, ...]:
+    """attrs converter: names (recipients, plan nodes, message ids) as a tuple."""
+    return tuple(values)
+
+
+def as_dict(values: Mapping[str, Any]) -> dict[str, Any]:
+    """attrs converter: a mapping (arrays, metadata) as a dict of its own."""
+    return dict(values)
 
 
 def message_id(stage: int, sender: str, kind: str) -> str:
@@ -38,12 +48,12 @@ class PartyMessage:
     version: int
     config_digest: str
     sender: str
-    recipients: tuple[str, ...] = attrs.field(converter=tuple)
+    recipients: tuple[str, ...] = attrs.field(converter=as_names)
     kind: str
     stage: int
-    arrays: Mapping[str, np.ndarray] = attrs.field(factory=dict, converter=dict)
-    meta: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
-    nodes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    arrays: Mapping[str, np.ndarray] = attrs.field(factory=dict, converter=as_dict)
+    meta: Mapping[str, Any] = attrs.field(factory=dict, converter=as_dict)
+    nodes: tuple[str, ...] = attrs.field(default=(), converter=as_names)
     report_json: str = ""
 
     @property
@@ -72,7 +82,8 @@ class PartyMessage:
     def to_bytes(self) -> bytes:
         buffer = io.BytesIO()
         header = np.frombuffer(json.dumps(self.header()).encode(), dtype=np.uint8)
-        np.savez(buffer, __header__=header, **{f"a_{k}": np.asarray(v) for k, v in self.arrays.items()})
+        named: dict[str, Any] = {f"a_{k}": np.asarray(v) for k, v in self.arrays.items()}  # Any: savez's own keywords
+        np.savez(buffer, __header__=header, **named)
         return buffer.getvalue()
 
     @classmethod
