@@ -35,8 +35,9 @@ def composition_text(composition: dict[str, Any]) -> str:
         how = f" under the {accountant!r} accountant" if accountant else ""
         return f"non-adaptive{how}: {composition.get('citation', '')}"
     groups = composition.get("groups")
-    across = f" across {groups} runs or batches" if groups is not None else ""
-    return f"fully adaptive{across}, privacy filter {rule}: {composition.get('citation', '')}"
+    across = f" across {groups} runs or batches" if groups is not None else " across runs"
+    return (f"privacy filter {rule}, fully adaptive{across}: the budget holds for everything the filter admits, and "
+            f"spent is the smallest target this history meets; {composition.get('citation', '')}")
 
 
 def by_rule_text(composition: dict[str, Any]) -> str | None:
@@ -67,7 +68,7 @@ def _budget_rows(report: PrivacyReport) -> list[tuple[str, str]]:
         ("spent by this run", _cost(b["spent_by_run"])),
         *_composition_rows(b.get("run_composition"), "this run composed"),
         ("remaining after", _cost(b["after"])),
-        *_composition_rows(b.get("composition"), "ledger total justified by"),
+        *_composition_rows(b.get("composition"), "ledger composition after this run"),
         ("allocation", str(b.get("allocation", ""))),
     ]
 
@@ -246,7 +247,7 @@ def _run_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
 def _ledger_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     return [
         ("budget", _cost(summary["budget"])), ("spent", _cost(summary["spent"])),
-        *_composition_rows(summary.get("composition"), "spent justified by"),
+        *_composition_rows(summary.get("composition"), "composition"),
         ("remaining", _cost(summary["remaining"])),
     ]
 

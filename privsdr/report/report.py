@@ -155,8 +155,8 @@ class PrivacyReport:
         if ledger and ledger.get("rule") == "non_adaptive":
             parts.append("the ledger total non-adaptively too (one run, or one batch of plans declared up front)")
         elif ledger:
-            parts.append(f"the ledger total across {ledger.get('groups')} runs or batches by the privacy filter "
-                         f"{ledger.get('rule')} ({ledger.get('citation')})")
+            parts.append(f"the ledger across {ledger.get('groups')} runs or batches by the privacy filter {ledger.get('rule')}, "
+                         f"whose budget is the guarantee ('after' is the room it leaves) ({ledger.get('citation')})")
         if parts:
             lines.append("composition: " + "; ".join(parts))
         totals = ", ".join(
