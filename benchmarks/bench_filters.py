@@ -10,6 +10,7 @@ between the ``bench_filters`` marker comments.
 """
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import tempfile
@@ -80,6 +81,7 @@ def run_history(ledger: Ledger, fits: int = len(HISTORY)) -> Ledger:
     return ledger
 
 
+@functools.lru_cache(maxsize=None)
 def rule_usages(fits: int) -> dict[str, tuple[float, str]]:
     """Each filter rule on the first ``fits`` fits at LEDGER.delta, each run profiled within the run under
     ``best`` (the run is non-adaptive: any accountant applies inside it). -> {rule: (epsilon, rule used)}."""
@@ -96,6 +98,7 @@ def rule_usages(fits: int) -> dict[str, tuple[float, str]]:
     return out
 
 
+@functools.lru_cache(maxsize=None)
 def ledger_totals(fits: int, accountant: str, committed: bool) -> tuple[float, str]:
     """``ledger.spent`` epsilon after the first ``fits`` fits on a journal-backed ledger, run one at a time
     (privacy filter) or declared up front with ``Ledger.commit`` (non-adaptive). -> (epsilon, rule)."""
