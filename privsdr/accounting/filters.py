@@ -215,6 +215,13 @@ def usage(runs: Sequence[RunProfile], rule: str, delta: float) -> FilterResult:
     return FilterResult(value, delta, rule, CITATIONS[rule], {rule: value})
 
 
+def within_run(accountant_name: str) -> dict[str, Any]:
+    """What justifies one run's own total: its plan is fixed before any data is read, so its releases compose
+    non-adaptively and the ledger's accountant (any of them, PLD included) applies (the run report's
+    ``budget["run_composition"]``)."""
+    return {"kind": "non-adaptive", "rule": "non_adaptive", "accountant": accountant_name, "citation": CITATIONS["non_adaptive"]}
+
+
 def filter_rule_for(accountant_name: str) -> str | None:
     """The cross-run rule a ledger of this accountant uses (None: no filter known, i.e. PLD)."""
     return {"basic": "basic", "advanced": "advanced", "rdp": "rdp", "best": "best"}.get(accountant_name)

@@ -9,6 +9,7 @@ from ..accounting.accountants import ACCOUNTANT_NAMES
 from ..accounting.journal import KEY_ENV, KEY_FILE_ENV, key_from_environment, repair, verify
 from ..errors import ValidationError
 from ..report import ledger_to_html, ledger_to_markdown
+from ..report.report import _num
 from ._common import EXIT_FAILED, FORMATTER, Outputs, Parser, budget_options, check_output, distinct, input_file
 
 KEY_HELP = (f"With {KEY_ENV} (the key) or {KEY_FILE_ENV} (a file holding it) set, new journals are HMAC-chained "
@@ -34,7 +35,8 @@ def _ledger_show(args: argparse.Namespace) -> int:
         if html is not None:
             outputs.commit("--html", ledger_to_html(summary))
     if args.json:
-        print(json.dumps(summary, indent=2, default=str))
+        # standard JSON: infinite values (a filter rule that does not apply) as {"$float": "inf"}, as in reports
+        print(json.dumps(_num(summary), indent=2, default=str))
     else:
         print(ledger_to_markdown(summary))
     if html is not None:

@@ -36,6 +36,7 @@ from ..accounting import (
     Status,
 )
 from ..accounting.accountants import default_slack
+from ..accounting.filters import within_run
 from ..errors import PlanError
 from ..mechanisms import Sensitivity, get_mechanism
 from ..report import NodeReport, PrivacyReport
@@ -405,6 +406,8 @@ def build_report(run: Run) -> PrivacyReport:
             "after": ledger.remaining.to_dict(),
             "spent_by_run": spent.to_dict(),
             "allocation": plan.allocation,
+            "run_composition": within_run(ledger.accountant.name),  # justifies spent_by_run
+            "composition": ledger.composition,  # justifies "after": the ledger's whole history, this run included
         },
         accountant=ledger.accountant.to_dict(),
         totals=_totals(charged, ledger),

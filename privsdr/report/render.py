@@ -28,14 +28,48 @@ def _cost(c: dict[str, float] | None) -> str:
     return "n/a" if c is None else f"ε = {_f(c['epsilon'])}, δ = {_f(c['delta'], 3)}"
 
 
+def composition_text(composition: dict[str, Any]) -> str:
+    """Which theorem justifies a total: the kind of composition, the rule, its citation."""
+    rule = str(composition.get("rule", "?"))
+    if rule == "non_adaptive":
+        accountant = composition.get("accountant")
+        how = f" under the {accountant!r} accountant" if accountant else ""
+        return f"non-adaptive{how}: {composition.get('citation', '')}"
+    groups = composition.get("groups")
+    across = f" across {groups} runs or batches" if groups is not None else " across runs"
+    return (f"privacy filter {rule}, fully adaptive{across}: the budget holds for everything the filter admits, and "
+            f"spent is the smallest target this history meets; {composition.get('citation', '')}")
+
+
+def by_rule_text(composition: dict[str, Any]) -> str | None:
+    """The epsilon each filter rule gives (shown when a ledger chose among several: how close the others were)."""
+    by_rule = composition.get("by_rule") or {}
+    if len(by_rule) < 2:
+        return None
+    values = ", ".join(f"{k} {_f(float(v))}" for k, v in by_rule.items())
+    return f"{values} (each rule held to δ/{len(by_rule)}; ∞: the rule does not apply or its δ condition fails)"
+
+
+def _composition_rows(composition: dict[str, Any] | None, label: str) -> list[tuple[str, str]]:
+    if not composition:
+        return []
+    rows = [(label, composition_text(composition))]
+    rules = by_rule_text(composition)
+    if rules is not None:
+        rows.append(("ε under each filter rule", rules))
+    return rows
+
+
 def _budget_rows(report: PrivacyReport) -> list[tuple[str, str]]:
-    b = report.budget
+    b = report.budget  # "run_composition" and "composition": absent from reports written before issue 15
     return [
         ("ledger budget", _cost(b["total"])),
         ("this fit's budget", _cost(b["requested"])),
         ("remaining before", _cost(b["before"])),
         ("spent by this run", _cost(b["spent_by_run"])),
+        *_composition_rows(b.get("run_composition"), "this run composed"),
         ("remaining after", _cost(b["after"])),
+        *_composition_rows(b.get("composition"), "ledger composition after this run"),
         ("allocation", str(b.get("allocation", ""))),
     ]
 
@@ -188,6 +222,10 @@ def _ledger_status(summary: dict[str, Any]) -> tuple[str, str]:
         f"LEDGER: spent ε = {_f(spent['epsilon'])}, δ = {_f(spent['delta'], 3)} of ε = {_f(total['epsilon'])}, "
         f"δ = {_f(total['delta'], 3)} under the {summary['accountant']['name']!r} accountant over {len(summary['runs'])} runs"
     )
+    composition = summary.get("composition")
+    if composition:
+        rule = composition.get("rule")
+        line += " (non-adaptive)" if rule == "non_adaptive" else f" (privacy filter {rule})"
     if worst != "certified":
         line += f"; some runs are {worst.upper()}"
     return worst, line
@@ -207,11 +245,19 @@ def _run_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
     ]
 
 
+def _ledger_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    return [
+        ("budget", _cost(summary["budget"])), ("spent", _cost(summary["spent"])),
+        *_composition_rows(summary.get("composition"), "composition"),
+        ("remaining", _cost(summary["remaining"])),
+    ]
+
+
 def ledger_to_markdown(summary: dict[str, Any]) -> str:
     _, line = _ledger_status(summary)
     return "\n".join([
         f"**{line}**", "", "# Ledger report", "", f"Journal: `{summary.get('journal')}` · relation `{summary.get('relation')}`", "",
-        _md_table(("", "value"), [("budget", _cost(summary["budget"])), ("spent", _cost(summary["spent"])), ("remaining", _cost(summary["remaining"]))]),
+        _md_table(("", "value"), _ledger_rows(summary)),
         "", "## Runs", "", _md_table(RUN_HEADERS, _run_rows(summary)), "",
     ])
 
@@ -222,7 +268,7 @@ def ledger_to_html(summary: dict[str, Any]) -> str:
     body = (
         "<h1>Ledger report</h1>"
         f"<p class='meta'>Journal {html.escape(str(summary.get('journal')))} · relation {html.escape(str(summary.get('relation')))}</p>"
-        + _html_table(("", "value"), [("budget", _cost(summary["budget"])), ("spent", _cost(summary["spent"])), ("remaining", _cost(summary["remaining"]))])
+        + _html_table(("", "value"), _ledger_rows(summary))
     )
     if runs:
         png = budget_chart_png([r["run_id"][:8] + " " + str(r.get("algorithm", "")) for r in runs],

@@ -151,6 +151,16 @@ class PrivacyReport:
                 b["after"]["epsilon"], b["after"]["delta"],
             )
         )
+        # which theorems justify spent_by_run and "after" (reports written before issue 15 do not say)
+        run, ledger = b.get("run_composition"), b.get("composition")
+        parts = [f"this run non-adaptively under {run.get('accountant')!r} ({run.get('citation')})"] if run else []
+        if ledger and ledger.get("rule") == "non_adaptive":
+            parts.append("the ledger total non-adaptively too (one run, or one batch of plans declared up front)")
+        elif ledger:
+            parts.append(f"the ledger across {ledger.get('groups')} runs or batches by the privacy filter {ledger.get('rule')}, "
+                         f"whose budget is the guarantee ('after' is the room it leaves) ({ledger.get('citation')})")
+        if parts:
+            lines.append("composition: " + "; ".join(parts))
         totals = ", ".join(
             f"{name}: eps={t['epsilon']:.4g} (delta={t['delta']:.3g})" if t else f"{name}: n/a" for name, t in self.totals.items()
         )
