@@ -62,7 +62,7 @@ def dpbcd_synthetic(n: int = 1000, p: int = 10, *, correlation: float = 0.3, r2:
 
 
 def _read(name: str) -> list[dict[str, str]]:
-    with resources.files("privsdr.datasets").joinpath("data", name).open(newline="") as fh:
+    with resources.as_file(resources.files("privsdr.datasets").joinpath("data", name)) as path, open(path, newline="") as fh:
         return list(csv.DictReader(fh))
 
 

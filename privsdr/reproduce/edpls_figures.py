@@ -211,10 +211,11 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     for prep in dict.fromkeys(r["preprocessing"] for r in cv):
         ax = fig.add_subplot(1, panels, k)
         k += 1
-        for key in dict.fromkeys((r["method"], r["epsilon"]) for r in cv if r["preprocessing"] == prep):
-            pts = sorted((r["n_components"], r["rmsecv_over_sigma_mean"]) for r in cv if (r["preprocessing"], r["method"], r["epsilon"]) == (prep, *key))
-            a, m = map(np.array, zip(*pts, strict=True))
-            ax.plot(a, m, marker=".", ms=3, label=f"{key[0]}" + ("" if not np.isfinite(key[1]) else f", ε = {key[1]:g}"))
+        for method, eps in dict.fromkeys((r["method"], r["epsilon"]) for r in cv if r["preprocessing"] == prep):
+            curve_pts = sorted((r["n_components"], r["rmsecv_over_sigma_mean"]) for r in cv
+                         if (r["preprocessing"], r["method"], r["epsilon"]) == (prep, method, eps))
+            a, m = map(np.array, zip(*curve_pts, strict=True))
+            ax.plot(a, m, marker=".", ms=3, label=f"{method}" + ("" if not np.isfinite(eps) else f", ε = {eps:g}"))
         ax.set_yscale("log")
         ax.set_xlabel("number of LVs")
         ax.set_ylabel("RMSECV / σ_y")

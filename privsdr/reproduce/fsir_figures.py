@@ -39,11 +39,8 @@ def largest_angle(A: np.ndarray, B: np.ndarray) -> float:
 
 def _angles(model: str, n: int, K: int, budget: Budget, cov_share: float, seed: int) -> dict[str, float]:
     rng = np.random.default_rng(seed)
-    B = None
-    clients = []
-    for _ in range(K):
-        X, y, B = fsir_model(model, n, 10, seed=rng, B=B)
-        clients.append((X, y))
+    X, y, B = fsir_model(model, n, 10, seed=rng)  # the first client draws B; the others share it
+    clients = [(X, y)] + [fsir_model(model, n, 10, seed=rng, B=B)[:2] for _ in range(K - 1)]
     slicing = public_slicing(model, B, 10)
     out = {}
     for name, kw in {"SIR (non-private)": {"mechanism": "none", "cov_mechanism": "none"}, **METHODS}.items():

