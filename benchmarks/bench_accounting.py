@@ -33,8 +33,10 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # benchmark the source tree next to this script
@@ -133,13 +135,17 @@ def cold_and_warm(
     return cold, measure(lambda: (lambda: task(last[0])), repeats, limit, budget)
 
 
+def preflight(accountant: str, plan: CalibratedPlan) -> Any:
+    return Ledger(BUDGET, accountant=accountant).preflight(plan)
+
+
 # -- 1. preflight ----------------------------------------------------------------------------------
 def bench_preflight(n: int, repeats: int, limit: float, budget: float) -> list[dict[str, Any]]:
     rows = []
     for kind in ("identical", "two-valued", "distinct"):
         zs = multipliers(kind, n)
         for acc in ACCOUNTANTS:
-            task = lambda plan: Ledger(BUDGET, accountant=acc).preflight(plan)  # noqa: E731
+            task = partial(preflight, acc)
             cold, warm = cold_and_warm(zs, task, repeats, limit, budget)
             rows.append({"variant": kind, "accountant": acc, "nodes": n, "cold": cold, "warm": warm})
         base = next(r["cold"]["seconds"] for r in rows if r["variant"] == kind and r["accountant"] == "basic")
@@ -158,12 +164,16 @@ def run_once(plan: CalibratedPlan, accountant: str, values: list[np.ndarray]) ->
     t0 = time.perf_counter()
     with Run(plan, ledger, random_state=0) as run:
         t1 = time.perf_counter()
-        for name, value in zip(names, values):
+        for name, value in zip(names, values, strict=True):
             run.release(name, value)
         t2 = time.perf_counter()
     t3 = time.perf_counter()
     assert run.report is not None
     return {"enter": t1 - t0, "releases": t2 - t1, "exit": t3 - t2, "total": t3 - t0}
+
+
+def run_and_keep(parts: list[dict[str, float]], accountant: str, values: list[np.ndarray], plan: CalibratedPlan) -> None:
+    parts.append(run_once(plan, accountant, values))
 
 
 def bare_numpy(values: list[np.ndarray], sigma: float) -> list[np.ndarray]:
@@ -179,7 +189,7 @@ def bench_execution(n: int, repeats: int, limit: float, budget: float) -> dict[s
     for kind, acc in [("identical", a) for a in ACCOUNTANTS] + [("distinct", "basic"), ("distinct", "best")]:
         zs = multipliers(kind, n)
         parts: list[dict[str, float]] = []
-        task = lambda plan: parts.append(run_once(plan, acc, values))  # noqa: E731
+        task = partial(run_and_keep, parts, acc, values)
         cold, warm = cold_and_warm(zs, task, repeats, limit, budget)
         # parts holds the cold runs first, then the warm ones
         for state, m, runs in (("cold", cold, parts[: cold["runs"]]), ("warm", warm, parts[cold["runs"] :])):

@@ -51,8 +51,7 @@ def timing(n: int, p: int, rounds: int, repeats: int) -> dict:
         start = time.perf_counter()
         est = certified(rounds, p, y_sd).fit(blocks, y)
         fit.append(time.perf_counter() - start)
-    from privsdr.vertical import DPBCDProtocol, check_parties
-    from privsdr.vertical import Party
+    from privsdr.vertical import DPBCDProtocol, Party, check_parties
 
     parties, layout = check_parties([Party("party0", blocks[0], y), Party("party1", blocks[1])])
     protocol = DPBCDProtocol(est.config_)

@@ -21,6 +21,11 @@ from privsdr.datasets import sir_model
 CUTS = [-6.0, 0.0, 6.0]  # public boundaries for M1's response (|b^T x| <= 20)
 
 
+def cell(distances: list[float], sir_distance: float) -> str:
+    """Median distance and its ratio to the non-private SIR's."""
+    return f"{np.median(distances):.3f} [{np.median(distances) / sir_distance:4.1f}x]"
+
+
 def grid(ns: list[int], epsilons: list[float], reps: int, p: int) -> None:
     print(f"M1, p = {p}, delta = 1e-6, {reps} replications; median distance (0 = exact, 1.34 = random); "
           "[x SIR] = multiple of non-private SIR on the same rows")
@@ -40,8 +45,7 @@ def grid(ns: list[int], epsilons: list[float], reps: int, p: int) -> None:
                 ini.append(projection_distance(o.init_directions_, B))
                 fin.append(projection_distance(o.directions_, B))
                 used += o.hyperparameters_["eta"] > 0
-            cell = lambda v: f"{np.median(v):.3f} [{np.median(v) / s:4.1f}x]"  # noqa: E731
-            print(f"{n:>9} {eps:>5g} {s:>7.3f} {cell(mom):>22} {cell(ini):>18} {cell(fin):>18} {used:>6}/{reps}", flush=True)
+            print(f"{n:>9} {eps:>5g} {s:>7.3f} {cell(mom, s):>22} {cell(ini, s):>18} {cell(fin, s):>18} {used:>6}/{reps}", flush=True)
 
 
 def paper_vs_certified(reps: int, n: int, p: int) -> None:

@@ -81,7 +81,7 @@ def run_history(ledger: Ledger, fits: int = len(HISTORY)) -> Ledger:
     return ledger
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def rule_usages(fits: int) -> dict[str, tuple[float, str]]:
     """Each filter rule on the first ``fits`` fits at LEDGER.delta, each run profiled within the run under
     ``best`` (the run is non-adaptive: any accountant applies inside it). -> {rule: (epsilon, rule used)}."""
@@ -98,7 +98,7 @@ def rule_usages(fits: int) -> dict[str, tuple[float, str]]:
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def ledger_totals(fits: int, accountant: str, committed: bool) -> tuple[float, str]:
     """``ledger.spent`` epsilon after the first ``fits`` fits on a journal-backed ledger, run one at a time
     (privacy filter) or declared up front with ``Ledger.commit`` (non-adaptive). -> (epsilon, rule)."""
@@ -131,7 +131,7 @@ def rules_table() -> str:
 
 
 def ledger_table() -> str:
-    lines = [f"| ledger accountant | `spent` ε, fits run one at a time | `spent` ε, the ten plans committed up front | ratio |",
+    lines = ["| ledger accountant | `spent` ε, fits run one at a time | `spent` ε, the ten plans committed up front | ratio |",
              "|---|---|---|---|"]
     for name in ACCOUNTANTS:
         adaptive, rule = ledger_totals(len(HISTORY), name, False)

@@ -27,6 +27,7 @@ import statistics
 import sys
 import time
 import warnings
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -62,6 +63,17 @@ def dense_columns(s: SRHT) -> np.ndarray:
     return s.signs[: s.n_features, None] * (1.0 - 2.0 * parity) / np.sqrt(s.sketch_dim)
 
 
+def full_transform(s: SRHT, X: np.ndarray) -> np.ndarray:
+    """Every butterfly level on every row, then the selected outputs."""
+    padded = np.zeros((s.padded_dim, X.shape[0]))
+    padded[: s.n_features] = X.T * s.signs[: s.n_features, None]
+    return fwht_columns(padded)[s.columns].T / np.sqrt(s.sketch_dim)
+
+
+def build_and_multiply(s: SRHT, X: np.ndarray) -> np.ndarray:
+    return X @ dense_columns(s)
+
+
 def sketch_timing(repeats: int) -> list[dict]:
     X = np.random.default_rng(0).standard_normal((849, 2592))
     rows = []
@@ -69,17 +81,11 @@ def sketch_timing(repeats: int) -> list[dict]:
         s = SRHT.draw(2592, tau_subs, 1)
         P = dense_columns(s)
         assert np.allclose(P, s.matrix()) and np.allclose(X @ P, s.apply(X))
-        fast = median_time(lambda: s.apply(X), repeats)
-
-        def full_transform() -> np.ndarray:  # every butterfly level on every row, then the selected outputs
-            padded = np.zeros((s.padded_dim, X.shape[0]))
-            padded[: s.n_features] = X.T * s.signs[: s.n_features, None]
-            return fwht_columns(padded)[s.columns].T / np.sqrt(s.sketch_dim)
-
-        assert np.allclose(full_transform(), s.apply(X))
-        full = median_time(full_transform, repeats)
-        dense = median_time(lambda: X @ P, repeats)
-        build = median_time(lambda: X @ dense_columns(s), repeats)
+        fast = median_time(partial(s.apply, X), repeats)
+        assert np.allclose(full_transform(s, X), s.apply(X))
+        full = median_time(partial(full_transform, s, X), repeats)
+        dense = median_time(partial(np.matmul, X, P), repeats)
+        build = median_time(partial(build_and_multiply, s, X), repeats)
         rows.append({"tau_subs": tau_subs, "fwht_s": fast, "full_fwht_s": full, "dense_multiply_s": dense, "dense_build_and_multiply_s": build,
                      "fwht_over_dense": fast / dense, "fwht_over_build_and_dense": fast / build})
     return rows

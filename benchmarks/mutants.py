@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((m, caught, seconds, detail))
         print(f"{'caught' if caught else 'MISSED':<7} {m.name:<45} {seconds:6.1f} s  {detail}", flush=True)
     n_caught = sum(1 for _, c, _, _ in rows if c)
-    print(f"\n| mutant | what it breaks | caught | by |\n|---|---|---|---|")
+    print("\n| mutant | what it breaks | caught | by |\n|---|---|---|---|")
     for m, caught, _, detail in rows:
         print(f"| `{m.name}` | {m.what} | {'yes' if caught else '**no**'} | {detail.replace('|', '/')} |")
     print(f"\nmutation score: {n_caught} / {len(rows)} caught")

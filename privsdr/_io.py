@@ -27,16 +27,16 @@ def _fsync_dir(folder: Path) -> None:
 class PendingFile:
     """A temp file beside ``path``, created on ``open()``; ``commit(data)`` renames it over ``path``."""
 
-    def __init__(self, path: "str | os.PathLike[str]") -> None:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{id(self):x}.tmp")
         self._fd: int | None = None
 
-    def open(self) -> "PendingFile":
+    def open(self) -> PendingFile:
         self._fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         return self
 
-    def commit(self, data: "bytes | str") -> None:
+    def commit(self, data: bytes | str) -> None:
         if self._fd is None:
             self.open()
         assert self._fd is not None
@@ -69,6 +69,6 @@ class PendingFile:
         return self._fd is not None
 
 
-def atomic_write_bytes(path: "str | os.PathLike[str]", data: "bytes | str") -> None:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes | str) -> None:
     """Write ``data`` to ``path`` atomically (temp file, fsync, rename, fsync of the folder)."""
     PendingFile(path).commit(data)

@@ -32,9 +32,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import optimize, special
 
-from privsdr import Budget, BudgetExceededError, Ledger, Plan, PrivacyReport, Sensitivity
-from privsdr.accounting import ApproxEvent, Charge, GaussianEvent, LaplaceEvent, make_accountant
-from privsdr.accounting import filters
+from privsdr import Budget, BudgetExceededError, Ledger, Plan, PrivacyReport, Sensitivity, ValidationError
+from privsdr.accounting import ApproxEvent, Charge, GaussianEvent, LaplaceEvent, filters, make_accountant
 from privsdr.accounting.filters import CITATIONS, FILTER_ORDERS, RunProfile
 from privsdr.plan import CalibratedPlan, Run
 from privsdr.report import ledger_to_html, ledger_to_markdown
@@ -219,8 +218,8 @@ def test_the_renyi_filter_pays_for_its_orders_and_the_advanced_filter_for_full_a
     gaussian = _code_profile(ref_run_profile((("gaussian", 3.0, 1e-7),)))
     ten = [gaussian] * 10
     rho = [10 * a / 18 for a in FILTER_ORDERS]
-    with_union = min(r + math.log(17 / 1e-5) / (a - 1) for r, a in zip(rho, FILTER_ORDERS))
-    without = min(r + math.log(1 / 1e-5) / (a - 1) for r, a in zip(rho, FILTER_ORDERS))
+    with_union = min(r + math.log(17 / 1e-5) / (a - 1) for r, a in zip(rho, FILTER_ORDERS, strict=True))
+    without = min(r + math.log(1 / 1e-5) / (a - 1) for r, a in zip(rho, FILTER_ORDERS, strict=True))
     assert len(FILTER_ORDERS) == 17 and with_union > without + 0.1
     assert filters.usage(ten, "rdp", 1e-5).epsilon == pytest.approx(with_union, rel=REL)
     # gdp: ten z = 3 Gaussians are one with mu = sqrt(10)/3
@@ -400,7 +399,7 @@ def test_a_batch_that_does_not_fit_is_refused_and_leaves_nothing(tmp_path):
     with pytest.raises(BudgetExceededError):
         ledger.commit(BATCH)
     assert path.read_bytes() == before and ledger.spent.epsilon == 0.0
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         ledger.commit([])
     assert path.read_bytes() == before
 

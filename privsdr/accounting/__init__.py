@@ -27,7 +27,14 @@ from .events import (
 from .gaussian import analytic_noise_multiplier, gaussian_delta, gaussian_epsilon
 from .ledger import Ledger, Preflight, PreflightItem, Reservation
 from .relation import Relation, Status
-from .zcdp import zcdp_epsilon, zcdp_rho_for
 from .scope import Scope
+from .zcdp import zcdp_epsilon, zcdp_rho_for
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+__all__ = [
+    "Accountant", "accountant_from_dict", "ACCOUNTANT_NAMES", "AdvancedAccountant",
+    "analytic_noise_multiplier", "ApproxEvent", "as_budget", "BasicAccountant", "BestAccountant", "Budget",
+    "Charge", "Chargeable", "Cost", "DiscreteGaussianEvent", "DiscreteLaplaceEvent", "drv_epsilon", "Event",
+    "gaussian_delta", "gaussian_epsilon", "GaussianEvent", "kov_epsilon", "LaplaceEvent", "Ledger",
+    "make_accountant", "NonPrivateEvent", "PldAccountant", "Preflight", "PreflightItem", "PureEvent",
+    "RdpAccountant", "Relation", "Reservation", "Scope", "Status", "zcdp_epsilon", "zcdp_rho_for",
+]

@@ -26,7 +26,8 @@ from __future__ import annotations
 import math
 import threading
 from collections import Counter, OrderedDict
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -86,7 +87,7 @@ class Accountant:
             worst_eps, worst_delta = max(worst_eps, eps), max(worst_delta, delta)
         return Cost(worst_eps, worst_delta)
 
-    def retarget(self, delta: float) -> "Accountant":
+    def retarget(self, delta: float) -> Accountant:
         """The same accountant reading its guarantee at ``delta`` (a budget's delta)."""
         return self
 
@@ -189,7 +190,7 @@ class AdvancedAccountant(Accountant):
             parts.append(None if any(s is None for s in sums) else np.max(np.array(sums), axis=0))
         return self._answer(basic, None if any(p is None for p in parts) else np.sum(np.array(parts), axis=0))
 
-    def retarget(self, delta: float) -> "AdvancedAccountant":
+    def retarget(self, delta: float) -> AdvancedAccountant:
         return AdvancedAccountant(self.slack, delta)
 
     def to_dict(self) -> dict[str, Any]:
@@ -197,7 +198,7 @@ class AdvancedAccountant(Accountant):
 
 
 # -- RDP and PLD -----------------------------------------------------------------------------------
-_CACHE: "OrderedDict[tuple, Cost]" = OrderedDict()
+_CACHE: OrderedDict[tuple[str, float | None, frozenset[tuple[Event, int]]], Cost] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 4096
 
@@ -212,12 +213,17 @@ def merge_gaussians(events: Sequence[Event]) -> list[Event]:
     gaussians = [e for e in events if isinstance(e, GaussianEvent)]
     if len(gaussians) <= 1:
         return list(events)
+    return [merged_gaussian(gaussians)] + [e for e in events if not isinstance(e, GaussianEvent)]
+
+
+def merged_gaussian(gaussians: Sequence[GaussianEvent]) -> GaussianEvent:
+    """The one Gaussian event of ``merge_gaussians`` (a single event is returned as it is)."""
+    if len(gaussians) == 1:
+        return gaussians[0]
     if any(g.noise_multiplier == 0 for g in gaussians):
-        merged = GaussianEvent(0.0, sum_up([g.delta for g in gaussians]))
-    else:
-        mu2 = math.fsum(1.0 / (g.noise_multiplier * g.noise_multiplier) for g in gaussians)
-        merged = GaussianEvent(1.0 / math.sqrt(mu2), sum_up([g.delta for g in gaussians]))
-    return [merged] + [e for e in events if not isinstance(e, GaussianEvent)]
+        return GaussianEvent(0.0, sum_up([g.delta for g in gaussians]))
+    mu2 = math.fsum(1.0 / (g.noise_multiplier * g.noise_multiplier) for g in gaussians)
+    return GaussianEvent(1.0 / math.sqrt(mu2), sum_up([g.delta for g in gaussians]))
 
 
 class _CurveAccountant(Accountant):
@@ -281,7 +287,7 @@ class _CurveAccountant(Accountant):
     def _epsilon(self, events: Sequence[Event], delta: float) -> float:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def retarget(self, delta: float) -> "_CurveAccountant":
+    def retarget(self, delta: float) -> _CurveAccountant:
         clone = type(self).__new__(type(self))
         clone.__dict__.update(self.__dict__)
         clone.target_delta = float(delta)
@@ -311,9 +317,9 @@ class RdpAccountant(_CurveAccountant):
         valid RDP curve for any position of the record (opaque parts: per-component largest eps, delta)."""
         from dp_accounting.rdp import rdp_privacy_accountant as rpa
 
-        def split(events: Sequence[Event]) -> tuple[np.ndarray, float, float, list[Event]]:
+        def split(events: Sequence[Event]) -> tuple[np.ndarray | None, float, float, list[Event]]:
             opaque = [e for e in events if isinstance(e, ApproxEvent)]
-            curve = [e for e in events if not isinstance(e, ApproxEvent)]
+            curve: list[Event] = [e for e in events if not isinstance(e, ApproxEvent)]
             vec = self._rdp(merge_gaussians(curve))[1] if curve else None
             return vec, sum_up([e.epsilon for e in opaque]), sum_up([e.delta for e in opaque]), curve
 
@@ -382,8 +388,9 @@ class PldAccountant(_CurveAccountant):
         decided by ``rdp``/``basic``, which compose every component exactly or tightly)."""
         events = list(exp.base)
         for options in exp.components:
-            if all(all(isinstance(e, GaussianEvent) for e in o) for o in options):
-                merged = [merge_gaussians(list(o))[0] for o in options if o]
+            gaussian_options = [[e for e in o if isinstance(e, GaussianEvent)] for o in options]
+            if all(len(g) == len(o) for g, o in zip(gaussian_options, options, strict=True)):
+                merged = [merged_gaussian(g) for g in gaussian_options if g]
                 worst = min(g.noise_multiplier for g in merged)  # largest mu^2 = sum of 1/z^2
                 events.append(GaussianEvent(worst, max(g.delta for g in merged)))
             else:
@@ -425,7 +432,7 @@ class BestAccountant(Accountant):
     def compose(self, events: Sequence[Event]) -> Cost:
         return self.choose({m.name: m.compose(events) for m in self.members})[1]
 
-    def retarget(self, delta: float) -> "BestAccountant":
+    def retarget(self, delta: float) -> BestAccountant:
         return BestAccountant([m.retarget(delta) for m in self.members], delta)
 
     def to_dict(self) -> dict[str, Any]:
@@ -440,7 +447,7 @@ def default_slack(budget_delta: float) -> float:
     return budget_delta / 2.0
 
 
-def make_accountant(spec: "str | Accountant", budget_delta: float | None = None) -> Accountant:
+def make_accountant(spec: str | Accountant, budget_delta: float | None = None) -> Accountant:
     """Resolve an accountant name (``basic``, ``advanced``, ``rdp``, ``pld``, ``best``) or instance.
 
     ``budget_delta`` is the delta of the budget the accountant serves: its answers are read there.

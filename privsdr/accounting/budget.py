@@ -7,9 +7,10 @@ as spent or remaining; it may be zero, so it is a separate, lighter type. Both u
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from numbers import Real
-from typing import Iterator, NamedTuple, Sequence
+from typing import NamedTuple
 
 import attrs
 
@@ -19,20 +20,28 @@ from ..errors import ValidationError
 def _check_real(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, Real):
         raise ValidationError(f"{name} must be a real number, got {type(value).__name__}: {value!r}")
-    value = float(value)
-    if math.isnan(value):
+    number = float(value)
+    if math.isnan(number):
         raise ValidationError(f"{name} must not be NaN")
-    return value
+    return number
 
 
-def _validate_epsilon(instance: "Budget", attribute: attrs.Attribute, value: float) -> None:
+def _real_epsilon(value: object) -> float:
+    return _check_real("epsilon", value)
+
+
+def _real_delta(value: object) -> float:
+    return _check_real("delta", value)
+
+
+def _validate_epsilon(instance: Budget, attribute: attrs.Attribute[float], value: float) -> None:
     if not value > 0:
         raise ValidationError(f"epsilon must be > 0, got {value!r}")
     if math.isinf(value) and not instance.unlimited:
         raise ValidationError("epsilon must be finite; use Budget.infinite() for a non-private baseline")
 
 
-def _validate_delta(instance: "Budget", attribute: attrs.Attribute, value: float) -> None:
+def _validate_delta(instance: Budget, attribute: attrs.Attribute[float], value: float) -> None:
     if not 0.0 <= value < 1.0:
         raise ValidationError(f"delta must satisfy 0 <= delta < 1, got {value!r}")
 
@@ -45,12 +54,12 @@ class Budget:
     meant for non-private baselines and noise-off tests.
     """
 
-    epsilon: float = attrs.field(converter=lambda v: _check_real("epsilon", v), validator=_validate_epsilon)
-    delta: float = attrs.field(default=0.0, converter=lambda v: _check_real("delta", v), validator=_validate_delta)
+    epsilon: float = attrs.field(converter=_real_epsilon, validator=_validate_epsilon)
+    delta: float = attrs.field(default=0.0, converter=_real_delta, validator=_validate_delta)
     unlimited: bool = attrs.field(default=False, kw_only=True, repr=False)
 
     @classmethod
-    def infinite(cls) -> "Budget":
+    def infinite(cls) -> Budget:
         """The non-private baseline budget (epsilon = inf): noise off."""
         return cls(math.inf, 0.0, unlimited=True)
 
@@ -62,10 +71,10 @@ class Budget:
         yield self.epsilon
         yield self.delta
 
-    def as_cost(self) -> "Cost":
+    def as_cost(self) -> Cost:
         return Cost(self.epsilon, self.delta)
 
-    def split(self, weights: Sequence[float]) -> list["Budget"]:
+    def split(self, weights: Sequence[float]) -> list[Budget]:
         """Split into shares proportional to ``weights`` whose exact sum never exceeds this budget.
 
         Each share is rounded down to a float so that basic composition of the shares, computed in
@@ -77,7 +86,7 @@ class Budget:
         total = math.fsum(w)
         eps_shares = _round_down_shares(self.epsilon, [x / total for x in w])
         delta_shares = _round_down_shares(self.delta, [x / total for x in w])
-        return [Budget(e, d, unlimited=self.unlimited) for e, d in zip(eps_shares, delta_shares)]
+        return [Budget(e, d, unlimited=self.unlimited) for e, d in zip(eps_shares, delta_shares, strict=True)]
 
 
 def _round_down_shares(total: float, fractions: Sequence[float]) -> list[float]:
@@ -96,10 +105,10 @@ class Cost(NamedTuple):
     delta: float
 
     @classmethod
-    def zero(cls) -> "Cost":
+    def zero(cls) -> Cost:
         return cls(0.0, 0.0)
 
-    def fits_within(self, budget: "Budget | Cost") -> bool:
+    def fits_within(self, budget: Budget | Cost) -> bool:
         """Exact comparison (no float tolerance): both coordinates at most the budget's."""
         eps, delta = budget
         return _le(self.epsilon, eps) and _le(self.delta, delta)

@@ -1,20 +1,25 @@
 """A charge: the privacy events of one release node, with its scope, status and relation."""
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 import attrs
 
 from .events import Event, event_from_dict, event_to_dict
-from .relation import Relation, Status
+from .relation import Relation, Status, parse_relation
 from .scope import Scope
+
+
+def _event_tuple(events: Iterable[Event]) -> tuple[Event, ...]:
+    return tuple(events)
 
 
 @attrs.frozen
 class Charge:
     label: str
-    events: tuple[Event, ...] = attrs.field(converter=tuple)
-    relation: Relation = attrs.field(converter=Relation.parse)
+    events: tuple[Event, ...] = attrs.field(converter=_event_tuple)
+    relation: Relation = attrs.field(converter=parse_relation)
     scope: Scope = attrs.field(factory=Scope.whole)
     status: Status = attrs.field(default=Status.CERTIFIED, converter=Status)
 
@@ -28,7 +33,7 @@ class Charge:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Charge":
+    def from_dict(cls, data: dict[str, Any]) -> Charge:
         return cls(
             label=data["label"],
             events=tuple(event_from_dict(e) for e in data["events"]),
@@ -41,7 +46,8 @@ class Charge:
 class Chargeable(Protocol):
     """What a ledger can preflight: a named, relation-tagged list of charges (a calibrated plan)."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     @property
     def relation(self) -> Relation: ...

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter, defaultdict
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import attrs
 
@@ -31,19 +31,21 @@ from .events import Event, NonPrivateEvent
 MAX_ATOMS = 20_000
 
 EventSet = tuple[Event, ...]
+#: a scope's constraints, (partition, cell) pairs
+ScopeKey = frozenset[tuple[str, str]]
 
 
-def _signature(events: Sequence[Event]) -> frozenset:
+def _signature(events: Sequence[Event]) -> frozenset[tuple[Event, int]]:
     return frozenset(Counter(events).items())
 
 
-def _contained(small: Counter, big: Counter) -> bool:
+def _contained(small: Counter[Event], big: Counter[Event]) -> bool:
     return all(big[k] >= v for k, v in small.items())
 
 
 def _undominated(options: list[EventSet]) -> tuple[EventSet, ...]:
     """Distinct multisets, without those contained in another (never the worst case)."""
-    unique: dict[frozenset, EventSet] = {}
+    unique: dict[frozenset[tuple[Event, int]], EventSet] = {}
     for events in options:
         unique.setdefault(_signature(events), events)
     if len(unique) > 2_000:  # pruning is quadratic; it only saves work, so skip it for huge components
@@ -78,7 +80,7 @@ class Exposure:
 
 def exposure(charges: Sequence[Charge]) -> Exposure:
     """Split charges into what every record sees and the independent components (non-private events dropped)."""
-    groups: dict[frozenset, list[Event]] = defaultdict(list)
+    groups: dict[ScopeKey, list[Event]] = defaultdict(list)
     for charge in charges:
         groups[frozenset(charge.scope.constraints)].extend(e for e in charge.events if not isinstance(e, NonPrivateEvent))
     base = tuple(groups.pop(frozenset(), ()))
@@ -94,7 +96,7 @@ def exposure(charges: Sequence[Charge]) -> Exposure:
     return Exposure(base, tuple(c for c in components if c and any(c)))
 
 
-def _linked_partitions(groups: dict[frozenset, list[Event]]) -> list[set[str]]:
+def _linked_partitions(groups: dict[ScopeKey, list[Event]]) -> list[set[str]]:
     """Connected groups of partitions (two are linked when one scope constrains both)."""
     parent: dict[str, str] = {}
 
@@ -106,7 +108,7 @@ def _linked_partitions(groups: dict[frozenset, list[Event]]) -> list[set[str]]:
 
     for key in groups:
         names = sorted({p for p, _ in key})
-        for a, b in zip(names, names[1:]):
+        for a, b in itertools.pairwise(names):
             parent[find(a)] = find(b)
         for name in names:
             find(name)
@@ -116,7 +118,7 @@ def _linked_partitions(groups: dict[frozenset, list[Event]]) -> list[set[str]]:
     return [linked[k] for k in sorted(linked)]
 
 
-def _component_options(groups: dict[frozenset, list[Event]], cells: dict[str, set[str]]) -> list[EventSet]:
+def _component_options(groups: dict[ScopeKey, list[Event]], cells: dict[str, set[str]]) -> list[EventSet]:
     names = sorted(cells)
     count = 1
     for name in names:
@@ -134,7 +136,7 @@ def _component_options(groups: dict[frozenset, list[Event]], cells: dict[str, se
 
 def _assignments(names: list[str], cells: dict[str, set[str]]) -> Iterator[tuple[tuple[str, str], ...]]:
     for combo in itertools.product(*(sorted(cells[n]) for n in names)):
-        yield tuple(zip(names, combo))
+        yield tuple(zip(names, combo, strict=True))
 
 
 def atoms(charges: Sequence[Charge]) -> list[list[Event]]:

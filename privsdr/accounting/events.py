@@ -13,7 +13,7 @@ inconsistency between dp-accounting's RDP and PLD accountants (google/differenti
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar, TypeAlias
 
 import attrs
 
@@ -23,7 +23,7 @@ from .rounding import div_up
 from .zcdp import zcdp_epsilon
 
 
-def _nonneg(instance: object, attribute: attrs.Attribute, value: float) -> None:
+def _nonneg(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
     if math.isnan(value) or value < 0:
         raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
 
@@ -159,8 +159,8 @@ class NonPrivateEvent:
         return dp_accounting.NonPrivateDpEvent()
 
 
-Event = Union[GaussianEvent, LaplaceEvent, DiscreteGaussianEvent, DiscreteLaplaceEvent, PureEvent, ApproxEvent, NonPrivateEvent]
-EVENT_TYPES: dict[str, type] = {
+Event: TypeAlias = GaussianEvent | LaplaceEvent | DiscreteGaussianEvent | DiscreteLaplaceEvent | PureEvent | ApproxEvent | NonPrivateEvent
+EVENT_TYPES: dict[str, type[Event]] = {
     cls.kind: cls
     for cls in (GaussianEvent, LaplaceEvent, DiscreteGaussianEvent, DiscreteLaplaceEvent, PureEvent, ApproxEvent, NonPrivateEvent)
 }

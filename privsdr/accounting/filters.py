@@ -36,8 +36,16 @@ import attrs
 import numpy as np
 
 from .composition import Exposure, exposure
-from .events import (ApproxEvent, DiscreteGaussianEvent, DiscreteLaplaceEvent, Event, GaussianEvent, LaplaceEvent,
-                     NonPrivateEvent, PureEvent)
+from .events import (
+    ApproxEvent,
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    Event,
+    GaussianEvent,
+    LaplaceEvent,
+    NonPrivateEvent,
+    PureEvent,
+)
 from .gaussian import gaussian_epsilon
 from .rounding import outward, sum_up
 
@@ -86,9 +94,10 @@ def _rdp_vector(events: Sequence[Event]) -> np.ndarray | None:
 
 
 def _mu_squared(events: Sequence[Event]) -> float | None:
-    if not all(isinstance(e, GaussianEvent) for e in events):
+    gaussians = [e for e in events if isinstance(e, GaussianEvent)]
+    if len(gaussians) != len(events):
         return None
-    return math.fsum(math.inf if e.noise_multiplier == 0 else 1.0 / e.noise_multiplier**2 for e in events)
+    return math.fsum(math.inf if e.noise_multiplier == 0 else 1.0 / e.noise_multiplier**2 for e in gaussians)
 
 
 def _options(exp: Exposure) -> list[list[list[Event]]]:
@@ -111,13 +120,14 @@ def mu_of(exp: Exposure) -> float | None:
     total = 0.0
     for options in _options(exp):
         sq = [_mu_squared(o) for o in options]
-        if any(v is None for v in sq):
+        known = [v for v in sq if v is not None]
+        if len(known) != len(sq):
             return None
-        total += max(sq)
+        total += max(known)
     return math.sqrt(total)
 
 
-_PROFILES: dict[tuple, RunProfile] = {}
+_PROFILES: dict[tuple[tuple[Any, ...], float, str], RunProfile] = {}
 
 
 def profile(charges: Sequence[Any], delta: float, accountant: Any) -> RunProfile:
@@ -197,7 +207,7 @@ def usage(runs: Sequence[RunProfile], rule: str, delta: float) -> FilterResult:
     if rule == "best":
         share = delta / len(RULES)
         by_rule = {name: USAGE[name](runs, share) for name in RULES}
-        chosen = min(by_rule, key=by_rule.get)
+        chosen = min(by_rule, key=by_rule.__getitem__)
         return FilterResult(by_rule[chosen], delta, f"best ({chosen})", CITATIONS["best"] + "; here " + CITATIONS[chosen], by_rule)
     if rule not in USAGE:
         raise ValueError(f"no privacy filter for rule {rule!r}")

@@ -33,8 +33,9 @@ import hashlib
 import hmac
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import attrs
 
@@ -86,7 +87,7 @@ def key_from_environment() -> bytes | None:
     return text.encode() if text else None
 
 
-def _resolve_key(key: "bytes | str | None | bool") -> bytes | None:
+def _resolve_key(key: bytes | str | None | bool) -> bytes | None:
     """``None``: from the environment; ``False``: no key; bytes/str: that key."""
     if key is False:
         return None
@@ -98,7 +99,7 @@ def _resolve_key(key: "bytes | str | None | bool") -> bytes | None:
     return key
 
 
-def head_path(path: "str | os.PathLike[str]") -> Path:
+def head_path(path: str | os.PathLike[str]) -> Path:
     return Path(str(path) + ".head")
 
 
@@ -112,7 +113,7 @@ class Journal:
     _depth: int = 0
 
     @classmethod
-    def create(cls, path: "str | os.PathLike[str]", header: dict[str, Any], *, key: "bytes | str | None | bool" = None) -> "Journal":
+    def create(cls, path: str | os.PathLike[str], header: dict[str, Any], *, key: bytes | str | None | bool = None) -> Journal:
         journal = cls(Path(path), key=_resolve_key(key))
         with journal.locked():
             if journal.records:
@@ -121,8 +122,8 @@ class Journal:
         return journal
 
     @classmethod
-    def open_or_create(cls, path: "str | os.PathLike[str]", header: dict[str, Any], *,
-                       key: "bytes | str | None | bool" = None) -> tuple["Journal", bool]:
+    def open_or_create(cls, path: str | os.PathLike[str], header: dict[str, Any], *,
+                       key: bytes | str | None | bool = None) -> tuple[Journal, bool]:
         """Open the journal, or create it with ``header`` if missing or empty: one atomic step under
         the lock, so processes starting together on a missing journal all get the same one."""
         journal = cls(Path(path), key=_resolve_key(key))
@@ -138,7 +139,7 @@ class Journal:
             raise JournalError(f"{self.path} is not a privsdr ledger journal")
 
     @classmethod
-    def open(cls, path: "str | os.PathLike[str]", *, key: "bytes | str | None | bool" = None) -> "Journal":
+    def open(cls, path: str | os.PathLike[str], *, key: bytes | str | None | bool = None) -> Journal:
         journal = cls(Path(path), key=_resolve_key(key))
         if not journal.path.exists():
             raise JournalError(f"no journal at {journal.path}")
@@ -171,7 +172,7 @@ class Journal:
 
     # -- locking and syncing ------------------------------------------------------------------------
     @contextlib.contextmanager
-    def locked(self, *, sync: bool = True) -> Iterator["Journal"]:
+    def locked(self, *, sync: bool = True) -> Iterator[Journal]:
         """Hold the inter-process lock and (``sync=True``) bring ``records`` up to date with the file."""
         import fcntl
 
@@ -394,7 +395,7 @@ def _check(record: Any, prev: str, number: int, path: Path, key: bytes | None) -
         raise JournalError(f"journal {path}: record {number} was modified (hash mismatch)")
 
 
-def verify(path: "str | os.PathLike[str]", *, key: "bytes | str | None | bool" = None) -> tuple[bool, str, int]:
+def verify(path: str | os.PathLike[str], *, key: bytes | str | None | bool = None) -> tuple[bool, str, int]:
     """(ok, message, number of records) for ``privsdr ledger verify``."""
     try:
         journal = Journal.open(path, key=key)
@@ -411,7 +412,7 @@ def verify(path: "str | os.PathLike[str]", *, key: "bytes | str | None | bool" =
     return True, f"{path}: {n} records, {chain}, {seal}", n
 
 
-def repair(path: "str | os.PathLike[str]", *, key: "bytes | str | None | bool" = None) -> str:
+def repair(path: str | os.PathLike[str], *, key: bytes | str | None | bool = None) -> str:
     """Remove a torn last line (a crash in the middle of an append) and re-seal the head.
 
     The torn record was never acknowledged (``append`` returns only after the fsync), so no

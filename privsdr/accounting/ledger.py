@@ -25,7 +25,8 @@ import os
 import socket
 import threading
 import uuid
-from typing import Any, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import attrs
 
@@ -33,7 +34,7 @@ from ..errors import BudgetExceededError, PrivsdrError, RelationMismatchError, U
 from . import filters
 from .accountants import Accountant, BasicAccountant, accountant_from_dict, make_accountant
 from .budget import Budget, Cost, as_budget
-from .charge import Chargeable, Charge
+from .charge import Charge, Chargeable
 from .journal import Journal, JournalError
 from .relation import Relation, Status
 
@@ -122,11 +123,11 @@ class Ledger:
 
     def __init__(
         self,
-        budget: "Budget | tuple[float, float]",
-        accountant: "str | Accountant" = "best",
-        journal: "str | os.PathLike[str] | None" = None,
-        relation: "Relation | str | None" = None,
-        journal_key: "bytes | str | None | bool" = None,
+        budget: Budget | tuple[float, float],
+        accountant: str | Accountant = "best",
+        journal: str | os.PathLike[str] | None = None,
+        relation: Relation | str | None = None,
+        journal_key: bytes | str | None | bool = None,
     ) -> None:
         self.budget = as_budget(budget)
         try:
@@ -148,7 +149,7 @@ class Ledger:
 
     # -- persistence -----------------------------------------------------------------------------
     @classmethod
-    def open(cls, journal: "str | os.PathLike[str]", *, key: "bytes | str | None | bool" = None) -> "Ledger":
+    def open(cls, journal: str | os.PathLike[str], *, key: bytes | str | None | bool = None) -> Ledger:
         """Reopen a journal with the budget and accountant it was created with (``key``: see
         ``accounting.journal``; None reads ``PRIVSDR_JOURNAL_KEY``/``PRIVSDR_JOURNAL_KEY_FILE``)."""
         header = Journal.open(journal, key=key).header
@@ -157,8 +158,8 @@ class Ledger:
         return cls(budget, accountant_from_dict(header["accountant"]), journal=journal, relation=header.get("relation"), journal_key=key)
 
     @classmethod
-    def create(cls, journal: "str | os.PathLike[str]", budget: "Budget | tuple[float, float]", accountant: "str | Accountant" = "best",
-               relation: "Relation | str | None" = None, *, key: "bytes | str | None | bool" = None) -> "Ledger":
+    def create(cls, journal: str | os.PathLike[str], budget: Budget | tuple[float, float], accountant: str | Accountant = "best",
+               relation: Relation | str | None = None, *, key: bytes | str | None | bool = None) -> Ledger:
         """Create a new journal (refuses to overwrite one)."""
         if os.path.exists(journal) and os.path.getsize(journal) > 0:
             raise JournalError(f"journal {journal} already exists")
@@ -172,7 +173,7 @@ class Ledger:
             "created": _now(),
         }
 
-    def _attach(self, path: "str | os.PathLike[str]", key: "bytes | str | None | bool" = None) -> None:
+    def _attach(self, path: str | os.PathLike[str], key: bytes | str | None | bool = None) -> None:
         mine = self._header()
         journal, created = Journal.open_or_create(path, mine, key=key)
         if not created:
@@ -303,7 +304,7 @@ class Ledger:
             return self._history(self._groups(charged_only=True)).describe()
 
     # -- composition across runs ----------------------------------------------------------------------
-    def _groups(self, charged_only: bool, extra: "tuple[str | None, list[Charge]] | None" = None) -> list[tuple[list[Charge], float]]:
+    def _groups(self, charged_only: bool, extra: tuple[str | None, list[Charge]] | None = None) -> list[tuple[list[Charge], float]]:
         """The history as groups of charges composed non-adaptively (one run, or one committed batch), each
         with its delta share (fixed at reservation: the sum of the shares of all its nodes)."""
         open_runs = self._open_runs()
@@ -330,7 +331,7 @@ class Ledger:
                 out.append((used, BasicAccountant().cost(allnodes).delta))
         return out
 
-    def _history(self, groups: list[tuple[list[Charge], float]]) -> "_History":
+    def _history(self, groups: list[tuple[list[Charge], float]]) -> _History:
         charges = [c for g, _ in groups for c in g]
         within = self.cost_of(charges)  # composition as if everything had been fixed in advance
         if len(groups) <= 1:
@@ -405,7 +406,7 @@ class Ledger:
         with self._transaction():
             return self._check(plan, self._qualified(plan, "preflight"), allow_uncertified)
 
-    def reserve(self, plan: Chargeable, *, allow_uncertified: bool = False, run_id: str | None = None) -> "Reservation":
+    def reserve(self, plan: Chargeable, *, allow_uncertified: bool = False, run_id: str | None = None) -> Reservation:
         """Check ``plan`` and reserve its whole cost; charge nodes one by one through the result."""
         run_id = run_id or uuid.uuid4().hex[:16]
         with self._transaction():
@@ -510,7 +511,7 @@ def _per_stable_cell(groups: list[tuple[list[Charge], float]]) -> list[list[tupl
         return [groups]
     out = []
     for combo in combos:
-        where = dict(zip(names, combo))
+        where = dict(zip(names, combo, strict=True))
         out.append([
             ([c for c in g if all(where.get(p, cell) == cell for p, cell in c.scope.constraints if "/" not in p)], d)
             for g, d in groups
@@ -563,7 +564,7 @@ class Reservation:
             self._pending.clear()
             self.closed = True
 
-    def __enter__(self) -> "Reservation":
+    def __enter__(self) -> Reservation:
         return self
 
     def __exit__(self, *exc: object) -> None:

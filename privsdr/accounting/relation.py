@@ -32,12 +32,17 @@ class Relation(str, enum.Enum):
         return self is not Relation.LSDP_ZERO_ROW
 
     @classmethod
-    def parse(cls, value: "Relation | str") -> "Relation":
+    def parse(cls, value: Relation | str) -> Relation:
         try:
             return cls(value)
         except ValueError:
             names = ", ".join(r.value for r in cls)
             raise ValueError(f"unknown neighbouring relation {value!r}; expected one of {names}") from None
+
+
+def parse_relation(value: Relation | str) -> Relation:
+    """``Relation.parse`` as a plain function: an attrs converter (mypy's attrs plugin takes no classmethod)."""
+    return Relation.parse(value)
 
 
 class Status(str, enum.Enum):
@@ -57,5 +62,5 @@ class Status(str, enum.Enum):
         return {"certified": 0, "claimed": 1, "none": 2}[self.value]
 
     @classmethod
-    def worst(cls, statuses: "list[Status]") -> "Status":
+    def worst(cls, statuses: list[Status]) -> Status:
         return max(statuses, key=lambda s: s.rank, default=cls.CERTIFIED)

@@ -8,8 +8,8 @@ float is below the exact value. ``sqrt_up`` checks its result by squaring exactl
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from fractions import Fraction
-from typing import Iterable
 
 #: relative margin added to epsilons computed by libraries we cannot round ourselves (dp-accounting's RDP
 #: and PLD): far above their floating-point error (~1e-15 relative), far below anything that matters.

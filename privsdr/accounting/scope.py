@@ -7,7 +7,7 @@ partition are disjoint, so releases on them compose in parallel (max), not in se
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import attrs
 
@@ -25,14 +25,14 @@ class Scope:
     constraints: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_sorted_pairs)
 
     @classmethod
-    def whole(cls) -> "Scope":
+    def whole(cls) -> Scope:
         return cls(())
 
-    def cell(self, partition: str, cell: object) -> "Scope":
+    def cell(self, partition: str, cell: object) -> Scope:
         """The sub-scope of this scope that lies in ``cell`` of ``partition``."""
         return Scope(self.constraints + ((partition, str(cell)),))
 
-    def renamed(self, mapping: dict[str, str]) -> "Scope":
+    def renamed(self, mapping: dict[str, str]) -> Scope:
         return Scope((mapping.get(p, p), c) for p, c in self.constraints)
 
     @property
@@ -48,5 +48,5 @@ class Scope:
         return [[p, c] for p, c in self.constraints]
 
     @classmethod
-    def from_list(cls, data: Iterable[Iterable[str]]) -> "Scope":
+    def from_list(cls, data: Iterable[Iterable[str]]) -> Scope:
         return cls(tuple((p, c) for p, c in data))

@@ -72,7 +72,7 @@ class DPPLS(PrivateEstimator):
 
     def __init__(
         self,
-        n_components: int = 2,
+        n_components: int | str = 2,  # or "auto"
         *,
         mode: str = "certified",
         bound_x: float | None = None,

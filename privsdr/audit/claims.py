@@ -43,12 +43,12 @@ class GDP:
     delta: float = 0.0  #: the delta at which the equivalent epsilon is reported
 
     @classmethod
-    def gaussian(cls, noise_multiplier: float, delta: float = 0.0) -> "GDP":
+    def gaussian(cls, noise_multiplier: float, delta: float = 0.0) -> GDP:
         """The claim of a Gaussian release with ``noise_multiplier = sigma / Delta`` (mu = 1/z)."""
         return cls(math.inf if noise_multiplier == 0 else 1.0 / noise_multiplier, delta)
 
     @classmethod
-    def composed(cls, noise_multipliers: list[float], delta: float = 0.0) -> "GDP":
+    def composed(cls, noise_multipliers: list[float], delta: float = 0.0) -> GDP:
         """k Gaussian releases compose to sqrt(sum mu_i^2)-GDP (Dong, Roth & Su 2022, Cor. 3.3)."""
         mus = [math.inf if z == 0 else 1.0 / z for z in noise_multipliers]
         return cls(math.sqrt(math.fsum(m * m for m in mus)), delta)
@@ -84,7 +84,7 @@ class ZCDP:
 
     def tradeoff(self, a: float) -> float:
         eps, deltas = _zcdp_grid(self.rho)
-        return max(approx_dp_tradeoff(e, d, a) for e, d in zip(eps, deltas))
+        return max(approx_dp_tradeoff(e, d, a) for e, d in zip(eps, deltas, strict=True))
 
     def describe(self) -> str:
         return f"{self.rho:.4g}-zCDP" + (f" (epsilon {self.epsilon:.4g} at delta {self.delta:g})" if self.delta > 0 else "")

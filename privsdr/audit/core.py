@@ -7,7 +7,8 @@ sample is drawn) or chosen on a held-out selection split: never on the counts it
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 import attrs
 import numpy as np

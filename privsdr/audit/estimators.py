@@ -2,7 +2,8 @@
 from the noise-free outputs on D and D' (a fit under ``Budget.infinite()``), fixed before sampling."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -44,7 +44,7 @@ def _spec(mech: Mechanism, epsilon: float, delta: float, sensitivity: float, cal
 
 
 def audit_mechanism(
-    mechanism: "str | Mechanism",
+    mechanism: str | Mechanism,
     *,
     epsilon: float = 1.0,
     delta: float = 1e-5,
@@ -92,12 +92,12 @@ def audit_mechanism(
         v0, v1 = np.zeros(dim), np.zeros(dim)
         v1[0] = D
 
-        def sampler(v: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+        def draw(v: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
             return mech.sample(mech.prepare(np.broadcast_to(v, (k, dim)), drawn), drawn, rng)
 
         # Laplace: the region y >= Delta, where the density ratio is flat at e^eps; Gaussian: the midpoint
         t = D if mech.pure else D / 2.0
-        return audit(sampler, v0, v1, claim=claim, statistic=lambda out: np.asarray(out)[:, 0], threshold=t,
+        return audit(draw, v0, v1, claim=claim, statistic=lambda out: np.asarray(out)[:, 0], threshold=t,
                      samples=n, alpha=alpha, seed=seed, batched=True, inclusive=mech.pure)
     if name == "shaped_gaussian":
         # least noise along e1 (exactly at the floor), more elsewhere: the worst direction is e1

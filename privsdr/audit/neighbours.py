@@ -1,7 +1,8 @@
 """Neighbouring-pair generators (spec/auditing.md §2.3). All are replace-one unless named otherwise."""
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -83,7 +84,7 @@ def adversarial_neighbours(X: np.ndarray, clip: float, *, indices: Sequence[int]
                 yield d0, d1
 
 
-def add_record_pair(X: np.ndarray, y: np.ndarray, record_x: Sequence[float], record_y: float) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+def add_record_pair(X: np.ndarray, y: np.ndarray, record_x: Sequence[float] | np.ndarray, record_y: float) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """Add/remove neighbours: ((X, y) plus the record appended, (X, y)). The edPLS canary audit uses
     a high-norm ``record_x`` with ``record_y`` = mean(y) (spec edpls_001.md §6.7)."""
     X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float).ravel()

@@ -2,7 +2,8 @@
 largest change with the declared sensitivity (spec/auditing.md §2.3). No sampling, no alpha."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import attrs
 import numpy as np

@@ -13,7 +13,8 @@ import argparse
 import os
 import sys
 import warnings
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .. import __version__
 from ..errors import BudgetExceededError, PrivsdrError, UncertifiedPlanError
@@ -91,7 +92,7 @@ class _PipeSafeStdout:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     stdout = sys.stdout
-    sys.stdout = _PipeSafeStdout(stdout)  # type: ignore[assignment]
+    sys.stdout = _PipeSafeStdout(stdout)
     shown = warnings.showwarning
     warnings.showwarning = _one_line_warning
     try:

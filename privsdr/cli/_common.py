@@ -14,8 +14,9 @@ import argparse
 import json
 import math
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +34,7 @@ MODEL_SUFFIXES = (".json",)
 class Parser(argparse.ArgumentParser):
     """Usage errors are one line (plus exit code 2), like every other bad-input error."""
 
-    def error(self, message: str) -> "None":  # type: ignore[override]
+    def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(EXIT_ERROR, f"privsdr: error: {self.prog}: {message} (see --help)\n")
 
 
@@ -67,10 +68,13 @@ def finite_float(text: str) -> float:
 
 
 # -- inputs -------------------------------------------------------------------------------------------
-def input_file(path: str | None, option: str) -> Path | None:
-    """An existing, readable regular file (None passes through)."""
-    if path is None:
-        return None
+def optional_input_file(path: str | None, option: str) -> Path | None:
+    """``input_file`` for an option that may be absent (None passes through)."""
+    return None if path is None else input_file(path, option)
+
+
+def input_file(path: str, option: str) -> Path:
+    """An existing, readable regular file."""
     p = Path(path)
     if not p.exists():
         raise ValidationError(f"{option} {path}: no such file")
@@ -91,7 +95,7 @@ def read_text(path: Path, option: str) -> str:
                               "save it as UTF-8") from None
 
 
-def distinct(paths: Iterable[tuple[str, "str | Path | None"]]) -> None:
+def distinct(paths: Iterable[tuple[str, str | Path | None]]) -> None:
     """No file named by two options (an output that would overwrite an input, two outputs in one file)."""
     seen: dict[str, str] = {}
     for option, path in paths:
@@ -154,7 +158,7 @@ class Outputs:
     def __init__(self) -> None:
         self._pending: dict[str, PendingFile] = {}
 
-    def __enter__(self) -> "Outputs":
+    def __enter__(self) -> Outputs:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -174,7 +178,7 @@ class Outputs:
         self._pending[option] = pending
         return p
 
-    def commit(self, option: str, data: "str | bytes") -> Path:
+    def commit(self, option: str, data: str | bytes) -> Path:
         pending = self._pending.pop(option)
         pending.commit(data)
         return pending.path

@@ -57,11 +57,13 @@ def _run_demo(args: argparse.Namespace, budget: Budget, ledger: Any, outputs: Ou
     print(f"distance ||P_B - P_B_hat||_F (0 = exact, {np.sqrt(2 * K):.2f} = orthogonal): DP-SIR {projection_distance(est.directions_, B):.3f}, "
           f"non-private SIR {projection_distance(sir, B):.3f}; the noise alone accounts for about {est.noise_error_:.3f} "
           "(a bootstrap of the released statistics, no extra cost)")
-    print("\n" + est.privacy_report_.summary())
+    report = est.privacy_report_
+    assert report is not None  # fit() sets it
+    print("\n" + report.summary())
     if ledger is not None:
         eps, delta = ledger.remaining
         print(f"journal {args.journal}: remaining epsilon={eps:.4g}, delta={delta:.3g}")
-    commit_report(outputs, est.privacy_report_, report_path)
+    commit_report(outputs, report, report_path)
     return 0
 
 

@@ -8,7 +8,8 @@ adding a row (and its options, if new, to ``add_parser``).
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 import numpy as np
@@ -30,6 +31,7 @@ from ._common import (
     input_file,
     load_bounds,
     open_ledger,
+    optional_input_file,
     positive_int,
 )
 
@@ -101,7 +103,8 @@ def _check_dpsir(args: argparse.Namespace) -> None:
 def _build_dpsir(args: argparse.Namespace, ctx: FitContext) -> DPSIR:
     grid = np.linspace(args.y_grid[0], args.y_grid[1], 1001) if args.y_grid else None
     bound = ctx.bounds if ctx.bounds is not None else args.bound
-    return DPSIR(args.n_directions or 1, algorithm=args.algorithm, bound=bound, n_slices=args.n_slices or 4,
+    # DPSIR takes one bound per column too; its annotation (float | None) is corrected in issue 17 phase 2
+    return DPSIR(args.n_directions or 1, algorithm=args.algorithm, bound=bound, n_slices=args.n_slices or 4,  # type: ignore[arg-type]
                  cut_points=args.cut_points, y_grid=grid, budget=ctx.budget, ledger=ctx.ledger, accountant=ctx.accountant,
                  random_state=ctx.seed, sampler=ctx.sampler)
 
@@ -173,7 +176,7 @@ def _fit(args: argparse.Namespace) -> int:
         report_path = outputs.add(args.report, "--report", REPORT_SUFFIXES)
         model_path = outputs.add(args.out, "--out", MODEL_SUFFIXES)
         data = input_file(args.data, "--data")
-        bounds_file = input_file(args.bounds, "--bounds")
+        bounds_file = optional_input_file(args.bounds, "--bounds")
         distinct([("--data", data), ("--bounds", bounds_file), ("--journal", args.journal), ("--report", report_path),
                   ("--out", model_path)])
         ledger = open_ledger(args.journal, args.accountant)

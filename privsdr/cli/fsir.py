@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,6 +24,9 @@ from ._common import (
     read_text,
 )
 
+if TYPE_CHECKING:
+    from ..federated import FSIRConfig
+
 UPLOAD_SUFFIXES = (".fsir", ".npz")
 
 
@@ -34,7 +38,7 @@ def _fsir_config(args: argparse.Namespace) -> int:
     if args.bound is None and args.bounds is None:
         raise ValidationError("fsir config needs --bound R (|x_ij| <= R for every column) or --bounds FILE.json with --columns")
     with Outputs() as outputs:
-        out = outputs.add(args.out, "config", (".json",))
+        outputs.add(args.out, "config", (".json",))
         bound, columns = args.bound, args.columns
         if args.bounds is not None:
             if not columns:
@@ -51,7 +55,7 @@ def _fsir_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def _center_arg(values: "str | list[str]") -> "str | tuple[float, ...]":
+def _center_arg(values: str | list[str]) -> str | tuple[float, ...]:
     """``--center dp`` / ``--center none`` / ``--center C_1 ... C_p`` (a public centre, one value per column or one for all)."""
     values = [values] if isinstance(values, str) else values
     if len(values) == 1 and values[0] in ("dp", "none"):
@@ -65,7 +69,7 @@ def _center_arg(values: "str | list[str]") -> "str | tuple[float, ...]":
     return numbers
 
 
-def _load_config(path: str) -> "object":
+def _load_config(path: str) -> FSIRConfig:
     from ..federated import FSIRConfig
 
     return FSIRConfig.from_json(read_text(input_file(path, "--config"), "--config"))
@@ -110,7 +114,7 @@ def _fsir_server(args: argparse.Namespace) -> int:
         document = {"directions": result.directions.tolist(), "n_total": result.n_total, "clients": list(result.clients),
                     "columns": list(config.columns) if config.columns else None,
                     "center": {"choice": list(config.center) if isinstance(config.center, tuple) else config.center,
-                               "location": result.center.tolist()},
+                               "location": None if result.center is None else result.center.tolist()},
                     "privacy": result.privacy}
         if out is not None:
             outputs.commit("--out", json.dumps(document, indent=2, default=str) + "\n")

@@ -114,7 +114,7 @@ def _print_coefficients(layout: Any, coef_blocks: dict[str, np.ndarray], as_json
     for info in layout.parties:
         names = (own.columns if own is not None and own.name == info.name else None) or info.columns or [f"x{j}" for j in range(info.n_columns)]
         print(f"{info.name}:")
-        for col, value in zip(names, coef_blocks[info.name]):
+        for col, value in zip(names, coef_blocks[info.name], strict=True):
             print(f"  {col:<24} {value: .6g}")
 
 

@@ -13,10 +13,8 @@ from .bcd import (
     provable_sse_bound,
     r_squared,
 )
-from .loco import dual_loco, naive_block_ridge, party_sketch, pride_error_bound, sketches, split_columns
 from .gradient import batch_terms, batches, eigen_floor, pca_update, project_columns, sir_update
-from .ridge import CVPath, LocalDesign, LocalFit, cv_path, default_lambdas, kfold, local_ridge, ridge, ridge_alpha, top_eigenvalue
-from .sketch import SRHT, fwht, fwht_columns, next_power_of_two, row_norm_sensitivity
+from .loco import dual_loco, naive_block_ridge, party_sketch, pride_error_bound, sketches, split_columns
 from .moments import clip_rows_l2, mean, nearest_psd, second_moment
 from .pls import (
     KernelPLS1,
@@ -30,6 +28,7 @@ from .pls import (
     pls1_weight,
     regression_vector,
 )
+from .ridge import CVPath, LocalDesign, LocalFit, cv_path, default_lambdas, kfold, local_ridge, ridge, ridge_alpha, top_eigenvalue
 from .sir import (
     classical_sir,
     covariance_uncentred,
@@ -41,9 +40,24 @@ from .sir import (
     sir_kernel,
     whitened_eigen,
 )
-from .spectra import airpls, msc, savgol, snv
+from .sketch import SRHT, fwht, fwht_columns, next_power_of_two, row_norm_sensitivity
 from .slicing import equal_count_cut_points, slice_by_category, slice_by_cut_points, slice_sums
+from .spectra import airpls, msc, savgol, snv
 from .sufficient import clip_rows, clipped_sufficient_sums, iter_chunks, kernel_from_moments, sir_from_moments
 from .validation import as_real_array, check_matrix, check_positive, check_vector
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+__all__ = [
+    "aapd", "abort_probability", "airpls", "as_real_array", "batch_terms", "batches", "bcd", "bcd_offset_form",
+    "BCDResult", "BlockSolver", "centred_moments", "check_matrix", "check_positive", "check_vector",
+    "classical_sir", "clip_rows", "clip_rows_l2", "clipped_sufficient_sums", "covariance_uncentred", "cv_path",
+    "CVPath", "default_lambdas", "deflate", "dual_loco", "eigen_floor", "equal_count_cut_points", "fwht",
+    "fwht_columns", "gamma_min", "generalized_eigen", "iter_chunks", "kernel_diagonal", "kernel_from_moments",
+    "kernel_pls1", "KernelPLS1", "kfold", "largest_canonical_correlation", "local_residual", "local_ridge",
+    "LocalDesign", "LocalFit", "mean", "msc", "naive_block_ridge", "nearest_psd", "next_power_of_two",
+    "nipals_pls1", "orthonormalize", "paper_utility_bound", "party_sketch", "pca_update", "pls1_loadings",
+    "pls1_score", "pls1_weight", "PLS1Fit", "pride_error_bound", "project_columns", "projection_distance",
+    "projector", "provable_sse_bound", "r_squared", "regression_vector", "ridge", "ridge_alpha",
+    "row_norm_sensitivity", "savgol", "second_moment", "sir_from_moments", "sir_kernel", "sir_update",
+    "sketches", "slice_by_category", "slice_by_cut_points", "slice_sums", "snv", "split_columns", "SRHT",
+    "top_eigenvalue", "whitened_eigen",
+]

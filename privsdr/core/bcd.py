@@ -17,22 +17,24 @@ probability of §3.4, AAPD and R^2 (§7.2).
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import attrs
 import numpy as np
+
+from .arrays import FloatArray
 
 
 @attrs.frozen(eq=False)
 class BCDResult:
     """Coefficients per block after ``n_rounds`` rounds, and the squared remainder after every step."""
 
-    coef_blocks: tuple[np.ndarray, ...]
-    remainder: np.ndarray
-    sse_trace: np.ndarray
+    coef_blocks: tuple[FloatArray, ...]
+    remainder: FloatArray
+    sse_trace: FloatArray
 
     @property
-    def coef(self) -> np.ndarray:
+    def coef(self) -> FloatArray:
         return np.concatenate(self.coef_blocks)
 
 
@@ -40,7 +42,7 @@ class BlockSolver:
     """One block's exact minimiser: thin QR for lam = 0 (spec §3.1: no explicit inverse), else a
     Cholesky factor of X^T X + lam I."""
 
-    def __init__(self, X: np.ndarray, ridge: float = 0.0) -> None:
+    def __init__(self, X: FloatArray, ridge: float = 0.0) -> None:
         self.X = X
         self.ridge = float(ridge)
         if self.ridge == 0.0:
@@ -48,7 +50,7 @@ class BlockSolver:
         else:
             self.chol = np.linalg.cholesky(X.T @ X + self.ridge * np.eye(X.shape[1]))
 
-    def increment(self, v: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    def increment(self, v: FloatArray, beta: FloatArray) -> FloatArray:
         """argmin_d ||v - X d||^2 + lam ||beta + d||^2 (the block step in increment form)."""
         if self.ridge == 0.0:
             return solve_triangular(self.R, self.Q.T @ v)
@@ -56,19 +58,21 @@ class BlockSolver:
         return solve_cholesky(self.chol, rhs)
 
 
-def solve_triangular(R: np.ndarray, b: np.ndarray) -> np.ndarray:
+def solve_triangular(R: FloatArray, b: FloatArray) -> FloatArray:
     from scipy.linalg import solve_triangular as st
 
-    return st(R, b, lower=False)
+    x: FloatArray = st(R, b, lower=False)
+    return x
 
 
-def solve_cholesky(L: np.ndarray, b: np.ndarray) -> np.ndarray:
+def solve_cholesky(L: FloatArray, b: FloatArray) -> FloatArray:
     from scipy.linalg import solve_triangular as st
 
-    return st(L.T, st(L, b, lower=True), lower=False)
+    x: FloatArray = st(L.T, st(L, b, lower=True), lower=False)
+    return x
 
 
-def bcd(blocks: Sequence[np.ndarray], y: np.ndarray, n_rounds: int, *, ridge: float = 0.0) -> BCDResult:
+def bcd(blocks: Sequence[FloatArray], y: FloatArray, n_rounds: int, *, ridge: float = 0.0) -> BCDResult:
     """Algorithm 1 (remainder passing, block 0 first) for ``n_rounds`` rounds."""
     solvers = [BlockSolver(X, ridge) for X in blocks]
     betas = [np.zeros(X.shape[1]) for X in blocks]
@@ -83,10 +87,10 @@ def bcd(blocks: Sequence[np.ndarray], y: np.ndarray, n_rounds: int, *, ridge: fl
     return BCDResult(tuple(betas), v, np.asarray(trace))
 
 
-def bcd_offset_form(blocks: Sequence[np.ndarray], y: np.ndarray, n_rounds: int, *, ridge: float = 0.0) -> np.ndarray:
+def bcd_offset_form(blocks: Sequence[FloatArray], y: FloatArray, n_rounds: int, *, ridge: float = 0.0) -> FloatArray:
     """The same iteration written as the authors' code does (every block sees y): block i solves
     argmin ||(y - sum_{j != i} X_j beta_j) - X_i b||^2 + lam ||b||^2 (spec O-B6)."""
-    betas = [np.zeros(X.shape[1]) for X in blocks]
+    betas: list[FloatArray] = [np.zeros(X.shape[1]) for X in blocks]
     for _ in range(n_rounds):
         for i, X in enumerate(blocks):
             target = y - sum(blocks[j] @ betas[j] for j in range(len(blocks)) if j != i)
@@ -94,12 +98,12 @@ def bcd_offset_form(blocks: Sequence[np.ndarray], y: np.ndarray, n_rounds: int, 
     return np.concatenate(betas)
 
 
-def local_residual(Q: np.ndarray, v: np.ndarray) -> np.ndarray:
+def local_residual(Q: FloatArray, v: FloatArray) -> FloatArray:
     """(I - P_X) v with P_X = Q Q^T (Q: orthonormal basis of col(X))."""
     return v - Q @ (Q.T @ v)
 
 
-def gamma_min(X: np.ndarray, v: np.ndarray, *, zero_label: bool = False, tol: float = 1e-10) -> float:
+def gamma_min(X: FloatArray, v: FloatArray, *, zero_label: bool = False, tol: float = 1e-10) -> float:
     """Eq. (14) in closed form (spec §3.5): zero-filling row j of X (v kept) turns the fit into
     leave-one-out OLS with row j predicted as 0, so  SSE'_j = SSE - e_j^2/(1 - h_j) + v_j^2
     (``zero_label``: the remainder's row is zeroed too, drop the + v_j^2), and
@@ -121,7 +125,7 @@ def gamma_min(X: np.ndarray, v: np.ndarray, *, zero_label: bool = False, tol: fl
     return float(math.sqrt(max(1.0, float(ratios.max()))))
 
 
-def largest_canonical_correlation(Xa: np.ndarray, Xb: np.ndarray) -> float:
+def largest_canonical_correlation(Xa: FloatArray, Xb: FloatArray) -> float:
     """rho: the cosine of the smallest principal angle between col(Xa) and col(Xb)."""
     Qa, _ = np.linalg.qr(Xa)
     Qb, _ = np.linalg.qr(Xb)
@@ -155,12 +159,12 @@ def abort_probability(eps_step: float, gamma: float, m: int, n: int) -> float:
     return float(value)
 
 
-def aapd(estimate: np.ndarray, reference: np.ndarray) -> np.ndarray:
+def aapd(estimate: FloatArray, reference: FloatArray) -> FloatArray:
     """Elementwise absolute proportional distance |b* - b| / |b| (spec §7.2, A13)."""
     return np.abs(np.asarray(estimate, dtype=float) - reference) / np.abs(reference)
 
 
-def r_squared(y: np.ndarray, prediction: np.ndarray, kind: str = "ss") -> float:
+def r_squared(y: FloatArray, prediction: FloatArray, kind: str = "ss") -> float:
     """``ss``: 1 - SS_res/SS_tot (default, A16); ``centered``: 1 - var(y - yhat)/var(y) (the
     synthetic experiments' code); ``var_ratio``: var(yhat)/var(y) (the repo's 'centralized R^2')."""
     y = np.asarray(y, dtype=float)

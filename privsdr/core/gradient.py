@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .arrays import FloatArray, IntArray
 from .slicing import slice_sums
 
 
-def batch_terms(X: np.ndarray, labels: np.ndarray, B: np.ndarray, L: float, n_slices: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def batch_terms(X: FloatArray, labels: IntArray, B: FloatArray, L: float, n_slices: int) -> tuple[FloatArray, FloatArray, FloatArray]:
     """(Kern, A, G) of one batch; see the module docstring."""
     m = X.shape[0]
     pi = np.clip(X @ B, -L, L)
@@ -29,33 +30,35 @@ def batch_terms(X: np.ndarray, labels: np.ndarray, B: np.ndarray, L: float, n_sl
     return kern, A, G
 
 
-def sir_update(B: np.ndarray, kern: np.ndarray, A: np.ndarray, G: np.ndarray, eta: float, lambda_pen: float) -> np.ndarray:
+def sir_update(B: FloatArray, kern: FloatArray, A: FloatArray, G: FloatArray, eta: float, lambda_pen: float) -> FloatArray:
     """U = B - 2 eta (-Kern + lambda_pen A G) (the algorithm's form; DP-SIR spec §2.4)."""
     return B - 2.0 * eta * (-kern + lambda_pen * A @ G)
 
 
-def pca_update(X: np.ndarray, B: np.ndarray, L: float, eta: float, lambda_pen: float) -> np.ndarray:
+def pca_update(X: FloatArray, B: FloatArray, L: float, eta: float, lambda_pen: float) -> FloatArray:
     """Sparse-PCA step: B + 2 eta (1/m) sum x_i pi_i^T - 2 eta lambda_pen B (B^T B - I)."""
     pi = np.clip(X @ B, -L, L)
-    return B + 2.0 * eta * (X.T @ pi / X.shape[0]) - 2.0 * eta * lambda_pen * B @ (B.T @ B - np.eye(B.shape[1]))
+    n: int = X.shape[0]
+    return B + 2.0 * eta * (X.T @ pi / n) - 2.0 * eta * lambda_pen * B @ (B.T @ B - np.eye(B.shape[1]))
 
 
-def project_columns(B: np.ndarray, C: float) -> np.ndarray:
+def project_columns(B: FloatArray, C: float) -> FloatArray:
     """Each column onto the L2 ball of radius C: b_k * min(1, C / ||b_k||)."""
-    norms = np.linalg.norm(B, axis=0)
+    norms: FloatArray = np.linalg.norm(B, axis=0)
     factor = np.ones_like(norms)
     over = norms > C
     factor[over] = C / norms[over]
     return B * factor
 
 
-def eigen_floor(S: np.ndarray, floor: float) -> np.ndarray:
+def eigen_floor(S: FloatArray, floor: float) -> FloatArray:
     """Symmetric S with its eigenvalues raised to at least ``floor`` (PD repair; post-processing)."""
     w, Q = np.linalg.eigh((S + S.T) / 2.0)
-    return (Q * np.maximum(w, floor)) @ Q.T
+    repaired: FloatArray = (Q * np.maximum(w, floor)) @ Q.T
+    return repaired
 
 
-def batches(n: int, T: int, rng: np.random.Generator) -> list[np.ndarray]:
+def batches(n: int, T: int, rng: np.random.Generator) -> list[IntArray]:
     """A random partition of range(n) into T batches of sizes floor(n/T) or ceil(n/T).
 
     The permutation is drawn independently of the data, so under replace-one each record stays in

@@ -8,10 +8,11 @@ naive block ridge fits ridge on X_k alone (NB, A6/G27). ``alpha`` is the ridge a
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
+from .arrays import FloatArray
 from .ridge import local_ridge, ridge
 from .sketch import SRHT
 
@@ -21,12 +22,12 @@ def party_sketch(n_features: int, sketch_dim: int, seed: int, index: int) -> SRH
     return SRHT.draw(n_features, sketch_dim, np.random.default_rng(np.random.SeedSequence([int(seed), int(index)])))
 
 
-def sketches(blocks: Sequence[np.ndarray], sketch_dims: Sequence[int], seed: int) -> list[np.ndarray]:
+def sketches(blocks: Sequence[FloatArray], sketch_dims: Sequence[int], seed: int) -> list[FloatArray]:
     """The noise-free sketches X_j Pi_j of every block."""
-    return [party_sketch(b.shape[1], m, seed, j).apply(b) for j, (b, m) in enumerate(zip(blocks, sketch_dims))]
+    return [party_sketch(b.shape[1], m, seed, j).apply(b) for j, (b, m) in enumerate(zip(blocks, sketch_dims, strict=True))]
 
 
-def dual_loco(blocks: Sequence[np.ndarray], y: np.ndarray, alpha: float, sketched: Sequence[np.ndarray]) -> list[np.ndarray]:
+def dual_loco(blocks: Sequence[FloatArray], y: FloatArray, alpha: float, sketched: Sequence[FloatArray]) -> list[FloatArray]:
     """Each party's raw coefficients from ridge on [X_k, the others' sketches] (the sketches may be noisy)."""
     out = []
     for k, Xk in enumerate(blocks):
@@ -35,12 +36,12 @@ def dual_loco(blocks: Sequence[np.ndarray], y: np.ndarray, alpha: float, sketche
     return out
 
 
-def naive_block_ridge(blocks: Sequence[np.ndarray], y: np.ndarray, alpha: float) -> list[np.ndarray]:
+def naive_block_ridge(blocks: Sequence[FloatArray], y: FloatArray, alpha: float) -> list[FloatArray]:
     """Each party's ridge on its own block only (NB)."""
     return [ridge(Xk, y, alpha) for Xk in blocks]
 
 
-def split_columns(X: np.ndarray, n_parties: int) -> list[np.ndarray]:
+def split_columns(X: FloatArray, n_parties: int) -> list[FloatArray]:
     """Contiguous, nearly equal column blocks (the paper's tau = p / K)."""
     return [np.asarray(b) for b in np.array_split(np.asarray(X, dtype=float), n_parties, axis=1)]
 

@@ -23,28 +23,30 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .arrays import FloatArray
+
 
 class PLS1Fit(NamedTuple):
     """A fitted PLS1 model in the unit-score convention (W, T orthonormal; P^T W upper triangular)."""
 
-    weights: np.ndarray  #: W, m x A, unit columns
-    scores: np.ndarray  #: T, n x A, orthonormal columns
-    loadings: np.ndarray  #: P, m x A
-    y_loadings: np.ndarray  #: c, A
-    coef: np.ndarray  #: b = W (P^T W)^{-1} c, m
-    x_mean: np.ndarray  #: column means used for centring (zeros without centring)
+    weights: FloatArray  #: W, m x A, unit columns
+    scores: FloatArray  #: T, n x A, orthonormal columns
+    loadings: FloatArray  #: P, m x A
+    y_loadings: FloatArray  #: c, A
+    coef: FloatArray  #: b = W (P^T W)^{-1} c, m
+    x_mean: FloatArray  #: column means used for centring (zeros without centring)
     y_mean: float
 
 
 class KernelPLS1(NamedTuple):
     """PLS1 from (X^T X, X^T y) in the unit-score convention, with the whole coefficient path."""
 
-    weights: np.ndarray  #: W, m x A'
-    rotations: np.ndarray  #: R, m x A' (non-unit scores T = X R)
-    loadings: np.ndarray  #: P, m x A'
-    y_loadings: np.ndarray  #: c, A'
-    score_norms: np.ndarray  #: ||E_a w_a|| = sqrt(r_a^T S r_a), A'
-    coef_path: np.ndarray  #: m x A': column a-1 is b with a components
+    weights: FloatArray  #: W, m x A'
+    rotations: FloatArray  #: R, m x A' (non-unit scores T = X R)
+    loadings: FloatArray  #: P, m x A'
+    y_loadings: FloatArray  #: c, A'
+    score_norms: FloatArray  #: ||E_a w_a|| = sqrt(r_a^T S r_a), A'
+    coef_path: FloatArray  #: m x A': column a-1 is b with a components
 
     @property
     def n_components(self) -> int:
@@ -52,35 +54,35 @@ class KernelPLS1(NamedTuple):
         return int(self.weights.shape[1])
 
     @property
-    def coef(self) -> np.ndarray:
+    def coef(self) -> FloatArray:
         return self.coef_path[:, -1]
 
 
 # -- the steps of one NIPALS component (shared with the private variants) ------------------------------
-def pls1_weight(E: np.ndarray, f: np.ndarray) -> np.ndarray:
+def pls1_weight(E: FloatArray, f: FloatArray) -> FloatArray:
     """Unit weight w = E^T f / ||E^T f|| (Algorithm B, step B2)."""
     v = E.T @ f
     return v / _norm_or_fail(v, "E^T f")
 
 
-def pls1_score(E: np.ndarray, w: np.ndarray) -> np.ndarray:
+def pls1_score(E: FloatArray, w: FloatArray) -> FloatArray:
     """Unit score t = E w / ||E w|| (step B3)."""
     t = E @ w
     return t / _norm_or_fail(t, "E w")
 
 
-def pls1_loadings(E: np.ndarray, f: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, float]:
+def pls1_loadings(E: FloatArray, f: FloatArray, t: FloatArray) -> tuple[FloatArray, float]:
     """X- and y-loadings p = E^T t / (t^T t), c = f^T t / (t^T t) (steps B4, B5)."""
     tt = float(t @ t)
     return E.T @ t / tt, float(f @ t) / tt
 
 
-def deflate(E: np.ndarray, f: np.ndarray, t: np.ndarray, p: np.ndarray, c: float) -> tuple[np.ndarray, np.ndarray]:
+def deflate(E: FloatArray, f: FloatArray, t: FloatArray, p: FloatArray, c: float) -> tuple[FloatArray, FloatArray]:
     """E - t p^T and f - t c (step B6)."""
     return E - np.outer(t, p), f - t * c
 
 
-def regression_vector(W: np.ndarray, P: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, float]:
+def regression_vector(W: FloatArray, P: FloatArray, c: FloatArray) -> tuple[FloatArray, float]:
     """b = W (P^T W)^{-1} c, and cond(P^T W). Falls back to least squares when P^T W is singular (spec A16)."""
     M = P.T @ W
     cond = float(np.linalg.cond(M)) if M.size else 1.0
@@ -93,7 +95,7 @@ def regression_vector(W: np.ndarray, P: np.ndarray, c: np.ndarray) -> tuple[np.n
     return W @ z, cond
 
 
-def _norm_or_fail(v: np.ndarray, what: str) -> float:
+def _norm_or_fail(v: FloatArray, what: str) -> float:
     norm = float(np.linalg.norm(v))
     if not norm > 0:
         raise ValueError(f"{what} is zero: no further PLS component exists (too many components for this data)")
@@ -101,7 +103,7 @@ def _norm_or_fail(v: np.ndarray, what: str) -> float:
 
 
 # -- Algorithm B ---------------------------------------------------------------------------------------
-def nipals_pls1(X: np.ndarray, y: np.ndarray, n_components: int, *, center: bool = True) -> PLS1Fit:
+def nipals_pls1(X: FloatArray, y: FloatArray, n_components: int, *, center: bool = True) -> PLS1Fit:
     """PLS1 by NIPALS with unit-norm scores (spec Algorithm B). ``X`` n x m, ``y`` length n."""
     X = np.asarray(X, dtype=float)
     y = np.asarray(y, dtype=float).ravel()
@@ -123,13 +125,13 @@ def nipals_pls1(X: np.ndarray, y: np.ndarray, n_components: int, *, center: bool
     return PLS1Fit(W, T, P, c, b, x_mean, y_mean)
 
 
-def predict(coef: np.ndarray, x_mean: np.ndarray, y_mean: float, X: np.ndarray) -> np.ndarray:
+def predict(coef: FloatArray, x_mean: FloatArray, y_mean: float, X: FloatArray) -> FloatArray:
     """y_hat = (x - x_mean)^T b + y_mean."""
     return (np.asarray(X, dtype=float) - x_mean) @ coef + y_mean
 
 
 # -- kernel form ---------------------------------------------------------------------------------------
-def kernel_pls1(XtX: np.ndarray, Xty: np.ndarray, n_components: int, *, rtol: float = 1e-12) -> KernelPLS1:
+def kernel_pls1(XtX: FloatArray, Xty: FloatArray, n_components: int, *, rtol: float = 1e-12) -> KernelPLS1:
     """PLS1 from S = X^T X and u = X^T y of centred data (Dayal & MacGregor 1997, algorithm 2).
 
     Stops early (fewer columns than requested) when the remaining covariance ``u`` vanishes or
@@ -170,7 +172,7 @@ def kernel_pls1(XtX: np.ndarray, Xty: np.ndarray, n_components: int, *, rtol: fl
     return KernelPLS1(W[:, :done], R[:, :done], P[:, :done], c[:done], norms[:done], path[:, :done])
 
 
-def centred_moments(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+def centred_moments(X: FloatArray, y: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, float]:
     """(X_c^T X_c, X_c^T y_c, x_mean, y_mean) with column-mean centring: the kernel form's input."""
     X = np.asarray(X, dtype=float)
     y = np.asarray(y, dtype=float).ravel()

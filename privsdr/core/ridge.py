@@ -23,11 +23,13 @@ of the raw block alone (the party's share of a global prediction, for global CV)
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import attrs
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve, eigh
+
+from .arrays import FloatArray, IntArray
 
 LOSS_SCALES = ("half", "paper_eq1")
 
@@ -39,11 +41,12 @@ def ridge_alpha(lam: float, n: int, loss_scale: str = "half") -> float:
     return n * lam if loss_scale == "half" else n * lam / 2.0
 
 
-def _pos_solve(A: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return cho_solve(cho_factor(A, lower=True, check_finite=False), b, check_finite=False)
+def _pos_solve(A: FloatArray, b: FloatArray) -> FloatArray:
+    x: FloatArray = cho_solve(cho_factor(A, lower=True, check_finite=False), b, check_finite=False)
+    return x
 
 
-def ridge(X: np.ndarray, y: np.ndarray, alpha: float) -> np.ndarray:
+def ridge(X: FloatArray, y: FloatArray, alpha: float) -> FloatArray:
     """(X^T X + alpha I)^-1 X^T y (alpha > 0) by the smaller of the primal and dual systems."""
     X = np.asarray(X, dtype=float)
     y = np.asarray(y, dtype=float)
@@ -57,7 +60,7 @@ def ridge(X: np.ndarray, y: np.ndarray, alpha: float) -> np.ndarray:
     return X.T @ _pos_solve(X @ X.T + alpha * np.eye(n), y)
 
 
-def _corrected_gram(Xbar: np.ndarray, n_raw: int, noise_var: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+def _corrected_gram(Xbar: FloatArray, n_raw: int, noise_var: FloatArray) -> tuple[FloatArray, FloatArray, int]:
     """Eigen-decomposition of Gamma = Xbar^T Xbar - n diag(0, s^2), eigenvalues clipped at 0."""
     G = Xbar.T @ Xbar
     idx = np.arange(n_raw, Xbar.shape[1])
@@ -72,8 +75,8 @@ class LocalFit:
     """One local fit: ``coef`` of the raw block, ``sketch_coef`` of the random features, and for the
     corrected estimator how many eigenvalues of the corrected Gram were clipped at 0."""
 
-    coef: np.ndarray
-    sketch_coef: np.ndarray
+    coef: FloatArray
+    sketch_coef: FloatArray
     alpha: float
     clipped_eigenvalues: int = 0
 
@@ -82,12 +85,12 @@ class LocalDesign:
     """A party's local design Xbar = [Xk, Z] with its kernels computed once (n x n, when the design is
     wider than tall) and shared by the CV path, the lambda grid's scale and the final fit."""
 
-    def __init__(self, Xk: np.ndarray, Z: np.ndarray) -> None:
+    def __init__(self, Xk: FloatArray, Z: FloatArray) -> None:
         self.Xk = np.asarray(Xk, dtype=float)
         n = self.Xk.shape[0]
         self.Z = np.asarray(Z, dtype=float).reshape(n, -1)
         self.Xbar = np.hstack([self.Xk, self.Z])
-        self._kernels: tuple[np.ndarray, np.ndarray] | None = None
+        self._kernels: tuple[FloatArray, FloatArray] | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -95,16 +98,16 @@ class LocalDesign:
 
     @property
     def n_raw(self) -> int:
-        return self.Xk.shape[1]
+        return int(self.Xk.shape[1])
 
-    def kernels(self) -> tuple[np.ndarray, np.ndarray]:
+    def kernels(self) -> tuple[FloatArray, FloatArray]:
         """(Xk Xk^T, Xbar Xbar^T)."""
         if self._kernels is None:
             K_raw = self.Xk @ self.Xk.T
             self._kernels = (K_raw, K_raw + self.Z @ self.Z.T)
         return self._kernels
 
-    def fit(self, y: np.ndarray, alpha: float, noise_var: "np.ndarray | None" = None) -> "LocalFit":
+    def fit(self, y: FloatArray, alpha: float, noise_var: FloatArray | None = None) -> LocalFit:
         """Ridge on Xbar; ``noise_var`` (one variance per column of Z) selects the corrected estimator."""
         y = np.asarray(y, dtype=float)
         if not alpha > 0:
@@ -133,8 +136,8 @@ class LocalDesign:
         top = eigsh(G, k=1, which="LA", v0=np.ones(G.shape[0]), tol=1e-8, return_eigenvectors=False)
         return float(top[0]) / n
 
-    def cv_path(self, y: np.ndarray, lambdas: Sequence[float], folds: Sequence[np.ndarray], loss_scale: str = "half",
-                noise_var: "np.ndarray | None" = None) -> "CVPath":
+    def cv_path(self, y: FloatArray, lambdas: Sequence[float] | FloatArray, folds: Sequence[IntArray], loss_scale: str = "half",
+                noise_var: FloatArray | None = None) -> CVPath:
         """Held-out predictions of the local ridge for every lambda (one eigh per fold).
 
         Each fold's fit uses alpha = ridge_alpha(lam, n_train). The dual (kernel) form is used when the
@@ -172,12 +175,12 @@ class LocalDesign:
         return CVPath(lams, full, raw)
 
 
-def local_ridge(Xk: np.ndarray, Z: np.ndarray, y: np.ndarray, alpha: float, noise_var: "np.ndarray | None" = None) -> LocalFit:
+def local_ridge(Xk: FloatArray, Z: FloatArray, y: FloatArray, alpha: float, noise_var: FloatArray | None = None) -> LocalFit:
     """Ridge on Xbar = [Xk, Z]; ``noise_var`` (one variance per column of Z) selects the corrected estimator."""
     return LocalDesign(Xk, Z).fit(y, alpha, noise_var)
 
 
-def kfold(n: int, n_folds: int, seed: int = 0) -> tuple[np.ndarray, ...]:
+def kfold(n: int, n_folds: int, seed: int = 0) -> tuple[IntArray, ...]:
     """A public, data-independent split of range(n) into ``n_folds`` folds (a seeded permutation)."""
     if not 2 <= n_folds <= n:
         raise ValueError(f"need 2 <= n_folds <= n = {n}, got {n_folds}")
@@ -190,21 +193,22 @@ class CVPath:
     """Held-out predictions over a lambda grid: ``full[l, i]`` = xbar_i^T b^(-fold(i))(lam_l) and
     ``raw[l, i]`` = x_{i,k}^T b_raw^(-fold(i))(lam_l)."""
 
-    lambdas: np.ndarray
-    full: np.ndarray
-    raw: np.ndarray
+    lambdas: FloatArray
+    full: FloatArray
+    raw: FloatArray
 
-    def mse(self, y: np.ndarray) -> np.ndarray:
-        return np.mean((self.full - np.asarray(y)[None, :]) ** 2, axis=1)
+    def mse(self, y: FloatArray) -> FloatArray:
+        per_lambda: FloatArray = np.mean((self.full - np.asarray(y)[None, :]) ** 2, axis=1)
+        return per_lambda
 
 
-def cv_path(Xk: np.ndarray, Z: np.ndarray, y: np.ndarray, lambdas: Sequence[float], folds: Sequence[np.ndarray],
-            loss_scale: str = "half", noise_var: "np.ndarray | None" = None) -> CVPath:
+def cv_path(Xk: FloatArray, Z: FloatArray, y: FloatArray, lambdas: Sequence[float] | FloatArray, folds: Sequence[IntArray],
+            loss_scale: str = "half", noise_var: FloatArray | None = None) -> CVPath:
     """``LocalDesign(Xk, Z).cv_path(...)``."""
     return LocalDesign(Xk, Z).cv_path(y, lambdas, folds, loss_scale, noise_var)
 
 
-def default_lambdas(scale: float, num: int = 31) -> np.ndarray:
+def default_lambdas(scale: float, num: int = 31) -> FloatArray:
     """A log grid of ``num`` values over [1e-4, 1e2] x scale (spec A7: scale = the largest eigenvalue
     of Xbar^T Xbar / n, the natural ridge scale)."""
     if not (math.isfinite(scale) and scale > 0):
@@ -212,6 +216,6 @@ def default_lambdas(scale: float, num: int = 31) -> np.ndarray:
     return np.logspace(-4, 2, num) * scale
 
 
-def top_eigenvalue(Xk: np.ndarray, Z: np.ndarray) -> float:
+def top_eigenvalue(Xk: FloatArray, Z: FloatArray) -> float:
     """The largest eigenvalue of Xbar^T Xbar / n for Xbar = [Xk, Z]."""
     return LocalDesign(Xk, Z).top_eigenvalue()

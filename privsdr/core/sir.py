@@ -10,38 +10,43 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 
+from .arrays import FloatArray, IntArray
 from .slicing import slice_sums
 
 
-def sir_kernel(X: np.ndarray, labels: np.ndarray, n_slices: int) -> np.ndarray:
+def sir_kernel(X: FloatArray, labels: IntArray, n_slices: int) -> FloatArray:
     """M = sum_h p_h m_h m_h^T = (1/n) sum_h S_h S_h^T / n_h for (already centred) X."""
     S, counts = slice_sums(X, labels, n_slices)
     nonempty = counts > 0
     scaled = S[:, nonempty] / np.sqrt(counts[nonempty])
-    M = scaled @ scaled.T / X.shape[0]
+    n: int = X.shape[0]
+    M = scaled @ scaled.T / n
     return (M + M.T) / 2.0
 
 
-def kernel_diagonal(X: np.ndarray, labels: np.ndarray, n_slices: int) -> np.ndarray:
+def kernel_diagonal(X: FloatArray, labels: IntArray, n_slices: int) -> FloatArray:
     """diag(M) = (1/n) sum_h S_{h,j}^2 / n_h, without forming M (for screening)."""
     S, counts = slice_sums(X, labels, n_slices)
     nonempty = counts > 0
-    return (S[:, nonempty] ** 2 / counts[nonempty]).sum(axis=1) / X.shape[0]
+    n: int = X.shape[0]
+    diagonal: FloatArray = (S[:, nonempty] ** 2 / counts[nonempty]).sum(axis=1) / n
+    return diagonal
 
 
-def covariance_uncentred(X: np.ndarray) -> np.ndarray:
-    s = X.T @ X / X.shape[0]
+def covariance_uncentred(X: FloatArray) -> FloatArray:
+    n: int = X.shape[0]
+    s = X.T @ X / n
     return (s + s.T) / 2.0
 
 
-def generalized_eigen(M: np.ndarray, Sigma: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
+def generalized_eigen(M: FloatArray, Sigma: FloatArray, K: int) -> tuple[FloatArray, FloatArray]:
     """Top-K generalized eigenpairs of (M, Sigma): (B with B^T Sigma B = I_K, eigenvalues descending)."""
     values, vectors = linalg.eigh(M, Sigma)
     order = np.argsort(values)[::-1]
     return vectors[:, order[:K]], values[order]
 
 
-def whitened_eigen(M: np.ndarray, Sigma: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
+def whitened_eigen(M: FloatArray, Sigma: FloatArray, K: int) -> tuple[FloatArray, FloatArray]:
     """Same as ``generalized_eigen`` through R = Sigma^{-1/2}: B = R U_K (DP-SIR B.1 step 5)."""
     w, Q = np.linalg.eigh(Sigma)
     R = (Q / np.sqrt(w)) @ Q.T
@@ -50,13 +55,13 @@ def whitened_eigen(M: np.ndarray, Sigma: np.ndarray, K: int) -> tuple[np.ndarray
     return R @ U[:, order[:K]], values[order]
 
 
-def classical_sir(X: np.ndarray, labels: np.ndarray, n_slices: int, K: int) -> tuple[np.ndarray, np.ndarray]:
+def classical_sir(X: FloatArray, labels: IntArray, n_slices: int, K: int) -> tuple[FloatArray, FloatArray]:
     """Li (1991): centre, then the top-K generalized eigenvectors of (M, Sigma). Returns (B, eigenvalues)."""
     Xc = X - X.mean(axis=0)
     return generalized_eigen(sir_kernel(Xc, labels, n_slices), covariance_uncentred(Xc), K)
 
 
-def projector(B: np.ndarray) -> np.ndarray:
+def projector(B: FloatArray) -> FloatArray:
     """P_B = B (B^T B)^+ B^T, the orthogonal projector onto span(B)."""
     B = np.atleast_2d(np.asarray(B, dtype=float))
     if B.shape[0] == 1 and B.shape[1] > 1:
@@ -64,13 +69,14 @@ def projector(B: np.ndarray) -> np.ndarray:
     return B @ np.linalg.pinv(B.T @ B) @ B.T
 
 
-def projection_distance(A: np.ndarray, B: np.ndarray) -> float:
+def projection_distance(A: FloatArray, B: FloatArray) -> float:
     """||P_A - P_B||_F: 0 for equal spans; sqrt(2K) at most for two K-dimensional spans."""
     return float(np.linalg.norm(projector(A) - projector(B)))
 
 
-def orthonormalize(B: np.ndarray) -> np.ndarray:
+def orthonormalize(B: FloatArray) -> FloatArray:
     """B (B^T B)^{-1/2}, computed as U V^T from the thin SVD (pseudo-inverse when rank-deficient)."""
     U, s, Vt = np.linalg.svd(B, full_matrices=False)
     keep = s > s.max(initial=0.0) * 1e-12
-    return U[:, keep] @ Vt[keep, :]
+    orthonormal: FloatArray = U[:, keep] @ Vt[keep, :]
+    return orthonormal

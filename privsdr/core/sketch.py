@@ -23,6 +23,8 @@ from typing import Any
 import attrs
 import numpy as np
 
+from .arrays import FloatArray, IntArray
+
 
 def next_power_of_two(m: int) -> int:
     """The smallest power of two >= m (m >= 1)."""
@@ -31,7 +33,7 @@ def next_power_of_two(m: int) -> int:
     return 1 << (int(m) - 1).bit_length()
 
 
-def _butterflies(Y: np.ndarray, levels: int | None = None) -> None:
+def _butterflies(Y: FloatArray, levels: int | None = None) -> None:
     """In place: the unnormalised Walsh-Hadamard transform of every column of the C-ordered m x c array Y
     (or its first ``levels`` butterfly levels: the transform of every block of 2^levels rows)."""
     m, c = Y.shape
@@ -50,7 +52,7 @@ def _butterflies(Y: np.ndarray, levels: int | None = None) -> None:
 CHUNK_BYTES = 1 << 22
 
 
-def fwht_columns(A: np.ndarray) -> np.ndarray:
+def fwht_columns(A: FloatArray) -> FloatArray:
     """The unnormalised Walsh-Hadamard transform of every column of ``A`` (m x n, m a power of two):
     H_m A with H_m the Sylvester Hadamard matrix (+-1 entries), in m log2 m butterflies per column.
 
@@ -72,13 +74,13 @@ def fwht_columns(A: np.ndarray) -> np.ndarray:
     return out
 
 
-def fwht(X: np.ndarray) -> np.ndarray:
+def fwht(X: FloatArray) -> FloatArray:
     """The unnormalised Walsh-Hadamard transform of every row of ``X`` (n x m, m a power of two): X H_m."""
     X = np.asarray(X, dtype=float)
     return fwht_columns(X.T).T
 
 
-def row_norm_sensitivity(Pi: np.ndarray) -> float:
+def row_norm_sensitivity(Pi: FloatArray) -> float:
     """w2(Pi): the largest L2 norm of a row of a realised projection (the L2 change of X Pi when
     one entry of X changes by 1). For any projection, not only SRHT."""
     Pi = np.asarray(Pi, dtype=float)
@@ -98,11 +100,11 @@ class SRHT:
 
     n_features: int
     sketch_dim: int
-    signs: np.ndarray = attrs.field(repr=False)
-    columns: np.ndarray = attrs.field(repr=False)
+    signs: FloatArray = attrs.field(repr=False)
+    columns: IntArray = attrs.field(repr=False)
 
     @classmethod
-    def draw(cls, n_features: int, sketch_dim: int, seed: Any = None) -> "SRHT":
+    def draw(cls, n_features: int, sketch_dim: int, seed: Any = None) -> SRHT:
         """A fresh SRHT for tau = ``n_features`` and tau_subs = ``sketch_dim`` (1 <= tau_subs <= tau')."""
         n_features, sketch_dim = int(n_features), int(sketch_dim)
         if n_features < 1:
@@ -137,7 +139,7 @@ class SRHT:
         m, levels = self.padded_dim, self.padded_dim.bit_length() - 1
         return min(range(levels + 1), key=lambda r: 2 * m * (levels - r) + self.sketch_dim * (1 << r))
 
-    def apply(self, X: np.ndarray) -> np.ndarray:
+    def apply(self, X: FloatArray) -> FloatArray:
         """X Pi (n x tau_subs) without forming Pi: sqrt(tau'/tau_subs) (pad(X) D H / sqrt(tau'))[:, S], by the
         pruned fast transform (``_split``), column chunks of about 4 MB at a time."""
         from scipy.linalg import hadamard
@@ -162,13 +164,13 @@ class SRHT:
             out[:, start:start + chunk] = np.einsum("sa,asc->sc", H_a, Y.reshape(a, b, -1)[:, inner, :])  # H_a, selected rows only
         return out.T / math.sqrt(self.sketch_dim)
 
-    def full_matrix(self) -> np.ndarray:
+    def full_matrix(self) -> FloatArray:
         """Pi_full (tau' x tau_subs), formed densely from scipy's Hadamard matrix (an independent path)."""
         from scipy.linalg import hadamard
 
-        H = hadamard(self.padded_dim).astype(float)
+        H: FloatArray = hadamard(self.padded_dim).astype(float)
         return self.signs[:, None] * H[:, self.columns] / math.sqrt(self.sketch_dim)
 
-    def matrix(self) -> np.ndarray:
+    def matrix(self) -> FloatArray:
         """Pi = Pi_full[:tau] (tau x tau_subs)."""
         return self.full_matrix()[: self.n_features]

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .arrays import FloatArray, IntArray
 
-def slice_by_cut_points(y: np.ndarray, cut_points: np.ndarray) -> np.ndarray:
+
+def slice_by_cut_points(y: FloatArray, cut_points: FloatArray) -> IntArray:
     """Labels 0..H-1 for public, sorted cut points q_1 < ... < q_{H-1}: label = #{q_j < y}."""
     cuts = np.asarray(cut_points, dtype=float)
     if cuts.ndim != 1 or np.any(np.diff(cuts) <= 0):
@@ -15,13 +17,13 @@ def slice_by_cut_points(y: np.ndarray, cut_points: np.ndarray) -> np.ndarray:
     return np.searchsorted(cuts, np.asarray(y, dtype=float), side="left")
 
 
-def slice_by_category(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def slice_by_category(y: np.ndarray) -> tuple[IntArray, np.ndarray]:
     """Labels 0..H-1 for the distinct values of a categorical response, and those values."""
     classes, labels = np.unique(np.asarray(y), return_inverse=True)
     return labels, classes
 
 
-def equal_count_cut_points(y: np.ndarray, n_slices: int) -> np.ndarray:
+def equal_count_cut_points(y: FloatArray, n_slices: int) -> FloatArray:
     """Cut points of R dr's equal-count slices (``dr.slice2``, Weisberg 2002), never separating ties.
 
     With n sorted values, m = floor(n / H) and r = n - m H: each slice takes m values, the first r
@@ -50,7 +52,7 @@ def equal_count_cut_points(y: np.ndarray, n_slices: int) -> np.ndarray:
     return np.asarray([v[e - 1] for e in ends if e < n])
 
 
-def slice_sums(X: np.ndarray, labels: np.ndarray, n_slices: int) -> tuple[np.ndarray, np.ndarray]:
+def slice_sums(X: FloatArray, labels: IntArray, n_slices: int) -> tuple[FloatArray, FloatArray]:
     """``(S, counts)``: S[:, h] = sum of the rows of X in slice h (p x H), counts[h] = n_h."""
     counts = np.bincount(labels, minlength=n_slices).astype(float)
     indicator = np.zeros((X.shape[0], n_slices))

@@ -19,23 +19,26 @@ from scipy import sparse
 from scipy.signal import savgol_filter
 from scipy.sparse.linalg import spsolve
 
+from .arrays import FloatArray
 
-def _rows(X: np.ndarray) -> np.ndarray:
+
+def _rows(X: FloatArray) -> FloatArray:
     X = np.asarray(X, dtype=float)
     if X.ndim != 2:
         raise ValueError(f"expected a 2-D array of spectra (one per row), got shape {X.shape}")
     return X
 
 
-def savgol(X: np.ndarray, window: int = 5, polyorder: int = 2, deriv: int = 1) -> np.ndarray:
+def savgol(X: FloatArray, window: int = 5, polyorder: int = 2, deriv: int = 1) -> FloatArray:
     """Savitzky-Golay filter of each row (``deriv=1``: first derivative, the edPLS paper's setting)."""
     X = _rows(X)
     if not (window % 2 == 1 and polyorder < window <= X.shape[1]):
         raise ValueError(f"need an odd window > polyorder and <= {X.shape[1]} channels, got window={window}, polyorder={polyorder}")
-    return savgol_filter(X, window, polyorder, deriv=deriv, axis=1)
+    filtered: FloatArray = savgol_filter(X, window, polyorder, deriv=deriv, axis=1)
+    return filtered
 
 
-def msc(X: np.ndarray, reference: np.ndarray) -> np.ndarray:
+def msc(X: FloatArray, reference: FloatArray) -> FloatArray:
     """Multiplicative scatter correction of each row against the public ``reference`` spectrum."""
     X = _rows(X)
     r = np.asarray(reference, dtype=float).ravel()
@@ -46,16 +49,17 @@ def msc(X: np.ndarray, reference: np.ndarray) -> np.ndarray:
     if not denom > 0:
         raise ValueError("the MSC reference spectrum is constant")
     slope = (X - X.mean(axis=1, keepdims=True)) @ rc / denom
-    intercept = X.mean(axis=1) - slope * r.mean()
+    intercept: FloatArray = X.mean(axis=1) - slope * r.mean()
     safe = np.where(np.abs(slope) > 1e-12, slope, 1.0)  # a row orthogonal to the reference is left unscaled
     return (X - intercept[:, None]) / safe[:, None]
 
 
-def snv(X: np.ndarray) -> np.ndarray:
+def snv(X: FloatArray) -> FloatArray:
     """Standard normal variate: (x - mean(x)) / std(x) for each row (a constant row maps to zeros)."""
     X = _rows(X)
-    sd = X.std(axis=1, keepdims=True)
-    return (X - X.mean(axis=1, keepdims=True)) / np.where(sd > 0, sd, 1.0)
+    sd: FloatArray = X.std(axis=1, keepdims=True)
+    centred: FloatArray = X - X.mean(axis=1, keepdims=True)
+    return centred / np.where(sd > 0, sd, 1.0)
 
 
 def _difference_penalty(m: int, order: int) -> sparse.csc_matrix:
@@ -65,13 +69,13 @@ def _difference_penalty(m: int, order: int) -> sparse.csc_matrix:
     return (D.T @ D).tocsc()
 
 
-def whittaker_baseline(x: np.ndarray, weights: np.ndarray, lam: float, penalty: sparse.csc_matrix) -> np.ndarray:
+def whittaker_baseline(x: FloatArray, weights: FloatArray, lam: float, penalty: sparse.csc_matrix) -> FloatArray:
     """argmin_z sum_i w_i (x_i - z_i)^2 + lam ||D z||^2, i.e. (W + lam D^T D) z = W x."""
     W = sparse.diags(weights, 0, format="csc")
     return np.asarray(spsolve((W + lam * penalty).tocsc(), weights * x)).ravel()
 
 
-def airpls_baseline(x: np.ndarray, lam: float = 100.0, order: int = 1, max_iter: int = 15) -> np.ndarray:
+def airpls_baseline(x: FloatArray, lam: float = 100.0, order: int = 1, max_iter: int = 15) -> FloatArray:
     """The airPLS baseline of one spectrum ``x``."""
     x = np.asarray(x, dtype=float).ravel()
     m = x.shape[0]
@@ -93,7 +97,7 @@ def airpls_baseline(x: np.ndarray, lam: float = 100.0, order: int = 1, max_iter:
     return z
 
 
-def airpls(X: np.ndarray, lam: float = 100.0, order: int = 1, max_iter: int = 15) -> np.ndarray:
+def airpls(X: FloatArray, lam: float = 100.0, order: int = 1, max_iter: int = 15) -> FloatArray:
     """Each row minus its airPLS baseline (paper setting: lambda = 100, order 1, 15 iterations)."""
     X = _rows(X)
     if not (lam > 0 and order >= 1 and max_iter >= 1):

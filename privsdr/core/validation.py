@@ -7,8 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from .arrays import FloatArray
 
-def as_real_array(X: Any, name: str = "X") -> np.ndarray:
+
+def as_real_array(X: Any, name: str = "X") -> FloatArray:
     """``X`` as a float array if it holds real numbers only; TypeError for booleans, complex
     numbers, strings or other objects (they would be converted silently, or lose their imaginary part)."""
     try:
@@ -21,9 +23,9 @@ def as_real_array(X: Any, name: str = "X") -> np.ndarray:
     if kind == "c":
         raise TypeError(f"{name} must be numeric with real values, not complex")
     if kind == "O":
-        bad = [v for v in arr.ravel() if isinstance(v, (bool, np.bool_)) or not isinstance(v, Real)][:1]
-        if bad:
-            bad = bad[0]
+        offending = [v for v in arr.ravel() if isinstance(v, (bool, np.bool_)) or not isinstance(v, Real)][:1]
+        if offending:
+            bad = offending[0]
             raise TypeError(f"{name} must be numeric (real numbers only), found {type(bad).__name__} {bad!r}")
     elif kind not in "iuf":
         raise TypeError(f"{name} must be numeric (real numbers), got {arr.dtype} values (strings are not converted)")
@@ -34,7 +36,7 @@ def as_real_array(X: Any, name: str = "X") -> np.ndarray:
     return out
 
 
-def check_matrix(X: Any, name: str = "X", min_rows: int = 1, min_cols: int = 1) -> np.ndarray:
+def check_matrix(X: Any, name: str = "X", min_rows: int = 1, min_cols: int = 1) -> FloatArray:
     """A finite 2-D float array with at least ``min_rows`` rows; ValueError/TypeError otherwise."""
     arr = as_real_array(X, name)
     if arr.ndim != 2:
@@ -48,7 +50,7 @@ def check_matrix(X: Any, name: str = "X", min_rows: int = 1, min_cols: int = 1) 
     return arr
 
 
-def check_vector(y: Any, name: str = "y") -> np.ndarray:
+def check_vector(y: Any, name: str = "y") -> FloatArray:
     """A 1-D float array of real numbers (a column vector is flattened); finiteness is checked by the caller."""
     arr = as_real_array(y, name)
     if arr.ndim > 2 or (arr.ndim == 2 and 1 not in arr.shape) or arr.ndim == 0:
@@ -60,7 +62,7 @@ def check_positive(value: Any, name: str) -> float:
     """A positive finite real (public bounds, hyperparameters)."""
     if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"{name} must be a positive real number, got {type(value).__name__}")
-    value = float(value)
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be positive and finite, got {value!r}")
-    return value
+    number = float(value)
+    if not (math.isfinite(number) and number > 0):
+        raise ValueError(f"{name} must be positive and finite, got {number!r}")
+    return number

@@ -47,7 +47,7 @@ def _ar_gaussian(n: int, p: int, rng: np.random.Generator, rho: float = 0.5) -> 
     return X
 
 
-def fsir_model(model: str, n: int, p: int, *, seed: "int | np.random.Generator" = 0, B: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def fsir_model(model: str, n: int, p: int, *, seed: int | np.random.Generator = 0, B: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(X, y, B)`` for FSIR model I..V (one client's data, or a pooled sample)."""
     rng = np.random.default_rng(seed)
     B = fsir_coefficients(model, p, rng) if B is None else B

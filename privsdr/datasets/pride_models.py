@@ -44,7 +44,7 @@ class PRIDEData:
 
     def block_slices(self) -> dict[str, slice]:
         edges = np.concatenate([[0], np.cumsum(self.widths)])
-        return {name: slice(int(a), int(b)) for name, a, b in zip(self.block_names, edges[:-1], edges[1:])}
+        return {name: slice(int(a), int(b)) for name, a, b in zip(self.block_names, edges[:-1], edges[1:], strict=True)}
 
 
 def _sqrt_psd(K: np.ndarray) -> np.ndarray:

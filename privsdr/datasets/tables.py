@@ -5,8 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -44,12 +44,12 @@ def _rows(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
     return header, rows
 
 
-def csv_header(path: "str | Path") -> list[str]:
+def csv_header(path: str | Path) -> list[str]:
     """The column names of a CSV file (its header row)."""
     return _rows(Path(path))[0]
 
 
-def load_csv(path: "str | Path", target: str | None = None, columns: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
+def load_csv(path: str | Path, target: str | None = None, columns: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
     """``(X, y, feature_names)`` from a CSV with a header row. ``y`` is the ``target`` column (or None)."""
     path = Path(path)
     if columns is not None:

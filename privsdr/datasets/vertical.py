@@ -10,9 +10,10 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import math
+from collections.abc import Sequence
 from importlib import resources
-from typing import Sequence
 
 import attrs
 import numpy as np
@@ -54,14 +55,14 @@ def dpbcd_synthetic(n: int = 1000, p: int = 10, *, correlation: float = 0.3, r2:
     y = signal + rs.normal(0.0, math.sqrt(s2), n)
     width = p // n_parties
     edges = [i * width for i in range(n_parties)] + [p]
-    blocks = tuple(X[:, a:b] for a, b in zip(edges[:-1], edges[1:]))
+    blocks = tuple(X[:, a:b] for a, b in itertools.pairwise(edges))
     names = tuple(f"party{i}" for i in range(n_parties))
-    columns = tuple(tuple(f"x{j}" for j in range(a, b)) for a, b in zip(edges[:-1], edges[1:]))
+    columns = tuple(tuple(f"x{j}" for j in range(a, b)) for a, b in itertools.pairwise(edges))
     return VerticalData(blocks, y, names, columns, 0, beta)
 
 
 def _read(name: str) -> list[dict[str, str]]:
-    with resources.files("privsdr.datasets").joinpath("data", name).open(newline="") as fh:
+    with resources.as_file(resources.files("privsdr.datasets").joinpath("data", name)) as path, open(path, newline="") as fh:
         return list(csv.DictReader(fh))
 
 

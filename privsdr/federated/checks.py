@@ -22,7 +22,8 @@ another client's privacy: each upload is noised by its own client before it leav
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -164,7 +165,7 @@ def check_messages(messages: Sequence[ClientMessage], config: FSIRConfig, *, all
         check_plausible(m, config, plan)
         statuses.append(report.status)
         parsed.append(report)
-    bad = [f"{m.client_id} ({s})" for m, s in zip(messages, statuses) if s != "certified"]
+    bad = [f"{m.client_id} ({s})" for m, s in zip(messages, statuses, strict=True) if s != "certified"]
     if bad and not allow_uncertified:
         raise UncertifiedPlanError(f"uploads without a certified guarantee: {', '.join(bad)}; pass allow_uncertified=True "
                                    "(CLI: --allow-uncertified) to merge them anyway; the result will say so")

@@ -22,23 +22,31 @@ Uncertified uploads (``claimed`` or ``none`` nodes) are refused unless ``allow_u
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from .. import core
-from ..accounting import Budget, Ledger, Scope
 from .._validation import check_matrix, check_vector
+from ..accounting import Budget, Ledger, Scope
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity
 from ..plan import CalibratedPlan, Plan, Run
+from ..report import PrivacyReport
 from .protocol import ClientMessage, FSIRConfig
 
 RELATION = "replace_one"
 
 
+def _finished(run: Run) -> PrivacyReport:
+    """The report of a run whose ``with`` block has exited (Run sets it on exit)."""
+    assert run.report is not None
+    return run.report
+
+
 def client_public_params(config: FSIRConfig, n: int, p: int, active: Sequence[int] | None = None) -> dict[str, Any]:
-    return {"n": n, "p": p, "n_slices": config.n_slices, "bound": list(config.bound) if config.per_column else config.bound,
+    return {"n": n, "p": p, "n_slices": config.n_slices, "bound": list(config.bound) if isinstance(config.bound, tuple) else config.bound,
             "norm": config.norm, "mechanism": config.mechanism, "cov_mechanism": config.cov_mechanism,
             "calibration": config.calibration, "screening": config.screening, "config": config.digest(),
             "center": list(config.center) if isinstance(config.center, tuple) else config.center,
@@ -227,7 +235,7 @@ def client_message(X: Any, y: Any, config: FSIRConfig, budget: Budget, *, client
         run_S = run.release("second_moment", core.covariance_uncentred(Xt))
     return ClientMessage(client_id=str(client_id), config_digest=config.digest(), n=n, p=p, n_slices=H,
                          slice_means=np.asarray(run_M, dtype=float), second_moment=np.asarray(run_S, dtype=float),
-                         proportions=run_w, report_json=run.report.to_json(),
+                         proportions=run_w, report_json=_finished(run).to_json(),
                          active=None if active is None else tuple(int(a) for a in active))
 
 
@@ -252,9 +260,10 @@ def screening_message(X: Any, y: Any, config: FSIRConfig, budget: Budget, *, cli
                 top = np.argsort(omega, axis=0)[-config.screen_size:, :]
                 votes = np.unique(top)  # client_union vote: the s largest per slice
             else:
+                assert config.ccmd_threshold is not None  # FSIRConfig requires it for rule 'threshold'
                 votes = np.flatnonzero(np.any(omega > float(config.ccmd_threshold), axis=1))  # client_union vote
             votes = run.release("votes", votes)
         else:
             _, votes = run.release("votes", (S / n).T)
     return ClientMessage(client_id=str(client_id), config_digest=config.digest(), n=n, p=p, n_slices=H, slice_means=None,
-                         second_moment=None, report_json=run.report.to_json(), votes=tuple(sorted(int(v) for v in votes)))
+                         second_moment=None, report_json=_finished(run).to_json(), votes=tuple(sorted(int(v) for v in votes)))

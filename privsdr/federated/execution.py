@@ -6,8 +6,9 @@ would recognise identical calls and reuse one noisy result for several clients.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -22,14 +23,15 @@ def client_seeds(random_state: Any, count: int) -> list[np.random.SeedSequence]:
     return root.spawn(count)
 
 
-def run_clients(fn: Callable[..., Any], tasks: Sequence[dict[str, Any]], executor: "Executor | Any | None" = None) -> list[Any]:
+def run_clients(fn: Callable[..., Any], tasks: Sequence[dict[str, Any]], executor: Executor | Any | None = None) -> list[Any]:
     """``[fn(**task) for task in tasks]`` in order, on ``executor`` (None: in process; a Dask
     ``distributed.Client``: submitted with pure=False; anything with ``submit``: a futures executor)."""
     if executor is None:
         return [fn(**task) for task in tasks]
     if _is_dask_client(executor):
-        futures = [executor.submit(fn, pure=False, **task) for task in tasks]
-        return executor.gather(futures)
+        client: Any = executor  # a distributed.Client (dask is optional: no import, no type)
+        futures = [client.submit(fn, pure=False, **task) for task in tasks]
+        return client.gather(futures)
     if isinstance(executor, Executor) or hasattr(executor, "submit"):
         futures = [executor.submit(fn, **task) for task in tasks]
         return [f.result() for f in futures]

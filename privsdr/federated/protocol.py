@@ -17,8 +17,9 @@ import hashlib
 import io
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import attrs
 import numpy as np
@@ -51,7 +52,7 @@ def _tuple_or_none(value: Any) -> tuple[float, ...] | None:
     return values
 
 
-def _bound(value: Any) -> "float | tuple[float, ...]":
+def _bound(value: Any) -> float | tuple[float, ...]:
     """A scalar bound, or one bound per column (a tuple)."""
     if isinstance(value, (bool, np.bool_)):
         raise ValidationError("bound (R) must be a positive public number or one per column, not a boolean")
@@ -66,7 +67,7 @@ def _bound(value: Any) -> "float | tuple[float, ...]":
         raise ValidationError("bound (R) must be a positive number or one positive number per column") from None
 
 
-def _center(value: Any) -> "str | tuple[float, ...]":
+def _center(value: Any) -> str | tuple[float, ...]:
     """'dp' (the default; None reads as 'dp'), 'none', or a public centre: one number, or one per column."""
     if value is None:
         return "dp"
@@ -125,7 +126,7 @@ class FSIRConfig:
     assumed centred, no proportions released (the paper).
     """
 
-    bound: "float | tuple[float, ...]" = attrs.field(converter=_bound)
+    bound: float | tuple[float, ...] = attrs.field(converter=_bound)
     norm: str = "linf"
     cut_points: tuple[float, ...] | None = attrs.field(default=None, converter=_tuple_or_none)
     classes: tuple[float, ...] | None = attrs.field(default=None, converter=_tuple_or_none)
@@ -145,7 +146,7 @@ class FSIRConfig:
     ccmd_rule: str = "threshold"
     server_vote: str = "majority"
     columns: tuple[str, ...] | None = attrs.field(default=None, converter=_names_or_none)
-    center: "str | tuple[float, ...]" = attrs.field(default="dp", converter=_center)
+    center: str | tuple[float, ...] = attrs.field(default="dp", converter=_center)
     center_share: float = 0.1
 
     def __attrs_post_init__(self) -> None:
@@ -279,7 +280,7 @@ class FSIRConfig:
         return json.dumps({"protocol": PROTOCOL, "version": PROTOCOL_VERSION, "config": self.to_dict()}, indent=2)
 
     @classmethod
-    def from_json(cls, text: str) -> "FSIRConfig":
+    def from_json(cls, text: str) -> FSIRConfig:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -335,7 +336,7 @@ class ClientMessage:
         return buffer.getvalue()
 
     @classmethod
-    def from_bytes(cls, data: bytes, source: str = "message") -> "ClientMessage":
+    def from_bytes(cls, data: bytes, source: str = "message") -> ClientMessage:
         """Read an upload strictly: every field present with its type, float arrays (2-D; proportions 1-D)."""
         if not data.startswith(b"PK"):
             raise ValidationError(f"{source} is not a readable FSIR message (not an npz archive)")
@@ -375,11 +376,11 @@ class ClientMessage:
         return cls(slice_means=arrays.get("slice_means"), second_moment=arrays.get("second_moment"),
                    proportions=arrays.get("proportions"), **meta)
 
-    def save(self, path: "str | Path") -> None:
+    def save(self, path: str | Path) -> None:
         atomic_write_bytes(path, self.to_bytes())
 
     @classmethod
-    def load(cls, path: "str | Path") -> "ClientMessage":
+    def load(cls, path: str | Path) -> ClientMessage:
         try:
             data = Path(path).read_bytes()
         except FileNotFoundError:
@@ -447,9 +448,9 @@ def check_compatible(messages: Sequence[ClientMessage], config: FSIRConfig) -> N
         raise ValidationError("two messages carry the same client id")
     seen: dict[str, str] = {}
     for m in messages:
-        digest = m.payload_digest()
-        if digest is not None and digest in seen:
-            raise ValidationError(f"clients {seen[digest]!r} and {m.client_id!r} sent the same upload (payload digest "
-                                  f"{digest[:16]}): one upload counted twice")
-        if digest is not None:
-            seen[digest] = m.client_id
+        payload = m.payload_digest()
+        if payload is not None and payload in seen:
+            raise ValidationError(f"clients {seen[payload]!r} and {m.client_id!r} sent the same upload (payload digest "
+                                  f"{payload[:16]}): one upload counted twice")
+        if payload is not None:
+            seen[payload] = m.client_id

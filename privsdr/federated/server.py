@@ -17,8 +17,8 @@ record lives on one client).
 from __future__ import annotations
 
 import math
-
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import attrs
 import numpy as np
@@ -90,19 +90,28 @@ def without_guarantee(privacy: dict[str, Any]) -> dict[str, Any]:
     return privacy
 
 
+def _weighted_sum(weights: Sequence[int], arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """sum_i weights[i] * arrays[i], added in order (one array per message)."""
+    total = weights[0] * arrays[0]
+    for weight, array in zip(weights[1:], arrays[1:], strict=True):
+        total = total + weight * array
+    return total
+
+
 def merge(messages: Sequence[ClientMessage], config: FSIRConfig, *, n_directions: int | str | None = None,
           psd_floor: float | None = None, p_original: int | None = None, allow_uncertified: bool = False) -> FSIRResult:
     """Merge the clients' uploads and estimate the SDR directions (unit-length columns)."""
     if any(not isinstance(m, ClientMessage) or m.slice_means is None or m.second_moment is None for m in messages):
         raise ValidationError("merge needs round-2 messages (slice means and second moments)")
     reports = check_messages(messages, config, allow_uncertified=allow_uncertified, reports=True)
-    N = sum(m.n for m in messages)
-    M = sum(m.n * m.slice_means for m in messages) / N
-    S = sum(m.n * m.second_moment for m in messages) / N
+    sizes = [m.n for m in messages]
+    N = sum(sizes)
+    M = _weighted_sum(sizes, [m.slice_means for m in messages if m.slice_means is not None]) / N
+    S: np.ndarray = _weighted_sum(sizes, [m.second_moment for m in messages if m.second_moment is not None]) / N
     S = (S + S.T) / 2.0
     mu = np.zeros(M.shape[0])
-    if config.centred:
-        w = sum(m.n * m.proportions for m in messages) / N
+    if config.centred:  # check_messages: every client released its proportions
+        w = _weighted_sum(sizes, [m.proportions for m in messages if m.proportions is not None]) / N
         mu = M.sum(axis=1)
         M = centred_slice_means(M, w)
         S = S - np.outer(mu, mu)

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Mapping
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 
 from ..accounting.budget import Budget
 from ..accounting.events import Event
@@ -45,7 +47,7 @@ class NoiseSpec:
     def noise_off(self) -> bool:
         return self.noise_multiplier == 0.0
 
-    def scaled(self, factor: float) -> "NoiseSpec":
+    def scaled(self, factor: float) -> NoiseSpec:
         """The same node with its noise multiplied by ``factor`` (plan-level tight calibration)."""
         return attrs.evolve(self, noise_multiplier=self.noise_multiplier * factor, calibration=f"{self.calibration}*tight")
 
@@ -145,7 +147,7 @@ class Mechanism:
         return f"<mechanism {self.name}>"
 
 
-def as_float_array(value: Any, name: str) -> np.ndarray:
+def as_float_array(value: Any, name: str) -> npt.NDArray[np.float64]:
     """The query value as a float array; NaN/inf is a bug in the query (clip first), so refuse it."""
     arr = np.array(value, dtype=float, copy=True)
     if not np.all(np.isfinite(arr)):

@@ -21,7 +21,7 @@ from ..accounting.gaussian import analytic_noise_multiplier
 from ..accounting.rounding import div_up
 from ..accounting.zcdp import zcdp_epsilon, zcdp_rho_for
 
-GAUSSIAN_CALIBRATIONS = ("classical", "thm3_exact", "paper_approx", "analytic", "kenthapadi")
+GAUSSIAN_CALIBRATIONS: tuple[str, ...] = ("classical", "thm3_exact", "paper_approx", "analytic", "kenthapadi")
 
 
 def _check(epsilon: float, delta: float) -> None:

@@ -18,7 +18,8 @@ data-independent floating-point noise: post-processing, so the release keeps its
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

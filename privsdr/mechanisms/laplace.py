@@ -4,7 +4,8 @@ With ``sampler="secure"``: exact discrete Laplace noise on a public grid (``secu
 (``DiscreteLaplaceEvent``; the continuous Laplace's RDP/PLD curves are not used for it)."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

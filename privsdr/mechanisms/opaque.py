@@ -5,7 +5,8 @@ supplies. Only basic, advanced and PLD accounting can compose it (RDP adds it on
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -23,7 +24,9 @@ class OpaqueMechanism(Mechanism):
     scalable = False
     pure = False
 
-    def calibrate(self, sensitivity: Sensitivity, share: Budget, calibration: str | None = None, params: Mapping[str, Any] | None = None) -> NoiseSpec:
+    def calibrate(self, sensitivity: Sensitivity, share: Budget, calibration: str | None = None, params: Mapping[str, Any] | None = None,
+                  sampler: str = "numpy") -> NoiseSpec:
+        """Priced by the declared share; ``sampler`` is accepted and unused (the callable draws its own noise)."""
         self.check_sensitivity(sensitivity)
         return NoiseSpec(self.name, sensitivity, 0.0 if share.is_infinite else 1.0, "declared", share.delta, share, dict(params or {}))
 
@@ -38,7 +41,8 @@ class OpaqueMechanism(Mechanism):
     def prepare(self, value: Any, spec: NoiseSpec, **kwargs: Any) -> Callable[[np.random.Generator], Any]:
         if not callable(value):
             raise TypeError("an opaque mechanism releases f(rng): pass a callable as the value")
-        return value
+        release: Callable[[np.random.Generator], Any] = value
+        return release
 
     def sample(self, value: Any, spec: NoiseSpec, rng: np.random.Generator, **kwargs: Any) -> Any:
         return value(rng)
@@ -54,7 +58,9 @@ class NonPrivateMechanism(Mechanism):
     scalable = False
     pure = True
 
-    def calibrate(self, sensitivity: Sensitivity, share: Budget, calibration: str | None = None, params: Mapping[str, Any] | None = None) -> NoiseSpec:
+    def calibrate(self, sensitivity: Sensitivity, share: Budget, calibration: str | None = None, params: Mapping[str, Any] | None = None,
+                  sampler: str = "numpy") -> NoiseSpec:
+        """No noise; ``sampler`` is accepted and unused."""
         return NoiseSpec(self.name, sensitivity, 0.0, "none", 0.0, None, dict(params or {}))
 
     def events(self, spec: NoiseSpec) -> tuple[Event, ...]:

@@ -10,17 +10,17 @@ from typing import Any
 
 import attrs
 
-from ..accounting.relation import Relation
+from ..accounting.relation import Relation, parse_relation
 
 NORMS = ("l1", "l2", "linf")
 
 
-def _check_value(instance: object, attribute: attrs.Attribute, value: float) -> None:
+def _check_value(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"sensitivity must be a positive finite number, got {value!r}")
 
 
-def _check_norm(instance: object, attribute: attrs.Attribute, value: str) -> None:
+def _check_norm(instance: object, attribute: attrs.Attribute[str], value: str) -> None:
     if value not in NORMS:
         raise ValueError(f"unknown sensitivity norm {value!r}; expected one of {NORMS}")
 
@@ -35,12 +35,12 @@ class Sensitivity:
 
     value: float = attrs.field(converter=float, validator=_check_value)
     norm: str = attrs.field(default="l2", validator=_check_norm)
-    relation: Relation = attrs.field(default=Relation.REPLACE_ONE, converter=Relation.parse)
+    relation: Relation = attrs.field(default=Relation.REPLACE_ONE, converter=parse_relation)
     derivation: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"value": self.value, "norm": self.norm, "relation": self.relation.value, "derivation": self.derivation}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Sensitivity":
+    def from_dict(cls, data: dict[str, Any]) -> Sensitivity:
         return cls(**data)

@@ -10,9 +10,11 @@ discrete Gaussian's zCDP curve under ``sampler="secure"``, which draws the upper
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..accounting.budget import Budget
 from . import secure
@@ -47,7 +49,7 @@ class SymmetricGaussianMechanism(GaussianMechanism):
         return (arr + arr.T) / 2.0
 
     def sample(self, value: Any, spec: NoiseSpec, rng: np.random.Generator, **kwargs: Any) -> np.ndarray:
-        arr = np.array(value, dtype=float)
+        arr: npt.NDArray[np.float64] = np.array(value, dtype=float)
         if spec.noise_off:
             return arr
         p = arr.shape[0]

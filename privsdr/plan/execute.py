@@ -15,20 +15,32 @@ records the output. A value that fails validation there has already been charged
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import attrs
 import numpy as np
 
 from .._version import __version__
-from ..accounting import Accountant, AdvancedAccountant, BasicAccountant, Charge, Cost, Ledger, PldAccountant, RdpAccountant, Relation, Status
+from ..accounting import (
+    Accountant,
+    AdvancedAccountant,
+    BasicAccountant,
+    Charge,
+    Cost,
+    Ledger,
+    PldAccountant,
+    RdpAccountant,
+    Relation,
+    Reservation,
+    Status,
+)
 from ..accounting.accountants import default_slack
 from ..accounting.filters import within_run
 from ..errors import PlanError
 from ..mechanisms import Sensitivity, get_mechanism
 from ..report import NodeReport, PrivacyReport
 from .graph import CalibratedPlan
-
 
 DELEGATED = "delegated"  #: the output of a node charged here and released by another party
 
@@ -137,13 +149,13 @@ class Run:
         self.outputs: dict[str, Any] = {}
         self.runtime_specs: dict[str, Any] = {}
         self.report: PrivacyReport | None = None
-        self._reservation = None
+        self._reservation: Reservation | None = None
         self._rngs: dict[str, np.random.Generator] = {}
         self._issued: set[str] = set()
 
-    def __enter__(self) -> "Run":
+    def __enter__(self) -> Run:
         # everything that can fail on the caller's input happens before the reservation
-        self._rngs = dict(zip(self.plan.nodes, _spawn(self.random_state, len(self.plan.nodes))))
+        self._rngs = dict(zip(self.plan.nodes, _spawn(self.random_state, len(self.plan.nodes)), strict=True))
         self._before = self.ledger.remaining
         self._started = _utc_now()
         if self.plan.budget.is_infinite:  # noise off: opted in by Budget.infinite(), unless nodes are uncertified by design
@@ -153,7 +165,8 @@ class Run:
             self._reservation = self.ledger.reserve(self.plan, allow_uncertified=self.allow_uncertified)
         return self
 
-    def _check_releasable(self, name: str, batch: tuple[str, ...] = ()) -> None:
+    def _check_releasable(self, name: str, batch: tuple[str, ...] = ()) -> Reservation:
+        """The open reservation, if node ``name`` may be released now (PlanError otherwise)."""
         if self._reservation is None or self._reservation.closed:
             raise PlanError("release() outside an open run (use `with Run(...) as run:`)")
         if name not in self.plan.nodes:
@@ -164,14 +177,15 @@ class Run:
         missing = [p for p in self.plan.nodes[name].parents if p not in done]
         if missing:
             raise PlanError(f"node {name!r} needs its parents released first: {missing}")
+        return self._reservation
 
     def release(self, name: str, value: Any, **options: Any) -> Any:
         """Charge node ``name`` and release ``value`` with its noise."""
-        self._check_releasable(name)
+        reservation = self._check_releasable(name)
         spec = self._spec_for(name, options.pop("sensitivity", None))
         mech = get_mechanism(spec.mechanism)
         prepared = mech.prepare(value, spec, **options)
-        self._reservation.charge(name)  # write-ahead: charged before the noise exists
+        reservation.charge(name)  # write-ahead: charged before the noise exists
         out = mech.sample(prepared, spec, self._rngs[name], **options)
         self.outputs[name] = out
         return out
@@ -207,7 +221,7 @@ class Run:
             raise PlanError(f"issue() got a node twice: {names}")
         for name in names:
             self._check_releasable(name, names)
-        tickets = {}
+        tickets: dict[str, NoiseTicket] = {}
         for name in names:
             assert self._reservation is not None
             self._reservation.charge(name)  # write-ahead: charged before the noise exists

@@ -16,15 +16,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
 from ..accounting import Accountant, BasicAccountant, Budget, Charge, Cost, Relation, Scope, Status, make_accountant
 from ..accounting.budget import as_budget
-from ..accounting.events import ApproxEvent, NonPrivateEvent, PureEvent
+from ..accounting.events import ApproxEvent, Event, NonPrivateEvent, PureEvent
 from ..errors import PlanError, ValidationError
-from ..mechanisms import NoiseSpec, Sensitivity, get_mechanism
+from ..mechanisms import Mechanism, NoiseSpec, Sensitivity, get_mechanism
 from ..mechanisms.secure import check_sampler
 
 
@@ -81,7 +82,7 @@ class Node:
 class Plan:
     """A DAG of release nodes; build it from public parameters, then ``allocate`` a budget."""
 
-    def __init__(self, name: str, relation: "Relation | str" = Relation.REPLACE_ONE, public_params: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, name: str, relation: Relation | str = Relation.REPLACE_ONE, public_params: Mapping[str, Any] | None = None) -> None:
         self.name = name
         self.relation = Relation.parse(relation)
         self.public_params = dict(public_params or {})
@@ -90,14 +91,14 @@ class Plan:
 
     def partition(self, name: str, cells: Iterable[object], *, stable: bool = False, within: Scope | None = None) -> list[Scope]:
         """Declare a public partition and return the scope of each cell (inside ``within``)."""
-        cells = tuple(str(c) for c in cells)
-        if not cells or len(set(cells)) != len(cells):
+        names = tuple(str(c) for c in cells)
+        if not names or len(set(names)) != len(names):
             raise PlanError(f"partition {name!r} needs distinct cells")
         if name in self.partitions:
             raise PlanError(f"partition {name!r} declared twice")
-        self.partitions[name] = Partition(name, cells, stable)
+        self.partitions[name] = Partition(name, names, stable)
         base = within or Scope.whole()
-        return [base.cell(name, c) for c in cells]
+        return [base.cell(name, c) for c in names]
 
     def add(
         self,
@@ -106,13 +107,13 @@ class Plan:
         sensitivity: Sensitivity,
         *,
         weight: float | None = None,
-        share: "Budget | tuple[float, float] | None" = None,
+        share: Budget | tuple[float, float] | None = None,
         noise_multiplier: float | None = None,
         delta: float | None = None,
         calibration: str | None = None,
         scope: Scope | None = None,
         parents: Sequence[str] = (),
-        status: "Status | str" = Status.CERTIFIED,
+        status: Status | str = Status.CERTIFIED,
         params: Mapping[str, Any] | None = None,
         description: str = "",
         adaptive: bool = False,
@@ -183,8 +184,8 @@ class Plan:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     # -- allocation ---------------------------------------------------------------------------------
-    def allocate(self, budget: "Budget | tuple[float, float]", *, accountant: "str | Accountant | None" = None, tight: bool = False,
-                 sampler: str = "numpy") -> "CalibratedPlan":
+    def allocate(self, budget: Budget | tuple[float, float], *, accountant: str | Accountant | None = None, tight: bool = False,
+                 sampler: str = "numpy") -> CalibratedPlan:
         """Give every node its noise so that the plan costs at most ``budget``.
 
         Weighted nodes share what the fixed nodes (``share``/``noise_multiplier``) leave, in
@@ -244,29 +245,36 @@ class Plan:
         eps_norm = _worst_weight(weighted, self.relation, lambda n: True)
         delta_norm = _worst_weight(weighted, self.relation, lambda n: not get_mechanism(n.mechanism).pure)
         takes_delta = [not get_mechanism(n.mechanism).pure and delta_left > 0 for n in weighted]
-        eps_shares = _shares_within(weighted, [eps_left * n.weight / eps_norm for n in weighted], eps_left, self.relation)
+        eps_shares = _shares_within(weighted, [eps_left * _weight(n) / eps_norm for n in weighted], eps_left, self.relation)
         delta_shares = _shares_within(
-            weighted, [delta_left * n.weight / delta_norm if t else 0.0 for n, t in zip(weighted, takes_delta)],
+            weighted, [delta_left * _weight(n) / delta_norm if t else 0.0 for n, t in zip(weighted, takes_delta, strict=True)],
             max(delta_left, 0.0), self.relation,
         )
         return {
             n.name: _calibrate(get_mechanism(n.mechanism), sampler, n.sensitivity, Budget(e, d), n.calibration, n.params)
-            for n, e, d in zip(weighted, eps_shares, delta_shares)
+            for n, e, d in zip(weighted, eps_shares, delta_shares, strict=True)
         }
 
 
-def _calibrate(mech: Any, sampler: str, *args: Any) -> NoiseSpec:
-    """``mech.calibrate(*args)`` with the sampler when the mechanism implements it (custom mechanisms
+def _weight(node: Node) -> float:
+    """The weight of a node of the weighted group (it holds only nodes that have one)."""
+    assert node.weight is not None
+    return node.weight
+
+
+def _calibrate(mech: Mechanism, sampler: str, sensitivity: Sensitivity, share: Budget, calibration: str | None,
+               params: Mapping[str, Any]) -> NoiseSpec:
+    """``mech.calibrate(...)`` with the sampler when the mechanism implements it (custom mechanisms
     that predate samplers are called as before and sample with numpy)."""
     if sampler != "numpy" and sampler in getattr(mech, "samplers", ()):
-        return mech.calibrate(*args, sampler=sampler)
-    return mech.calibrate(*args)
+        return mech.calibrate(sensitivity, share, calibration, params, sampler=sampler)
+    return mech.calibrate(sensitivity, share, calibration, params)
 
 
 def _shares_within(nodes: list[Node], shares: list[float], total: float, relation: Relation) -> list[float]:
     """Round the shares down together until, on every path of one record, their exact sum <= total."""
     def worst(values: list[float]) -> float:
-        charges = [Charge(n.name, (PureEvent(v),), relation, n.scope) for n, v in zip(nodes, values) if v > 0]
+        charges = [Charge(n.name, (PureEvent(v),), relation, n.scope) for n, v in zip(nodes, values, strict=True) if v > 0]
         return BasicAccountant().cost(charges).epsilon if charges else 0.0
 
     while worst(shares) > total:
@@ -274,15 +282,15 @@ def _shares_within(nodes: list[Node], shares: list[float], total: float, relatio
     return shares
 
 
-def _worst_weight(nodes: list[Node], relation: Relation, include: Any) -> float:
-    charges = [Charge(n.name, (PureEvent(n.weight),), relation, n.scope) for n in nodes if include(n)]
+def _worst_weight(nodes: list[Node], relation: Relation, include: Callable[[Node], bool]) -> float:
+    charges = [Charge(n.name, (PureEvent(_weight(n)),), relation, n.scope) for n in nodes if include(n)]
     return BasicAccountant().cost(charges).epsilon if charges else 1.0
 
 
 def _charge(node: Node, spec: NoiseSpec, relation: Relation) -> Charge:
     if node.status == Status.CLAIMED:
         assert node.share is not None
-        events: tuple = (ApproxEvent(*node.share),)
+        events: tuple[Event, ...] = (ApproxEvent(*node.share),)
     elif node.status == Status.NONE and not node.data_dependent:
         events = (NonPrivateEvent(),)
     else:
@@ -294,7 +302,7 @@ class CalibratedPlan:
     """A plan whose every node has its noise: it can be priced (``charges``) and executed."""
 
     def __init__(self, plan: Plan, specs: Mapping[str, NoiseSpec], budget: Budget, allocation: str,
-                 pricing: "str | Accountant | None" = None) -> None:
+                 pricing: str | Accountant | None = None) -> None:
         self.plan = plan
         self.specs = dict(specs)
         self.budget = budget
@@ -329,7 +337,7 @@ class CalibratedPlan:
     def charges(self) -> list[Charge]:
         return [_charge(n, self.specs[n.name], self.relation) for n in self.nodes.values()]
 
-    def cost(self, accountant: "str | Accountant | None" = None) -> Cost:
+    def cost(self, accountant: str | Accountant | None = None) -> Cost:
         """What the plan alone costs (no ledger, nothing spent).
 
         Without an argument: under the accountant the plan was calibrated for -- for an estimator's
@@ -339,7 +347,7 @@ class CalibratedPlan:
         chosen = self.pricing if accountant is None else accountant
         return make_accountant(chosen or "best", self.budget.delta).cost(self.charges())
 
-    def with_factor(self, factor: float) -> "CalibratedPlan":
+    def with_factor(self, factor: float) -> CalibratedPlan:
         specs = {
             name: spec.scaled(factor) if Plan._scalable(self.nodes[name]) else spec for name, spec in self.specs.items()
         }
@@ -349,7 +357,7 @@ class CalibratedPlan:
         return f"CalibratedPlan({self.name!r}, nodes={list(self.nodes)}, allocation={self.allocation!r})"
 
 
-_TIGHT_FACTORS: dict[tuple, float] = {}
+_TIGHT_FACTORS: dict[tuple[str, float, float, str, str], float] = {}
 
 
 def _tighten(plan: CalibratedPlan, accountant: Accountant, budget: Budget, rel_tol: float = 1e-4) -> CalibratedPlan:

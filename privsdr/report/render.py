@@ -10,7 +10,8 @@ import base64
 import html
 import io
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .report import PrivacyReport
 

@@ -101,7 +101,7 @@ class PrivacyReport:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "PrivacyReport":
+    def from_dict(cls, data: dict[str, Any]) -> PrivacyReport:
         data = _denum(dict(data))
         if data.get("schema") != SCHEMA:
             raise ValueError(f"not a privsdr privacy report (schema {data.get('schema')!r})")
@@ -115,7 +115,7 @@ class PrivacyReport:
             raise ValueError(f"malformed privacy report: {exc}") from None
 
     @classmethod
-    def from_json(cls, text: str) -> "PrivacyReport":
+    def from_json(cls, text: str) -> PrivacyReport:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:

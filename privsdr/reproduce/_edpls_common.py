@@ -17,7 +17,8 @@ Choices (spec edpls_001.md §6, docs/algorithms/edpls.md):
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 
-def output_dir(out_dir: "str | Path") -> Path:
+def output_dir(out_dir: str | Path) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     return out
@@ -21,7 +22,7 @@ def write_csv(rows: list[dict[str, Any]], path: Path) -> Path:
     return path
 
 
-def write_table(rows: list[dict[str, Any]], out_dir: "str | Path", to_markdown: Callable[[list[dict[str, Any]]], str]) -> tuple[Path, Path]:
+def write_table(rows: list[dict[str, Any]], out_dir: str | Path, to_markdown: Callable[[list[dict[str, Any]]], str]) -> tuple[Path, Path]:
     """``<table>.csv`` and ``<table>.md`` (our values beside the paper's) in ``out_dir``."""
     out = output_dir(out_dir)
     table = rows[0]["table"]

@@ -67,10 +67,10 @@ def certified_fit(name: str, data: VerticalData, eps: float, seed: int, n_rounds
     """Clip to the public ranges, scale to [-1, 1], fit, map back (the scaling is public post-processing)."""
     scales = public_scales(name, data)
     _, label_bound = PUBLIC_RANGES[name]
-    blocks = [np.clip(b, -s, s) / s for b, s in zip(data.blocks, scales)]
+    blocks = [np.clip(b, -s, s) / s for b, s in zip(data.blocks, scales, strict=True)]
     names = [f"party{i}" for i in range(len(blocks))]
     est = DPBCDRegression("certified", n_rounds=n_rounds, budget=Budget(eps, DELTA), message_reports=False, random_state=seed,
-                          row_bound={n: math.sqrt(b.shape[1]) for n, b in zip(names, blocks)}, label_bound=label_bound,
+                          row_bound={n: math.sqrt(b.shape[1]) for n, b in zip(names, blocks, strict=True)}, label_bound=label_bound,
                           coef_bound=label_bound)
     coef = est.fit(blocks, np.clip(data.y, -label_bound, label_bound)).coef_
     return coef / np.concatenate(scales)
@@ -87,7 +87,7 @@ def run(name: str, reps: int = 3, seed: int = 0) -> list[dict[str, Any]]:
     X = data.X
     ols = np.linalg.lstsq(X, data.y, rcond=None)[0]
     columns = [c for cols in data.columns for c in cols]
-    parties = [p for p, cols in zip(data.party_names, data.columns) for _ in cols]
+    parties = [p for p, cols in zip(data.party_names, data.columns, strict=True) for _ in cols]
     start = time.perf_counter()
     coefs: dict[tuple[str, float], list[np.ndarray]] = {}
     tasks = [(eps, r) for eps in EPSILONS for r in range(reps)]
@@ -127,7 +127,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         ax = fig.add_subplot(1, 3, panel + 1)
         cent = [next(r["centralized"] for r in coef if r["column"] == c) for c in columns]
         scale = max(abs(v) for v in cent) * 4 or 1.0
-        for k, (eps, colour) in enumerate(zip(COEF_EPSILONS, ("tab:orange", "tab:green"))):
+        for k, (eps, colour) in enumerate(zip(COEF_EPSILONS, ("tab:orange", "tab:green"), strict=True)):
             sub = {r["column"]: r for r in coef if r["mode"] == mode and r["eps"] == eps}
             med = np.array([sub[c]["median"] for c in columns])
             lo, hi = np.array([sub[c]["q025"] for c in columns]), np.array([sub[c]["q975"] for c in columns])
@@ -146,7 +146,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     r2 = [r for r in rows if r["kind"] == "r2" and r["mode"] != "centralized"]
     for mode, colour in (("paper", "tab:blue"), ("certified", "tab:red")):
         pts = sorted((r["eps"], r["median"], r["q025"], r["q975"]) for r in r2 if r["mode"] == mode)
-        e, m, lo, hi = map(np.array, zip(*pts))
+        e, m, lo, hi = map(np.array, zip(*pts, strict=True))
         ax.plot(e, m, "o-", color=colour, label=f"{mode} (median)")
         ax.fill_between(e, lo, hi, color=colour, alpha=0.15)
     ax.axhline(rows[0]["centralized"], color="k", ls="-.", label="centralized")
@@ -186,7 +186,7 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(rows: list[dict[str, Any]], out_dir: "str | Path") -> tuple[Path, Path]:
+def write(rows: list[dict[str, Any]], out_dir: str | Path) -> tuple[Path, Path]:
     out = output_dir(out_dir)
     name = rows[0]["figure"]
     csv_path, md_path = out / f"{name}.csv", out / f"{name}.md"

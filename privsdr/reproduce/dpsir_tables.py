@@ -17,8 +17,8 @@ The DP-RF / DP-TRF baselines (Hu et al. 2023) are not implemented (spec §10 E6)
 from __future__ import annotations
 
 import time
-import zlib
 import warnings
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +26,10 @@ import numpy as np
 
 from .. import core
 from .._progress import progress
-from ._output import write_table
 from ..accounting import Budget
 from ..algorithms import DPSIR, SparseDPSIR
 from ..datasets import TRUE_K, sir_model
+from ._output import write_table
 
 # Medians of ||P_B - P_B_hat||_F over 1000 replications, copied from the paper (spec §8.1).
 # Table 1's "M2 (2000, 40)" row is read as (20000, 40) (spec §10 E5).
@@ -161,5 +161,5 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(rows: list[dict[str, Any]], out_dir: "str | Path") -> tuple[Path, Path]:
+def write(rows: list[dict[str, Any]], out_dir: str | Path) -> tuple[Path, Path]:
     return write_table(rows, out_dir, to_markdown)

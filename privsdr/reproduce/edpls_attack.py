@@ -24,7 +24,7 @@ from .. import core
 from .._progress import progress
 from ..accounting import Budget
 from ..algorithms import DPPLS
-from ..audit import ApproxDP, add_record_pair, audit, claim_from_report, reconstruction_attack
+from ..audit import ApproxDP, AttackResult, add_record_pair, audit, claim_from_report, reconstruction_attack
 from ..datasets.edpls_models import SIGNALS, signal, two_holders
 from ._output import output_dir, write_csv
 
@@ -57,7 +57,7 @@ def attack_once(method: str, eps: float | None, shape: str, seed: int) -> dict[s
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         est = model(method, eps, shape, seed).fit(np.vstack([h.X1, h.X2]), np.r_[h.y1, h.y2])
-    out = {}
+    out: dict[str, AttackResult | None] = {}
     for use, G in (("weights", est.x_weights_), ("loadings", est.x_loadings_)):
         if G.shape[1] < 3:  # the noisy statistics admitted fewer than 3 components: nothing to inspect
             out[use] = None
@@ -104,7 +104,7 @@ def audit_rows(samples: int, seed: int) -> list[dict[str, Any]]:
     def statistic(outputs: Any) -> np.ndarray:
         return np.array([abs(o @ w_ref) / np.linalg.norm(o) for o in outputs])
 
-    configs = {
+    configs: dict[str, dict[str, Any]] = {
         "paper": dict(mode="paper", budget=Budget(1.0, DELTA), allow_uncertified=True),
         "certified S2": dict(mode="certified", bound_x=1.0, bound_y=1.0, budget=Budget(1.0, DELTA)),
         "certified S1": dict(mode="certified_iterative", bound_x=1.0, bound_y=1.0, budget=Budget(1.0, DELTA)),
@@ -112,6 +112,7 @@ def audit_rows(samples: int, seed: int) -> list[dict[str, Any]]:
     rows = []
     for name, kw in progress(list(configs.items()), len(configs), "canary audit", min_total=1):
         report = DPPLS(1, random_state=0, **kw).fit(*without).privacy_report_
+        assert report is not None  # fit sets it
         claim = ApproxDP(report.spent[0], DELTA) if name == "paper" else claim_from_report(report)
         result = audit(lambda D, rng, kw=kw: DPPLS(1, random_state=rng, **kw).fit(*D).x_weights_[:, 0], with_canary, without,
                        claim=claim, statistic=statistic, threshold=0.9, samples=samples, alpha=1e-3, seed=seed)
@@ -170,7 +171,7 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
-def write(rows: list[dict[str, Any]], out_dir: "str | Path") -> tuple[Path, Path]:
+def write(rows: list[dict[str, Any]], out_dir: str | Path) -> tuple[Path, Path]:
     out = output_dir(out_dir)
     csv_path, md_path, png_path = out / "edpls-attack.csv", out / "edpls-attack.md", out / "edpls-attack.png"
     write_csv(rows, csv_path)

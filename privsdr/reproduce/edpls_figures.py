@@ -196,7 +196,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         for key in dict.fromkeys((r["preprocessing"], r["method"]) for r in test if np.isfinite(r["epsilon"])):
             pts = sorted((r["epsilon"], r["rmsep_over_sigma_mean"], r["rmsep_over_sigma_sem"]) for r in test
                          if (r["preprocessing"], r["method"]) == key)
-            e, m, s = map(np.array, zip(*pts))
+            e, m, s = map(np.array, zip(*pts, strict=True))
             ax.errorbar(e, m, yerr=s, marker="o", ms=3, capsize=2, label=f"{key[0]}: {key[1]}" if figure == "edpls-figure5" else key[1])
         base = [r for r in test if not np.isfinite(r["epsilon"])]
         for r in base:
@@ -211,10 +211,11 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     for prep in dict.fromkeys(r["preprocessing"] for r in cv):
         ax = fig.add_subplot(1, panels, k)
         k += 1
-        for key in dict.fromkeys((r["method"], r["epsilon"]) for r in cv if r["preprocessing"] == prep):
-            pts = sorted((r["n_components"], r["rmsecv_over_sigma_mean"]) for r in cv if (r["preprocessing"], r["method"], r["epsilon"]) == (prep, *key))
-            a, m = map(np.array, zip(*pts))
-            ax.plot(a, m, marker=".", ms=3, label=f"{key[0]}" + ("" if not np.isfinite(key[1]) else f", ε = {key[1]:g}"))
+        for method, eps in dict.fromkeys((r["method"], r["epsilon"]) for r in cv if r["preprocessing"] == prep):
+            curve_pts = sorted((r["n_components"], r["rmsecv_over_sigma_mean"]) for r in cv
+                         if (r["preprocessing"], r["method"], r["epsilon"]) == (prep, method, eps))
+            a, m = map(np.array, zip(*curve_pts, strict=True))
+            ax.plot(a, m, marker=".", ms=3, label=f"{method}" + ("" if not np.isfinite(eps) else f", ε = {eps:g}"))
         ax.set_yscale("log")
         ax.set_xlabel("number of LVs")
         ax.set_ylabel("RMSECV / σ_y")
@@ -224,7 +225,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     fig.savefig(path)
 
 
-def write(rows: list[dict[str, Any]], out_dir: "str | Path") -> tuple[Path, Path]:
+def write(rows: list[dict[str, Any]], out_dir: str | Path) -> tuple[Path, Path]:
     out = output_dir(out_dir)
     figure = rows[0]["figure"]
     csv_path, png_path, md_path = out / f"{figure}.csv", out / f"{figure}.png", out / f"{figure}.md"

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from .._progress import progress
-from ._output import output_dir, write_csv
 from ..accounting import Budget
 from ..datasets import FSIR_D, fsir_model
 from ..federated import FederatedSIR
+from ._output import output_dir, write_csv
 from .fsir_tables import METHODS, R, public_slicing
 
 FIGURES = {
@@ -39,11 +39,8 @@ def largest_angle(A: np.ndarray, B: np.ndarray) -> float:
 
 def _angles(model: str, n: int, K: int, budget: Budget, cov_share: float, seed: int) -> dict[str, float]:
     rng = np.random.default_rng(seed)
-    B = None
-    clients = []
-    for _ in range(K):
-        X, y, B = fsir_model(model, n, 10, seed=rng, B=B)
-        clients.append((X, y))
+    X, y, B = fsir_model(model, n, 10, seed=rng)  # the first client draws B; the others share it
+    clients = [(X, y)] + [fsir_model(model, n, 10, seed=rng, B=B)[:2] for _ in range(K - 1)]
     slicing = public_slicing(model, B, 10)
     out = {}
     for name, kw in {"SIR (non-private)": {"mechanism": "none", "cov_mechanism": "none"}, **METHODS}.items():
@@ -89,7 +86,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         sub = [r for r in rows if (r["model"] if figure == "fsir-figure2" else r["n"]) == panel]
         for method in dict.fromkeys(r["method"] for r in sub):
             pts = sorted((r["n"] if figure == "fsir-figure2" else r["K"], r["mean_angle"], r["q05"], r["q95"]) for r in sub if r["method"] == method)
-            x, m, lo, hi = map(np.array, zip(*pts))
+            x, m, lo, hi = map(np.array, zip(*pts, strict=True))
             ax.errorbar(x, m, yerr=[m - lo, hi - m], label=method, capsize=2, marker="o", ms=3)
         ax.set_xscale("log")
         ax.set_xlabel("n (per client)" if figure == "fsir-figure2" else "K (clients)")
@@ -101,7 +98,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     fig.savefig(path)
 
 
-def write(rows: list[dict[str, Any]], out_dir: "str | Path") -> tuple[Path, Path]:
+def write(rows: list[dict[str, Any]], out_dir: str | Path) -> tuple[Path, Path]:
     out = output_dir(out_dir)
     figure = rows[0]["figure"]
     csv_path, png_path = out / f"{figure}.csv", out / f"{figure}.png"

@@ -25,7 +25,7 @@ from ._output import output_dir, write_csv
 FIGURES = {"fsir-flights": "FSIR Figure 5: nycflights13, arrival delay against the first SDR direction (10 airlines as clients)"}
 CUTS = (-20.0, -10.0, 0.0, 15.0, 45.0)  # public: early / on time / late bands in minutes
 BASELINE = "FSIR (non-private)"
-METHODS = {
+METHODS: dict[str, dict[str, Any]] = {
     BASELINE: {"mechanism": "none", "cov_mechanism": "none"},
     "FSIR (non-private, uncentred: protocol v1)": {"mechanism": "none", "cov_mechanism": "none", "center": "none"},
     "FSIR-IID (certified)": {"mechanism": "iid", "calibration": "analytic", "cov_mechanism": "analyze_gauss"},
@@ -56,8 +56,8 @@ def run(name: str = "fsir-flights", reps: int = 1, seed: int = 0) -> list[dict[s
     rows = [{"figure": name, "method": "classical SIR (pooled, non-private)", "center": "sample mean", "reps": 1,
              "abs_cos_with_nonprivate": _abs_cos(sir, base), "abs_cos_with_nonprivate_min": _abs_cos(sir, base),
              "abs_cos_with_classical_sir": 1.0, "distance_to_classical_sir": 0.0, "status": "none",
-             "epsilon_per_record": float("inf"), **{f"coef_{p}": float(c) for p, c in zip(PREDICTORS, sir / np.linalg.norm(sir))}}]
-    for (method, ests), kw in zip(fits.items(), METHODS.values()):
+             "epsilon_per_record": float("inf"), **{f"coef_{p}": float(c) for p, c in zip(PREDICTORS, sir / np.linalg.norm(sir), strict=True)}}]
+    for (method, ests), kw in zip(fits.items(), METHODS.values(), strict=True):
         directions = [est.directions_[:, 0] for est in ests]
         with_base = [_abs_cos(b, base) for b in directions]
         first = directions[0]
@@ -68,7 +68,7 @@ def run(name: str = "fsir-flights", reps: int = 1, seed: int = 0) -> list[dict[s
             "distance_to_classical_sir": float(np.mean([core.projection_distance(b[:, None], sir[:, None]) for b in directions])),
             "status": ests[0].privacy_["status"],
             "epsilon_per_record": float("inf") if kw["mechanism"] == "none" else ests[0].privacy_["per_record"]["epsilon"],
-            **{f"coef_{p}": float(c) for p, c in zip(PREDICTORS, first / np.linalg.norm(first))}})
+            **{f"coef_{p}": float(c) for p, c in zip(PREDICTORS, first / np.linalg.norm(first), strict=True)}})
     _plot_cache["fits"], _plot_cache["data"] = {m: fits[m][0] for m in PLOTTED}, data
     return rows
 
@@ -76,7 +76,7 @@ def run(name: str = "fsir-flights", reps: int = 1, seed: int = 0) -> list[dict[s
 _plot_cache: dict[str, Any] = {}
 
 
-def write(rows: list[dict[str, Any]], out_dir: "str | Path") -> tuple[Path, Path]:
+def write(rows: list[dict[str, Any]], out_dir: str | Path) -> tuple[Path, Path]:
     import matplotlib
 
     matplotlib.use("Agg", force=False)

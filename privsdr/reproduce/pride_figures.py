@@ -79,13 +79,13 @@ def baselines(data: PRIDEData, fraction: float, sketch_seed: int) -> dict[str, d
     lam = pick(LocalDesign(X, np.zeros((n, 0))).cv_path(y, LAMBDAS, folds).full)
     coef = ridge(X, y, ridge_alpha(lam, n))
     out["full ridge"] = metrics(coef, data, test @ coef + ybar)
-    lam = pick(sum(LocalDesign(b, np.zeros((n, 0))).cv_path(y, LAMBDAS, folds).raw for b in blocks))
+    lam = pick(np.sum([LocalDesign(b, np.zeros((n, 0))).cv_path(y, LAMBDAS, folds).raw for b in blocks], axis=0))
     coef = np.concatenate(naive_block_ridge(blocks, y, ridge_alpha(lam, n)))
     out["NB"] = metrics(coef, data, test @ coef + ybar)
     dims = [max(1, int(np.floor(fraction * b.shape[1] + 0.5))) for b in blocks]
     Z = sketches(blocks, dims, sketch_seed)
     views = [LocalDesign(b, np.hstack([Z[j] for j in range(len(blocks)) if j != k])) for k, b in enumerate(blocks)]
-    lam = pick(sum(v.cv_path(y, LAMBDAS, folds).raw for v in views))
+    lam = pick(np.sum([v.cv_path(y, LAMBDAS, folds).raw for v in views], axis=0))
     coef = np.concatenate([v.fit(y, ridge_alpha(lam, n)).coef for v in views])
     out["DUAL-LOCO"] = metrics(coef, data, test @ coef + ybar)
     return out
@@ -93,7 +93,7 @@ def baselines(data: PRIDEData, fraction: float, sketch_seed: int) -> dict[str, d
 
 def pride_fit(data: PRIDEData, method: str, fraction: float, eps: float, rep: int) -> dict[str, float]:
     blocks = data.blocks(data.X_train)
-    common = dict(sketch_dim=fraction, budget=Budget(eps, DELTA), lambdas=LAMBDAS, n_folds=N_FOLDS, sketch_seed=rep,
+    common: dict[str, Any] = dict(sketch_dim=fraction, budget=Budget(eps, DELTA), lambdas=LAMBDAS, n_folds=N_FOLDS, sketch_seed=rep,
                   random_state=rep, message_reports=False)
     if method == "PRIDE (paper)":
         est = PRIDERegressor("paper", standardize=False, cv="global", allow_uncertified=True, **common)
@@ -122,11 +122,11 @@ def run(figure: str = "pride-figure4", reps: int = 3, seed: int = 0, epsilons: t
                     results.setdefault((method, f, eps), []).append(pride_fit(data, method, f, eps, rep))
     elapsed = round(time.perf_counter() - start, 2)
     rows = []
-    for (method, f, eps), values in results.items():
+    for (method, f, eps_or_none), fits in results.items():
         row: dict[str, Any] = {"figure": figure, "method": method, "fraction": f, "tau_subs": max(1, int(np.floor(f * 200 + 0.5))),
-                               "eps": eps, "reps": len(values)}
+                               "eps": eps_or_none, "reps": len(fits)}
         for m in METRICS:
-            v = np.array([x[m] for x in values])
+            v = np.array([x[m] for x in fits])
             row[f"{m}_mean"] = float(v.mean())
             row[f"{m}_se"] = float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else 0.0
             row[f"{m}_median"] = float(np.median(v))
@@ -204,7 +204,7 @@ def to_markdown(rows: list[dict[str, Any]], png: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(rows: list[dict[str, Any]], out_dir: "str | Path") -> tuple[Path, Path]:
+def write(rows: list[dict[str, Any]], out_dir: str | Path) -> tuple[Path, Path]:
     out = output_dir(out_dir)
     figure = rows[0]["figure"]
     csv_path, png_path, md_path = out / f"{figure}.csv", out / f"{figure}.png", out / f"{figure}.md"

@@ -3,11 +3,9 @@
 The party layer (``layout``, ``messages``, ``engine``) runs any protocol whose every message is a
 plan node's release or post-processing of one; DP-BCD (``dpbcd``) is the first protocol on it, PRIDE (``pride``, issue 14) the second.
 """
+from .audit import posterior_bound, zero_row_audit, zero_row_pair
 from .dpbcd import DPBCDConfig, DPBCDProtocol, DPBCDResult
 from .dpbcd_steps import DegenerateResidualError
-from .estimator import DPBCDRegression
-from .pride import LargeDeltaWarning, PRIDEConfig, PRIDEProtocol, PRIDEResult
-from .pride_estimator import PRIDERegressor
 from .engine import (
     Action,
     ActionResult,
@@ -22,9 +20,18 @@ from .engine import (
     run_protocol,
     split_plan,
 )
+from .estimator import DPBCDRegression
 from .layout import Layout, Party, PartyInfo, check_parties
 from .messages import Mailbox, PartyMessage, message_id
-from .audit import posterior_bound, zero_row_audit, zero_row_pair
 from .party_process import PartyOutcome, run_party
+from .pride import LargeDeltaWarning, PRIDEConfig, PRIDEProtocol, PRIDEResult
+from .pride_estimator import PRIDERegressor
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+__all__ = [
+    "Action", "ActionResult", "check_parties", "DegenerateResidualError", "DPBCDConfig", "DPBCDProtocol",
+    "DPBCDRegression", "DPBCDResult", "format_revealed", "LargeDeltaWarning", "Layout", "Mailbox",
+    "message_id", "Outgoing", "Party", "PartyInfo", "PartyMessage", "PartyOutcome", "per_record_line",
+    "posterior_bound", "PRIDEConfig", "PRIDEProtocol", "PRIDERegressor", "PRIDEResult", "ProtocolAbort",
+    "ProtocolAborted", "ProtocolRun", "run_party", "run_protocol", "split_plan", "Stage", "VerticalProtocol",
+    "zero_row_audit", "zero_row_pair",
+]

@@ -13,7 +13,8 @@ set's own residual) on the pair with a threshold fixed before sampling, through
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

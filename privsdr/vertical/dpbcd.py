@@ -22,7 +22,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import attrs
 import numpy as np
@@ -116,6 +117,13 @@ class DPBCDConfig:
             if not (math.isfinite(self.remainder_clip) and self.remainder_clip > 0):
                 raise ValidationError("remainder_clip (kappa) must be positive")
 
+    @property
+    def certified_label_bound(self) -> float:
+        """The public label bound C_y, which certified mode requires (checked at construction)."""
+        if self.label_bound is None:
+            raise ValidationError("certified mode needs the public label_bound (never read off the data)")
+        return self.label_bound
+
     def bound(self, name: str, party: str) -> float:
         value = getattr(self, name)
         if isinstance(value, tuple):
@@ -137,7 +145,7 @@ class DPBCDConfig:
         return json.dumps({"protocol": DPBCDProtocol.name, "version": DPBCDProtocol.version, "config": self.to_dict()}, indent=2)
 
     @classmethod
-    def from_json(cls, text: str) -> "DPBCDConfig":
+    def from_json(cls, text: str) -> DPBCDConfig:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -203,7 +211,7 @@ class DPBCDProtocol(VerticalProtocol):
         if self.config.mode != "certified":
             return party
         X = steps.clip_block(party.X, self.config.bound("row_bound", party.name))
-        y = None if party.y is None else steps.clip_label(party.y, self.config.label_bound)
+        y = None if party.y is None else steps.clip_label(party.y, self.config.certified_label_bound)
         return Party(party.name, X, y, party.columns)
 
     def check(self, parties: Sequence[Party], layout: Layout) -> None:
@@ -250,6 +258,7 @@ class DPBCDProtocol(VerticalProtocol):
             kw: dict[str, Any] = {"status": "none"}
             mech = "non_private"
         else:
+            reveal: Budget | None
             if budget.is_infinite:
                 share = reveal = Budget.infinite()
             else:  # equal shares rounded down so that their exact sum never exceeds the budget
@@ -291,7 +300,7 @@ class DPBCDProtocol(VerticalProtocol):
             first = index == 0
             parents = (f"{name}/gram",) + ((previous_remainder,) if previous_remainder else ())
             if first:
-                sens = Sensitivity(steps.label_statistic_sensitivity(C, c.label_bound), "l2", "replace_one", "||x y - x'y'|| <= 2 C_i C_y")
+                sens = Sensitivity(steps.label_statistic_sensitivity(C, c.certified_label_bound), "l2", "replace_one", "||x y - x'y'|| <= 2 C_i C_y")
             else:
                 sens = Sensitivity(1.0, "l2", "replace_one", "2 C_i C_v, C_v = C_y + sum_j C_j ||beta_j|| + kappa sd(noise in the public remainder)")
             plan.add(f"{name}/stat{t}", "gaussian", sens, weight=w_stat, calibration=c.calibration, parents=parents,
@@ -428,10 +437,10 @@ class DPBCDProtocol(VerticalProtocol):
             base = v
         else:
             acc_sd = 0.0
-            signal = c.label_bound
-            u = steps.clip_label(self._incoming(party, inbox), c.label_bound)
+            signal = c.certified_label_bound
+            u = steps.clip_label(self._incoming(party, inbox), signal)
             s, s_spec = tickets[stat_node].release(steps.statistic_query(Xc, u))
-            label_bound = c.label_bound
+            label_bound = signal
             base = u
         released[stat_node] = (s, s_spec)
         d = steps.certified_increment(state["gram"], s, state["beta"], c.ridge, c.bound("coef_bound", party.name))
@@ -464,7 +473,7 @@ class DPBCDProtocol(VerticalProtocol):
             ticket = tickets[node]
             out, spec = ticket.release(beta if self.config.mode == "none" else (lambda rng: beta))
             released[node] = (out, spec)
-            meta = {"charged": True}
+            meta: dict[str, Any] = {"charged": True}
         else:
             meta = {"charged": False, "why": ("post-processing of the released increments" if self.config.mode == "certified" else
                                               "accounting='paper': the coefficient reveal is not charged (the paper's Theorem 1 "

@@ -27,7 +27,8 @@ scopes when the plan declares them, e.g. entry-level relations).
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, ClassVar
 
 import attrs
 
@@ -38,7 +39,7 @@ from ..plan import CalibratedPlan, NoiseTicket, Plan, Run
 from ..plan.execute import build_report
 from ..report import PrivacyReport
 from .layout import Layout, Party, check_parties
-from .messages import PartyMessage
+from .messages import PartyMessage, as_dict, as_names
 
 ACCOUNTANTS = ("basic", "advanced", "rdp", "pld")
 
@@ -62,15 +63,19 @@ class Action:
 
     party: str
     step: str
-    nodes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
-    reads: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    nodes: tuple[str, ...] = attrs.field(default=(), converter=as_names)
+    reads: tuple[str, ...] = attrs.field(default=(), converter=as_names)
+
+
+def _actions(actions: Iterable[Action]) -> tuple[Action, ...]:
+    return tuple(actions)
 
 
 @attrs.frozen
 class Stage:
     index: int
     name: str
-    actions: tuple[Action, ...] = attrs.field(converter=tuple)
+    actions: tuple[Action, ...] = attrs.field(converter=_actions)
 
 
 @attrs.frozen(eq=False)
@@ -78,10 +83,14 @@ class Outgoing:
     """A message as an action returns it; the session adds sender, digest, stage and report."""
 
     kind: str
-    recipients: tuple[str, ...] = attrs.field(converter=tuple)
-    arrays: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
-    meta: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
-    nodes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    recipients: tuple[str, ...] = attrs.field(converter=as_names)
+    arrays: Mapping[str, Any] = attrs.field(factory=dict, converter=as_dict)
+    meta: Mapping[str, Any] = attrs.field(factory=dict, converter=as_dict)
+    nodes: tuple[str, ...] = attrs.field(default=(), converter=as_names)
+
+
+def _outgoing(messages: Iterable[Outgoing]) -> tuple[Outgoing, ...]:
+    return tuple(messages)
 
 
 @attrs.frozen(eq=False)
@@ -90,8 +99,8 @@ class ActionResult:
     as ``NoiseTicket.release`` returned them, and the outgoing messages."""
 
     state: Any
-    released: Mapping[str, tuple[Any, Any]] = attrs.field(factory=dict, converter=dict)
-    outgoing: tuple[Outgoing, ...] = attrs.field(default=(), converter=tuple)
+    released: Mapping[str, tuple[Any, Any]] = attrs.field(factory=dict, converter=as_dict)
+    outgoing: tuple[Outgoing, ...] = attrs.field(default=(), converter=_outgoing)
 
 
 class VerticalProtocol:
@@ -185,7 +194,7 @@ class PartySession:
         self.run = Run(plan, ledger, random_state=seed, data_shape=data_shape, allow_uncertified=allow_uncertified,
                        algorithm=f"{protocol.name} (party {name})", notes=protocol.notes(name))
 
-    def __enter__(self) -> "PartySession":
+    def __enter__(self) -> PartySession:
         self.run.__enter__()
         return self
 
@@ -236,7 +245,7 @@ class ProtocolRun:
 def run_protocol(
     protocol: VerticalProtocol,
     parties: Sequence[Party],
-    budget: "Budget | tuple[float, float]",
+    budget: Budget | tuple[float, float],
     *,
     ledgers: Mapping[str, Ledger] | None = None,
     accountant: str = "best",
@@ -270,7 +279,7 @@ def run_protocol(
         if not together.fits_within(budget):
             raise ValidationError(f"the parties' parts compose to {together} under {acct.name!r}, beyond the budget {tuple(budget)}")
     digest = protocol.digest(layout)
-    seeds = dict(zip(layout.names, client_seeds(random_state, len(layout.names))))
+    seeds = dict(zip(layout.names, client_seeds(random_state, len(layout.names)), strict=True))
     sessions: dict[str, PartySession] = {}
     for name, part in parts.items():
         ledger = ledgers.get(name) or Ledger(part.budget, accountant=acct, relation=part.relation)
@@ -294,12 +303,12 @@ def run_protocol(
         for stage in protocol.schedule(layout):
             stage_at = stage.index
             inboxes = [_inbox(action, mailbox) for action in stage.actions]
-            checks = [(a, box) for a, box in zip(stage.actions, inboxes) if protocol.has_precheck(a)]
+            checks = [(a, box) for a, box in zip(stage.actions, inboxes, strict=True) if protocol.has_precheck(a)]
             if checks:
                 run_clients(_precheck, [{"protocol": protocol, "action": a, "party": by_name[a.party], "state": states[a.party],
                                          "inbox": box} for a, box in checks], executor)
             tasks = []
-            for action, box in zip(stage.actions, inboxes):
+            for action, box in zip(stage.actions, inboxes, strict=True):
                 party_at = action.party
                 tickets = sessions[action.party].issue(action) if action.party in sessions else {}
                 if action.nodes and action.party not in sessions:
@@ -307,7 +316,7 @@ def run_protocol(
                 tasks.append({"protocol": protocol, "action": action, "party": by_name[action.party],
                               "state": states[action.party], "inbox": box, "tickets": tickets})
             results = run_clients(_act, tasks, executor)
-            for action, result in zip(stage.actions, results):
+            for action, result in zip(stage.actions, results, strict=True):
                 states[action.party] = result.state
                 messages = sessions[action.party].complete(action, stage.index, result) if action.party in sessions else \
                     [PartyMessage(protocol.name, protocol.version, digest, action.party, o.recipients, o.kind, stage.index,

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import attrs
 import numpy as np
@@ -31,7 +32,7 @@ class Party:
     def holds_label(self) -> bool:
         return self.y is not None
 
-    def info(self) -> "PartyInfo":
+    def info(self) -> PartyInfo:
         return PartyInfo(self.name, int(np.shape(self.X)[1]), self.holds_label, self.columns)
 
 
@@ -77,7 +78,7 @@ class Layout:
         return {"n_rows": self.n_rows, "parties": [p.to_dict() for p in self.parties]}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Layout":
+    def from_dict(cls, data: dict[str, Any]) -> Layout:
         return cls(int(data["n_rows"]), tuple(PartyInfo(p["name"], int(p["n_columns"]), bool(p["holds_label"]),
                                                         None if p.get("columns") is None else tuple(p["columns"]))
                                               for p in data["parties"]))

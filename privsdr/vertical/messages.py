@@ -12,8 +12,9 @@ import io
 import json
 import os
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import attrs
 import numpy as np
@@ -22,6 +23,16 @@ from ..errors import ValidationError
 
 FORMAT = "privsdr.vertical-message"
 FORMAT_VERSION = 1
+
+
+def as_names(values: Iterable[str]) -> tuple[str, ...]:
+    """attrs converter: names (recipients, plan nodes, message ids) as a tuple."""
+    return tuple(values)
+
+
+def as_dict(values: Mapping[str, Any]) -> dict[str, Any]:
+    """attrs converter: a mapping (arrays, metadata) as a dict of its own."""
+    return dict(values)
 
 
 def message_id(stage: int, sender: str, kind: str) -> str:
@@ -37,12 +48,12 @@ class PartyMessage:
     version: int
     config_digest: str
     sender: str
-    recipients: tuple[str, ...] = attrs.field(converter=tuple)
+    recipients: tuple[str, ...] = attrs.field(converter=as_names)
     kind: str
     stage: int
-    arrays: Mapping[str, np.ndarray] = attrs.field(factory=dict, converter=dict)
-    meta: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
-    nodes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    arrays: Mapping[str, np.ndarray] = attrs.field(factory=dict, converter=as_dict)
+    meta: Mapping[str, Any] = attrs.field(factory=dict, converter=as_dict)
+    nodes: tuple[str, ...] = attrs.field(default=(), converter=as_names)
     report_json: str = ""
 
     @property
@@ -71,11 +82,12 @@ class PartyMessage:
     def to_bytes(self) -> bytes:
         buffer = io.BytesIO()
         header = np.frombuffer(json.dumps(self.header()).encode(), dtype=np.uint8)
-        np.savez(buffer, __header__=header, **{f"a_{k}": np.asarray(v) for k, v in self.arrays.items()})
+        named: dict[str, Any] = {f"a_{k}": np.asarray(v) for k, v in self.arrays.items()}  # Any: savez's own keywords
+        np.savez(buffer, __header__=header, **named)
         return buffer.getvalue()
 
     @classmethod
-    def from_bytes(cls, data: bytes, *, protocol: str | None = None, version: int | None = None) -> "PartyMessage":
+    def from_bytes(cls, data: bytes, *, protocol: str | None = None, version: int | None = None) -> PartyMessage:
         """Decode; refuse another format, protocol or protocol version with a clear error."""
         try:
             with np.load(io.BytesIO(data), allow_pickle=False) as archive:
@@ -93,7 +105,7 @@ class PartyMessage:
                    tuple(header["recipients"]), header["kind"], int(header["stage"]), arrays, header["meta"],
                    tuple(header["nodes"]), header["report_json"])
 
-    def save(self, path: "str | Path") -> Path:
+    def save(self, path: str | Path) -> Path:
         """Write atomically (temporary file, then rename): a reader never sees half a message."""
         path = Path(path)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -102,14 +114,14 @@ class PartyMessage:
         return path
 
     @classmethod
-    def load(cls, path: "str | Path", **kwargs: Any) -> "PartyMessage":
+    def load(cls, path: str | Path, **kwargs: Any) -> PartyMessage:
         return cls.from_bytes(Path(path).read_bytes(), **kwargs)
 
 
 class Mailbox:
     """A shared folder as transport: ``<id>.npz`` per message (ids from ``message_id``)."""
 
-    def __init__(self, folder: "str | Path", *, poll: float = 0.2, timeout: float = 3600.0) -> None:
+    def __init__(self, folder: str | Path, *, poll: float = 0.2, timeout: float = 3600.0) -> None:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.poll = float(poll)

@@ -17,7 +17,7 @@ import attrs
 from ..accounting import Budget, Ledger, make_accountant
 from ..errors import ValidationError
 from ..report import PrivacyReport
-from .engine import ProtocolAbort, ProtocolAborted, VerticalProtocol, PartySession, split_plan
+from .engine import PartySession, ProtocolAbort, ProtocolAborted, VerticalProtocol, split_plan
 from .layout import Layout, Party, check_party
 from .messages import Mailbox, PartyMessage, message_id
 
@@ -54,7 +54,7 @@ class AbortWatchingMailbox(Mailbox):
         return PartyMessage.load(path, **kwargs)
 
 
-def run_party(protocol: VerticalProtocol, party: Party, layout: Layout, budget: Budget, mailbox: "Mailbox | str | Path", *,
+def run_party(protocol: VerticalProtocol, party: Party, layout: Layout, budget: Budget, mailbox: Mailbox | str | Path, *,
               ledger: Ledger | None = None, accountant: str = "best", random_state: Any = None,
               allow_uncertified: bool = False) -> PartyOutcome:
     """Play ``party``'s side of ``protocol`` (see the module docstring)."""

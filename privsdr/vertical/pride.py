@@ -33,7 +33,8 @@ import hashlib
 import json
 import math
 import warnings
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import attrs
 import numpy as np
@@ -153,7 +154,7 @@ class PRIDEConfig:
                 raise ValidationError("certified mode cannot standardise with the data's own sd (it breaks the entry relation, "
                                       "spec G5): standardise with public constants first and give bounds on that scale")
             for party, lo, hi in self.bounds:
-                if len(lo) != len(hi) or any(not (math.isfinite(a) and math.isfinite(b) and a < b) for a, b in zip(lo, hi)):
+                if len(lo) != len(hi) or any(not (math.isfinite(a) and math.isfinite(b) and a < b) for a, b in zip(lo, hi, strict=True)):
                     raise ValidationError(f"bounds of {party!r}: need finite lo < hi for every column")
         if self.loss_scale not in LOSS_SCALES:
             raise ValidationError(f"loss_scale must be one of {LOSS_SCALES}, got {self.loss_scale!r}")
@@ -228,7 +229,7 @@ class PRIDEConfig:
         return json.dumps({"protocol": PRIDEProtocol.name, "version": PRIDEProtocol.version, "config": self.to_dict()}, indent=2)
 
     @classmethod
-    def from_json(cls, text: str) -> "PRIDEConfig":
+    def from_json(cls, text: str) -> PRIDEConfig:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -352,7 +353,7 @@ class PRIDEProtocol(VerticalProtocol):
             **({"bounds": c.to_dict()["bounds"], "center": c.center} if c.mode == "certified" else {"standardize": c.standardizes}),
         })
         scopes = plan.partition("party", layout.names, stable=True) if c.relation == "entry" else [None] * len(layout.names)
-        for info, scope in zip(layout.parties, scopes):
+        for info, scope in zip(layout.parties, scopes, strict=True):
             name, node = info.name, f"{info.name}/sketch"
             description = (f"Z = X Pi + W: the {info.n_columns}-column block sketched to {dims[name]} random features (SRHT, "
                            f"w2(Pi) = 1), sent once to every other party")
@@ -376,7 +377,7 @@ class PRIDEProtocol(VerticalProtocol):
                                        "min(||w||_2 sqrt(tau'/tau_subs), ||w||_1): one person's whole row of the block moves, w = hi - lo")
                 plan.add(node, "gaussian", sens, weight=1.0, calibration=c.calibration_used, scope=scope, description=description)
         if c.cv_mode == "global":
-            for info, scope in zip(layout.parties, scopes):
+            for info, scope in zip(layout.parties, scopes, strict=True):
                 plan.add(f"{info.name}/cv_predictions", "non_private",
                          Sensitivity(1.0, "l2", rel, "none: held-out predictions of the raw block (global CV)"), status="none",
                          scope=scope, parents=(f"{info.name}/sketch",),

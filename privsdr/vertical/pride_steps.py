@@ -64,7 +64,7 @@ def entry_sensitivity(lo: np.ndarray, hi: np.ndarray, w2: float = 1.0) -> float:
     return float(np.max(np.asarray(hi) - np.asarray(lo))) * w2
 
 
-def row_sensitivity(lo: np.ndarray, hi: np.ndarray, sketch: "SRHT | tuple[int, int]") -> float:
+def row_sensitivity(lo: np.ndarray, hi: np.ndarray, sketch: SRHT | tuple[int, int]) -> float:
     """min(||w||_2 ||Pi||_2, ||w||_1 w2(Pi)) for widths w = hi - lo (one whole row of the block moves)."""
     widths = np.asarray(hi, dtype=float) - np.asarray(lo, dtype=float)
     if isinstance(sketch, SRHT):

@@ -10,7 +10,8 @@ spec (for audits), optionally with the noise multiplier scaled (mutants).
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 import numpy as np
