@@ -36,7 +36,7 @@ def cli(capsys):
 
 def write_table(path: Path, X: np.ndarray, y: np.ndarray, names=None, target: str = "y") -> Path:
     names = names or [f"x{j + 1}" for j in range(X.shape[1])]
-    lines = [",".join([*names, target])] + [",".join(f"{v:.6f}" for v in (*row, t)) for row, t in zip(X, y)]
+    lines = [",".join([*names, target])] + [",".join(f"{v:.6f}" for v in (*row, t)) for row, t in zip(X, y, strict=True)]
     path.write_text("\n".join(lines) + "\n")
     return path
 

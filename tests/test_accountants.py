@@ -246,7 +246,7 @@ def test_laplace_calibrated_from_split_shares_fits_budget(n):
     """A Laplace node calibrated for its share must not be charged more than that share."""
     shares = Budget(1.0, 0.0).split([1] * n)
     events = [LaplaceEvent(laplace_noise_multiplier(s.epsilon)) for s in shares]
-    for s, e in zip(shares, events):
+    for s, e in zip(shares, events, strict=True):
         assert e.basic_cost().epsilon <= s.epsilon
     assert BasicAccountant().compose(events).fits_within(Budget(1.0, 0.0))
 

@@ -148,7 +148,7 @@ def _prepare(d: Path) -> None:
     from privsdr.datasets import sir_model
 
     X, y, _ = sir_model("M1", 600, 4, seed=3)
-    rows = ["x1,x2,x3,x4,y"] + [",".join(f"{v:.6f}" for v in (*r, t)) for r, t in zip(X, y)]
+    rows = ["x1,x2,x3,x4,y"] + [",".join(f"{v:.6f}" for v in (*r, t)) for r, t in zip(X, y, strict=True)]
     (d / "rows.csv").write_text("\n".join(rows) + "\n")
     (d / "tiny.csv").write_text("\n".join(rows[:6]) + "\n")
     (d / "latin1.csv").write_bytes(("\n".join(rows[:50]).replace("x1", "âge") + "\n").encode("latin-1"))
@@ -309,7 +309,7 @@ def main_table() -> None:  # pragma: no cover - prints the table for the issue's
         d = Path(tmp)
         prepare(d)
         print("| command | exit | message |\n|---|---|---|")
-        for name, argv, _, _ in CASES:
+        for _name, argv, _, _ in CASES:
             err = io.StringIO()
             stdout, stderr = sys.stdout, sys.stderr
             sys.stdout, sys.stderr = io.StringIO(), err

@@ -167,7 +167,7 @@ def test_fit_dpsir_on_csv(tmp_path):
 
     X, y, _ = sir_model("M1", 4000, 4, seed=1)
     path = tmp_path / "sir.csv"
-    path.write_text("x1,x2,x3,x4,y\n" + "\n".join(",".join(f"{v:.6f}" for v in (*row, t)) for row, t in zip(X, y)) + "\n")
+    path.write_text("x1,x2,x3,x4,y\n" + "\n".join(",".join(f"{v:.6f}" for v in (*row, t)) for row, t in zip(X, y, strict=True)) + "\n")
     out = run("fit", "dpsir", "--data", path, "--target", "y", "--bound", 1, "--y-grid", -30, 30, "--epsilon", 1, "--delta", 1e-6,
               "--report", tmp_path / "sir.json")
     assert out.returncode == 0, out.stderr
@@ -184,7 +184,7 @@ def test_fsir_client_server_round_trip(tmp_path):
     B = None
     for k in range(2):
         X, y, B = fsir_model("III", 1500, 6, seed=k, B=B)
-        rows = ["x0,x1,x2,x3,x4,x5,y"] + [",".join(f"{v:.6f}" for v in (*r, t)) for r, t in zip(X, y)]
+        rows = ["x0,x1,x2,x3,x4,x5,y"] + [",".join(f"{v:.6f}" for v in (*r, t)) for r, t in zip(X, y, strict=True)]
         (tmp_path / f"c{k}.csv").write_text("\n".join(rows) + "\n")
     cfg = tmp_path / "cfg.json"
     assert run("fsir", "config", cfg, "--bound", 3, "--cut-points", -1, 0, 1, "--n-directions", 2).returncode == 0

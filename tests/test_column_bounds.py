@@ -9,8 +9,8 @@ import math
 
 import numpy as np
 import pytest
-
 from conftest import spent, write_table
+
 from privsdr import DPSIR, Budget, DPSparsePCA, Sensitivity, SparseDPSIR, ValidationError
 from privsdr.algorithms._sir_common import sir_step_sensitivity
 from privsdr.audit import probe_sensitivity

@@ -61,7 +61,7 @@ def fixtures(folder: Path) -> None:
 
     def table(name: str, X: np.ndarray, y: np.ndarray, prefix: str, start: int) -> None:
         names = [f"{prefix}{j + start}" for j in range(X.shape[1])]
-        rows = [",".join([*names, "y"])] + [",".join(f"{v:.5f}" for v in (*r, t)) for r, t in zip(X, y)]
+        rows = [",".join([*names, "y"])] + [",".join(f"{v:.5f}" for v in (*r, t)) for r, t in zip(X, y, strict=True)]
         (folder / name).write_text("\n".join(rows) + "\n")
 
     X = np.clip(rng.standard_normal((3000, 4)), -3, 3)

@@ -124,7 +124,7 @@ def test_o_d8_equivariance_with_the_same_seed():
     base = paper(2.0, random_state=8).fit(list(d.blocks), d.y)
     scaled = paper(2.0, random_state=8).fit(list(d.blocks), 3.0 * d.y)
     assert np.allclose(scaled.coef_, 3.0 * base.coef_, rtol=1e-9, atol=1e-12)
-    for a, b in zip(base.messages_, scaled.messages_):
+    for a, b in zip(base.messages_, scaled.messages_, strict=True):
         if a.kind == "remainder":
             assert np.allclose(b.arrays["remainder"], 3.0 * a.arrays["remainder"], rtol=1e-9, atol=1e-9)
     A = np.random.default_rng(1).standard_normal((5, 5)) + 3 * np.eye(5)
@@ -138,7 +138,7 @@ def test_o_d9_budget_kT_entries_of_eps_over_kT(accounting, total):
     d = data(500)
     est = paper(total, accounting=accounting, random_state=1).fit(list(d.blocks), d.y)
     k, T = 2, 5
-    for name, report in est.privacy_reports_.items():
+    for report in est.privacy_reports_.values():
         steps_ = [n for n in report.nodes if "/step" in n.name]
         assert len(steps_) == T and all(n.cost["epsilon"] == pytest.approx(2.0 / (k * T)) for n in steps_)
         assert report.status == "claimed" and "LSDP" in report.status_line

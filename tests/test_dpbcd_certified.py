@@ -278,7 +278,7 @@ def test_serial_threads_processes_and_dask_give_the_same_bits(mode):
         on_dask = make(executor=client).fit(list(d.blocks), d.y)
     for other in (threads, processes, on_dask):
         assert np.array_equal(serial.coef_, other.coef_)
-        for a, b in zip(serial.messages_, other.messages_):
+        for a, b in zip(serial.messages_, other.messages_, strict=True):
             assert a.id == b.id and all(np.array_equal(a.arrays[k], b.arrays[k]) for k in a.arrays)
     assert not np.array_equal(serial.coef_, make(seed=43).fit(list(d.blocks), d.y).coef_)
 

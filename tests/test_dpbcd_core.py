@@ -1,4 +1,5 @@
 """Non-private BCD (Algorithm 1) and the DP-BCD numerics: spec dpbcd_002.md oracles O-B1..B6, O-D7, O-U1."""
+import itertools
 import math
 
 import numpy as np
@@ -43,7 +44,7 @@ def test_o_b2_objective_never_increases(seed, k, ridge):
     # the ridge objective ||y - X beta||^2 + lam ||beta||^2 after each full run of r rounds is monotone in r
     coefs = [bcd(blocks, y, r, ridge=ridge).coef for r in range(1, 5)]
     objective = [float(np.sum((y - X @ c) ** 2) + ridge * np.sum(c**2)) for c in coefs]
-    assert all(b <= a * (1 + 1e-12) for a, b in zip(objective, objective[1:]))
+    assert all(b <= a * (1 + 1e-12) for a, b in itertools.pairwise(objective))
 
 
 def test_o_b3_one_round_is_exact_for_one_block_and_orthogonal_blocks():

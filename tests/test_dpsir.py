@@ -11,6 +11,7 @@ slices comparable across replications and keeps the plan -- hence its memoised c
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import warnings
 from typing import ClassVar
@@ -721,7 +722,7 @@ DIR_TYPES = np.array([[-1.0, -1.0, 1.0], [1.0, 1.0, 1.0], [-1.0, 1.0, -1.0], [1.
 
 
 def direction_audit_pair():
-    X = np.vstack([[1.0, -1.0, -1.0]] + [np.repeat(t[None], k, 0) for t, k in zip(DIR_TYPES, DIR_SIZES)])
+    X = np.vstack([[1.0, -1.0, -1.0]] + [np.repeat(t[None], k, 0) for t, k in zip(DIR_TYPES, DIR_SIZES, strict=True)])
     y = np.r_[-1.0, np.full(AUD_N - 1, 0.25)]
     X1 = X.copy()
     X1[0] = [-1.0, -1.0, -1.0]
@@ -734,7 +735,7 @@ def direction_seed(rng: np.random.Generator) -> int:
     while True:
         seed = int(rng.integers(2**62))
         init = np.random.default_rng(seed).permutation(AUD_N)[:AUD_N1]
-        counts = [np.sum((init >= lo) & (init < hi)) for lo, hi in zip(edges[:-1], edges[1:])]
+        counts = [np.sum((init >= lo) & (init < hi)) for lo, hi in itertools.pairwise(edges)]
         if 0 in init and counts == [7, 7, 7, 8]:
             return seed
 

@@ -8,8 +8,8 @@ import re
 import attrs
 import numpy as np
 import pytest
-
 from conftest import write_table
+
 from privsdr import DPSIR, Budget, DPMeanCovariance, FederatedSIR, Ledger, UncertifiedPlanError, ValidationError
 from privsdr.federated import ClientMessage, FSIRConfig, client_message, merge, screening_message
 from privsdr.federated.checks import FALSE_REFUSAL

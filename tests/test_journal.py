@@ -7,6 +7,7 @@ accountant, so composition is exact in binary floating point: a budget of 120/12
 """
 from __future__ import annotations
 
+import itertools
 import json
 import multiprocessing
 import os
@@ -263,7 +264,7 @@ def test_untouched_journal_verifies(tmp_path):
     assert "hash chain intact" in msg
     recs = read_records(path)
     assert recs[0]["prev"] == "0" * 64
-    for before, rec in zip(recs, recs[1:]):
+    for before, rec in itertools.pairwise(recs):
         assert rec["prev"] == before["hash"]
     assert Ledger.open(path).spent == cost_tuple(3 * UNIT)
 
@@ -560,7 +561,7 @@ def test_live_ledger_detects_removal_of_its_last_records(tmp_path):
     lines = path.read_bytes().split(b"\n")[:-1]
     path.write_bytes(b"\n".join(lines[:-2]) + b"\n")  # roll back the last charge and close
     with pytest.raises(JournalError, match="shrank"):
-        live.spent
+        _ = live.spent
     with pytest.raises(JournalError):
         live.reserve(unit_plan())
 
@@ -573,7 +574,7 @@ def test_live_ledger_detects_a_forged_append(tmp_path):
     with open(path, "ab") as fh:
         fh.write(json.dumps(forged, sort_keys=True, separators=(",", ":")).encode() + b"\n")
     with pytest.raises(JournalError, match="modified"):
-        live.spent
+        _ = live.spent
     assert_detected(path)
 
 
@@ -1054,7 +1055,7 @@ def test_run_summaries_are_journaled(tmp_path):
         (run2, "tri", UNIT, False),
         (run3, "failing", 0.0, True),
     ]
-    for rec, (run, algorithm, eps, failed) in zip(closes, expected):
+    for rec, (run, algorithm, eps, failed) in zip(closes, expected, strict=True):
         s = rec["summary"]
         assert rec["run_id"] == run.report.run_id
         assert s["algorithm"] == algorithm
@@ -1070,7 +1071,7 @@ def test_run_summaries_are_journaled(tmp_path):
     assert [(r["algorithm"], r["nodes"], r["charged"], r["closed"]) for r in runs] == [
         ("my-algorithm", 1, 1, True), ("tri", 2, 1, True), ("failing", 1, 0, True),
     ]
-    for r, c in zip(runs, closes):
+    for r, c in zip(runs, closes, strict=True):
         for key in ("algorithm", "status", "status_line", "spent_by_run", "failed"):
             assert r[key] == c["summary"][key]
 

@@ -8,8 +8,8 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import spent, write_table
+
 from privsdr import (
     DPSIR,
     Budget,
@@ -56,7 +56,7 @@ def _same(a, b):
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     return a == b
 
 

@@ -10,7 +10,6 @@ import pytest
 from sklearn.cross_decomposition import PLSRegression
 
 from privsdr import DPPLS, Budget, BudgetExceededError, Ledger, UncertifiedPlanError, ValidationError, core
-from privsdr.accounting import PldAccountant, RdpAccountant
 from privsdr.accounting.gaussian import gaussian_epsilon
 from privsdr.algorithms import MSC
 from privsdr.algorithms.pls import paper_event_count

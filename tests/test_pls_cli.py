@@ -24,7 +24,7 @@ def table(tmp_path):
     X = rng.uniform(-1, 1, (3000, 4))
     y = X @ np.array([1.0, -2.0, 0.5, 3.0]) + 0.1 * rng.standard_normal(3000)
     path = tmp_path / "rows.csv"
-    path.write_text("a,b,c,d,y\n" + "\n".join(",".join(f"{v:.6f}" for v in (*r, t)) for r, t in zip(X, y)) + "\n")
+    path.write_text("a,b,c,d,y\n" + "\n".join(",".join(f"{v:.6f}" for v in (*r, t)) for r, t in zip(X, y, strict=True)) + "\n")
     return path
 
 

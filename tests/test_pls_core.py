@@ -2,6 +2,7 @@
 O-8, O-11, O-21), plus the analytic Gaussian calibration the paper mode uses (O-1 ... O-4)."""
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -166,7 +167,7 @@ def test_calibration_is_exact_monotone_and_survives_large_epsilon():
         assert gaussian_delta(z, eps) <= delta  # O-2: delta(sigma*) <= delta
         assert gaussian_delta(0.999 * z, eps) > delta  # and it is the smallest such sigma
     zs = [gaussian_noise_multiplier(e, 0.01) for e in (0.5, 1, 2, 10, 100, 1000)]
-    assert all(a > b for a, b in zip(zs, zs[1:]))  # O-3: strictly decreasing in eps
+    assert all(a > b for a, b in itertools.pairwise(zs))  # O-3: strictly decreasing in eps
     assert gaussian_noise_multiplier(1.0, 0.001) > gaussian_noise_multiplier(1.0, 0.01) > gaussian_noise_multiplier(1.0, 0.05)
     assert math.isfinite(gaussian_noise_multiplier(1000.0, 0.01))  # no e^eps overflow
     # O-4: the classical formula is larger for eps <= 1 but SMALLER (invalid) at eps = 10

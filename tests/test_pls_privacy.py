@@ -4,7 +4,6 @@ spec §6.7, O-20, and tight GDP audits with a halved-noise mutant), the reconstr
 before sampling."""
 from __future__ import annotations
 
-import math
 import warnings
 from typing import ClassVar
 
@@ -88,9 +87,9 @@ def test_probe_iterative_nodes_first_and_later_components():
 
     plan = DPPLS(2, mode="certified_iterative", bound_x=CX, bound_y=CY, budget=Budget(1.0, 1e-5)).plan(12, 4)
     for a, source, w in ((1, rows, w1), (2, deflated, w2)):
-        probe(lambda D: weight_statistic(*source(D)), plan.specs[f"u_{a}"].sensitivity.value)
+        probe(lambda D, source=source: weight_statistic(*source(D)), plan.specs[f"u_{a}"].sensitivity.value)
         for name in ("g", "h", "r"):
-            probe(lambda D, name=name: iterative_statistics(*source(D), w)[name], plan.specs[f"{name}_{a}"].sensitivity.value)
+            probe(lambda D, name=name, source=source, w=w: iterative_statistics(*source(D), w)[name], plan.specs[f"{name}_{a}"].sensitivity.value)
     assert plan.specs["u_1"].sensitivity.value == CX * CY and plan.specs["g_2"].sensitivity.value == CX * CX
 
 

@@ -308,7 +308,7 @@ def test_local_cv_is_free_and_global_cv_is_flagged_and_needs_an_opt_in():
 
 
 def test_global_cv_picks_the_lambda_of_the_summed_predictions():
-    from privsdr.core import kfold, LocalDesign
+    from privsdr.core import LocalDesign, kfold
 
     blocks, y = uniform_blocks(n=45, widths=(6, 5))
     lambdas = (0.001, 0.05, 2.0, 50.0)
@@ -399,7 +399,7 @@ def test_serial_threads_and_processes_give_the_same_bits():
         processes = certified(random_state=42, executor=pool).fit(blocks, y)
     for other in (threads, processes):
         assert np.array_equal(serial.coef_, other.coef_) and serial.lambdas_ == other.lambdas_
-        for a, b in zip(serial.messages_, other.messages_):
+        for a, b in zip(serial.messages_, other.messages_, strict=True):
             assert a.id == b.id and all(np.array_equal(a.arrays[k], b.arrays[k]) for k in a.arrays)
     assert not np.array_equal(serial.coef_, certified(random_state=43).fit(blocks, y).coef_)
 
@@ -448,7 +448,7 @@ def test_oracle_16_trends_in_a_confounded_factor_model():
         alpha = ridge_alpha(0.1, 200)
         star = Ridge(alpha=alpha, fit_intercept=False).fit(X, yc).coef_
 
-        def err(coef):
+        def err(coef, star=star):
             return float(np.linalg.norm(coef - star) / np.linalg.norm(star))
 
         errors.setdefault("nb", []).append(err(np.concatenate(naive_block_ridge(blocks, yc, alpha))))

@@ -1,5 +1,6 @@
 """PRIDE numerics (spec pride_004.md §8): the SRHT (oracles 1, 2), the Kenthapadi calibration (3-5), the
 local ridge and its references (9, 10, 12-14), the Theorem 2 bound's shape (17)."""
+import itertools
 import math
 
 import numpy as np
@@ -106,10 +107,10 @@ def test_oracle_2_srht_is_unbiased_and_the_sketch_kernel_gains_sigma2_tau_subs()
 
 # -- 3-5. the calibration ----------------------------------------------------------------------------
 def test_oracle_3_the_kenthapadi_multiplier_reproduces_table_d2_and_the_z_table():
-    for eps, z in zip(EPS_GRID, Z_TABLE):
+    for eps, z in zip(EPS_GRID, Z_TABLE, strict=True):
         assert kenthapadi(eps, 0.05) == pytest.approx(z, abs=6e-5)
     for theta, sigmas in TABLE_D2.items():
-        for eps, sigma in zip(EPS_GRID, sigmas):
+        for eps, sigma in zip(EPS_GRID, sigmas, strict=True):
             assert theta * kenthapadi(eps, 0.05) == pytest.approx(sigma, rel=5e-3)
 
 
@@ -122,7 +123,7 @@ def test_oracle_4_sigma_is_linear_in_theta_and_w2_monotone_and_refuses_bad_param
     assert entry_sensitivity(lo, 2 * hi) == pytest.approx(2 * entry_sensitivity(lo, hi))
     assert entry_sensitivity(lo, hi, w2=3.0) == pytest.approx(3 * entry_sensitivity(lo, hi))
     zs = [kenthapadi(e, 0.05) for e in EPS_GRID]
-    assert all(a > b for a, b in zip(zs, zs[1:]))
+    assert all(a > b for a, b in itertools.pairwise(zs))
     assert kenthapadi(1.0, 1e-6) > kenthapadi(1.0, 1e-3) > kenthapadi(1.0, 0.05)
     for bad in ((1.0, 0.5), (1.0, 0.7), (0.0, 0.05), (-1.0, 0.05)):
         with pytest.raises(ValueError):
@@ -184,7 +185,7 @@ def test_oracle_10_one_party_is_ridge_and_no_random_features_is_the_naive_block_
     assert np.allclose(local_ridge(X, np.zeros((60, 0)), y, 2.0).coef, Ridge(alpha=2.0, fit_intercept=False).fit(X, y).coef_, atol=1e-10)
     blocks = split_columns(X, 2)
     nb = naive_block_ridge(blocks, y, 2.0)
-    for b, coef in zip(blocks, nb):
+    for b, coef in zip(blocks, nb, strict=True):
         assert np.allclose(coef, local_ridge(b, np.zeros((60, 0)), y, 2.0).coef, atol=1e-12)
         assert np.allclose(coef, Ridge(alpha=2.0, fit_intercept=False).fit(b, y).coef_, atol=1e-10)
 
@@ -259,7 +260,7 @@ def test_cv_path_matches_refitting_on_each_fold_in_both_forms():
 def test_oracle_17_bound_shape():
     kw = dict(n_parties=4, rank=20, d_min=50.0, C=0.05, xi=0.1)
     first = [pride_error_bound(1.0, sketch_dim=m, sigma=0.0, **kw) for m in (50, 100, 200, 400)]
-    assert all(a[0] > b[0] for a, b in zip(first, first[1:])) and all(f[1] == 0 for f in first)
+    assert all(a[0] > b[0] for a, b in itertools.pairwise(first)) and all(f[1] == 0 for f in first)
     rho = 0.05 * math.sqrt(20 * math.log(2 * 20 / 0.1) / (3 * 50))
     assert first[0][0] == pytest.approx(math.sqrt(4) * rho / (1 - 2 * rho))  # sigma = 0: sqrt(K) rho / (1 - 2 rho) ||beta*||
     second = [pride_error_bound(1.0, sketch_dim=m, sigma=s, **kw)[1] for s in (0.1, 1.0) for m in (50, 100, 200)]

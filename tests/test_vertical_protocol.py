@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from privsdr import Budget, Ledger, PlanError, RelationMismatchError, Relation, Sensitivity
+from privsdr import Budget, Ledger, PlanError, Relation, RelationMismatchError, Sensitivity
 from privsdr.algorithms import DPMeanCovariance
 from privsdr.plan import Plan, Run
 
@@ -91,6 +91,7 @@ def test_tickets_refuse_misuse():
 
 
 # -- the party layer with a toy one-shot protocol (the shape PRIDE has: entry-level, parallel) -----
+from privsdr import ValidationError  # noqa: E402
 from privsdr.vertical import (  # noqa: E402
     Action,
     ActionResult,
@@ -103,7 +104,6 @@ from privsdr.vertical import (  # noqa: E402
     message_id,
     run_protocol,
 )
-from privsdr import ValidationError  # noqa: E402
 
 BOUND = 1.0
 
@@ -121,7 +121,7 @@ class NoisyColumnSums(VerticalProtocol):
     def build_plan(self, layout, budget):
         plan = Plan("colsums", "replace_entry")
         scopes = plan.partition("party", layout.names, stable=True)  # disjoint attribute sets: parallel composition
-        for name, scope in zip(layout.names, scopes):
+        for name, scope in zip(layout.names, scopes, strict=True):
             plan.add(f"{name}/sums", "gaussian", Sensitivity(2 * BOUND, "l2", "replace_entry", "one entry, |x| <= 1"), weight=1.0,
                      scope=scope)
         return plan
@@ -156,7 +156,7 @@ def test_a_one_shot_entry_level_protocol_composes_in_parallel_across_parties():
     run = run_protocol(NoisyColumnSums(["a", "b", "c"]), parties, Budget(1.0, 1e-5), ledgers=ledgers, random_state=3)
     assert run.privacy["relation"] == "replace_entry" and "parallel" in run.privacy["composition"]
     per_record = run.privacy["per_record"]
-    for name, ledger in ledgers.items():
+    for ledger in ledgers.values():
         assert ledger.spent.epsilon == pytest.approx(per_record["basic"]["epsilon"], rel=1e-9)  # each party spends it all ...
     assert per_record["basic"]["epsilon"] <= 1.0  # ... and a record's entry is in one party's block only: max, not sum
     assert [m.id for m in run.messages] == [message_id(0, n, "sums") for n in "abc"]
