@@ -125,7 +125,7 @@ def model_payload(estimator: Any, metadata: dict[str, Any] | None = None) -> dic
         raise ValidationError(f"{name} is not a registered model class")
     missing = [a for a in getattr(estimator, "model_required", ()) if not hasattr(estimator, a)]
     if missing or getattr(estimator, "privacy_report_", None) is None:
-        raise ValidationError(f"{name} is not fitted: call fit() before save()")
+        raise ValidationError(f"{name} is not fitted (or released nothing private, so has nothing to save): call fit() before save()")
     params = {k: v for k, v in estimator.get_params().items() if k not in TRANSIENT_PARAMS}
     fitted = {a: getattr(estimator, a) for a in estimator.model_attributes if hasattr(estimator, a)}
     return {

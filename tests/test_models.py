@@ -11,6 +11,7 @@ import pytest
 from conftest import spent, write_table
 
 from privsdr import (
+    DPPLS,
     DPSIR,
     Budget,
     BudgetExceededError,
@@ -22,6 +23,7 @@ from privsdr import (
     ValidationError,
     load_model,
 )
+from privsdr.algorithms import MSC
 from privsdr.datasets import fsir_model, sir_model
 from privsdr.persistence import FORMAT, payload_digest
 
@@ -42,6 +44,9 @@ def _fitted():
         "DPMeanCovariance": (DPMeanCovariance(clip=2.0, budget=budget, random_state=0).fit(X), None),
         "FederatedSIR": (FederatedSIR(2, bound=3.0, cut_points=[-1.0, 0.0, 1.0], budget=budget, random_state=0)
                          .fit([(Xf, yf), (Xg, yg)]), Xf),
+        "DPPLS": (DPPLS(2, bound_x=2.0, bound_y=4.0, budget=budget, random_state=0).fit(X, y), X),
+        "DPPLS (paper)": (DPPLS(2, mode="paper", budget=Budget(1.0, 1e-3), allow_uncertified=True, random_state=0).fit(X, y), X),
+        "MSC": (MSC("dp_mean", bound=3.0, budget=budget, random_state=0).fit(X + 2.0), X + 2.0),
     }
 
 
@@ -60,13 +65,14 @@ def _same(a, b):
     return a == b
 
 
-@pytest.mark.parametrize("name", ["DPSIR", "SparseDPSIR", "DPSparsePCA", "DPMeanCovariance", "FederatedSIR"])
+@pytest.mark.parametrize("name", ["DPSIR", "SparseDPSIR", "DPSparsePCA", "DPMeanCovariance", "FederatedSIR", "DPPLS",
+                                  "DPPLS (paper)", "MSC"])
 def test_save_load_round_trip(name, fitted, tmp_path):
     est, X = fitted[name]
-    path = tmp_path / f"{name}.json"
+    path = tmp_path / "model.json"
     digest = est.save(path)
     document = json.loads(path.read_text())  # plain JSON: no pickle anywhere
-    assert document["format"] == FORMAT and document["format_version"] == 1 and document["estimator"] == name
+    assert document["format"] == FORMAT and document["format_version"] == 1 and document["estimator"] == type(est).__name__
     assert document["digest"] == digest == est.privacy_report_.model["digest"]
     assert "random_state" not in document["params"] and "ledger" not in document["params"]  # never the seed or the account
     again = type(est).load(path)
@@ -77,8 +83,27 @@ def test_save_load_round_trip(name, fitted, tmp_path):
     assert again.privacy_report_ == est.privacy_report_
     assert again.model_digest_ == digest
     if X is not None:
-        assert np.array_equal(again.transform(X), est.transform(X))
+        use = "transform" if hasattr(est, "transform") else "predict"
+        assert np.array_equal(getattr(again, use)(X), getattr(est, use)(X))
     assert type(load_model(path)) is type(est)
+
+
+def test_every_fit_method_can_write_its_model():
+    """``privsdr fit M --out`` checks this before any charge; a method whose estimator cannot be saved would
+    be refused there, so every method the CLI offers must be saveable."""
+    from privsdr.cli.fit import METHODS
+    from privsdr.persistence import model_classes
+
+    for name, estimator in (("mean-covariance", DPMeanCovariance), ("dpsir", DPSIR), ("pls", DPPLS)):
+        assert name in METHODS and model_classes()[estimator.__name__] is estimator
+    assert set(METHODS) == {"mean-covariance", "dpsir", "pls"}
+
+
+def test_an_estimator_that_released_nothing_private_has_nothing_to_save(tmp_path):
+    est = MSC(np.ones(4)).fit(np.ones((3, 4)))  # a public reference: free, no report
+    with pytest.raises(ValidationError, match="released nothing private"):
+        est.save(tmp_path / "msc.json")
+    assert not (tmp_path / "msc.json").exists()
 
 
 def test_the_report_names_its_model_and_edits_are_refused(fitted, tmp_path):

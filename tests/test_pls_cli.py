@@ -51,6 +51,27 @@ def test_fit_pls_certified_and_paper(table, tmp_path):
     assert ledger.spent.epsilon > 3.5 and ledger.composition["kind"].startswith("fully adaptive")
 
 
+def test_fit_pls_out_writes_a_model_that_transform_predicts_with(table, tmp_path):
+    """Issue 10 item 2 for PLS: ``fit pls --out`` writes the model (it used to charge and then fail to save it)."""
+    from privsdr import load_model
+
+    journal, model, preds = tmp_path / "pls.jsonl", tmp_path / "pls-model.json", tmp_path / "pred.csv"
+    assert run("ledger", "init", journal, "--epsilon", 2, "--delta", 1e-5).returncode == 0
+    out = run("fit", "pls", "--data", table, "--target", "y", "--components", 2, "--bound-x", 2, "--bound-y", 8,
+              "--epsilon", 1, "--delta", 1e-6, "--journal", journal, "--out", model, "--seed", 3)
+    assert out.returncode == 0, out.stderr
+    est = load_model(model)
+    assert type(est).__name__ == "DPPLS" and est.model_metadata_["columns"] == ["a", "b", "c", "d"]
+    charged = journal.read_bytes()
+    r = run("transform", "--model", model, "--data", table, "--out", preds)
+    assert r.returncode == 0, r.stderr
+    with open(table) as fh:
+        X = np.array([[float(row[c]) for c in "abcd"] for row in csv.DictReader(fh)])
+    predicted = np.loadtxt(preds, delimiter=",", skiprows=1)
+    assert preds.read_text().startswith("prediction\n") and np.array_equal(predicted, est.predict(X))
+    assert journal.read_bytes() == charged  # predicting spends nothing
+
+
 @pytest.mark.parametrize("args, message", [
     (["--bound-x", 2], "--bound-y"),
     (["--bound-x", 2, "--bound-y", 0], "bound_y"),

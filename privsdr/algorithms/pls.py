@@ -25,6 +25,7 @@ import numpy as np
 from .. import core
 from ..accounting import Budget, Ledger, as_budget, make_accountant
 from ..errors import ValidationError
+from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
 from ._base import PrivateEstimator, check_matrix, check_positive
 from ._pls_modes import RELATION, fit_iterative, fit_paper, fit_ssp, iterative_plan, paper_plan, paper_releases, ssp_plan
@@ -36,6 +37,7 @@ MAX_EPSILON = 1e5
 DEFAULT_WEIGHTS = {"xtx": 1.0, "xty": 1.0, "count": 0.25, "x_sum": 0.25, "y_sum": 0.25}
 
 
+@model_class
 class DPPLS(PrivateEstimator):
     """Private PLS1 regression of one response on m predictors.
 
@@ -68,7 +70,14 @@ class DPPLS(PrivateEstimator):
     (cond(P^T W)), ``statistics_`` (S2: the released noisy statistics), ``component_snr_`` (S2: variance
     along each component over the noise's spectral norm; <= 1 means mostly noise), ``x_scores_`` (paper mode
     with released scores: the noisy T), ``plan_``, ``ledger_``, ``privacy_report_``.
+
+    ``save``/``load`` keep the regression (coefficients, loadings, means, ``component_snr_``), not the
+    raw released statistics or the paper mode's per-row scores.
     """
+
+    model_attributes = ("coef_", "intercept_", "x_weights_", "x_loadings_", "y_loadings_", "coef_path_", "x_mean_", "y_mean_",
+                        "n_components_", "condition_number_", "component_snr_", "n_features_in_")
+    model_required = ("coef_", "coef_path_", "x_mean_", "y_mean_", "n_components_")
 
     def __init__(
         self,

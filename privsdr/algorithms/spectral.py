@@ -18,6 +18,7 @@ from .. import core
 from ..accounting import Budget, Ledger
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity
+from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
 from ._base import PrivateEstimator, check_matrix, check_positive
 
@@ -29,13 +30,17 @@ def clipped_sum(X: np.ndarray, center: np.ndarray, bound: float) -> np.ndarray:
     return core.clip_rows_l2(np.asarray(X, dtype=float) - center, bound).sum(axis=0)
 
 
+@model_class
 class MSC(PrivateEstimator):
     """Multiplicative scatter correction with a public or a DP reference spectrum.
 
     ``MSC(reference=r).fit(X)`` spends nothing; ``MSC("dp_mean", bound=C, budget=...).fit(X)``
     releases the mean spectrum privately. ``transform(X)`` maps each row x ~ a + b r to (x - a)/b.
-    After fit: ``reference_``, and ``privacy_report_`` for the DP reference.
+    After fit: ``reference_``, and ``privacy_report_`` for the DP reference (which ``save`` needs: a
+    public reference is already public, there is nothing to keep).
     """
+
+    model_attributes = ("reference_", "n_features_in_")
 
     def __init__(self, reference: Any = "dp_mean", *, bound: float | None = None, center: Any = None,
                  budget: "Budget | tuple[float, float] | None" = None, ledger: Ledger | None = None,

@@ -19,6 +19,7 @@ from ..accounting.accountants import ACCOUNTANT_NAMES
 from ..algorithms import DPPLS, DPSIR, DPMeanCovariance
 from ..datasets import csv_header, load_csv
 from ..errors import ValidationError
+from ..persistence import model_classes
 from ._common import (
     FORMATTER,
     MODEL_SUFFIXES,
@@ -186,6 +187,8 @@ def _fit(args: argparse.Namespace) -> int:
             X = np.clip(X, -bounds, bounds)  # public per-column clipping before the row bound ||c||_2
         ctx = FitContext(budget, ledger, args.accountant or "best", bounds, args.seed, args.sampler)
         est = method.build(args, ctx)
+        if model_path is not None and type(est) not in model_classes().values():
+            raise ValidationError(f"--out: {type(est).__name__} models cannot be saved yet; nothing was spent")
         np.set_printoptions(precision=5, suppress=True)
         print(f"columns: {', '.join(names)}")
         est.fit(X, y)
