@@ -289,7 +289,7 @@ def test_a_data_dependent_refusal_never_tells_neighbours_apart():
     refusal alone would distinguish them). Refusals that read the data are domain checks (NaN,
     text, a class outside the public list): a dataset that fails them has no neighbour that passes
     under the declared domain (docs/errors.md)."""
-    from privsdr import DPSIR, Budget
+    from privsdr import DPPLS, DPSIR, Budget
     from privsdr.datasets import sir_model
 
     X, _, _ = sir_model("M1", 400, 4, seed=0)
@@ -298,6 +298,8 @@ def test_a_data_dependent_refusal_never_tells_neighbours_apart():
     y1[0] = -5.0
     for y in (y0, y1):
         DPSIR(1, bound=1.0, cut_points=[-3.0, 0.0, 3.0], budget=Budget(1.0, 1e-5), random_state=0).fit(X, y)
+        for mode in ("certified", "certified_iterative"):
+            DPPLS(1, mode=mode, bound_x=2.0, bound_y=6.0, budget=Budget(1.0, 1e-5), random_state=0).fit(X, y)
 
 
 def main_table() -> None:  # pragma: no cover - prints the table for the issue's note

@@ -299,7 +299,7 @@ BAD = [
     ("A float", {"n_components": 2.0}, X_OK, Y_OK, "n_components"),
     ("NaN in X", {}, _with((0, 0), np.nan, X_OK), Y_OK, "NaN"),
     ("inf in y", {}, X_OK, _with(3, np.inf, Y_OK), "NaN or inf"),
-    ("y constant", {}, X_OK, np.ones(20), "constant"),
+    ("y constant (paper mode)", {"mode": "paper", "allow_uncertified": True}, X_OK, np.ones(20), "constant"),
     ("two responses", {}, X_OK, np.column_stack([Y_OK, Y_OK]), "one response"),
     ("y length", {}, X_OK, Y_OK[:-1], "values for"),
     ("bound_x zero", {"bound_x": 0.0}, X_OK, Y_OK, "bound_x"),
