@@ -313,7 +313,6 @@ BAD = [
     ("x_center length", {"x_center": np.zeros(4)}, X_OK, Y_OK, "x_center"),
     ("unknown weight", {"weights": {"xtz": 1.0}}, X_OK, Y_OK, "weight"),
     ("negative ridge", {"ridge": -1.0}, X_OK, Y_OK, "ridge"),
-    ("epsilon above 1e5", {"budget": Budget(2e5, 1e-4)}, X_OK, Y_OK, "epsilon above"),
     ("auto in S1", {"n_components": "auto", "mode": "certified_iterative"}, X_OK, Y_OK, "certified"),
 ]
 

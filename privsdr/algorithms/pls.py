@@ -33,7 +33,6 @@ from ._pls_modes import RELATION, fit_iterative, fit_paper, fit_ssp, iterative_p
 MODES = ("certified", "certified_iterative", "paper")
 CENTERINGS = ("dp", "public")
 AUTO_MAX_COMPONENTS = 30
-MAX_EPSILON = 1e5
 DEFAULT_WEIGHTS = {"xtx": 1.0, "xty": 1.0, "count": 0.25, "x_sum": 0.25, "y_sum": 0.25}
 
 
@@ -210,13 +209,11 @@ class DPPLS(PrivateEstimator):
     def _budget_and_ledger(self, n: int, m: int) -> tuple[Budget, Ledger, CalibratedPlan]:
         if self.mode != "paper":
             budget, ledger = self._resolve_budget()
-            _check_epsilon(budget)
             plan = self.build_plan(n, m, budget).allocate(budget, accountant=ledger.accountant, tight=self.tight, sampler=self._sampler())
             return budget, ledger, plan
         if self.budget is None:
             raise ValidationError("paper mode needs budget=(epsilon, delta): the per-release (epsilon, delta) of Algorithm E")
         per_release = as_budget(self.budget)
-        _check_epsilon(per_release)
         if self.ledger is not None and not isinstance(self.ledger, Ledger):
             raise ValidationError(f"ledger must be a privsdr.Ledger, got {type(self.ledger).__name__}")
         plan = self.build_plan(n, m, per_release).allocate(per_release, sampler=self._sampler())
@@ -331,14 +328,6 @@ class DPPLS(PrivateEstimator):
         resid = y - self.predict(X, n_components)
         total = float(np.sum((y - y.mean()) ** 2))
         return 1.0 - float(resid @ resid) / total if total > 0 else float("nan")
-
-
-def _check_epsilon(budget: Budget) -> None:
-    # Workaround: privsdr.accounting.gaussian.analytic_noise_multiplier does not terminate for epsilon
-    # above ~5e5 (gaussian_epsilon answers inf beyond 1e6 and its correction loop never ends), so
-    # refuse such budgets here instead of hanging.
-    if not budget.is_infinite and budget.epsilon > MAX_EPSILON:
-        raise ValidationError(f"epsilon above {MAX_EPSILON:g} is not supported (use Budget.infinite() for a noise-free fit)")
 
 
 def paper_event_count(n_components: int, release_scores: bool = True) -> int:
