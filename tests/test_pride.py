@@ -390,14 +390,17 @@ def test_parties_without_y_only_send_sketches():
         est.predict(blocks)
 
 
-def test_serial_threads_and_processes_give_the_same_bits():
+def test_serial_threads_processes_and_dask_give_the_same_bits():
+    distributed = pytest.importorskip("distributed")
     blocks, y = uniform_blocks(n=60)
     serial = certified(random_state=42).fit(blocks, y)
     with ThreadPoolExecutor(2) as pool:
         threads = certified(random_state=42, executor=pool).fit(blocks, y)
     with ProcessPoolExecutor(2) as pool:
         processes = certified(random_state=42, executor=pool).fit(blocks, y)
-    for other in (threads, processes):
+    with distributed.LocalCluster(n_workers=2, processes=False, dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        on_dask = certified(random_state=42, executor=client).fit(blocks, y)
+    for other in (threads, processes, on_dask):
         assert np.array_equal(serial.coef_, other.coef_) and serial.lambdas_ == other.lambdas_
         for a, b in zip(serial.messages_, other.messages_, strict=True):
             assert a.id == b.id and all(np.array_equal(a.arrays[k], b.arrays[k]) for k in a.arrays)
