@@ -68,3 +68,22 @@ def test_the_hygiene_check_follows_a_clock_through_names():
     assert _timed_asserts(ast.parse(inside)) == [6]
     untimed = "import time\nt0 = time.perf_counter()\nresult = work()\nassert result == 3\n"
     assert _timed_asserts(ast.parse(untimed)) == []
+
+
+def test_every_mutant_of_the_mutation_check_still_applies():
+    """benchmarks/mutants.py edits source text; a refactor that moves that text would silently turn a
+    mutant into "not applied" (three did once). Each must match its file exactly once, and each test
+    selection must exist."""
+    import importlib.util
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("privsdr_mutants", root / "benchmarks" / "mutants.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    stale = [f"{m.name}: {(root / m.path).read_text().count(m.old)} matches in {m.path}" for m in module.MUTANTS
+             if (root / m.path).read_text().count(m.old) != 1]
+    missing = [f"{m.name}: {t}" for m in module.MUTANTS for t in m.tests if not (root / t).exists()]
+    names = [m.name for m in module.MUTANTS]
+    assert not stale and not missing and len(names) == len(set(names)), (stale, missing)
