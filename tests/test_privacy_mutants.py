@@ -128,20 +128,30 @@ def test_sparse_dpsir_step_audit_catches_a_sensitivity_with_1_over_n(linear_step
 # (R sqrt(p) / n)^2: the residual energy along e1 minus that along e2 then tells D from D'. A linear read
 # of one coordinate cannot see this: the means barely move.
 # ==================================================================================================
-VGM_K = 10_000  # rows of each type; n = 2k + 1
+VGM_K = 10_000  # rows of each type
 
 
-def vgm_shape_pair():
-    n = 2 * VGM_K + 1
-    X = np.zeros((n, 2))
-    y = np.empty(n)
-    X[1 : VGM_K + 1, 0], y[1 : VGM_K + 1] = 1.0, -1.0
-    X[VGM_K + 1 :, 1], y[VGM_K + 1 :] = 1.0, 1.0
+def vgm_shape_pair(centred: bool = False):
+    """Uncentred (2 slices, n = 2k + 1): slice means k e1, k e2 (/ n); the record adds to one of them.
+    Centred (4 slices, n = 4k + 1): slice means +-k e1, +-k e2 (/ n), whose centred matrix has tied
+    singular values along e1 and e2; the record (e1 in slice 0, or e2 in slice 2) breaks the tie. With
+    2 slices the centred columns are parallel (they sum to ~0), so a record cannot turn u1 there."""
+    rows = ([(1.0, 0.0), (0.0, 1.0)], [-1.0, 1.0]) if not centred else \
+        ([(1.0, 0.0), (-1.0, 0.0), (0.0, 1.0), (0.0, -1.0)], [-1.5, -0.5, 0.5, 1.5])
+    (xs, ys), k = rows, VGM_K
+    X = np.vstack([np.zeros((1, 2))] + [np.tile(x, (k, 1)) for x in xs])
+    y = np.concatenate([[0.0]] + [np.full(k, v) for v in ys])
     X0, y0 = X.copy(), y.copy()
-    X0[0], y0[0] = [1.0, 0.0], -1.0  # slice 0 has k + 1 rows along e1: u1 = e1
+    X0[0], y0[0] = xs[0], ys[0]  # one more row along e1: u1 = e1
     X1, y1 = X.copy(), y.copy()
-    X1[0], y1[0] = [0.0, 1.0], 1.0  # slice 1 has k + 1 rows along e2: u1 = e2
+    e2 = 1 if not centred else 2
+    X1[0], y1[0] = xs[e2], ys[e2]  # one more row along e2: u1 = e2
     return (X0, y0), (X1, y1)
+
+
+def vgm_config(mechanism: str, centred: bool) -> FSIRConfig:
+    return FSIRConfig(bound=1.0, cut_points=(-1.0, 0.0, 1.0) if centred else (0.0,), mechanism=mechanism, calibration="analytic",
+                      cov_mechanism="analyze_gauss", center="dp" if centred else "none")
 
 
 def _noise_free_slice_means(D, config):
@@ -151,7 +161,7 @@ def _noise_free_slice_means(D, config):
 
 
 def shape_statistic(config):
-    D0, D1 = vgm_shape_pair()
+    D0, D1 = vgm_shape_pair(config.centred)
     centre = (_noise_free_slice_means(D0, config) + _noise_free_slice_means(D1, config)) / 2
 
     def statistic(outputs):
@@ -166,19 +176,26 @@ def _vgm_fit(config, budget):
                                          allow_uncertified=config.mechanism == "vgm").slice_means
 
 
-def test_certified_two_stage_vgm_noise_shape_does_not_follow_the_record():
-    config = FSIRConfig(bound=1.0, cut_points=(0.0,), mechanism="vgm_two_stage", calibration="analytic",
-                        cov_mechanism="analyze_gauss")
+def _vgm_audit(config, seed, samples=400):
     budget = Budget(1.0, 1e-5)
-    D0, D1 = vgm_shape_pair()
-    claim = claim_from_report(client_message(D0[0], D0[1], config, budget, client_id="c", random_state=0).report)
-    ok = audit(_vgm_fit(config, budget), D0, D1, claim=claim, statistic=shape_statistic(config), threshold=0.0,
-               samples=400, alpha=ALPHA, seed=21)
+    D0, D1 = vgm_shape_pair(config.centred)
+    claim = claim_from_report(client_message(D0[0], D0[1], config, budget, client_id="c", random_state=0,
+                                             allow_uncertified=config.mechanism == "vgm").report)
+    return audit(_vgm_fit(config, budget), D0, D1, claim=claim, statistic=shape_statistic(config), threshold=0.0,
+                 samples=samples, alpha=ALPHA, seed=seed)
+
+
+def test_certified_two_stage_vgm_noise_shape_does_not_follow_the_record():
+    """Uncentred; the centred two-stage VGM has its own pair in tests/test_fsir_centring.py."""
+    ok = _vgm_audit(vgm_config("vgm_two_stage", centred=False), seed=21)
     assert ok.passed, ok.summary()
 
 
 def test_two_stage_vgm_audit_catches_a_boost_shaped_from_the_private_means(monkeypatch):
-    """In-test mutant: stage 2's boost computed from the private M instead of the stage-1 release."""
+    """In-test mutant, the source edit ``two_stage_shape_from_private_means`` of benchmarks/mutants.py on
+    uncentred data: stage 2's boost computed from the private M instead of the stage-1 release. (With FSIR's
+    default DP centring and 2 slices the centred columns are parallel, so this pair cannot see it: the
+    centred mutant is caught in tests/test_fsir_centring.py with 4 slices.)"""
     private = {}
     original_release = Run.release
 
@@ -190,25 +207,19 @@ def test_two_stage_vgm_audit_catches_a_boost_shaped_from_the_private_means(monke
     original_boost = client_module._vgm_boost
     monkeypatch.setattr(Run, "release", release)
     monkeypatch.setattr(client_module, "_vgm_boost", lambda stage1, floor_var, d: original_boost(private["M"], floor_var, d))
-    config = FSIRConfig(bound=1.0, cut_points=(0.0,), mechanism="vgm_two_stage", calibration="analytic",
-                        cov_mechanism="analyze_gauss")
-    budget = Budget(1.0, 1e-5)
-    D0, D1 = vgm_shape_pair()
-    claim = claim_from_report(client_message(D0[0], D0[1], config, budget, client_id="c", random_state=0).report)
-    bad = audit(_vgm_fit(config, budget), D0, D1, claim=claim, statistic=shape_statistic(config), threshold=0.0,
-                samples=400, alpha=ALPHA, seed=22)
+    bad = _vgm_audit(vgm_config("vgm_two_stage", centred=False), seed=22)
     assert not bad.passed, bad.summary()
 
 
-def test_published_vgm_leaks_through_its_noise_shape():
+@pytest.mark.parametrize("centred", [False, True], ids=["uncentred", "centred"])
+def test_published_vgm_leaks_through_its_noise_shape(centred):
     """Documented finding (spec fsir_000.md §5.4; docs/algorithms/fsir.md): the published VGM shapes its
-    noise along the top singular vectors of the PRIVATE slice means. The boost variance is of order R/n,
-    first order against the floor's (R sqrt(p)/n)^2, so a noise-shape statistic rejects the claimed
-    (1, 1e-5) with a few hundred samples per side. The node stays `claimed`."""
-    config = FSIRConfig(bound=1.0, cut_points=(0.0,), mechanism="vgm", calibration="analytic", cov_mechanism="analyze_gauss",
-                        center="none")  # the paper's VGM, on data it assumes centred
+    noise along the top singular vectors of the PRIVATE slice means (centred ones, once FSIR centres).
+    The boost variance is of order R/n, first order against the floor's (R sqrt(p)/n)^2, so a noise-shape
+    statistic rejects the claimed (1, 1e-5) with a few hundred samples per side. The node stays `claimed`."""
+    config = vgm_config("vgm", centred)
     budget = Budget(1.0, 1e-5)
-    D0, D1 = vgm_shape_pair()
+    D0, D1 = vgm_shape_pair(centred)
     with pytest.raises(UncertifiedPlanError):  # a claimed upload needs the caller's opt-in
         client_message(D0[0], D0[1], config, budget, client_id="c", random_state=0)
     message = client_message(D0[0], D0[1], config, budget, client_id="c", random_state=0, allow_uncertified=True)
