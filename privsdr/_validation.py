@@ -1,28 +1,44 @@
 """Input checks that raise privsdr's own errors (core raises plain ValueError/TypeError)."""
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
+from sklearn.exceptions import DataConversionWarning
 
 from . import core
-from .errors import InputTypeError, ValidationError
+from .core.validation import ComplexValuesError
+from .errors import ComplexDataError, InputTypeError, ValidationError
 
 
 def check_matrix(X: Any, name: str = "X", min_rows: int = 1) -> np.ndarray:
     """core.check_matrix, with its errors raised as privsdr.ValidationError."""
     try:
         return core.check_matrix(X, name, min_rows=min_rows)
+    except ComplexValuesError as exc:
+        raise ComplexDataError(str(exc)) from None
     except TypeError as exc:
         raise InputTypeError(str(exc)) from None
     except ValueError as exc:
         raise ValidationError(str(exc)) from None
 
 
+def warn_column_vector(y: Any, name: str = "y") -> None:
+    """scikit-learn's DataConversionWarning for a column vector (n, 1) where a 1-D array is expected (it is flattened)."""
+    shape = np.shape(np.asarray(y)) if y is not None else ()
+    if len(shape) == 2 and shape[1] == 1:
+        warnings.warn(f"A column-vector {name} was passed when a 1d array was expected; it is flattened to shape (n_samples,)",
+                      DataConversionWarning, stacklevel=3)
+
+
 def check_vector(y: Any, name: str = "y") -> np.ndarray:
-    """core.check_vector, with its errors raised as privsdr errors."""
+    """core.check_vector, with its errors raised as privsdr errors (a column vector is flattened, with a warning)."""
+    warn_column_vector(y, name)
     try:
         return core.check_vector(y, name)
+    except ComplexValuesError as exc:
+        raise ComplexDataError(str(exc)) from None
     except TypeError as exc:
         raise InputTypeError(str(exc)) from None
     except ValueError as exc:
