@@ -13,7 +13,9 @@ from .errors import ComplexDataError, InputTypeError, ValidationError
 
 
 def check_matrix(X: Any, name: str = "X", min_rows: int = 1) -> np.ndarray:
-    """core.check_matrix, with its errors raised as privsdr.ValidationError."""
+    """core.check_matrix, with its errors raised as privsdr.ValidationError (``Chunks`` and dask arrays are
+    refused here: the estimators that reduce them chunk by chunk intercept them before this check)."""
+    refuse_chunked(X, name)
     try:
         return core.check_matrix(X, name, min_rows=min_rows)
     except ComplexValuesError as exc:
@@ -22,6 +24,17 @@ def check_matrix(X: Any, name: str = "X", min_rows: int = 1) -> np.ndarray:
         raise InputTypeError(str(exc)) from None
     except ValueError as exc:
         raise ValidationError(str(exc)) from None
+
+
+def refuse_chunked(X: Any, name: str = "X") -> None:
+    """A clear refusal of ``privsdr.Chunks`` or a dask array where the rows must be in memory (never a silent
+    ``np.asarray`` that would load a whole dask array on the driver)."""
+    from .rows import is_chunked  # rows imports this module
+
+    if is_chunked(X):
+        raise InputTypeError(f"{name} is {type(X).__name__}: this estimator needs its rows in memory. Fits on privsdr.Chunks "
+                             "and dask arrays are for the sums-over-rows estimators: DPSIR(algorithm='moments'), "
+                             "DPMeanCovariance, DPPLS(mode='certified'), MSC (docs/scale.md)")
 
 
 def warn_column_vector(y: Any, name: str = "y") -> None:

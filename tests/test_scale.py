@@ -298,3 +298,30 @@ def test_the_chunked_fit_passes_its_audit_and_a_halved_sensitivity_fails(monkeyp
     assert ok.passed, ok.summary()
     bad = _chunked_moments_audit(monkeypatch, ("slice_sums",), seed=42)
     assert not bad.passed, bad.summary()
+
+
+def test_estimators_that_need_rows_in_memory_refuse_chunks_and_dask_arrays_before_spending(data):
+    """A Chunks or dask input to an estimator without a chunked fit is refused with the reason (never loaded
+    whole on the driver by a silent np.asarray), and nothing is charged."""
+    da = pytest.importorskip("dask.array")
+    from privsdr import DPBCDRegression, DPSparsePCA, FederatedSIR, PRIDERegressor, SparseDPSIR
+
+    X, y = data
+    B = Budget(1.0, 1e-5)
+    makers = [
+        lambda L: SparseDPSIR(1, sparsity=1, bound=2.5, cut_points=CUTS, ledger=L),
+        lambda L: DPSparsePCA(1, sparsity=1, bound=2.5, ledger=L),
+        lambda L: FederatedSIR(1, n_clients=2, bound=2.5, cut_points=CUTS, ledger=L),
+        lambda L: DPBCDRegression(n_parties=2, budget=B, ledgers={"party0": L, "party1": L}, row_bound=1.0, label_bound=1.0,
+                                  coef_bound=1.0),
+        lambda L: PRIDERegressor(n_parties=2, budget=B, ledgers={"party0": L, "party1": L}, bounds=(-3.0, 3.0)),
+        lambda L: DPPLS(1, mode="certified_iterative", bound_x=1.0, bound_y=1.0, ledger=L),
+    ]
+    Xd, yd = da.from_array(X, chunks=(1000, P)), da.from_array(y, chunks=1000)
+    for make in makers:
+        for source, target in ((Xd, yd), (_chunks(X, y), y)):
+            ledger = Ledger(B)
+            with pytest.raises((ValidationError, TypeError),
+                               match="in memory|sums over rows|algorithm='moments'|mode='certified'"):
+                make(ledger).fit(source, target)
+            assert not ledger.runs and ledger.spent.epsilon == 0.0

@@ -394,6 +394,9 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
         from ..rows import Chunks, reduce_rows
 
         c = self._checked()
+        if self.sparse:
+            raise ValidationError("SparseDPSIR needs its rows in memory (its iterative algorithm reads them many times): fits "
+                                  "on privsdr.Chunks and dask arrays are for DPSIR(algorithm='moments') (docs/scale.md)")
         if c["algorithm"] != "moments":
             raise ValidationError("a chunked or Dask fit reduces sums over rows: it needs algorithm='moments' (the one-pass "
                                   "algorithm splits the rows at random into an initial part and batches)")
