@@ -12,6 +12,7 @@ from .federated import FederatedSIR
 from .vertical import DPBCDRegression, PRIDERegressor
 from .errors import (
     BudgetExceededError,
+    DetachedLedgerError,
     NoiseDominatesWarning,
     NotIdentifiedWarning,
     PlanError,
@@ -24,12 +25,15 @@ from .mechanisms import Sensitivity, available_mechanisms, get_mechanism, regist
 from .persistence import load_model
 from .plan import Plan, Release, Run, execute
 from .report import PrivacyReport
+from .rows import Chunks
 
 __all__ = [
     "ACCOUNTANT_NAMES",
     "Budget",
     "BudgetExceededError",
+    "Chunks",
     "Cost",
+    "DetachedLedgerError",
     "DPBCDRegression",
     "DPMeanCovariance",
     "DPPLS",

@@ -1,28 +1,57 @@
 """Input checks that raise privsdr's own errors (core raises plain ValueError/TypeError)."""
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
+from sklearn.exceptions import DataConversionWarning
 
 from . import core
-from .errors import InputTypeError, ValidationError
+from .core.validation import ComplexValuesError
+from .errors import ComplexDataError, InputTypeError, ValidationError
 
 
 def check_matrix(X: Any, name: str = "X", min_rows: int = 1) -> np.ndarray:
-    """core.check_matrix, with its errors raised as privsdr.ValidationError."""
+    """core.check_matrix, with its errors raised as privsdr.ValidationError (``Chunks`` and dask arrays are
+    refused here: the estimators that reduce them chunk by chunk intercept them before this check)."""
+    refuse_chunked(X, name)
     try:
         return core.check_matrix(X, name, min_rows=min_rows)
+    except ComplexValuesError as exc:
+        raise ComplexDataError(str(exc)) from None
     except TypeError as exc:
         raise InputTypeError(str(exc)) from None
     except ValueError as exc:
         raise ValidationError(str(exc)) from None
 
 
+def refuse_chunked(X: Any, name: str = "X") -> None:
+    """A clear refusal of ``privsdr.Chunks`` or a dask array where the rows must be in memory (never a silent
+    ``np.asarray`` that would load a whole dask array on the driver)."""
+    from .rows import is_chunked  # rows imports this module
+
+    if is_chunked(X):
+        raise InputTypeError(f"{name} is {type(X).__name__}: this estimator needs its rows in memory. Fits on privsdr.Chunks "
+                             "and dask arrays are for the sums-over-rows estimators: DPSIR(algorithm='moments'), "
+                             "DPMeanCovariance, DPPLS(mode='certified'), MSC (docs/scale.md)")
+
+
+def warn_column_vector(y: Any, name: str = "y") -> None:
+    """scikit-learn's DataConversionWarning for a column vector (n, 1) where a 1-D array is expected (it is flattened)."""
+    shape = np.shape(np.asarray(y)) if y is not None else ()
+    if len(shape) == 2 and shape[1] == 1:
+        warnings.warn(f"A column-vector {name} was passed when a 1d array was expected; it is flattened to shape (n_samples,)",
+                      DataConversionWarning, stacklevel=3)
+
+
 def check_vector(y: Any, name: str = "y") -> np.ndarray:
-    """core.check_vector, with its errors raised as privsdr errors."""
+    """core.check_vector, with its errors raised as privsdr errors (a column vector is flattened, with a warning)."""
+    warn_column_vector(y, name)
     try:
         return core.check_vector(y, name)
+    except ComplexValuesError as exc:
+        raise ComplexDataError(str(exc)) from None
     except TypeError as exc:
         raise InputTypeError(str(exc)) from None
     except ValueError as exc:

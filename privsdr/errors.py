@@ -5,6 +5,8 @@ and from the matching builtin (``ValueError``/``TypeError``), so ``except ValueE
 """
 from __future__ import annotations
 
+from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
+
 
 class PrivsdrError(Exception):
     """Base class of every privsdr error."""
@@ -12,6 +14,10 @@ class PrivsdrError(Exception):
 
 class ValidationError(PrivsdrError, ValueError):
     """Bad input (NaN, wrong shape, impossible parameter) detected before any budget is spent."""
+
+
+class NotFittedError(ValidationError, _SklearnNotFittedError):
+    """``transform``/``predict`` before ``fit`` (also scikit-learn's ``NotFittedError``)."""
 
 
 class InputTypeError(PrivsdrError, TypeError):
@@ -22,12 +28,21 @@ class PlanError(PrivsdrError, ValueError):
     """A plan is malformed: unknown parent, cycle, duplicate node, missing calibration."""
 
 
+class ComplexDataError(InputTypeError, ValidationError):
+    """Complex numbers where real ones are needed: a TypeError, and a ValueError as scikit-learn expects."""
+
+
 class UncertifiedPlanError(PrivsdrError, PermissionError):
     """A plan has `claimed`/`none` nodes and the caller did not opt in to running it."""
 
 
 class RelationMismatchError(PrivsdrError, ValueError):
     """Charges under different neighbouring relations cannot be composed."""
+
+
+class DetachedLedgerError(PrivsdrError, RuntimeError):
+    """A copy of a ledger made by unpickling (another process, a saved model) was asked to spend: only the
+    original account, or a ledger reattached to the same journal, can spend (``Ledger`` docs, "copies")."""
 
 
 class BudgetExceededError(PrivsdrError):

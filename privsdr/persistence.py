@@ -126,7 +126,7 @@ def model_payload(estimator: Any, metadata: dict[str, Any] | None = None) -> dic
     missing = [a for a in getattr(estimator, "model_required", ()) if not hasattr(estimator, a)]
     if missing or getattr(estimator, "privacy_report_", None) is None:
         raise ValidationError(f"{name} is not fitted (or released nothing private, so has nothing to save): call fit() before save()")
-    params = {k: v for k, v in estimator.get_params().items() if k not in TRANSIENT_PARAMS}
+    params = {k: v for k, v in estimator.get_params(deep=False).items() if k not in TRANSIENT_PARAMS}
     fitted = {a: getattr(estimator, a) for a in estimator.model_attributes if hasattr(estimator, a)}
     return {
         "format": FORMAT, "format_version": FORMAT_VERSION, "estimator": name, "privsdr_version": __version__,

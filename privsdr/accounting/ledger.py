@@ -30,7 +30,7 @@ from typing import Any
 
 import attrs
 
-from ..errors import BudgetExceededError, PrivsdrError, RelationMismatchError, UncertifiedPlanError, ValidationError
+from ..errors import BudgetExceededError, DetachedLedgerError, PrivsdrError, RelationMismatchError, UncertifiedPlanError, ValidationError
 from . import filters
 from .accountants import Accountant, BasicAccountant, accountant_from_dict, make_accountant
 from .budget import Budget, Cost, as_budget
@@ -144,8 +144,52 @@ class Ledger:
         self._applied = 0
         self._spent_cost: Cost | None = None
         self._journal: Journal | None = None
+        self._detached: str | None = None  #: why this copy cannot spend (see "copies" below), None for a live account
         if journal is not None:
             self._attach(journal, journal_key)
+
+    # -- copies ----------------------------------------------------------------------------------
+    # A ledger is an account, not a value. A copy that could spend would be a second account holding
+    # the same remaining budget: every fit charged to the copy would go unseen by the original, and the
+    # total spent could reach twice the budget. So:
+    # * ``copy.copy``/``copy.deepcopy`` return the ledger itself. scikit-learn's ``clone`` deep-copies
+    #   every parameter that is not an estimator, so this is what keeps ``clone(est).ledger is
+    #   est.ledger``: GridSearchCV and cross_validate charge every fit to the one account.
+    # * Pickling (another process: joblib workers, Dask, a saved model) keeps the account only when
+    #   it lives in a journal: the copy reattaches to the journal, whose file lock shares one budget
+    #   between processes (the key is never pickled: a keyed journal is reopened with the key from
+    #   the environment). An in-memory ledger, or a journal that cannot be reopened there, arrives
+    #   as a detached copy: it reports what was spent, and refuses to reserve anything.
+    def __copy__(self) -> "Ledger":
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "Ledger":
+        return self
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        with self._lock:
+            self._refresh()
+            state = {
+                "budget": self.budget, "accountant": self.accountant, "relation": self.relation,
+                "runs": {k: attrs.evolve(r, charged=list(r.charged), summary=dict(r.summary)) for k, r in self._runs.items()},
+                "batches": {k: list(v) for k, v in self._batches.items()},
+                "journal": self.journal_path, "keyed": self._journal is not None and self._journal.keyed,
+                "detached": self._detached,
+            }
+        return (_unpickle_ledger, (state,))
+
+    @property
+    def detached(self) -> str | None:
+        """None for a live account; for a copy made by unpickling, why it cannot spend."""
+        return self._detached
+
+    def _check_attached(self) -> None:
+        if self._detached is not None:
+            raise DetachedLedgerError(
+                f"this Ledger is a copy that cannot spend: {self._detached}. A copy that could spend would be a second "
+                "account with the same budget. To share one budget between processes (joblib n_jobs > 1, Dask), use a "
+                "journal-backed ledger: Ledger(budget, journal=PATH)"
+            )
 
     # -- persistence -----------------------------------------------------------------------------
     @classmethod
@@ -359,6 +403,7 @@ class Ledger:
         plans = list(plans)
         if not plans:
             raise ValidationError("commit needs at least one plan")
+        self._check_attached()
         hashes = [self._plan_hash(p) for p in plans]
         batch = uuid.uuid4().hex[:12]
         with self._transaction():
@@ -409,6 +454,7 @@ class Ledger:
     def reserve(self, plan: Chargeable, *, allow_uncertified: bool = False, run_id: str | None = None) -> Reservation:
         """Check ``plan`` and reserve its whole cost; charge nodes one by one through the result."""
         run_id = run_id or uuid.uuid4().hex[:16]
+        self._check_attached()
         with self._transaction():
             charges = self._qualified(plan, run_id)
             preflight = self._check(plan, charges, allow_uncertified)
@@ -487,11 +533,31 @@ class Ledger:
 
     def __repr__(self) -> str:
         eps, delta = self.spent
-        where = f", journal={self.journal_path!r}" if self._journal else ""
+        where = f", journal={self.journal_path!r}" if self._journal else (", detached copy" if self._detached else "")
         return (
             f"Ledger(budget=({self.budget.epsilon:g}, {self.budget.delta:g}), accountant={self.accountant.name!r}, "
             f"spent=({eps:.6g}, {delta:.3g}), runs={len(self._runs)}{where})"
         )
+
+
+def _unpickle_ledger(state: dict[str, Any]) -> Ledger:
+    """A pickled ledger in this process: reattached to its journal (the same account), or a detached copy."""
+    reason = state["detached"]
+    if reason is None and state["journal"] is not None:
+        try:  # open, never create: a new journal would be a fresh account with the whole budget
+            ledger = Ledger.open(state["journal"], key=None if state["keyed"] else False)
+            if ledger.budget != state["budget"] or ledger.accountant.to_dict() != state["accountant"].to_dict():
+                raise JournalError(f"it holds another account (budget {ledger.budget}, accountant {ledger.accountant.name!r})")
+            return ledger
+        except (OSError, PrivsdrError) as exc:
+            reason = f"its journal {state['journal']} could not be reopened here ({exc})"
+    ledger = Ledger.__new__(Ledger)
+    ledger.budget, ledger.accountant, ledger.relation = state["budget"], state["accountant"], state["relation"]
+    ledger._lock = threading.RLock()
+    ledger._runs, ledger._batches = state["runs"], state["batches"]
+    ledger._applied, ledger._spent_cost, ledger._journal = 0, None, None
+    ledger._detached = reason or "it was unpickled from an in-memory ledger (the account stays with the original)"
+    return ledger
 
 
 def _per_stable_cell(groups: list[tuple[list[Charge], float]]) -> list[list[tuple[list[Charge], float]]]:

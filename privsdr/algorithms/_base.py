@@ -12,19 +12,17 @@ from ..accounting import Budget, Ledger, as_budget, make_accountant
 from .._validation import check_matrix, check_positive, check_vector  # noqa: F401 (re-exported for the estimators)
 from ..errors import BudgetExceededError, InputTypeError, ValidationError
 from ..mechanisms.secure import SAMPLERS
-from ..persistence import PersistentModel
+from .._sklearn import SklearnEstimator
 
 
-class PrivateEstimator(PersistentModel):
-    """Base class following scikit-learn conventions (no logic in ``__init__``, ``*_`` after fit).
+class PrivateEstimator(SklearnEstimator):
+    """Base class of the estimators: a scikit-learn ``BaseEstimator`` (``privsdr._sklearn``: parameters
+    stored as given in ``__init__``, validated in ``fit``; ``*_`` after fit; ``clone`` keeps the ledger).
 
     ``budget`` is what one fit may spend; ``ledger`` (optional) is the account it is charged to. With
     only a budget, a fresh ledger of that budget is used; with only a ledger, the fit spends what
     remains of it.
     """
-
-    def get_params(self) -> dict[str, Any]:
-        return {k: v for k, v in vars(self).items() if not k.endswith("_") and not k.startswith("_")}
 
     def _sampler(self) -> str:
         """The validated noise sampler (``numpy`` or ``secure``; estimators built before it default to numpy)."""
@@ -131,14 +129,17 @@ def public_bound(bound: Any) -> "float | list[float]":
     return float(checked) if np.ndim(checked) == 0 else [float(v) for v in checked]
 
 
-def project_rows(estimator: Any, X: Any, directions: np.ndarray) -> np.ndarray:
-    """``clip(X, -c, c) @ directions`` for a fitted estimator with per-column bounds ``bounds_``."""
-    if not hasattr(estimator, "bounds_"):
-        raise ValidationError(f"{type(estimator).__name__} is not fitted: call fit() (or load a saved model) first")
-    X = check_matrix(X, "X")
+def project_rows(estimator: Any, X: Any, directions: np.ndarray, shift: np.ndarray | None = None) -> np.ndarray:
+    """``clip(X - shift, -c, c) @ directions`` for a fitted estimator with per-column bounds ``bounds_``
+    (``shift``: a public centre, default none), after the fitted/feature checks of ``transform``."""
+    estimator._check_fitted("bounds_")
+    X_raw, X = X, check_matrix(X, "X")
     bounds = np.asarray(estimator.bounds_, dtype=float)
+    estimator._check_features(X_raw, X.shape[1])
     if X.shape[1] != bounds.size:
-        raise ValidationError(f"X has {X.shape[1]} columns; the model was fitted on {bounds.size}")
+        raise ValidationError(f"X has {X.shape[1]} features, but {type(estimator).__name__} is expecting {bounds.size} features as input")
+    if shift is not None and shift.size == X.shape[1] and np.any(shift):
+        X = X - shift
     return np.clip(X, -bounds, bounds) @ directions
 
 

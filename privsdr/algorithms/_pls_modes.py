@@ -127,11 +127,15 @@ def dp_means(noisy: dict[str, np.ndarray], Cx: float, Cy: float) -> tuple[float,
 
 def fit_ssp(run: Run, X: np.ndarray, y: np.ndarray, c: dict[str, Any]) -> dict[str, Any]:
     """S2: release the statistics, then centre, repair and run kernel PLS1 (post-processing)."""
-    stats = ssp_statistics(X, y, c["x_center"], c["y_center"], c["bound_x"], c["bound_y"])
+    return release_ssp(run, ssp_statistics(X, y, c["x_center"], c["y_center"], c["bound_x"], c["bound_y"]), c)
+
+
+def release_ssp(run: Run, stats: dict[str, np.ndarray], c: dict[str, Any]) -> dict[str, Any]:
+    """S2 from the clipped statistics of all rows (in memory, or summed over chunks: ``privsdr.rows``)."""
     names = (CENTRING_NODES if c["dp_centring"] else ()) + ("xtx", "xty")
     noisy = {name: run.release(name, stats[name]) for name in names}
     S, u = noisy["xtx"], noisy["xty"]
-    x_shift, y_shift = np.zeros(X.shape[1]), 0.0
+    x_shift, y_shift = np.zeros(S.shape[0]), 0.0
     if c["dp_centring"]:
         n_t, x_shift, y_shift = dp_means(noisy, c["bound_x"], c["bound_y"])
         S = S - n_t * np.outer(x_shift, x_shift)

@@ -23,7 +23,7 @@ and O(block x m) extra memory besides the m x m result.
 """
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -60,6 +60,21 @@ def ssp_statistics(X: np.ndarray, y: np.ndarray, x_center: np.ndarray, y_center:
         x_sum += B.sum(axis=0)
         y_sum += float(t.sum())
     return {"count": np.array([float(n)]), "x_sum": x_sum, "y_sum": np.array([y_sum]), "xtx": (xtx + xtx.T) / 2.0, "xty": xty}
+
+
+def chunk_ssp(X: np.ndarray, y: np.ndarray, *, x_center: Any, y_center: float, bound_x: float, bound_y: float) -> dict[str, Any]:
+    """One row chunk's S2 statistics (``privsdr.rows``: chunks add up), with the range of y (the in-memory fit's
+    constant-y check). ``x_center``: the public centre as given (None, a number or one value per column)."""
+    m = X.shape[1]
+    center = np.zeros(m) if x_center is None else np.asarray(x_center, dtype=float).ravel()
+    if center.size not in (1, m):
+        from ..errors import ValidationError
+
+        raise ValidationError(f"x_center must be a number or a vector of {m} values")
+    stats = ssp_statistics(X, y, np.broadcast_to(center, (m,)), y_center, bound_x, bound_y)
+    stats["y_min"] = float(y.min()) if y.size else np.inf
+    stats["y_max"] = float(y.max()) if y.size else -np.inf
+    return stats
 
 
 def weight_statistic(E: np.ndarray, f: np.ndarray) -> np.ndarray:

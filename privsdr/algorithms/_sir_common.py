@@ -101,10 +101,19 @@ def check_flag(value: Any, name: str) -> bool:
     return bool(value)
 
 
+def grid_counts(y: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """#{y <= c} for every c of the public grid (a sum over rows: chunks add up)."""
+    return np.searchsorted(np.sort(y), grid, side="right")
+
+
 def quantile_scores(y: np.ndarray, grid: np.ndarray, level: float) -> np.ndarray:
     """Scores -|#{y <= c} - level * n| over a public grid: each changes by <= 1 under replace-one."""
-    counts = np.searchsorted(np.sort(y), grid, side="right")
-    return -np.abs(counts - level * y.size)
+    return scores_from_counts(grid_counts(y, grid), y.size, level)
+
+
+def scores_from_counts(counts: np.ndarray, n: int, level: float) -> np.ndarray:
+    """``quantile_scores`` from the grid counts of all n rows."""
+    return -np.abs(counts - level * n)
 
 
 def sir_step_sensitivity(p: int, K: int, bound: "float | np.ndarray", L: float, eta: float, lambda_pen: float, m: int,
@@ -144,7 +153,7 @@ def relative_eigengap(eigenvalues: Sequence[float], K: int) -> float:
     return float((lam[K - 1] - lam[K]) / max(abs(lam[K - 1]), np.finfo(float).tiny))
 
 
-def warn_if_not_identified(eigenvalues: Sequence[float], K: int, what: str) -> float:
+def warn_if_not_identified(eigenvalues: Sequence[float], K: int, what: str, stacklevel: int = 4) -> float:
     """Warn (``NotIdentifiedWarning``) when lambda_K and lambda_{K+1} tie: the span of the top K
     eigenvectors is then not a function of the data (any basis of the tied eigenspace is a solution),
     and which one the eigensolver returns depends on the BLAS kernel. Returns the relative gap."""
@@ -153,7 +162,7 @@ def warn_if_not_identified(eigenvalues: Sequence[float], K: int, what: str) -> f
         warnings.warn(
             f"{what}: eigenvalues {K} and {K + 1} tie ({float(eigenvalues[K - 1]):.6g} vs {float(eigenvalues[K]):.6g}); "
             f"the top-{K} subspace is not identified by these data (the returned basis is arbitrary)",
-            NotIdentifiedWarning, stacklevel=4,
+            NotIdentifiedWarning, stacklevel=stacklevel,
         )
     return gap
 

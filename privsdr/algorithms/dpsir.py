@@ -26,6 +26,7 @@ import warnings
 from typing import Any
 
 import numpy as np
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
 from .. import core
 from ..accounting import Budget, Ledger
@@ -56,7 +57,8 @@ from ._sir_common import (
     check_slicing,
     check_xy,
     default_hyperparameters,
-    quantile_scores,
+    grid_counts,
+    scores_from_counts,
     sir_step_sensitivity,
     stationary_start,
     warn_if_not_identified,
@@ -71,11 +73,12 @@ def _is(center: Any, word: str) -> bool:
     return isinstance(center, str) and center == word
 
 
-class _SlicedDP(PrivateEstimator):
+class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
     """Shared plan scaffolding of the DP-SIR family (slicing, split, batches, B.1)."""
 
     sparse = False
     name = "dpsir"
+    _requires_y = True
     model_attributes = ("directions_", "init_directions_", "eigenvalues_", "n_directions_", "hyperparameters_", "cut_points_",
                         "n_features_in_", "bounds_", "bic_penalty_", "center_", "public_center_", "eigengap_",
                         "noise_error_", "random_error_")
@@ -300,11 +303,7 @@ class _SlicedDP(PrivateEstimator):
         if c["slicing"] == "public":
             cuts = c["cuts"]
         elif c["slicing"] == "dp_quantile":
-            grid = c["grid"]
-            picks = [grid[run.release(f"cut_{h}", quantile_scores(y, grid, h / H))] for h in range(1, H)]
-            cuts = np.unique(picks)  # post-processing: ties merge slices
-            if len(cuts) + 1 < H:
-                warnings.warn(f"the DP quantiles collapsed: {len(cuts) + 1} slices instead of {H} (refine y_grid)", stacklevel=4)
+            cuts = self._dp_cuts(run, grid_counts(y, c["grid"]), y.size, c)
         else:
             cuts = run.release("cut_points", core.equal_count_cut_points(y, H))
         return core.slice_by_cut_points(y, cuts), np.asarray(cuts, dtype=float)
@@ -324,13 +323,22 @@ class _SlicedDP(PrivateEstimator):
         X, y = check_xy(X, y, c["H"], low_dimensional=not self.sparse, require_varying=c["slicing"] == "data_quantile")
         return X, y, c
 
-    def fit(self, X: Any, y: Any) -> "_SlicedDP":
+    def fit(self, X: Any, y: Any = None) -> "_SlicedDP":
+        """Fit on X (n x p) and y; with ``algorithm="moments"`` also on ``privsdr.Chunks`` or a dask array
+        (sums over rows reduced chunk by chunk: ``privsdr.rows``, docs/scale.md)."""
+        from ..rows import is_chunked
+
+        if is_chunked(X):
+            return self._fit_chunked(X, y)
+        X_raw = X
         X, y, c = self._prepare(X, y)
         n, p = X.shape
         bounds = column_bounds(c["bound"], p)
         center = self._center_vector(c, p)
         if c["algorithm"] == "moments":
-            return self._fit_moments(X, y, c, bounds, center)
+            self._fit_moments(X, y, c, bounds, center)
+            self._record_features(X_raw, p)
+            return self
         n1, n2, T = self._sizes(n)
         budget, ledger = self._resolve_budget()
         calibrated = self._allocate(self.build_plan(n, p, budget), budget, ledger)
@@ -345,7 +353,7 @@ class _SlicedDP(PrivateEstimator):
         self.public_center_ = center
         self.center_ = center + dp_mean
         self.cut_points_ = cuts
-        self.n_features_in_ = p
+        self._record_features(X_raw, p)
         self.bounds_ = bounds
         self.plan_ = calibrated
         self.ledger_ = ledger
@@ -368,15 +376,88 @@ class _SlicedDP(PrivateEstimator):
         n, p = X.shape
         budget, ledger = self._resolve_budget()
         calibrated = self._allocate(self.build_plan(n, p, budget), budget, ledger)
-        with Run(calibrated, ledger, random_state=self.random_state, data_shape=X.shape, algorithm=type(self).__name__,
-                 allow_uncertified=self.allow_uncertified, notes=self._notes()) as run:
+        with self._run(calibrated, ledger, (n, p)) as run:
             labels, cuts = self._slices(run, y, c)
             H = len(cuts) + 1
             release = sir_moments.release_moments(run, calibrated, X, labels, H, center, bounds)
+        return self._solve_moments(run, release, c, cuts, n, p, center, bounds, budget, ledger)
+
+    def _run(self, calibrated: CalibratedPlan, ledger: Ledger, shape: tuple[int, int]) -> Run:
+        return Run(calibrated, ledger, random_state=self.random_state, data_shape=shape, algorithm=type(self).__name__,
+                   allow_uncertified=self.allow_uncertified, notes=self._notes())
+
+    def _fit_chunked(self, X: Any, y: Any) -> "_SlicedDP":
+        """The moments fit on ``Chunks`` or a dask array (``privsdr.rows``): the sums are reduced chunk by
+        chunk, validated entirely before anything is charged, and released once here."""
+        from functools import partial
+
+        from ..rows import Chunks, reduce_rows
+
+        c = self._checked()
+        if self.sparse:
+            raise ValidationError("SparseDPSIR needs its rows in memory (its iterative algorithm reads them many times): fits "
+                                  "on privsdr.Chunks and dask arrays are for DPSIR(algorithm='moments') (docs/scale.md)")
+        if c["algorithm"] != "moments":
+            raise ValidationError("a chunked or Dask fit reduces sums over rows: it needs algorithm='moments' (the one-pass "
+                                  "algorithm splits the rows at random into an initial part and batches)")
+        center = c["center"] if isinstance(c["center"], np.ndarray) else None
+        sums_of = partial(sir_moments.chunk_sums, bound=c["bound"], center=center)
+        name = type(self).__name__
+        if c["slicing"] == "dp_quantile":
+            if isinstance(X, Chunks) and not X.reusable:
+                raise ValidationError("y_grid (DP quantile slicing) reads the rows twice (the quantiles, then the sums): give "
+                                      "Chunks a callable that returns a fresh iterator, or public cut_points")
+            first = reduce_rows(X, y, partial(sir_moments.chunk_grid_counts, grid=c["grid"]), with_y=True,
+                                desc=f"{name}: DP quantiles (pass 1 of 2)")
+            n, p, bounds, center_vec, budget, ledger, calibrated = self._chunked_plan(first, c)
+            with self._run(calibrated, ledger, (n, p)) as run:
+                cuts = self._dp_cuts(run, first["grid_counts"], n, c)
+                total = reduce_rows(X, y, partial(sums_of, cuts=cuts), with_y=True, desc=f"{name}: sums (pass 2 of 2)")
+                if (total["n"], total["p"]) != (n, p):  # the source changed between passes: fail closed
+                    raise ValidationError(f"the second pass read {total['n']} x {total['p']} rows, the first {n} x {p}: "
+                                          "the chunks must hold the same rows on every pass")
+                release = sir_moments.release_sums(run, calibrated, total["slice_sums"], total["counts"], total["xtx"], n)
+        else:
+            total = reduce_rows(X, y, partial(sums_of, cuts=c["cuts"]), with_y=True, desc=f"{name}: sums")
+            n, p, bounds, center_vec, budget, ledger, calibrated = self._chunked_plan(total, c)
+            cuts = c["cuts"]
+            with self._run(calibrated, ledger, (n, p)) as run:
+                release = sir_moments.release_sums(run, calibrated, total["slice_sums"], total["counts"], total["xtx"], n)
+        self._solve_moments(run, release, c, np.asarray(cuts, dtype=float), n, p, center_vec, bounds, budget, ledger)
+        self._record_features(None, p)
+        return self
+
+    def _chunked_plan(self, total: dict[str, Any], c: dict[str, Any]) -> tuple[Any, ...]:
+        """The checks an in-memory fit makes on n and p, then the calibrated plan (nothing spent yet)."""
+        n, p = int(total["n"]), int(total["p"])
+        H = c["H"]
+        if n < 2 * H:
+            raise ValidationError(f"need at least {2 * H} rows for {H} slices, got {n}")
+        if not self.sparse and p >= n // 2:
+            raise ValidationError(f"DPSIR is the low-dimensional estimator (p < n/2); got p={p}, n={n}: use SparseDPSIR")
+        bounds = column_bounds(c["bound"], p)
+        center = self._center_vector(c, p)
+        budget, ledger = self._resolve_budget()
+        calibrated = self._allocate(self.build_plan(n, p, budget), budget, ledger)
+        return n, p, bounds, center, budget, ledger, calibrated
+
+    def _dp_cuts(self, run: Run, counts: np.ndarray, n: int, c: dict[str, Any]) -> np.ndarray:
+        """DP quantiles of y over the public grid from its counts #{y <= c} (report-noisy-max, charged)."""
+        H, grid = c["H"], c["grid"]
+        picks = [grid[run.release(f"cut_{h}", scores_from_counts(counts, n, h / H))] for h in range(1, H)]
+        cuts = np.unique(picks)  # post-processing: ties merge slices
+        if len(cuts) + 1 < H:
+            warnings.warn(f"the DP quantiles collapsed: {len(cuts) + 1} slices instead of {H} (refine y_grid)", stacklevel=4)
+        return cuts
+
+    def _solve_moments(self, run: Run, release: Any, c: dict[str, Any], cuts: np.ndarray, n: int, p: int, center: np.ndarray,
+                       bounds: np.ndarray, budget: Budget, ledger: Ledger) -> "_SlicedDP":
+        """Post-processing of the released statistics: directions, K, diagnostics."""
+        H = len(cuts) + 1
         centred = not _is(c["center"], "none")
         B_all, eigenvalues, mu = release.directions(max(H - 1, 1), centred)
         K = self._choose_k(eigenvalues, H, n, p, budget)
-        self.eigengap_ = warn_if_not_identified(eigenvalues, K, "DPSIR (moments)")
+        self.eigengap_ = warn_if_not_identified(eigenvalues, K, "DPSIR (moments)", stacklevel=5)
         self.directions_ = core.orthonormalize(B_all[:, :K])
         self.eigenvalues_ = eigenvalues[: max(H - 1, 1)]
         self.n_directions_ = K
@@ -385,7 +466,7 @@ class _SlicedDP(PrivateEstimator):
         self.cut_points_ = cuts
         self.n_features_in_ = p
         self.bounds_ = bounds
-        self.plan_ = calibrated
+        self.plan_ = run.plan
         self.ledger_ = ledger
         self.random_error_ = sir_moments.random_subspace_error(p, K)
         self.privacy_report_ = run.report
@@ -394,7 +475,7 @@ class _SlicedDP(PrivateEstimator):
             rng = np.random.default_rng(None if seed is None else np.random.SeedSequence(int(seed)).spawn(2)[1])
             self.noise_error_ = sir_moments.noise_error(release, self.directions_, K, centred, rng)
             self.privacy_report_ = sir_moments.with_diagnostics(run.report, self.noise_error_, self.random_error_, K, p)
-            sir_moments.warn_if_noise_wins(self.noise_error_, self.random_error_)
+            sir_moments.warn_if_noise_wins(self.noise_error_, self.random_error_, stacklevel=5)
         return self
 
     def _notes(self) -> list[str]:
@@ -417,14 +498,15 @@ class _SlicedDP(PrivateEstimator):
 
     def transform(self, X: Any) -> np.ndarray:
         """Project rows on the estimated directions: (clip(X - public centre) - DP mean) @ directions_."""
-        if not hasattr(self, "bounds_"):
-            return project_rows(self, X, self.directions_)  # raises "not fitted"
-        X = check_matrix(X, "X")
-        public = np.asarray(getattr(self, "public_center_", np.zeros(X.shape[1])), dtype=float)
-        if public.size != X.shape[1]:
-            return project_rows(self, X, self.directions_)  # raises the column-count error
+        self._check_fitted("bounds_", "directions_")
+        public = np.asarray(getattr(self, "public_center_", np.zeros(self.directions_.shape[0])), dtype=float)
         shift = np.asarray(getattr(self, "center_", public), dtype=float) - public
-        return project_rows(self, X - public, self.directions_) - shift @ self.directions_
+        return project_rows(self, X, self.directions_, shift=public) - shift @ self.directions_
+
+    @property
+    def _n_features_out(self) -> int:
+        """The number of output columns of ``transform`` (``get_feature_names_out``: dpsir0, dpsir1, ...)."""
+        return int(self.directions_.shape[1])
 
     def _choose_k(self, eigenvalues: np.ndarray, H: int, n1: int, p: int, budget: Budget) -> int:
         if self.n_directions != "bic":
@@ -556,8 +638,39 @@ class SparseDPSIR(_SlicedDP):
     name = "sparse_dpsir"
     model_attributes = _SlicedDP.model_attributes + ("support_", "screened_")
 
-    def __init__(self, n_directions: "int | str" = 1, *, sparsity: int | None = None, screen_size: int | None = None, **kwargs: Any) -> None:
-        super().__init__(n_directions, **kwargs)
+    def __init__(
+        self,
+        n_directions: "int | str" = 1,
+        *,
+        sparsity: int | None = None,
+        screen_size: int | None = None,
+        bound: float | None = None,
+        n_slices: int = 4,
+        cut_points: Any = None,
+        y_grid: Any = None,
+        slicing: str | None = None,
+        mode: str = "certified",
+        budget: "Budget | tuple[float, float] | None" = None,
+        ledger: Ledger | None = None,
+        accountant: str = "best",
+        n_iter: int | None = None,
+        eta: float | None = None,
+        lambda_pen: float | None = None,
+        radius: float | None = None,
+        tau: float | None = None,
+        init_fraction: float = 0.5,
+        quantile_fraction: float = 0.1,
+        tight: bool = True,
+        random_state: Any = None,
+        allow_uncertified: bool = False,
+        sampler: str = "numpy",
+    ) -> None:  # every parameter named (scikit-learn's get_params reads the signature)
+        super().__init__(
+            n_directions, bound=bound, n_slices=n_slices, cut_points=cut_points, y_grid=y_grid, slicing=slicing, mode=mode,
+            budget=budget, ledger=ledger, accountant=accountant, n_iter=n_iter, eta=eta, lambda_pen=lambda_pen, radius=radius,
+            tau=tau, init_fraction=init_fraction, quantile_fraction=quantile_fraction, tight=tight, random_state=random_state,
+            allow_uncertified=allow_uncertified, sampler=sampler,
+        )
         self.sparsity = sparsity
         self.screen_size = screen_size
 

@@ -12,6 +12,7 @@ The covariance ``S - m m^T`` (projected onto the PSD cone) is post-processing.
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any, Sequence
 
 import numpy as np
@@ -118,18 +119,42 @@ class DPMeanCovariance(PrivateEstimator):
         return self.build_plan(n_samples, n_features).allocate(budget, accountant=ledger.accountant, tight=self.tight, sampler=self._sampler())
 
     def fit(self, X: Any, y: Any = None) -> "DPMeanCovariance":
-        X = check_matrix(X, "X", min_rows=2)
+        """Fit on X (n x p; y is ignored), or on ``privsdr.Chunks`` / a dask array (sums over rows reduced chunk
+        by chunk, everything validated before anything is charged: ``privsdr.rows``, docs/scale.md)."""
+        from ..rows import is_chunked, reduce_rows
+
+        if is_chunked(X):
+            C = self._validated_clip()
+            total = reduce_rows(X, None, partial(chunk_moments, clip=C), with_y=False, desc="DPMeanCovariance: sums")
+            n, p = int(total["n"]), int(total["p"])
+            if n < 2:
+                raise ValidationError(f"X needs at least 2 rows, got {n} sample{'' if n == 1 else 's'}")
+            X_raw, shape = None, (n, p)
+            first = total["x_sum"] / n
+            second_raw = total["xtx"] / n
+            statistics = (first, (second_raw + second_raw.T) / 2.0)
+        else:
+            X_raw, X = X, check_matrix(X, "X", min_rows=2)
+            shape, statistics = X.shape, None
         budget, ledger = self._resolve_budget()
-        calibrated = self.build_plan(*X.shape).allocate(budget, accountant=ledger.accountant, tight=self.tight, sampler=self._sampler())
-        with Run(calibrated, ledger, random_state=self.random_state, data_shape=X.shape, algorithm="DPMeanCovariance") as run:
-            Xc = core.clip_rows_l2(X, self._validated_clip())
-            mean = run.release("mean", core.mean(Xc))
-            second = run.release("second_moment", core.second_moment(Xc))
+        calibrated = self.build_plan(*shape).allocate(budget, accountant=ledger.accountant, tight=self.tight, sampler=self._sampler())
+        with Run(calibrated, ledger, random_state=self.random_state, data_shape=shape, algorithm="DPMeanCovariance") as run:
+            if statistics is None:
+                Xc = core.clip_rows_l2(X, self._validated_clip())
+                statistics = (core.mean(Xc), core.second_moment(Xc))
+            mean = run.release("mean", statistics[0])
+            second = run.release("second_moment", statistics[1])
         self.mean_ = mean
         self.second_moment_ = second
         self.covariance_ = core.nearest_psd(second - np.outer(mean, mean))
-        self.n_features_in_ = X.shape[1]
+        self._record_features(X_raw, shape[1])
         self.plan_ = calibrated
         self.ledger_ = ledger
         self.privacy_report_ = run.report
         return self
+
+
+def chunk_moments(X: np.ndarray, y: Any = None, *, clip: float) -> dict[str, Any]:
+    """One row chunk's sum and X^T X of its rows clipped to L2 norm ``clip`` (``privsdr.rows``: chunks add up)."""
+    Xc = core.clip_rows_l2(X, clip)
+    return {"x_sum": Xc.sum(axis=0), "xtx": Xc.T @ Xc}

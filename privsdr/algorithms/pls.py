@@ -21,14 +21,17 @@ from numbers import Integral
 from typing import Any, Mapping
 
 import numpy as np
+from sklearn.base import RegressorMixin
 
 from .. import core
 from ..accounting import Budget, Ledger, as_budget, make_accountant
 from ..errors import ValidationError
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
+from .._validation import warn_column_vector
 from ._base import PrivateEstimator, check_matrix, check_positive
-from ._pls_modes import RELATION, fit_iterative, fit_paper, fit_ssp, iterative_plan, paper_plan, paper_releases, ssp_plan
+from ._pls_modes import RELATION, fit_iterative, fit_paper, fit_ssp, iterative_plan, paper_plan, paper_releases, release_ssp, ssp_plan
+from ._pls_queries import chunk_ssp
 
 MODES = ("certified", "certified_iterative", "paper")
 CENTERINGS = ("dp", "public")
@@ -37,7 +40,7 @@ DEFAULT_WEIGHTS = {"xtx": 1.0, "xty": 1.0, "count": 0.25, "x_sum": 0.25, "y_sum"
 
 
 @model_class
-class DPPLS(PrivateEstimator):
+class DPPLS(RegressorMixin, PrivateEstimator):
     """Private PLS1 regression of one response on m predictors.
 
     Parameters
@@ -234,11 +237,14 @@ class DPPLS(PrivateEstimator):
     # -- fitting ------------------------------------------------------------------------------------
     def _check_xy(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
         X = check_matrix(X, "X", min_rows=2)
+        if y is None:
+            raise ValidationError("y is required: DPPLS requires y to be passed, but the target y is None")
         try:
             yy = np.asarray(y, dtype=float)
         except (TypeError, ValueError):
             raise ValidationError("y must be numeric") from None
         if yy.ndim == 2 and yy.shape[1] == 1:
+            warn_column_vector(yy)
             yy = yy[:, 0]
         if yy.ndim != 1:
             raise ValidationError(f"PLS1 takes one response: y must have shape (n,) or (n, 1), got {yy.shape}")
@@ -251,6 +257,29 @@ class DPPLS(PrivateEstimator):
             # change -- "y constant" and its neighbour with one y moved would be told apart by the refusal
             raise ValidationError("y is constant: PLS needs a response that varies")
         return X, yy
+
+    def _chunked_statistics(self, X: Any, y: Any) -> dict[str, Any]:
+        """The S2 statistics summed over row chunks; the in-memory fit's checks on n and y, before anything is spent."""
+        from functools import partial
+
+        from ..rows import reduce_rows
+
+        if self.mode != "certified":
+            raise ValidationError("a chunked or Dask fit reduces sums over rows: mode='certified' (S2, sufficient statistics) only")
+        for name in ("bound_x", "bound_y"):
+            if getattr(self, name) is None:
+                raise ValidationError(f"{name} (a public bound) is required in {self.mode} mode; it is never read off the data")
+        yc = 0.0 if self.y_center is None else self.y_center
+        if isinstance(yc, bool) or not isinstance(yc, (int, float, np.floating, np.integer)) or not np.isfinite(yc):
+            raise ValidationError(f"y_center must be a finite number, got {self.y_center!r}")
+        fn = partial(chunk_ssp, x_center=self.x_center, y_center=float(yc), bound_x=check_positive(self.bound_x, "bound_x"),
+                     bound_y=check_positive(self.bound_y, "bound_y"))
+        total = reduce_rows(X, y, fn, with_y=True, desc="DPPLS: sums")
+        if total["n"] < 2:
+            raise ValidationError(f"X needs at least 2 rows, got {total['n']} sample{'' if total['n'] == 1 else 's'}")
+        if total["y_min"] == total["y_max"]:
+            raise ValidationError("y is constant: PLS needs a response that varies")
+        return total
 
     def _notes(self, budget: Budget, plan: CalibratedPlan, n: int) -> list[str]:
         if self.mode == "paper":
@@ -269,19 +298,33 @@ class DPPLS(PrivateEstimator):
             notes.append(f"delta = {budget.delta:g} >= 1/n = {1.0 / n:.3g}: a mechanism may then publish a whole record (spec §4.5-8)")
         return notes
 
-    def fit(self, X: Any, y: Any) -> "DPPLS":
-        X, y = self._check_xy(X, y)
-        n, m = X.shape
+    _requires_y = True
+
+    def fit(self, X: Any, y: Any = None) -> "DPPLS":
+        """Fit on X (n x m) and y; in certified (S2) mode also on ``privsdr.Chunks`` or a dask array (the
+        statistics are sums over rows, reduced chunk by chunk: ``privsdr.rows``, docs/scale.md)."""
+        from ..rows import is_chunked
+
+        X_raw = X
+        stats = None
+        if is_chunked(X):
+            stats = self._chunked_statistics(X, y)
+            n, m = int(stats["n"]), int(stats["p"])
+            X_raw = None
+        else:
+            X, y = self._check_xy(X, y)
+            n, m = X.shape
         c = self._checked(n, m)
         budget, ledger, calibrated = self._budget_and_ledger(n, m)
         notes = self._notes(budget, calibrated, n)
         if not budget.is_infinite and budget.delta >= 1.0 / n:
             warnings.warn(notes[-1], stacklevel=2)
         fits = {"certified": fit_ssp, "certified_iterative": fit_iterative, "paper": fit_paper}
-        with Run(calibrated, ledger, random_state=self.random_state, data_shape=X.shape, algorithm=f"DPPLS ({self.mode})",
+        with Run(calibrated, ledger, random_state=self.random_state, data_shape=(n, m), algorithm=f"DPPLS ({self.mode})",
                  allow_uncertified=self.allow_uncertified, notes=notes) as run:
-            out = fits[self.mode](run, X, y, c)
+            out = release_ssp(run, stats, c) if stats is not None else fits[self.mode](run, X, y, c)
         self._store(out, m)
+        self._record_features(X_raw, m)
         self.plan_ = calibrated
         self.ledger_ = ledger
         self.privacy_report_ = run.report
@@ -311,9 +354,9 @@ class DPPLS(PrivateEstimator):
     # -- prediction ---------------------------------------------------------------------------------
     def predict(self, X: Any, n_components: int | None = None) -> np.ndarray:
         """y_hat = (x - x_mean_)^T b + y_mean_, with b from the first ``n_components`` (default all)."""
-        X = check_matrix(X, "X")
-        if X.shape[1] != self.n_features_in_:
-            raise ValidationError(f"X has {X.shape[1]} columns; the model was fitted on {self.n_features_in_}")
+        self._check_fitted("coef_", "n_features_in_")
+        X_raw, X = X, check_matrix(X, "X")
+        self._check_features(X_raw, X.shape[1])
         if n_components is None:
             b = self.coef_
         else:

@@ -89,8 +89,46 @@ class MomentRelease:
 def release_moments(run: Run, plan: CalibratedPlan, X: np.ndarray, labels: np.ndarray, H: int,
                     center: np.ndarray, bound: np.ndarray) -> MomentRelease:
     """Accumulate the clipped statistics chunk by chunk and release them (each charged before its noise)."""
-    n = X.shape[0]
     sums, counts, xtx = core.clipped_sufficient_sums(X, labels, H, center, bound)
+    return release_sums(run, plan, sums, counts, xtx, X.shape[0])
+
+
+def chunk_sums(X: np.ndarray, y: np.ndarray, *, cuts: np.ndarray, bound: Any, center: Any) -> dict[str, Any]:
+    """One row chunk's slice sums, slice counts and X^T X of its clipped rows (``privsdr.rows``: chunks add up).
+
+    ``bound``: the public bound(s) as given; ``center``: None or the public centre as given (checked per chunk
+    against its number of columns)."""
+    from ._base import column_bounds
+
+    p = X.shape[1]
+    bounds = column_bounds(bound, p)
+    shift = public_center(center, p)
+    labels = core.slice_by_cut_points(y, cuts)
+    sums, counts, xtx = core.clipped_sufficient_sums(X, labels, len(cuts) + 1, shift, bounds)
+    return {"slice_sums": sums, "counts": counts, "xtx": xtx}
+
+
+def chunk_grid_counts(X: np.ndarray, y: np.ndarray, *, grid: np.ndarray) -> dict[str, Any]:
+    """One row chunk's #{y <= c} over the public grid (the first pass of DP quantile slicing)."""
+    from ._sir_common import grid_counts
+
+    return {"grid_counts": grid_counts(y, grid)}
+
+
+def public_center(center: Any, p: int) -> np.ndarray:
+    """The public vector rows are shifted by before clipping (zeros for None)."""
+    if center is None:
+        return np.zeros(p)
+    vec = np.asarray(center, dtype=float).ravel()
+    if vec.size not in (1, p):
+        from ..errors import ValidationError
+
+        raise ValidationError(f"center has {vec.size} values for {p} columns")
+    return np.broadcast_to(vec, (p,)).astype(float)
+
+
+def release_sums(run: Run, plan: CalibratedPlan, sums: np.ndarray, counts: np.ndarray, xtx: np.ndarray, n: int) -> MomentRelease:
+    """Release the accumulated statistics of all n rows, each divided by n (each charged before its noise)."""
     s = run.release("slice_sums", sums / n)
     w = run.release("slice_counts", counts / n)
     S = run.release("second_moment", xtx / n)
@@ -130,7 +168,7 @@ def with_diagnostics(report: Any, noise: float, random: float, K: int, p: int) -
     return attrs.evolve(report, diagnostics=diagnostics)
 
 
-def warn_if_noise_wins(noise: float, random: float) -> None:
+def warn_if_noise_wins(noise: float, random: float, stacklevel: int = 4) -> None:
     import warnings
 
     from ..errors import NoiseDominatesWarning
@@ -138,5 +176,5 @@ def warn_if_noise_wins(noise: float, random: float) -> None:
     if noise > NOISE_WARNING_SHARE * random:
         warnings.warn(
             f"the noise alone moves the estimate by {noise:.3g}, over half the distance of a random subspace ({random:.3g}): "
-            "at this budget and sample size the directions cannot be told reliably from noise", NoiseDominatesWarning, stacklevel=4,
+            "at this budget and sample size the directions cannot be told reliably from noise", NoiseDominatesWarning, stacklevel=stacklevel,
         )

@@ -16,6 +16,7 @@ import math
 from typing import Any
 
 import numpy as np
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
 from .. import core
 from ..accounting import Budget, Ledger
@@ -43,7 +44,7 @@ RELATION = "replace_one"
 
 
 @model_class
-class DPSparsePCA(PrivateEstimator):
+class DPSparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstimator):
     """Differentially private sparse PCA (top-K eigenvectors with at most ``sparsity`` nonzero rows).
 
     ``bound``: a public bound c_X on |x_ij|, or one bound c_j per column (then c_X^2 becomes
@@ -138,7 +139,7 @@ class DPSparsePCA(PrivateEstimator):
         return self.build_plan(n_samples, n_features, budget).allocate(budget, accountant=ledger.accountant, tight=self.tight, sampler=self._sampler())
 
     def fit(self, X: Any, y: Any = None) -> "DPSparsePCA":
-        X = check_matrix(X, "X", min_rows=4)
+        X_raw, X = X, check_matrix(X, "X", min_rows=4)
         n, p = X.shape
         bounds, K, s = self._checked(p)
         c = float(bounds.max())
@@ -174,7 +175,7 @@ class DPSparsePCA(PrivateEstimator):
         self.components_ = core.orthonormalize(B)
         self.support_ = np.sort(np.asarray(support))
         self.hyperparameters_ = hyper
-        self.n_features_in_ = p
+        self._record_features(X_raw, p)
         self.bounds_ = bounds
         self.plan_ = calibrated
         self.ledger_ = ledger
@@ -183,4 +184,10 @@ class DPSparsePCA(PrivateEstimator):
 
     def transform(self, X: Any) -> np.ndarray:
         """Project rows, clipped to the public bounds, on the components."""
+        self._check_fitted("bounds_", "components_")
         return project_rows(self, X, self.components_)
+
+    @property
+    def _n_features_out(self) -> int:
+        """Output columns of ``transform`` (``get_feature_names_out``: dpsparsepca0, ...)."""
+        return int(self.components_.shape[1])

@@ -10,9 +10,11 @@ takes either a public ``reference`` (free) or estimates the mean spectrum privat
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
+from sklearn.base import OneToOneFeatureMixin, TransformerMixin
 
 from .. import core
 from ..accounting import Budget, Ledger
@@ -30,8 +32,23 @@ def clipped_sum(X: np.ndarray, center: np.ndarray, bound: float) -> np.ndarray:
     return core.clip_rows_l2(np.asarray(X, dtype=float) - center, bound).sum(axis=0)
 
 
+def chunk_clipped_sum(X: np.ndarray, y: Any = None, *, center: Any, bound: float | None) -> dict[str, Any]:
+    """One chunk's sum of spectra clipped around the public centre (nothing for a public reference)."""
+    if bound is None:
+        return {}
+    m = X.shape[1]
+    shift = np.zeros(m) if center is None else np.asarray(center, dtype=float)
+    try:
+        shift = np.broadcast_to(shift, (m,))
+    except ValueError:
+        raise ValidationError(f"center must be a number or a spectrum of {m} values") from None
+    if not np.all(np.isfinite(shift)):
+        raise ValidationError("center must be finite")
+    return {"x_sum": clipped_sum(X, shift, bound)}
+
+
 @model_class
-class MSC(PrivateEstimator):
+class MSC(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator):
     """Multiplicative scatter correction with a public or a DP reference spectrum.
 
     ``MSC(reference=r).fit(X)`` spends nothing; ``MSC("dp_mean", bound=C, budget=...).fit(X)``
@@ -77,21 +94,36 @@ class MSC(PrivateEstimator):
         return self.build_plan(n_features).allocate(budget, accountant=ledger.accountant, tight=True, sampler=self._sampler())
 
     def fit(self, X: Any, y: Any = None) -> "MSC":
-        X = check_matrix(X, "X", min_rows=1)
-        m = X.shape[1]
+        """Fit on X (n spectra x m channels; y is ignored), or on ``privsdr.Chunks`` / a dask array (the count and
+        the clipped sum reduced chunk by chunk: ``privsdr.rows``, docs/scale.md)."""
+        from ..rows import is_chunked, reduce_rows
+
+        summed = None
+        if is_chunked(X):
+            if self._dp():
+                self.build_plan(1)  # the public parameters, checked before the data is read
+                fn = partial(chunk_clipped_sum, center=self.center, bound=float(self.bound))
+            else:
+                fn = partial(chunk_clipped_sum, center=None, bound=None)
+            summed = reduce_rows(X, None, fn, with_y=False, desc="MSC: sums")
+            X_raw, shape = None, (int(summed["n"]), int(summed["p"]))
+        else:
+            X_raw, X = X, check_matrix(X, "X", min_rows=1)
+            shape = X.shape
+        m = shape[1]
         if not self._dp():
             self.reference_ = self._public_reference(m)
-            self.n_features_in_ = m
+            self._record_features(X_raw, m)
             return self
         center = self._center(m)
         plan = self.build_plan(m)
         budget, ledger = self._resolve_budget()
         calibrated = plan.allocate(budget, accountant=ledger.accountant, tight=True, sampler=self._sampler())
-        with Run(calibrated, ledger, random_state=self.random_state, data_shape=X.shape, algorithm="MSC (DP mean reference)") as run:
-            count = max(float(run.release("count", np.array([float(X.shape[0])]))[0]), 1.0)
-            total = run.release("sum", clipped_sum(X, center, float(self.bound)))
+        with Run(calibrated, ledger, random_state=self.random_state, data_shape=shape, algorithm="MSC (DP mean reference)") as run:
+            count = max(float(run.release("count", np.array([float(shape[0])]))[0]), 1.0)
+            total = run.release("sum", summed["x_sum"] if summed is not None else clipped_sum(X, center, float(self.bound)))
         self.reference_ = center + total / count
-        self.n_features_in_ = m
+        self._record_features(X_raw, m)
         self.plan_, self.ledger_, self.privacy_report_ = calibrated, ledger, run.report
         return self
 
@@ -110,10 +142,7 @@ class MSC(PrivateEstimator):
         return center
 
     def transform(self, X: Any) -> np.ndarray:
-        X = check_matrix(X, "X")
-        if X.shape[1] != self.n_features_in_:
-            raise ValidationError(f"X has {X.shape[1]} channels; the reference has {self.n_features_in_}")
+        self._check_fitted("reference_")
+        X_raw, X = X, check_matrix(X, "X")
+        self._check_features(X_raw, X.shape[1])
         return core.msc(X, self.reference_)
-
-    def fit_transform(self, X: Any, y: Any = None) -> np.ndarray:
-        return self.fit(X).transform(X)

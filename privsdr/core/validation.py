@@ -10,6 +10,10 @@ import numpy as np
 from .arrays import FloatArray
 
 
+class ComplexValuesError(TypeError, ValueError):
+    """Complex input: a TypeError (not a real number) and, as scikit-learn expects, a ValueError."""
+
+
 def as_real_array(X: Any, name: str = "X") -> FloatArray:
     """``X`` as a float array if it holds real numbers only; TypeError for booleans, complex
     numbers, strings or other objects (they would be converted silently, or lose their imaginary part)."""
@@ -21,7 +25,7 @@ def as_real_array(X: Any, name: str = "X") -> FloatArray:
     if kind == "b":
         raise TypeError(f"{name} must be numeric, not boolean: give it as numbers (0/1) if that is what you mean")
     if kind == "c":
-        raise TypeError(f"{name} must be numeric with real values, not complex")
+        raise ComplexValuesError(f"Complex data not supported: {name} must be numeric with real values, not complex")
     if kind == "O":
         offending = [v for v in arr.ravel() if isinstance(v, (bool, np.bool_)) or not isinstance(v, Real)][:1]
         if offending:
@@ -40,11 +44,13 @@ def check_matrix(X: Any, name: str = "X", min_rows: int = 1, min_cols: int = 1) 
     """A finite 2-D float array with at least ``min_rows`` rows; ValueError/TypeError otherwise."""
     arr = as_real_array(X, name)
     if arr.ndim != 2:
-        raise ValueError(f"{name} must be 2-D (n_samples, n_features), got shape {arr.shape}")
+        hint = ": Reshape your data with X.reshape(-1, 1) for one feature or X.reshape(1, -1) for one sample" if arr.ndim == 1 else ""
+        raise ValueError(f"{name} must be 2-D (n_samples, n_features), got shape {arr.shape}{hint}")
     if arr.shape[0] < min_rows:
-        raise ValueError(f"{name} needs at least {min_rows} rows, got {arr.shape[0]}")
-    if arr.shape[1] < min_cols:
-        raise ValueError(f"{name} needs at least {min_cols} columns, got {arr.shape[1]}")
+        n = arr.shape[0]
+        raise ValueError(f"{name} needs at least {min_rows} rows, got {n} sample{'' if n == 1 else 's'}")
+    if arr.shape[1] < min_cols:  # scikit-learn's wording
+        raise ValueError(f"{name} has too few columns: {arr.shape[1]} feature(s) (shape={arr.shape}) while a minimum of {min_cols} is required.")
     if arr.size and not (np.isfinite(arr.min()) and np.isfinite(arr.max())):  # NaN propagates through min/max
         raise ValueError(f"{name} contains NaN or inf")
     return arr
@@ -52,6 +58,8 @@ def check_matrix(X: Any, name: str = "X", min_rows: int = 1, min_cols: int = 1) 
 
 def check_vector(y: Any, name: str = "y") -> FloatArray:
     """A 1-D float array of real numbers (a column vector is flattened); finiteness is checked by the caller."""
+    if y is None:  # scikit-learn's wording
+        raise ValueError(f"{name} is required: this estimator requires y to be passed, but the target y is None")
     arr = as_real_array(y, name)
     if arr.ndim > 2 or (arr.ndim == 2 and 1 not in arr.shape) or arr.ndim == 0:
         raise ValueError(f"{name} must be 1-D (n_samples,), got shape {arr.shape}")

@@ -6,11 +6,13 @@ from typing import Any, Sequence
 
 import attrs
 import numpy as np
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
+from .._sklearn import SklearnEstimator
 from .._validation import check_matrix, check_positive
 from ..accounting import Budget, Ledger, as_budget, make_accountant
 from ..errors import BudgetExceededError, ValidationError
-from ..persistence import PersistentModel, model_class
+from ..persistence import model_class
 from ..plan import Plan, Run
 from .client import (
     add_client_nodes,
@@ -29,10 +31,11 @@ RELATION = "replace_one"
 
 
 @model_class
-class FederatedSIR(PersistentModel):
+class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEstimator):
     """Federated, differentially private SIR (He, Zhang & Chen; spec fsir_000.md).
 
-    ``fit(clients)`` takes a sequence of ``(X_k, y_k)``, one per client. Each client spends ``budget``
+    ``fit(clients)`` takes a sequence of ``(X_k, y_k)``, one per client; ``fit(X, y)`` with ``n_clients=K``
+    splits pooled rows into K contiguous clients (a simulation, as scikit-learn's tools call ``fit``). Each client spends ``budget``
     on its own records (split ``cov_share`` : 1 - ``cov_share`` between covariance and slice means,
     minus ``screen_share`` for a screening round); the server merges. The guarantee per record is
     the max over clients (parallel composition). ``executor``: None, a ``concurrent.futures``
@@ -74,7 +77,8 @@ class FederatedSIR(PersistentModel):
                  screen_size: int = 5, screen_share: float = 0.2, ccmd_threshold: float | None = None, ccmd_rule: str = "threshold",
                  server_vote: str | None = None, basis: Any = None,
                  spectrum: Any = None, two_stage_share: float = 0.3, psd_floor: float | None = None, center: Any = "dp",
-                 center_share: float = 0.1, allow_uncertified: bool = False, executor: Any = None, random_state: Any = None) -> None:
+                 center_share: float = 0.1, allow_uncertified: bool = False, n_clients: int | None = None, executor: Any = None,
+                 random_state: Any = None) -> None:
         self.n_directions = n_directions
         self.bound = bound
         self.norm = norm
@@ -100,11 +104,11 @@ class FederatedSIR(PersistentModel):
         self.center = center
         self.center_share = center_share
         self.allow_uncertified = allow_uncertified
+        self.n_clients = n_clients
         self.executor = executor
         self.random_state = random_state
 
-    def get_params(self) -> dict[str, Any]:
-        return {k: v for k, v in vars(self).items() if not k.endswith("_") and not k.startswith("_")}
+    _requires_y = True
 
     @classmethod
     def restore_attribute(cls, name: str, value: Any) -> Any:
@@ -187,11 +191,34 @@ class FederatedSIR(PersistentModel):
                 or (isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) and rs >= 0)):
             raise ValidationError(f"random_state must be None, a non-negative int, a SeedSequence or a Generator, got {rs!r}")
 
-    def fit(self, clients: Sequence[tuple[Any, Any]]) -> "FederatedSIR":
+    def _pooled_clients(self, X: Any, y: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Pooled rows split into ``n_clients`` contiguous clients (the simulation scikit-learn's tools need)."""
+        k = self.n_clients
+        if k is None:
+            raise ValidationError("fit(X, y) with pooled rows needs n_clients=K; or call fit([(X_1, y_1), ..., (X_K, y_K)])")
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValidationError(f"n_clients must be an integer >= 1, got {k!r}")
+        X = check_matrix(X, "X", min_rows=2)
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y[:, 0]
+        if y.ndim != 1 or y.shape[0] != X.shape[0]:
+            raise ValidationError(f"y must be 1-D with one value per row of X ({X.shape[0]}), got shape {y.shape}")
+        parts = np.array_split(np.arange(X.shape[0]), int(k))
+        return [(X[idx], y[idx]) for idx in parts]
+
+    def fit(self, clients: Any, y: Any = None) -> "FederatedSIR":
+        """``fit([(X_1, y_1), ..., (X_K, y_K)])``, or ``fit(X, y)`` with ``n_clients=K`` (pooled rows, split)."""
         self._check_params()
         config = self.config()
         budget, ledger = self._budget_and_ledger(config)
-        if not clients:
+        X_raw = clients if y is not None else None
+        if y is not None:
+            clients = self._pooled_clients(clients, y)
+        elif self.n_clients is not None and not isinstance(clients, (list, tuple)):
+            raise ValidationError("fit(X, y): y is required (the response of every row): FederatedSIR requires y to be passed, "
+                                  "but the target y is None")
+        if clients is None or not len(clients):
             raise ValidationError("no clients")
         checked = []
         for k, pair in enumerate(clients):
@@ -264,22 +291,27 @@ class FederatedSIR(PersistentModel):
         self.center_ = result.center
         self.privacy_ = result.privacy
         self.privacy_report_ = run.report
-        self.n_features_in_ = p
+        self._record_features(X_raw, p)
         self.ledger_ = ledger
         return self
 
     def transform(self, X: Any) -> np.ndarray:
         """Project rows on ``directions_``: (truncate(X - public centre) - DP mean) @ directions_, the rows
         shifted and truncated as the clients do it (public bounds), then centred where the fit centred."""
-        if not hasattr(self, "directions_"):
-            raise ValidationError("FederatedSIR is not fitted: call fit() (or load a saved model) first")
-        X = check_matrix(X, "X")
+        self._check_fitted("directions_", "config_")
+        X_raw, X = X, check_matrix(X, "X")
         p = self.directions_.shape[0]
+        self._check_features(X_raw, X.shape[1])
         if X.shape[1] != p:
-            raise ValidationError(f"X has {X.shape[1]} columns; the model was fitted on {p}")
+            raise ValidationError(f"X has {X.shape[1]} features, but FederatedSIR is expecting {p} features as input")
         public = getattr(self, "public_center_", None)  # absent from model files written before centring
         public = np.zeros(p) if public is None else np.asarray(public, dtype=float)
         center = getattr(self, "center_", None)
         center = public if center is None else np.asarray(center, dtype=float)
         return self.config_.truncate(X - public) @ self.directions_ - (center - public) @ self.directions_
 
+
+    @property
+    def _n_features_out(self) -> int:
+        """Output columns of ``transform`` (``get_feature_names_out``: federatedsir0, ...)."""
+        return int(self.directions_.shape[1])

@@ -2,7 +2,8 @@
 
 ``fit(parties)`` takes ``privsdr.vertical.Party`` objects (each a column block of the same N rows,
 exactly one with y); ``fit([X_1, ..., X_k], y)`` is a shortcut in which the first block's party holds
-y. The fit runs the DP-BCD protocol among the parties (``privsdr.vertical.run_protocol``): in
+y; ``fit(X, y)`` with ``n_parties=K`` splits a pooled X into K contiguous column blocks (a simulation,
+as scikit-learn's tools call ``fit``). The fit runs the DP-BCD protocol among the parties (``privsdr.vertical.run_protocol``): in
 process or on ``executor`` (any ``concurrent.futures`` executor or a Dask ``distributed.Client``),
 with the same result on all of them.
 """
@@ -12,17 +13,19 @@ import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+from sklearn.base import RegressorMixin
 
 from ..accounting import Budget, Ledger, as_budget
-from ..algorithms._base import PrivateEstimator
+from ..algorithms._base import PrivateEstimator, check_matrix
+from ..core import split_columns
 from ..errors import ValidationError
 from ..plan import CalibratedPlan
 from .dpbcd import DPBCDConfig, DPBCDProtocol
 from .engine import run_protocol
-from .layout import Layout, Party, PartyInfo
+from .layout import Layout, Party, PartyInfo, is_block_list, pooled_label
 
 
-class DPBCDRegression(PrivateEstimator):
+class DPBCDRegression(RegressorMixin, PrivateEstimator):
     """Least squares on column blocks held by different parties, by (DP) block coordinate descent.
 
     Parameters
@@ -39,6 +42,7 @@ class DPBCDRegression(PrivateEstimator):
         party's block (a number or a mapping party -> number), C_y on |y|, B_i on each increment.
     ridge, remainder_clip, split, calibration: certified mode (see ``DPBCDConfig``).
     gamma, abort_check, gamma_min_variant, accounting, noise, xi_floor: paper mode (spec §6, §9).
+    n_parties: with a pooled ``X``, the number of contiguous column blocks (the first holds y).
     executor, random_state, allow_uncertified, message_reports: execution.
 
     After ``fit``: ``coef_`` (all columns, in the order of the parties given), ``coef_blocks_``,
@@ -52,7 +56,7 @@ class DPBCDRegression(PrivateEstimator):
                  remainder_clip: float = 4.0, split: Sequence[float] = (0.5, 0.5, 1.0), calibration: str = "analytic",
                  gamma: float = 1.2, abort_check: str = "both", gamma_min_variant: str = "keep_label",
                  accounting: str = "conservative", noise: str = "radial", xi_floor: float | None = None,
-                 executor: Any = None, random_state: Any = None, allow_uncertified: bool = False,
+                 n_parties: int | None = None, executor: Any = None, random_state: Any = None, allow_uncertified: bool = False,
                  message_reports: bool = True) -> None:
         self.mode = mode
         self.n_rounds = n_rounds
@@ -72,6 +76,7 @@ class DPBCDRegression(PrivateEstimator):
         self.accounting = accounting
         self.noise = noise
         self.xi_floor = xi_floor
+        self.n_parties = n_parties
         self.executor = executor
         self.random_state = random_state
         self.allow_uncertified = allow_uncertified
@@ -96,17 +101,35 @@ class DPBCDRegression(PrivateEstimator):
     def _accountant(self) -> str:
         return self.accountant or ("basic" if self.mode == "paper" else "best")
 
-    @staticmethod
-    def _parties(X: Any, y: Any) -> list[Party]:
+    _requires_y = True
+
+    def _parties(self, X: Any, y: Any) -> list[Party]:
         if isinstance(X, (list, tuple)) and X and all(isinstance(p, Party) for p in X):
             if y is not None:
                 raise ValidationError("with Party objects, y belongs to its party: do not pass y to fit")
             return list(X)
-        if not isinstance(X, (list, tuple)) or not X:
+        if not is_block_list(X):
+            X = self._pooled_blocks(X)
+        y = pooled_label(y)
+        if not X:
             raise ValidationError("fit takes a list of Party objects, or a list of column blocks and y")
         if y is None:
-            raise ValidationError("fit([X_1, ..., X_k], y): y is required (the first block's party holds it)")
+            raise ValidationError("fit([X_1, ..., X_k], y): y is required (the first block's party holds it): DPBCDRegression "
+                                  "requires y to be passed, but the target y is None")
         return [Party(f"party{i}", block, y if i == 0 else None) for i, block in enumerate(X)]
+
+    def _pooled_blocks(self, X: Any) -> list[np.ndarray]:
+        """A pooled X split into ``n_parties`` contiguous column blocks (the simulation scikit-learn's tools need)."""
+        k = self.n_parties
+        if k is None:
+            raise ValidationError("fit takes a list of Party objects, a list of column blocks and y, or a pooled X and y with n_parties=K")
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:
+            raise ValidationError(f"n_parties must be an integer >= 2, got {k!r}")
+        arr = check_matrix(X, "X", min_rows=2)
+        if arr.shape[1] < k:
+            raise ValidationError(f"X has {arr.shape[1]} feature(s) (n_features = {arr.shape[1]}), fewer than n_parties = {k}: "
+                                  "every party needs a column")
+        return split_columns(arr, int(k))
 
     def plan(self, n_rows: int, widths: "Sequence[int] | Mapping[str, int]", label_party: "int | str" = 0) -> CalibratedPlan:
         """The global calibrated plan for N rows and these block widths (a list, parties named party0, party1,
@@ -122,6 +145,7 @@ class DPBCDRegression(PrivateEstimator):
                                                             **protocol.allocation())
 
     def fit(self, X: Any, y: Any = None) -> "DPBCDRegression":
+        X_raw = X
         parties = self._parties(X, y)
         config = self.config()
         budget = self._budget()
@@ -133,7 +157,7 @@ class DPBCDRegression(PrivateEstimator):
         self.layout_ = outcome.layout
         self.coef_blocks_ = dict(result.coef_blocks)
         self.coef_ = result.coef
-        self.n_features_in_ = int(self.coef_.shape[0])
+        self._record_features(X_raw, int(self.coef_.shape[0]))
         self.messages_ = outcome.messages
         self.privacy_ = outcome.privacy
         self.privacy_reports_ = dict(outcome.reports)
@@ -142,11 +166,12 @@ class DPBCDRegression(PrivateEstimator):
 
     def predict(self, X: Any) -> np.ndarray:
         """X @ coef_ for the pooled columns (N x m) or a list of the parties' blocks (no intercept, A21)."""
-        if isinstance(X, (list, tuple)):
-            X = np.hstack([np.asarray(getattr(b, "X", b), dtype=float) for b in X])
-        X = np.asarray(X, dtype=float)
-        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
-            raise ValidationError(f"X must have {self.n_features_in_} columns, got shape {X.shape}")
+        self._check_fitted("coef_")
+        X_raw = X
+        if is_block_list(X):
+            X_raw = X = np.hstack([np.asarray(getattr(b, "X", b), dtype=float) for b in X])
+        X = check_matrix(X, "X")
+        self._check_features(X_raw, X.shape[1])
         return X @ self.coef_
 
     @staticmethod
@@ -155,3 +180,4 @@ class DPBCDRegression(PrivateEstimator):
         if not (math.isfinite(per_party_epsilon) and per_party_epsilon > 0):
             raise ValidationError("per_party_epsilon must be positive and finite")
         return Budget(per_party_epsilon * n_parties, 0.0)
+

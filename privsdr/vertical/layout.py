@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from .._validation import check_matrix
+from .._validation import check_matrix, warn_column_vector
 from ..errors import ValidationError
 
 
@@ -85,6 +85,23 @@ class Layout:
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def is_block_list(X: Any) -> bool:
+    """A list of parties' column blocks (Party objects or 2-D arrays), as opposed to a pooled X given as
+    rows (a list of lists, as scikit-learn's tools sometimes pass it)."""
+    return isinstance(X, (list, tuple)) and len(X) > 0 and all(isinstance(b, Party) or np.asarray(b).ndim == 2 for b in X)
+
+
+def pooled_label(y: Any) -> Any:
+    """y for a pooled fit: a column vector (n, 1) flattened with scikit-learn's DataConversionWarning."""
+    if y is None:
+        return y
+    arr = np.asarray(y)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        warn_column_vector(arr)
+        return arr[:, 0]
+    return y
 
 
 def check_party(party: Party, min_rows: int = 2) -> Party:

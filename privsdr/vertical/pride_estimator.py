@@ -12,19 +12,20 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+from sklearn.base import RegressorMixin
 
 from ..accounting import Budget, Ledger, as_budget, make_accountant
-from ..algorithms._base import PrivateEstimator
+from ..algorithms._base import PrivateEstimator, check_matrix
 from ..core import split_columns
 from ..errors import ValidationError
 from ..plan import CalibratedPlan
 from . import pride_steps as steps
 from .engine import run_protocol
-from .layout import Layout, Party, PartyInfo
+from .layout import Layout, Party, PartyInfo, is_block_list, pooled_label
 from .pride import PRIDEConfig, PRIDEProtocol
 
 
-class PRIDERegressor(PrivateEstimator):
+class PRIDERegressor(RegressorMixin, PrivateEstimator):
     """Ridge on column blocks held by different parties, each adjusting for the others through one
     perturbed SRHT sketch per party (PRIDE).
 
@@ -89,6 +90,8 @@ class PRIDERegressor(PrivateEstimator):
         self.allow_uncertified = allow_uncertified
         self.message_reports = message_reports
 
+    _requires_y = True
+
     def _sketch_seed(self) -> int:
         if self.sketch_seed is not None:
             return self.sketch_seed
@@ -117,19 +120,20 @@ class PRIDERegressor(PrivateEstimator):
                 raise ValidationError("with Party objects, y belongs to the parties: do not pass y to fit")
             return list(X)
         if y is None:
-            raise ValidationError("fit(blocks, y) or fit(X, y): y is required (every party holds it)")
-        if isinstance(X, (list, tuple)):
-            if not X:
-                raise ValidationError("fit takes a non-empty list of column blocks")
+            raise ValidationError("fit(blocks, y) or fit(X, y): y is required (every party holds it): PRIDERegressor requires y "
+                                  "to be passed, but the target y is None")
+        y = pooled_label(y)
+        if is_block_list(X):
             blocks = list(X)
         else:
             if self.n_parties is None:
                 raise ValidationError("a pooled X needs n_parties=K (or give a list of column blocks)")
             if isinstance(self.n_parties, bool) or not isinstance(self.n_parties, int) or self.n_parties < 2:
                 raise ValidationError(f"n_parties must be an integer >= 2, got {self.n_parties!r}")
-            arr = np.asarray(X, dtype=float)
-            if arr.ndim != 2 or arr.shape[1] < self.n_parties:
-                raise ValidationError(f"X must be 2-D with at least n_parties = {self.n_parties} columns, got shape {arr.shape}")
+            arr = check_matrix(X, "X", min_rows=2)
+            if arr.shape[1] < self.n_parties:
+                raise ValidationError(f"X has {arr.shape[1]} feature(s) (n_features = {arr.shape[1]}), fewer than n_parties = "
+                                      f"{self.n_parties}: every party needs a column")
             blocks = split_columns(arr, self.n_parties)
         return [Party(f"party{i}", block, y) for i, block in enumerate(blocks)]
 
@@ -146,6 +150,7 @@ class PRIDERegressor(PrivateEstimator):
         return protocol.build_plan(layout, budget).allocate(budget, accountant=acct, **protocol.allocation())
 
     def fit(self, X: Any, y: Any = None) -> "PRIDERegressor":
+        X_raw = X
         parties = self._parties(X, y)
         config = self.config()
         protocol = PRIDEProtocol(config)
@@ -169,7 +174,7 @@ class PRIDERegressor(PrivateEstimator):
         self.transforms_ = {p.name: self._transform_of(protocol, p) for p in parties}
         if len(self.coef_blocks_) == len(parties):
             self.coef_ = result.coef
-            self.n_features_in_ = int(self.coef_.shape[0])
+            self._record_features(X_raw, int(self.coef_.shape[0]))
             label = next(p for p in parties if p.holds_label)
             self.intercept_ = float(np.mean(np.asarray(label.y, dtype=float))) if (config.center or config.standardizes) else 0.0
         return self
@@ -199,15 +204,15 @@ class PRIDERegressor(PrivateEstimator):
     def predict(self, X: Any) -> np.ndarray:
         """Global prediction sum_k x_k^T b_k + intercept (an evaluation device, spec A8: it combines every
         party's raw columns and coefficients). X: the pooled columns or a list of the parties' blocks."""
+        self._check_fitted("layout_")
         if not hasattr(self, "coef_"):
             raise ValidationError("predict needs every party's coefficients (every party must hold y)")
         names = self.layout_.names
-        if isinstance(X, (list, tuple)):
+        if is_block_list(X):
             blocks = [np.asarray(getattr(b, "X", b), dtype=float) for b in X]
         else:
-            arr = np.asarray(X, dtype=float)
-            if arr.ndim != 2 or arr.shape[1] != self.n_features_in_:
-                raise ValidationError(f"X must have {self.n_features_in_} columns, got shape {arr.shape}")
+            arr = check_matrix(X, "X")
+            self._check_features(X, arr.shape[1])
             widths = np.cumsum([self.layout_.party(n).n_columns for n in names])[:-1]
             blocks = np.split(arr, widths, axis=1)
         if len(blocks) != len(names):
