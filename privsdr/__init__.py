@@ -8,8 +8,6 @@ from ._version import __version__
 from .accounting import Budget, Cost, Ledger, Relation, Scope, Status
 from .accounting.accountants import ACCOUNTANT_NAMES
 from .algorithms import DPPLS, DPSIR, DPMeanCovariance, DPSparsePCA, SparseDPSIR
-from .federated import FederatedSIR
-from .vertical import DPBCDRegression, PRIDERegressor
 from .errors import (
     BudgetExceededError,
     DetachedLedgerError,
@@ -21,11 +19,13 @@ from .errors import (
     UncertifiedPlanError,
     ValidationError,
 )
+from .federated import FederatedSIR
 from .mechanisms import Sensitivity, available_mechanisms, get_mechanism, register_mechanism
 from .persistence import load_model
 from .plan import Plan, Release, Run, execute
 from .report import PrivacyReport
 from .rows import Chunks
+from .vertical import DPBCDRegression, PRIDERegressor
 
 __all__ = [
     "ACCOUNTANT_NAMES",

@@ -41,17 +41,18 @@ FORMAT = "privsdr.model"
 FORMAT_VERSION = 1
 ARRAY_DTYPES = ("float64", "int64", "bool")
 TRANSIENT_PARAMS = ("ledger", "executor", "random_state")  #: never written: accounts, machinery, secrets
-_REGISTRY: dict[str, type] = {}
+_REGISTRY: dict[str, Any] = {}  #: estimator classes by name (their model_* attributes are a protocol, not a base class)
 T = TypeVar("T")
+C = TypeVar("C", bound=type)
 
 
-def model_class(cls: T) -> T:
+def model_class(cls: C) -> C:
     """Register an estimator class so that ``load_model`` can rebuild it by name."""
-    _REGISTRY[cls.__name__] = cls  # type: ignore[attr-defined]
+    _REGISTRY[cls.__name__] = cls
     return cls
 
 
-def model_classes() -> dict[str, type]:
+def model_classes() -> dict[str, Any]:
     return dict(_REGISTRY)
 
 
@@ -145,7 +146,7 @@ def dumps(estimator: Any, metadata: dict[str, Any] | None = None) -> tuple[str, 
     return json.dumps(document, indent=1, sort_keys=False, allow_nan=False) + "\n", digest
 
 
-def save_model(estimator: Any, path: "str | os.PathLike[str]", metadata: dict[str, Any] | None = None) -> str:
+def save_model(estimator: Any, path: str | os.PathLike[str], metadata: dict[str, Any] | None = None) -> str:
     """Write ``estimator`` to ``path`` atomically; return the digest (also in its privacy report)."""
     text, digest = dumps(estimator, metadata)
     atomic_write_bytes(path, text)
@@ -199,7 +200,7 @@ def loads(text: str, expected: type | None = None, source: str = "the model file
     return estimator
 
 
-def load_model(path: "str | os.PathLike[str]", expected: type | None = None) -> Any:
+def load_model(path: str | os.PathLike[str], expected: type | None = None) -> Any:
     """The estimator saved in ``path`` (any registered class, or ``expected`` and its subclasses)."""
     path = Path(path)
     try:
@@ -217,14 +218,14 @@ class PersistentModel:
     model_attributes: tuple[str, ...] = ()
     model_required: tuple[str, ...] = ()
 
-    def save(self, path: "str | os.PathLike[str]", metadata: dict[str, Any] | None = None) -> str:
+    def save(self, path: str | os.PathLike[str], metadata: dict[str, Any] | None = None) -> str:
         """Write the fitted model to ``path`` (JSON, pickle-free); return its digest, which the
         privacy report (``privacy_report_.model``) now records too."""
         return save_model(self, path, metadata)
 
     @classmethod
-    def load(cls: "type[T]", path: "str | os.PathLike[str]") -> T:
-        return load_model(path, expected=cls)  # type: ignore[return-value]
+    def load(cls: type[T], path: str | os.PathLike[str]) -> T:
+        return load_model(path, expected=cls)
 
     @classmethod
     def restore_attribute(cls, name: str, value: Any) -> Any:

@@ -26,7 +26,8 @@ estimators release a noisy count, as in memory.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -165,10 +166,11 @@ def reduce_rows(X: Any, y: Any, fn: Callable[[np.ndarray, np.ndarray | None], Pa
         raise InputTypeError(f"expected Chunks or a dask array, got {type(X).__name__}")
     if total is None or total["n"] == 0:
         raise ValidationError("the chunks hold no rows")
-    if expected.get("n_rows") is not None and int(expected["n_rows"]) != total["n"]:
-        raise ValidationError(f"Chunks declared n_rows={expected['n_rows']}, but the chunks hold {total['n']} rows")
-    if expected.get("n_features") is not None and int(expected["n_features"]) != total["p"]:
-        raise ValidationError(f"Chunks declared n_features={expected['n_features']}, but the chunks have {total['p']} columns")
+    declared_rows, declared_features = expected.get("n_rows"), expected.get("n_features")
+    if declared_rows is not None and int(declared_rows) != total["n"]:
+        raise ValidationError(f"Chunks declared n_rows={declared_rows}, but the chunks hold {total['n']} rows")
+    if declared_features is not None and int(declared_features) != total["p"]:
+        raise ValidationError(f"Chunks declared n_features={declared_features}, but the chunks have {total['p']} columns")
     return total
 
 

@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 import pytest
 
-from privsdr import DPMeanCovariance, DPPLS, DPSIR, Budget, Chunks, Ledger, ValidationError
+from privsdr import DPPLS, DPSIR, Budget, Chunks, DPMeanCovariance, Ledger, ValidationError
 from privsdr.algorithms import MSC
 
 N, P = 3000, 5
@@ -91,7 +91,7 @@ def test_dask_arrays_on_a_local_cluster_give_the_in_memory_fit(data, cluster_cli
     da = pytest.importorskip("dask.array")
     X, y = data
     Xd, yd = da.from_array(X, chunks=(640, 3)), da.from_array(y, chunks=900)
-    for name, make, with_y, attr in _estimators(budget):
+    for _name, make, with_y, attr in _estimators(budget):
         memory = _fit(make, X, y, with_y)
         on_dask = _fit(make, Xd, yd, with_y) if with_y else _fit(make, Xd, None, False)
         _assert_same_fit(memory, on_dask, attr, 1e-10)

@@ -22,13 +22,13 @@ from sklearn.preprocessing import FunctionTransformer
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from privsdr import (
-    DPBCDRegression,
-    DPMeanCovariance,
     DPPLS,
     DPSIR,
     Budget,
     BudgetExceededError,
     DetachedLedgerError,
+    DPBCDRegression,
+    DPMeanCovariance,
     DPSparsePCA,
     FederatedSIR,
     Ledger,

@@ -30,7 +30,14 @@ from typing import Any
 
 import attrs
 
-from ..errors import BudgetExceededError, DetachedLedgerError, PrivsdrError, RelationMismatchError, UncertifiedPlanError, ValidationError
+from ..errors import (
+    BudgetExceededError,
+    DetachedLedgerError,
+    PrivsdrError,
+    RelationMismatchError,
+    UncertifiedPlanError,
+    ValidationError,
+)
 from . import filters
 from .accountants import Accountant, BasicAccountant, accountant_from_dict, make_accountant
 from .budget import Budget, Cost, as_budget
@@ -160,10 +167,10 @@ class Ledger:
     #   between processes (the key is never pickled: a keyed journal is reopened with the key from
     #   the environment). An in-memory ledger, or a journal that cannot be reopened there, arrives
     #   as a detached copy: it reports what was spent, and refuses to reserve anything.
-    def __copy__(self) -> "Ledger":
+    def __copy__(self) -> Ledger:
         return self
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> "Ledger":
+    def __deepcopy__(self, memo: dict[int, Any]) -> Ledger:
         return self
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:

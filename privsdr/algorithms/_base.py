@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 
 from .. import core
-from ..accounting import Budget, Ledger, as_budget, make_accountant
+from .._sklearn import SklearnEstimator
 from .._validation import check_matrix, check_positive, check_vector  # noqa: F401 (re-exported for the estimators)
+from ..accounting import Budget, Ledger, as_budget, make_accountant
 from ..errors import BudgetExceededError, InputTypeError, ValidationError
 from ..mechanisms.secure import SAMPLERS
-from .._sklearn import SklearnEstimator
 
 
 class PrivateEstimator(SklearnEstimator):
@@ -35,9 +35,9 @@ class PrivateEstimator(SklearnEstimator):
         budget, ledger = getattr(self, "budget", None), getattr(self, "ledger", None)
         if ledger is not None and not isinstance(ledger, Ledger):
             raise ValidationError(f"ledger must be a privsdr.Ledger, got {type(ledger).__name__}")
-        if budget is None and ledger is None:
-            raise ValidationError("give budget=Budget(epsilon, delta) or ledger=Ledger(...)")
         if budget is None:
+            if ledger is None:
+                raise ValidationError("give budget=Budget(epsilon, delta) or ledger=Ledger(...)")
             eps, delta = ledger.remaining
             if eps <= 0 or (ledger.budget.delta > 0 and delta <= 0):
                 raise BudgetExceededError(type(self).__name__, (0.0, 0.0), (eps, delta), [], ledger.accountant.name, ledger.spent)
@@ -72,7 +72,7 @@ def public_split(random_state: Any, n: int, n_init: int, n_batches: int) -> tupl
     return np.sort(order[:n_init]), [np.sort(rest[b]) for b in core.batches(n - n_init, n_batches, rng)]
 
 
-def check_bound(bound: Any, name: str = "bound") -> "float | np.ndarray":
+def check_bound(bound: Any, name: str = "bound") -> float | np.ndarray:
     """A public bound: one positive number, or one positive number per column (a 1-D array)."""
     if bound is None:
         raise ValidationError(f"{name} (a public bound c_X on |x_ij|) is required; it is never read off the data")
@@ -95,14 +95,14 @@ def check_bound(bound: Any, name: str = "bound") -> "float | np.ndarray":
 def column_bounds(bound: Any, p: int, name: str = "bound") -> np.ndarray:
     """The per-column bounds c_1..c_p (a scalar bound repeated), checked against p."""
     checked = check_bound(bound, name)
-    if np.ndim(checked) == 0:
-        return np.full(p, float(checked))
+    if isinstance(checked, float):
+        return np.full(p, checked)
     if checked.size != p:
         raise ValidationError(f"{name} has {checked.size} per-column values for {p} columns")
     return checked
 
 
-def uniform_bound(bounds: "float | np.ndarray") -> float | None:
+def uniform_bound(bounds: float | np.ndarray) -> float | None:
     """c if every column has the same bound c (the scalar case, computed exactly as before), else None."""
     arr = np.asarray(bounds, dtype=float)
     return float(arr.flat[0]) if arr.size and np.all(arr == arr.flat[0]) else None
@@ -123,10 +123,10 @@ def bound_l2(bounds: np.ndarray) -> float:
     return c * math.sqrt(len(bounds)) if c is not None else float(np.sqrt(np.sum(np.asarray(bounds, dtype=float) ** 2)))
 
 
-def public_bound(bound: Any) -> "float | list[float]":
+def public_bound(bound: Any) -> float | list[float]:
     """The bound as the report records it: a number or a list of numbers."""
     checked = check_bound(bound)
-    return float(checked) if np.ndim(checked) == 0 else [float(v) for v in checked]
+    return checked if isinstance(checked, float) else [float(v) for v in checked]
 
 
 def project_rows(estimator: Any, X: Any, directions: np.ndarray, shift: np.ndarray | None = None) -> np.ndarray:
@@ -146,7 +146,7 @@ def project_rows(estimator: Any, X: Any, directions: np.ndarray, shift: np.ndarr
 class ClippedRows:
     """Rows of X clipped to [-c_j, c_j] on demand, part by part (no clipped copy of all of X)."""
 
-    def __init__(self, X: np.ndarray, bound: "float | np.ndarray", labels: np.ndarray | None = None) -> None:
+    def __init__(self, X: np.ndarray, bound: float | np.ndarray, labels: np.ndarray | None = None) -> None:
         self.X, self.bound, self.labels = X, bound, labels
         self.p = X.shape[1]
 

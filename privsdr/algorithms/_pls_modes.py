@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import core
 from ..accounting import Budget
+from ..core.arrays import FloatArray
 from ..mechanisms import Sensitivity, gaussian_noise_multiplier
 from ..plan import Plan, Run
 from ._pls_queries import clip_x, clip_y, iterative_deflate, iterative_statistics, ssp_statistics, weight_statistic
@@ -198,6 +199,8 @@ def fit_paper(run: Run, X: np.ndarray, y: np.ndarray, c: dict[str, Any]) -> dict
     """Algorithm E line by line (spec §3.2): non-private w, t, p, c drive the deflation."""
     x_mean = run.release("x_mean", X.mean(axis=0))
     y_mean = float(run.release("y_mean", np.array([y.mean()]))[0])
+    E: FloatArray
+    f: FloatArray
     E, f = X - x_mean, y - y_mean
     A, (n, m) = c["A"], X.shape
     kinds = paper_releases(c["release_scores"])

@@ -23,7 +23,8 @@ and O(block x m) extra memory besides the m x m result.
 """
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -71,7 +72,7 @@ def chunk_ssp(X: np.ndarray, y: np.ndarray, *, x_center: Any, y_center: float, b
         from ..errors import ValidationError
 
         raise ValidationError(f"x_center must be a number or a vector of {m} values")
-    stats = ssp_statistics(X, y, np.broadcast_to(center, (m,)), y_center, bound_x, bound_y)
+    stats: dict[str, Any] = dict(ssp_statistics(X, y, np.broadcast_to(center, (m,)), y_center, bound_x, bound_y))
     stats["y_min"] = float(y.min()) if y.size else np.inf
     stats["y_max"] = float(y.max()) if y.size else -np.inf
     return stats

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -43,7 +44,7 @@ def check_int(value: Any, name: str, low: int) -> int:
     return int(value)
 
 
-def check_slicing(slicing: str, mode: str, cut_points: Any, n_slices: int, y_grid: Any) -> tuple[str, np.ndarray | None, np.ndarray | None]:
+def check_slicing(slicing: str | None, mode: str, cut_points: Any, n_slices: int, y_grid: Any) -> tuple[str, np.ndarray | None, np.ndarray | None]:
     """Resolve the slicing policy. ``data_quantile`` (equal-count slices from the data) is what the
     paper presumably did; it is not private and only allowed in paper mode."""
     if mode not in MODES:
@@ -116,7 +117,7 @@ def scores_from_counts(counts: np.ndarray, n: int, level: float) -> np.ndarray:
     return -np.abs(counts - level * n)
 
 
-def sir_step_sensitivity(p: int, K: int, bound: "float | np.ndarray", L: float, eta: float, lambda_pen: float, m: int,
+def sir_step_sensitivity(p: int, K: int, bound: float | np.ndarray, L: float, eta: float, lambda_pen: float, m: int,
                          norm: str) -> float:
     """Sensitivity of U_t (DP-SIR spec §5.2, replace-one): Frobenius for Algorithm 2, entry-wise for 3.
 
@@ -145,7 +146,7 @@ def sir_step_sensitivity(p: int, K: int, bound: "float | np.ndarray", L: float, 
 TIE_TOLERANCE = 1e-8  #: relative eigengap below which the K-th direction is reported as not identified
 
 
-def relative_eigengap(eigenvalues: Sequence[float], K: int) -> float:
+def relative_eigengap(eigenvalues: Sequence[float] | np.ndarray, K: int) -> float:
     """(lambda_K - lambda_{K+1}) / max(|lambda_K|, tiny): how well the top-K eigenspace is determined."""
     lam = np.asarray(eigenvalues, dtype=float)
     if lam.size <= K:
@@ -153,7 +154,7 @@ def relative_eigengap(eigenvalues: Sequence[float], K: int) -> float:
     return float((lam[K - 1] - lam[K]) / max(abs(lam[K - 1]), np.finfo(float).tiny))
 
 
-def warn_if_not_identified(eigenvalues: Sequence[float], K: int, what: str, stacklevel: int = 4) -> float:
+def warn_if_not_identified(eigenvalues: Sequence[float] | np.ndarray, K: int, what: str, stacklevel: int = 4) -> float:
     """Warn (``NotIdentifiedWarning``) when lambda_K and lambda_{K+1} tie: the span of the top K
     eigenvectors is then not a function of the data (any basis of the tied eigenspace is a solution),
     and which one the eigensolver returns depends on the BLAS kernel. Returns the relative gap."""
@@ -198,7 +199,7 @@ def default_hyperparameters(
     return {"lambda_hat": lam, "eta": float(chosen_eta), "lambda_pen": float(lambda_pen), "radius": float(C), "tau": float(tau)}
 
 
-def stationary_start(B0: np.ndarray, eigenvalues: Sequence[float], lam_hat: float, lambda_pen: float | None) -> tuple[np.ndarray, float]:
+def stationary_start(B0: np.ndarray, eigenvalues: Sequence[float] | np.ndarray, lam_hat: float, lambda_pen: float | None) -> tuple[np.ndarray, float]:
     """Scale B0's columns to the stationary norm of the penalised objective, B = V (I + Lambda/lambda_pen)^{1/2}
     (spec §9 oracle 2), using the DP eigenvalues. Started at B0 itself, the norm's adjustment drags the
     direction through the low-variance directions of Sigma for many more steps than T = ceil(ln n)."""
@@ -207,7 +208,7 @@ def stationary_start(B0: np.ndarray, eigenvalues: Sequence[float], lam_hat: floa
     return B0 * np.sqrt(1.0 + lam / lambda_pen), lambda_pen
 
 
-def bic_dimension(eigenvalues: Sequence[float], n: int, p: int, epsilon: float, delta: float, max_k: int) -> tuple[int, float]:
+def bic_dimension(eigenvalues: Sequence[float] | np.ndarray, n: int, p: int, epsilon: float, delta: float, max_k: int) -> tuple[int, float]:
     """K = argmax_k  n sum_{i<=k} l_i^2 / sum_{i<=H} l_i^2 - C_n k(k+1)/2 (DP-SIR §4.6), on DP eigenvalues.
 
     C_n = (p + p^3 ln(1/delta)/(n eps^2)) ln n, capped at n / ln n (warns when the cap binds).

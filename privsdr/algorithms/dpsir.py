@@ -32,20 +32,19 @@ from .. import core
 from ..accounting import Budget, Ledger
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity
-from ..plan import CalibratedPlan, Plan, Run
 from ..persistence import model_class
+from ..plan import CalibratedPlan, Plan, Run
 from . import sir_moments
 from ._base import (
     ClippedRows,
     PrivateEstimator,
     bound_l2,
     check_bound,
-    check_matrix,
     check_positive,
     check_random_state,
     column_bounds,
-    public_bound,
     project_rows,
+    public_bound,
     public_split,
     square_mass,
 )
@@ -79,14 +78,14 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
     sparse = False
     name = "dpsir"
     _requires_y = True
-    model_attributes = ("directions_", "init_directions_", "eigenvalues_", "n_directions_", "hyperparameters_", "cut_points_",
+    model_attributes: tuple[str, ...] = ("directions_", "init_directions_", "eigenvalues_", "n_directions_", "hyperparameters_", "cut_points_",
                         "n_features_in_", "bounds_", "bic_penalty_", "center_", "public_center_", "eigengap_",
                         "noise_error_", "random_error_")
     model_required = ("directions_", "bounds_")
 
     def __init__(
         self,
-        n_directions: "int | str" = 1,
+        n_directions: int | str = 1,
         *,
         bound: float | None = None,
         n_slices: int = 4,
@@ -94,7 +93,7 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
         y_grid: Any = None,
         slicing: str | None = None,
         mode: str = "certified",
-        budget: "Budget | tuple[float, float] | None" = None,
+        budget: Budget | tuple[float, float] | None = None,
         ledger: Ledger | None = None,
         accountant: str = "best",
         n_iter: int | None = None,
@@ -159,7 +158,7 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
         return {"bound": bound, "H": H, "K": K, "slicing": slicing, "cuts": cuts, "grid": grid,
                 "algorithm": algorithm, "center": self._checked_center()}
 
-    def _checked_center(self) -> "str | np.ndarray":
+    def _checked_center(self) -> str | np.ndarray:
         """'dp' (default in certified mode), 'none' (data assumed centred: the paper), or a public vector."""
         center = getattr(self, "center", None)
         if center is None:  # the paper and the sparse estimators (p >> n: a DP mean costs sqrt(p)) assume centred data
@@ -323,7 +322,7 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
         X, y = check_xy(X, y, c["H"], low_dimensional=not self.sparse, require_varying=c["slicing"] == "data_quantile")
         return X, y, c
 
-    def fit(self, X: Any, y: Any = None) -> "_SlicedDP":
+    def fit(self, X: Any, y: Any = None) -> _SlicedDP:
         """Fit on X (n x p) and y; with ``algorithm="moments"`` also on ``privsdr.Chunks`` or a dask array
         (sums over rows reduced chunk by chunk: ``privsdr.rows``, docs/scale.md)."""
         from ..rows import is_chunked
@@ -372,7 +371,7 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
         dp_mean = np.asarray(run.release("mean", mean / X.shape[0]))
         return Xs - dp_mean, dp_mean
 
-    def _fit_moments(self, X: np.ndarray, y: np.ndarray, c: dict[str, Any], bounds: np.ndarray, center: np.ndarray) -> "_SlicedDP":
+    def _fit_moments(self, X: np.ndarray, y: np.ndarray, c: dict[str, Any], bounds: np.ndarray, center: np.ndarray) -> _SlicedDP:
         n, p = X.shape
         budget, ledger = self._resolve_budget()
         calibrated = self._allocate(self.build_plan(n, p, budget), budget, ledger)
@@ -386,7 +385,7 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
         return Run(calibrated, ledger, random_state=self.random_state, data_shape=shape, algorithm=type(self).__name__,
                    allow_uncertified=self.allow_uncertified, notes=self._notes())
 
-    def _fit_chunked(self, X: Any, y: Any) -> "_SlicedDP":
+    def _fit_chunked(self, X: Any, y: Any) -> _SlicedDP:
         """The moments fit on ``Chunks`` or a dask array (``privsdr.rows``): the sums are reduced chunk by
         chunk, validated entirely before anything is charged, and released once here."""
         from functools import partial
@@ -451,7 +450,7 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
         return cuts
 
     def _solve_moments(self, run: Run, release: Any, c: dict[str, Any], cuts: np.ndarray, n: int, p: int, center: np.ndarray,
-                       bounds: np.ndarray, budget: Budget, ledger: Ledger) -> "_SlicedDP":
+                       bounds: np.ndarray, budget: Budget, ledger: Ledger) -> _SlicedDP:
         """Post-processing of the released statistics: directions, K, diagnostics."""
         H = len(cuts) + 1
         centred = not _is(c["center"], "none")
@@ -490,7 +489,8 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
         C, L = hyper["radius"], hyper["tau"] * hyper["radius"]
         B = core.project_columns(B0, C)
         for t, idx in enumerate(batch_idx):
-            kern, A, G = core.batch_terms(*rows.take(idx), B, L, H)
+            Xb, labels_b = rows.take(idx)
+            kern, A, G = core.batch_terms(Xb, labels_b, B, L, H)
             U = core.sir_update(B, kern, A, G, hyper["eta"], hyper["lambda_pen"])
             delta_t = sir_step_sensitivity(p, K, rows.bound, L, hyper["eta"], hyper["lambda_pen"], len(idx), "l2")
             B = core.project_columns(run.release(f"step_{t}", U, sensitivity=delta_t), C)
@@ -542,7 +542,7 @@ class DPSIR(_SlicedDP):
 
     def __init__(
         self,
-        n_directions: "int | str" = 1,
+        n_directions: int | str = 1,
         *,
         algorithm: str | None = None,
         bound: float | None = None,
@@ -552,7 +552,7 @@ class DPSIR(_SlicedDP):
         y_grid: Any = None,
         slicing: str | None = None,
         mode: str = "certified",
-        budget: "Budget | tuple[float, float] | None" = None,
+        budget: Budget | tuple[float, float] | None = None,
         ledger: Ledger | None = None,
         accountant: str = "best",
         n_iter: int | None = None,
@@ -581,7 +581,8 @@ class DPSIR(_SlicedDP):
     def _fit_released(self, run: Run, plan: CalibratedPlan, rows: ClippedRows, H: int,
                       init_idx: np.ndarray, batch_idx: list[np.ndarray], c: dict[str, Any], n: int, budget: Budget) -> None:
         p = rows.p
-        B_all, eigenvalues = self._init_release(run, *rows.take(init_idx), H, plan)
+        X1, labels1 = rows.take(init_idx)
+        B_all, eigenvalues = self._init_release(run, X1, labels1, H, plan)
         self._init_rows = len(init_idx)
         K = self._choose_k(eigenvalues, H, len(init_idx), p, budget)
         self.eigengap_ = warn_if_not_identified(eigenvalues, K, "DPSIR initializer (B.1)")
@@ -640,7 +641,7 @@ class SparseDPSIR(_SlicedDP):
 
     def __init__(
         self,
-        n_directions: "int | str" = 1,
+        n_directions: int | str = 1,
         *,
         sparsity: int | None = None,
         screen_size: int | None = None,
@@ -650,7 +651,7 @@ class SparseDPSIR(_SlicedDP):
         y_grid: Any = None,
         slicing: str | None = None,
         mode: str = "certified",
-        budget: "Budget | tuple[float, float] | None" = None,
+        budget: Budget | tuple[float, float] | None = None,
         ledger: Ledger | None = None,
         accountant: str = "best",
         n_iter: int | None = None,
@@ -686,7 +687,7 @@ class SparseDPSIR(_SlicedDP):
         return {"sparsity": self.sparsity, "screen_size": self.screen_size if self.screen_size is not None else self.sparsity}
 
     def _init_dims(self, p: int) -> int:
-        return int(self.screen_size if self.screen_size is not None else self.sparsity)
+        return check_int(self.screen_size if self.screen_size is not None else self.sparsity, "screen_size", 1)
 
     def _add_init_nodes(self, plan: Plan, scope: Any, n1: int, bounds: np.ndarray, H: int, budget: Budget, paper: bool) -> None:
         p = len(bounds)
@@ -741,7 +742,7 @@ class SparseDPSIR(_SlicedDP):
         self.eigengap_ = warn_if_not_identified(eigenvalues, K, "SparseDPSIR initializer (B.2)")
         B0 = np.zeros((p, K))
         B0[selected] = B_sel[:, :K]
-        s = int(self.sparsity)
+        s = check_int(self.sparsity, "sparsity", 1)
         m = n if self.mode == "paper" else min(len(b) for b in batch_idx)
         z = plan.specs["step_0"].noise_multiplier  # Laplace scale per unit of entry-wise sensitivity
 
@@ -754,7 +755,8 @@ class SparseDPSIR(_SlicedDP):
         B = core.project_columns(start, C)
         support = selected
         for t, idx in enumerate(batch_idx):
-            kern, A, G = core.batch_terms(*rows.take(idx), B, L, H)
+            Xb, labels_b = rows.take(idx)
+            kern, A, G = core.batch_terms(Xb, labels_b, B, L, H)
             U = core.sir_update(B, kern, A, G, hyper["eta"], hyper["lambda_pen"])
             m = n if self.mode == "paper" else len(idx)  # paper: Lemma 5's 1/n (spec §10 P3)
             lam = sir_step_sensitivity(p, K, rows.bound, L, hyper["eta"], hyper["lambda_pen"], m, "linf")

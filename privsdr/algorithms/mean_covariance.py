@@ -12,8 +12,9 @@ The covariance ``S - m m^T`` (projected onto the PSD cone) is post-processing.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from functools import partial
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -21,8 +22,8 @@ from .. import core
 from ..accounting import Budget, Ledger
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity, get_mechanism
-from ..plan import CalibratedPlan, Plan, Run
 from ..persistence import model_class
+from ..plan import CalibratedPlan, Plan, Run
 from ._base import PrivateEstimator, check_matrix, check_positive, check_random_state
 from ._sir_common import check_int
 
@@ -53,7 +54,7 @@ class DPMeanCovariance(PrivateEstimator):
         self,
         clip: float | None = None,
         *,
-        budget: "Budget | tuple[float, float] | None" = None,
+        budget: Budget | tuple[float, float] | None = None,
         ledger: Ledger | None = None,
         accountant: str = "best",
         split: Sequence[float] = (1.0, 1.0),
@@ -118,7 +119,7 @@ class DPMeanCovariance(PrivateEstimator):
         budget, ledger = self._resolve_budget()
         return self.build_plan(n_samples, n_features).allocate(budget, accountant=ledger.accountant, tight=self.tight, sampler=self._sampler())
 
-    def fit(self, X: Any, y: Any = None) -> "DPMeanCovariance":
+    def fit(self, X: Any, y: Any = None) -> DPMeanCovariance:
         """Fit on X (n x p; y is ignored), or on ``privsdr.Chunks`` / a dask array (sums over rows reduced chunk
         by chunk, everything validated before anything is charged: ``privsdr.rows``, docs/scale.md)."""
         from ..rows import is_chunked, reduce_rows

@@ -17,20 +17,31 @@ public centre (``x_center``, ``y_center``; default 0) to the public bounds befor
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from numbers import Integral
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 from sklearn.base import RegressorMixin
 
 from .. import core
+from .._validation import warn_column_vector
 from ..accounting import Budget, Ledger, as_budget, make_accountant
 from ..errors import ValidationError
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
-from .._validation import warn_column_vector
 from ._base import PrivateEstimator, check_matrix, check_positive
-from ._pls_modes import RELATION, fit_iterative, fit_paper, fit_ssp, iterative_plan, paper_plan, paper_releases, release_ssp, ssp_plan
+from ._pls_modes import (
+    RELATION,
+    fit_iterative,
+    fit_paper,
+    fit_ssp,
+    iterative_plan,
+    paper_plan,
+    paper_releases,
+    release_ssp,
+    ssp_plan,
+)
 from ._pls_queries import chunk_ssp
 
 MODES = ("certified", "certified_iterative", "paper")
@@ -91,13 +102,13 @@ class DPPLS(RegressorMixin, PrivateEstimator):
         x_center: Any = None,
         y_center: float | None = None,
         centering: str = "dp",
-        budget: "Budget | tuple[float, float] | None" = None,
+        budget: Budget | tuple[float, float] | None = None,
         ledger: Ledger | None = None,
         accountant: str = "best",
         weights: Mapping[str, float] | None = None,
         tight: bool = True,
         psd_repair: bool = True,
-        ridge: "str | float" = "noise",
+        ridge: str | float = "noise",
         release_scores: bool | None = None,
         legacy_std_is_variance: bool = False,
         random_state: Any = None,
@@ -220,15 +231,13 @@ class DPPLS(RegressorMixin, PrivateEstimator):
         if self.ledger is not None and not isinstance(self.ledger, Ledger):
             raise ValidationError(f"ledger must be a privsdr.Ledger, got {type(self.ledger).__name__}")
         plan = self.build_plan(n, m, per_release).allocate(per_release, sampler=self._sampler())
-        ledger = self.ledger
-        if ledger is None:  # a ledger exactly as large as the composed published claim
-            if per_release.is_infinite:
-                ledger = Ledger(Budget.infinite())
-            else:
-                accountant = make_accountant(self.accountant, per_release.delta)
-                claimed = accountant.cost(plan.charges())
-                ledger = Ledger(Budget(claimed.epsilon, claimed.delta), accountant=make_accountant(self.accountant, claimed.delta))
-        return per_release, ledger, plan
+        if self.ledger is not None:
+            return per_release, self.ledger, plan
+        if per_release.is_infinite:  # else a ledger exactly as large as the composed published claim
+            return per_release, Ledger(Budget.infinite()), plan
+        accountant = make_accountant(self.accountant, per_release.delta)
+        claimed = accountant.cost(plan.charges())
+        return per_release, Ledger(Budget(claimed.epsilon, claimed.delta), accountant=make_accountant(self.accountant, claimed.delta)), plan
 
     def plan(self, n_samples: int, n_features: int) -> CalibratedPlan:
         """The calibrated plan of a fit on data of this shape; ``.cost()`` prices it before any data is read."""
@@ -300,7 +309,7 @@ class DPPLS(RegressorMixin, PrivateEstimator):
 
     _requires_y = True
 
-    def fit(self, X: Any, y: Any = None) -> "DPPLS":
+    def fit(self, X: Any, y: Any = None) -> DPPLS:
         """Fit on X (n x m) and y; in certified (S2) mode also on ``privsdr.Chunks`` or a dask array (the
         statistics are sums over rows, reduced chunk by chunk: ``privsdr.rows``, docs/scale.md)."""
         from ..rows import is_chunked

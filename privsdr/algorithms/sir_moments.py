@@ -74,7 +74,7 @@ class MomentRelease:
             sums_noise_var=self.sums_scale**2, min_proportion=self.min_proportion(), floor=floor,
         )
 
-    def resampled(self, rng: np.random.Generator) -> "MomentRelease":
+    def resampled(self, rng: np.random.Generator) -> MomentRelease:
         """The release re-noised at its public scales (one parametric-bootstrap draw)."""
         p = self.second_moment.shape[0]
         upper = np.triu(self.second_scale * rng.standard_normal((p, p)))

@@ -16,7 +16,7 @@ grid, and the eta with the smallest median final error is kept -- or eta = 0, wh
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import attrs
 import numpy as np
@@ -83,7 +83,8 @@ def choose_step_size(
     kdiag = np.maximum(np.diag(kernel), 0.0)[:, None]
     samp_sigma = np.sqrt((diag @ diag.T + sigma**2) / init_rows)
     samp_kernel = np.sqrt((kdiag @ diag.T + diag @ kdiag.T) / init_rows)
-    init_errors, finals = [], {eta: [] for eta in ETA_GRID}
+    init_errors: list[float] = []
+    finals: dict[float, list[float]] = {eta: [] for eta in ETA_GRID}
     for _ in range(reps):
         sig_r = core.eigen_floor(sigma + _symmetric_noise(p, sd_sigma, rng) + _sampling_noise(samp_sigma, rng), floor)
         B_r, val_r = core.whitened_eigen(kernel + _symmetric_noise(p, sd_kernel, rng) + _sampling_noise(samp_kernel, rng), sig_r, p)
@@ -103,7 +104,7 @@ def choose_step_size(
             finals[unit].append(core.projection_distance(B, truth))
     medians = {unit: float(np.median(v)) for unit, v in finals.items()}
     init = float(np.median(init_errors))
-    best = min(medians, key=medians.get)
+    best = min(medians, key=lambda unit: medians[unit])
     if medians[best] > (1.0 - MARGIN) * init or init > LINEAR_LIMIT:
         return RefinementChoice(0.0, init, init, tuple(medians.items()))
     return RefinementChoice(best / lam_hat, init, medians[best], tuple(medians.items()))

@@ -22,8 +22,8 @@ from .. import core
 from ..accounting import Budget, Ledger
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity
-from ..plan import CalibratedPlan, Plan, Run
 from ..persistence import model_class
+from ..plan import CalibratedPlan, Plan, Run
 from ._base import (
     ClippedRows,
     PrivateEstimator,
@@ -60,7 +60,7 @@ class DPSparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEsti
         *,
         sparsity: int | None = None,
         bound: float | None = None,
-        budget: "Budget | tuple[float, float] | None" = None,
+        budget: Budget | tuple[float, float] | None = None,
         ledger: Ledger | None = None,
         accountant: str = "best",
         n_iter: int | None = None,
@@ -138,7 +138,7 @@ class DPSparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEsti
         budget, ledger = self._resolve_budget()
         return self.build_plan(n_samples, n_features, budget).allocate(budget, accountant=ledger.accountant, tight=self.tight, sampler=self._sampler())
 
-    def fit(self, X: Any, y: Any = None) -> "DPSparsePCA":
+    def fit(self, X: Any, y: Any = None) -> DPSparsePCA:
         X_raw, X = X, check_matrix(X, "X", min_rows=4)
         n, p = X.shape
         bounds, K, s = self._checked(p)

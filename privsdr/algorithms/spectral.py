@@ -60,7 +60,7 @@ class MSC(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator):
     model_attributes = ("reference_", "n_features_in_")
 
     def __init__(self, reference: Any = "dp_mean", *, bound: float | None = None, center: Any = None,
-                 budget: "Budget | tuple[float, float] | None" = None, ledger: Ledger | None = None,
+                 budget: Budget | tuple[float, float] | None = None, ledger: Ledger | None = None,
                  accountant: str = "best", count_weight: float = 0.25, random_state: Any = None,
                  sampler: str = "numpy") -> None:
         self.reference = reference
@@ -93,7 +93,7 @@ class MSC(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator):
         budget, ledger = self._resolve_budget()
         return self.build_plan(n_features).allocate(budget, accountant=ledger.accountant, tight=True, sampler=self._sampler())
 
-    def fit(self, X: Any, y: Any = None) -> "MSC":
+    def fit(self, X: Any, y: Any = None) -> MSC:
         """Fit on X (n spectra x m channels; y is ignored), or on ``privsdr.Chunks`` / a dask array (the count and
         the clipped sum reduced chunk by chunk: ``privsdr.rows``, docs/scale.md)."""
         from ..rows import is_chunked, reduce_rows
@@ -102,7 +102,7 @@ class MSC(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator):
         if is_chunked(X):
             if self._dp():
                 self.build_plan(1)  # the public parameters, checked before the data is read
-                fn = partial(chunk_clipped_sum, center=self.center, bound=float(self.bound))
+                fn = partial(chunk_clipped_sum, center=self.center, bound=check_positive(self.bound, "bound"))
             else:
                 fn = partial(chunk_clipped_sum, center=None, bound=None)
             summed = reduce_rows(X, None, fn, with_y=False, desc="MSC: sums")
@@ -121,7 +121,7 @@ class MSC(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator):
         calibrated = plan.allocate(budget, accountant=ledger.accountant, tight=True, sampler=self._sampler())
         with Run(calibrated, ledger, random_state=self.random_state, data_shape=shape, algorithm="MSC (DP mean reference)") as run:
             count = max(float(run.release("count", np.array([float(shape[0])]))[0]), 1.0)
-            total = run.release("sum", summed["x_sum"] if summed is not None else clipped_sum(X, center, float(self.bound)))
+            total = run.release("sum", summed["x_sum"] if summed is not None else clipped_sum(X, center, check_positive(self.bound, "bound")))
         self.reference_ = center + total / count
         self._record_features(X_raw, m)
         self.plan_, self.ledger_, self.privacy_report_ = calibrated, ledger, run.report

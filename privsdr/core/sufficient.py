@@ -14,7 +14,7 @@ noisy slice sums, removes the known bias E[s~ s~^T] = s s^T + v I of each slice'
 """
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -30,7 +30,7 @@ def iter_chunks(n: int, chunk_rows: int = CHUNK_ROWS) -> Iterator[slice]:
         yield slice(start, min(n, start + chunk_rows))
 
 
-def clip_rows(X: np.ndarray, center: np.ndarray, bound: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def clip_rows(X: np.ndarray, center: np.ndarray | float, bound: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """A clipped copy of X - center: coordinate j in [-bound_j, bound_j] (into ``out`` when given)."""
     if out is None:
         out = np.empty(X.shape)

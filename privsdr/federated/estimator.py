@@ -1,8 +1,9 @@
 """``FederatedSIR``: the in-process simulation API of the FSIR protocol (K clients, one server)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import Executor
-from typing import Any, Sequence
+from typing import Any
 
 import attrs
 import numpy as np
@@ -70,9 +71,9 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
                         "public_center_")
     model_required = ("directions_", "config_")
 
-    def __init__(self, n_directions: "int | str" = 1, *, bound: Any = None, norm: str = "linf", cut_points: Any = None, classes: Any = None,
+    def __init__(self, n_directions: int | str = 1, *, bound: Any = None, norm: str = "linf", cut_points: Any = None, classes: Any = None,
                  mechanism: str = "iid", cov_mechanism: str = "analyze_gauss", calibration: str = "analytic",
-                 budget: "Budget | tuple[float, float] | None" = None, ledger: Ledger | None = None, accountant: str = "best",
+                 budget: Budget | tuple[float, float] | None = None, ledger: Ledger | None = None, accountant: str = "best",
                  cov_share: float = 0.5, screening: str | None = None,
                  screen_size: int = 5, screen_share: float = 0.2, ccmd_threshold: float | None = None, ccmd_rule: str = "threshold",
                  server_vote: str | None = None, basis: Any = None,
@@ -167,7 +168,7 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
         for screening_round, budget, act in rounds:
             tag = "screening/" if screening_round and len(rounds) > 1 else ""
             width = len(act) if act is not None else p
-            for cid, n_k, scope in zip(ids, sizes, scopes):
+            for cid, n_k, scope in zip(ids, sizes, scopes, strict=True):
                 add_client_nodes(plan, config, int(n_k), width, budget, screening_round=screening_round, active=act,
                                  prefix=f"{tag}{cid}/", scope=scope)
         main = [r for r in rounds if not r[0]]
@@ -207,7 +208,7 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
         parts = np.array_split(np.arange(X.shape[0]), int(k))
         return [(X[idx], y[idx]) for idx in parts]
 
-    def fit(self, clients: Any, y: Any = None) -> "FederatedSIR":
+    def fit(self, clients: Any, y: Any = None) -> FederatedSIR:
         """``fit([(X_1, y_1), ..., (X_K, y_K)])``, or ``fit(X, y)`` with ``n_clients=K`` (pooled rows, split)."""
         self._check_params()
         config = self.config()
@@ -231,7 +232,7 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
         p = p_values.pop()
         K = len(checked)
         ids = [f"client-{k}" for k in range(K)]
-        for cid, (X, y) in zip(ids, checked):  # every client's data checked before anything is charged
+        for cid, (X, y) in zip(ids, checked, strict=True):  # every client's data checked before anything is charged
             check_client_data(X, y, config, cid)
         sizes = [X.shape[0] for X, _ in checked]
         if config.mechanism == "vgm_public":
@@ -263,6 +264,7 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
             if len(active) < max(int(config.n_directions) if config.n_directions != "auto" else 1, 1):
                 raise ValidationError(f"screening kept {len(active)} coordinates: too few for the requested directions")
             self.screening_messages_ = votes
+        screening_messages = self.screening_messages_ or []
         with self._run(self._round_plan(config, sizes, p, ids, [(False, main_budget, active)]), ledger, (sum(sizes), p)) as run:
             for name in run.plan.nodes:
                 run.delegate(name)
@@ -271,7 +273,7 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
                  "allow_uncertified": self.allow_uncertified} for k, (X, y) in enumerate(checked)], self.executor)
         result = merge(messages, config, psd_floor=self.psd_floor, p_original=p, allow_uncertified=self.allow_uncertified)
         if config.screening is not None:
-            for m in self.screening_messages_:  # a client's two rounds compose sequentially (basic)
+            for m in screening_messages:  # a client's two rounds compose sequentially (basic)
                 entry = result.privacy["per_client"][m.client_id]
                 eps, delta = m.report.spent
                 entry["epsilon"] += eps

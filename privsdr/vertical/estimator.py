@@ -10,7 +10,8 @@ with the same result on all of them.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from sklearn.base import RegressorMixin
@@ -50,7 +51,7 @@ class DPBCDRegression(RegressorMixin, PrivateEstimator):
     ``privacy_reports_`` (one ``PrivacyReport`` per party), ``messages_``, ``plans_``, ``layout_``.
     """
 
-    def __init__(self, mode: str = "certified", *, n_rounds: int = 5, budget: "Budget | tuple[float, float] | None" = None,
+    def __init__(self, mode: str = "certified", *, n_rounds: int = 5, budget: Budget | tuple[float, float] | None = None,
                  ledgers: Mapping[str, Ledger] | None = None, accountant: str | None = None,
                  row_bound: Any = None, label_bound: float | None = None, coef_bound: Any = None, ridge: float = 0.0,
                  remainder_clip: float = 4.0, split: Sequence[float] = (0.5, 0.5, 1.0), calibration: str = "analytic",
@@ -131,7 +132,7 @@ class DPBCDRegression(RegressorMixin, PrivateEstimator):
                                   "every party needs a column")
         return split_columns(arr, int(k))
 
-    def plan(self, n_rows: int, widths: "Sequence[int] | Mapping[str, int]", label_party: "int | str" = 0) -> CalibratedPlan:
+    def plan(self, n_rows: int, widths: Sequence[int] | Mapping[str, int], label_party: int | str = 0) -> CalibratedPlan:
         """The global calibrated plan for N rows and these block widths (a list, parties named party0, party1,
         ...; or a mapping party name -> width, in party order): ``.cost()`` prices it without data."""
         named = list(widths.items()) if isinstance(widths, Mapping) else [(f"party{i}", w) for i, w in enumerate(widths)]
@@ -144,7 +145,7 @@ class DPBCDRegression(RegressorMixin, PrivateEstimator):
         return protocol.build_plan(layout, budget).allocate(budget, accountant=make_accountant(self._accountant(), budget.delta),
                                                             **protocol.allocation())
 
-    def fit(self, X: Any, y: Any = None) -> "DPBCDRegression":
+    def fit(self, X: Any, y: Any = None) -> DPBCDRegression:
         X_raw = X
         parties = self._parties(X, y)
         config = self.config()

@@ -9,7 +9,8 @@ contiguous blocks (the paper's tau = p / K). The fit runs the PRIDE protocol
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from sklearn.base import RegressorMixin
@@ -60,7 +61,7 @@ class PRIDERegressor(RegressorMixin, PrivateEstimator):
     ``privacy_``, ``privacy_reports_``, ``messages_``, ``plans_``, ``layout_``, ``config_``.
     """
 
-    def __init__(self, mode: str = "certified", *, sketch_dim: Any = 0.2, budget: "Budget | tuple[float, float] | None" = None,
+    def __init__(self, mode: str = "certified", *, sketch_dim: Any = 0.2, budget: Budget | tuple[float, float] | None = None,
                  ledgers: Mapping[str, Ledger] | None = None, accountant: str | None = None, bounds: Any = None,
                  relation: str = "entry", calibration: str | None = None, lam: float | None = None, cv: str | None = None,
                  lambdas: Any = None, n_folds: int = 5, cv_seed: int = 0, loss_scale: str = "half", bias_correction: bool = False,
@@ -137,7 +138,7 @@ class PRIDERegressor(RegressorMixin, PrivateEstimator):
             blocks = split_columns(arr, self.n_parties)
         return [Party(f"party{i}", block, y) for i, block in enumerate(blocks)]
 
-    def plan(self, n_rows: int, widths: "Sequence[int] | Mapping[str, int]", label_parties: Any = None) -> CalibratedPlan:
+    def plan(self, n_rows: int, widths: Sequence[int] | Mapping[str, int], label_parties: Any = None) -> CalibratedPlan:
         """The calibrated global plan for n rows and these block widths (a list: parties party0, party1, ...;
         or a mapping name -> width); ``.cost()`` prices it without data. Every party holds y unless
         ``label_parties`` names the ones that do."""
@@ -149,7 +150,7 @@ class PRIDERegressor(RegressorMixin, PrivateEstimator):
         acct = make_accountant(self.accountant or "best", budget.delta)
         return protocol.build_plan(layout, budget).allocate(budget, accountant=acct, **protocol.allocation())
 
-    def fit(self, X: Any, y: Any = None) -> "PRIDERegressor":
+    def fit(self, X: Any, y: Any = None) -> PRIDERegressor:
         X_raw = X
         parties = self._parties(X, y)
         config = self.config()
@@ -218,6 +219,6 @@ class PRIDERegressor(RegressorMixin, PrivateEstimator):
         if len(blocks) != len(names):
             raise ValidationError(f"expected {len(names)} blocks, got {len(blocks)}")
         total = np.full(blocks[0].shape[0], self.intercept_)
-        for name, block in zip(names, blocks):
+        for name, block in zip(names, blocks, strict=True):
             total += self.design_of(name, block) @ self.coef_blocks_[name]
         return total
