@@ -112,7 +112,9 @@ MUTANTS = (
            "privsdr/algorithms/sir_moments.py", "Sensitivity(math.sqrt(2.0) / n, ", "Sensitivity(1.0 / n, ",
            ("tests/test_dpsir_moments.py",)),
     Mutant("moments_no_clipping", "DPSIR (moments) does not clip the rows",
-           "privsdr/core/sufficient.py", "    np.clip(out, -bound, bound, out=out)\n", "",
+           "privsdr/core/sufficient.py",
+           "        np.clip(out, -bound, bound, out=out)\n    else:\n        np.clip(X, -bound, bound, out=out)\n",
+           "    else:\n        np.copyto(out, X)\n",
            ("tests/test_dpsir_moments.py",)),
     Mutant("onepass_mean_sensitivity_halved", "DPSIR (onepass) centres with a DP mean declared at c sqrt(p)/n (true: 2 c sqrt(p)/n)",
            "privsdr/algorithms/dpsir.py", 'Sensitivity(2.0 * bound_l2(bounds) / n, "l2", RELATION,', 'Sensitivity(bound_l2(bounds) / n, "l2", RELATION,',
@@ -259,7 +261,8 @@ def run_mutant(mutant: Mutant, python: str, timeout: float) -> tuple[bool, float
             return True, time.perf_counter() - start, "timed out (counted as caught)"
         seconds = time.perf_counter() - start
         failed = [line for line in proc.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
-        return proc.returncode != 0, seconds, (failed[0] if failed else proc.stdout.strip().splitlines()[-1])
+        last = (proc.stdout.strip() or proc.stderr.strip() or f"pytest exited with {proc.returncode} and printed nothing").splitlines()[-1]
+        return proc.returncode != 0, seconds, (failed[0] if failed else last)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -85,5 +85,11 @@ def test_every_mutant_of_the_mutation_check_still_applies():
     stale = [f"{m.name}: {(root / m.path).read_text().count(m.old)} matches in {m.path}" for m in module.MUTANTS
              if (root / m.path).read_text().count(m.old) != 1]
     missing = [f"{m.name}: {t}" for m in module.MUTANTS for t in m.tests if not (root / t).exists()]
+    broken = []
+    for m in module.MUTANTS:  # a mutant that does not parse would be "caught" by a SyntaxError, not by a test
+        try:
+            ast.parse((root / m.path).read_text().replace(m.old, m.new))
+        except SyntaxError as exc:
+            broken.append(f"{m.name}: {exc}")
     names = [m.name for m in module.MUTANTS]
-    assert not stale and not missing and len(names) == len(set(names)), (stale, missing)
+    assert not stale and not missing and not broken and len(names) == len(set(names)), (stale, missing, broken)
