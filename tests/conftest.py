@@ -1,10 +1,19 @@
-"""Shared fixtures of the CLI tests: an in-process ``privsdr`` runner, tables, journals."""
+"""Shared fixtures of the CLI tests: an in-process ``privsdr`` runner, tables, journals; the hypothesis profile."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import settings
+
+# Under CI (CI=true) every property test draws the same examples on every run, so a landing never depends
+# on which examples one run happened to draw; on a developer's machine they stay random and keep exploring
+# (a random run found the grid rounding edge now pinned by @example in tests/test_secure_sampler.py).
+settings.register_profile("ci", derandomize=True)
+if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+    settings.load_profile("ci")
 
 from privsdr import Ledger
 from privsdr.cli import main

@@ -12,7 +12,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
@@ -98,6 +98,7 @@ def test_bernoulli_exp_has_probability_exp_minus_gamma(seeded, gamma):
 @settings(max_examples=60, deadline=None)
 @given(d=st.integers(1, 60), delta=st.floats(1e-3, 1e3), z=st.floats(0.1, 50.0), norm=st.sampled_from(["l2", "l1"]),
        seed=st.integers(0, 2**32 - 1))
+@example(d=8, delta=499.9999999999999, z=1.0, norm="l1", seed=0)  # just below a power of two: log2 rounded up
 def test_rounding_to_the_grid_keeps_the_declared_guarantee(d, delta, z, norm, seed):
     """Neighbours at distance Delta land at most Delta/gamma + spread apart on the grid, and the grid noise
     is z times that: the release is as private as its multiplier says, for at most 0.1% more noise."""

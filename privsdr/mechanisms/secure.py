@@ -112,7 +112,13 @@ def grid(sensitivity: float, dimension: int, norm: str) -> float:
     spread = _spread(dimension, norm)
     if sensitivity <= 0:
         return 2.0**-60
-    return 2.0 ** math.floor(math.log2(sensitivity / (GRID_RATIO * spread)))
+    target = Fraction(sensitivity) / (GRID_RATIO * spread)
+    k = math.floor(math.log2(sensitivity / (GRID_RATIO * spread)))
+    while Fraction(2) ** k > target:  # exact: the float log2 rounds up just below a power of two
+        k -= 1
+    while Fraction(2) ** (k + 1) <= target:
+        k += 1
+    return 2.0**k
 
 
 def _spread(dimension: int, norm: str) -> int:
