@@ -131,6 +131,11 @@ CASES = [
     ("transform with an edited model", ["transform", "--model", "{d}/edited_model.json", "--data", "{d}/rows.csv"], 2, "modified"),
     ("transform on data without the model's columns", ["transform", "--model", "{d}/model.json", "--data", "{d}/other.csv"], 2, "not in"),
     ("transform with a mean-covariance model", ["transform", "--model", "{d}/mc.json", "--data", "{d}/rows.csv"], 2, "no transform"),
+    # the vertical-party configurations: a JSON that is not an object (it used to end in an AttributeError traceback)
+    ("vertical fit on a JSON list", ["vertical", "fit", "--config", "{d}/list.json", "--data", "a={d}/rows.csv", "--target", "y"], 2,
+     "not a privsdr vertical configuration"),
+    ("pride fit on a JSON list", ["pride", "fit", "--config", "{d}/list.json", "--data", "a={d}/rows.csv", "--target", "y"], 2,
+     "not a privsdr PRIDE configuration"),
 ]
 
 
@@ -153,6 +158,7 @@ def _prepare(d: Path) -> None:
     (d / "tiny.csv").write_text("\n".join(rows[:6]) + "\n")
     (d / "latin1.csv").write_bytes(("\n".join(rows[:50]).replace("x1", "âge") + "\n").encode("latin-1"))
     (d / "empty.csv").write_text("")
+    (d / "list.json").write_text("[1, 2]\n")
     (d / "header.csv").write_text(rows[0] + "\n")
     (d / "dup.csv").write_text("\n".join([rows[0].replace("x2", "x1")] + rows[1:50]) + "\n")
     (d / "text.csv").write_text("\n".join(rows[:10] + [rows[10].replace(rows[10].split(",")[1], "n/a", 1)] + rows[11:50]) + "\n")

@@ -16,7 +16,16 @@ from ..accounting import Budget, Ledger
 from ..accounting.accountants import ACCOUNTANT_NAMES
 from ..errors import ValidationError
 from ._common import FORMATTER, Parser, write_report
-from .vertical import _load_party, _print_coefficients
+from ._parties import (
+    load_parties,
+    load_party,
+    print_coefficients,
+    print_simulated_run,
+    read_shared,
+    sent_by_party,
+    write_run_reports,
+    write_shared,
+)
 
 SHARED = "privsdr.pride-run"
 
@@ -92,27 +101,15 @@ def _config(args: argparse.Namespace) -> int:
     layout = _layout(args.party, args.rows, args.label) if args.party else None
     if layout is not None:
         PRIDEProtocol(config).build_plan(layout, budget)  # every public rule checked now, not at the parties
-    shared = {"format": SHARED, "config": json.loads(config.to_json()), "accountant": args.accountant,
-              "budget": None if budget.is_infinite else {"epsilon": budget.epsilon, "delta": budget.delta},
-              "layout": None if layout is None else layout.to_dict()}
-    Path(args.out).write_text(json.dumps(shared, indent=2))
+    write_shared(args.out, SHARED, config, args.accountant, budget, layout)
     print(f"wrote {args.out}: give it to every party (mode {config.mode}, relation {config.relation}, cv {config.cv_mode})")
     return 0
 
 
 def _read_shared(path: str) -> tuple[Any, Budget, str, Any]:
-    from ..vertical import Layout, PRIDEConfig
+    from ..vertical import PRIDEConfig
 
-    try:
-        shared = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ValidationError(f"not a privsdr PRIDE configuration: {exc}") from None
-    if not isinstance(shared, dict) or shared.get("format") != SHARED:
-        raise ValidationError(f"{path} is not a privsdr PRIDE configuration (write one with `privsdr pride config`)")
-    config = PRIDEConfig.from_json(json.dumps(shared["config"]))
-    budget = Budget.infinite() if shared["budget"] is None else Budget(shared["budget"]["epsilon"], shared["budget"]["delta"])
-    layout = None if shared.get("layout") is None else Layout.from_dict(shared["layout"])
-    return config, budget, shared.get("accountant", "best"), layout
+    return read_shared(path, SHARED, PRIDEConfig, "PRIDE", " (write one with `privsdr pride config`)")
 
 
 def _estimates(result: Any, as_json: bool, layout: Any, extra: dict[str, Any], own: Any = None) -> None:
@@ -125,7 +122,7 @@ def _estimates(result: Any, as_json: bool, layout: Any, extra: dict[str, Any], o
         print("this party holds no y: it only sent its sketch")
         return
     shown = type(layout)(layout.n_rows, tuple(p for p in layout.parties if p.name in blocks))
-    _print_coefficients(shown, blocks, False, {}, own)
+    print_coefficients(shown, blocks, False, {}, own)
     print("lambda: " + ", ".join(f"{k} {v:.4g}" for k, v in result.lambdas.items()))
 
 
@@ -135,14 +132,11 @@ def _party(args: argparse.Namespace) -> int:
     config, budget, accountant, layout = _read_shared(args.config)
     if layout is None:
         raise ValidationError("the configuration has no layout: write it with `privsdr pride config ... --party NAME=N ... --rows N`")
-    party = _load_party(args.name, args.data, args.target, args.columns)
+    party = load_party(args.name, args.data, args.target, args.columns)
     ledger = Ledger.open(args.journal) if args.journal else None
     outcome = run_party(PRIDEProtocol(config), party, layout, budget, args.mailbox, ledger=ledger, accountant=accountant,
                         allow_uncertified=args.allow_uncertified)
-    revealed = {"revealed": [{"stage": m.stage, "from": m.sender, "to": list(m.recipients), "kind": m.kind, "message": m.id,
-                              "nodes": list(m.nodes), "status": m.meta.get("status") or (m.report.status if m.report_json else "post-processing"),
-                              "arrays": {k: list(v.shape) for k, v in m.arrays.items()}, "payload_bytes": m.payload_bytes}
-                             for m in outcome.sent]}
+    revealed = sent_by_party(outcome, lambda m: m.meta.get("status") or (m.report.status if m.report_json else "post-processing"))
     if not args.json:
         print(outcome.report.summary())
         print("\nwhat this party sent:\n" + format_revealed(revealed))
@@ -153,30 +147,17 @@ def _party(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from ..vertical import PRIDEProtocol, format_revealed, per_record_line, run_protocol
+    from ..vertical import PRIDEProtocol, run_protocol
 
     config, budget, accountant, _ = _read_shared(args.config)
-    parties = []
-    for item in args.data:
-        name, sep, path = item.partition("=")
-        if not sep:
-            raise ValidationError(f"--data takes NAME=FILE.csv, got {item!r}")
-        parties.append(_load_party(name, path, args.target))
+    parties = load_parties(args.data, args.target)
     outcome = run_protocol(PRIDEProtocol(config), parties, budget, accountant=accountant, random_state=args.seed,
                            allow_uncertified=args.allow_uncertified)
+    print_simulated_run(outcome, args.json)
     if not args.json:
-        print(per_record_line(outcome.privacy))
-        print("\nwhat each party revealed to whom:\n" + format_revealed(outcome.privacy))
-        for name, report in outcome.reports.items():
-            print(f"\n[{name}] {report.status_line}")
         print("\neach estimating party's coefficients (each computed by its owner, never sent):")
     _estimates(outcome.result, args.json, outcome.layout, {"privacy": outcome.privacy})
-    if args.report_dir:
-        out = Path(args.report_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        for name, report in outcome.reports.items():
-            write_report(report, str(out / f"{name}.html"))
-        (out / "protocol.json").write_text(json.dumps(outcome.privacy, indent=2, default=str))
+    write_run_reports(args.report_dir, outcome)
     return 0
 
 

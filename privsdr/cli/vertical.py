@@ -2,18 +2,22 @@
 from __future__ import annotations
 
 import argparse
-import csv
-import json
-from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from ..accounting import Budget, Ledger
 from ..accounting.accountants import ACCOUNTANT_NAMES
-from ..datasets import load_csv
 from ..errors import ValidationError
 from ._common import FORMATTER, Parser, write_report
+from ._parties import (
+    load_parties,
+    load_party,
+    print_coefficients,
+    print_simulated_run,
+    read_shared,
+    sent_by_party,
+    write_run_reports,
+    write_shared,
+)
 
 SHARED = "privsdr.vertical-run"
 
@@ -67,55 +71,15 @@ def _config(args: argparse.Namespace) -> int:
     config = _config_from_args(args)
     budget = _budget(args.mode, args.epsilon, args.delta)
     layout = _layout(args.party, args.rows, args.label) if args.party else None
-    shared = {"format": SHARED, "config": json.loads(config.to_json()), "accountant": args.accountant,
-              "budget": None if budget.is_infinite else {"epsilon": budget.epsilon, "delta": budget.delta},
-              "layout": None if layout is None else layout.to_dict()}
-    Path(args.out).write_text(json.dumps(shared, indent=2))
+    write_shared(args.out, SHARED, config, args.accountant, budget, layout)
     print(f"wrote {args.out}: give it to every party (mode {config.mode}, T = {config.n_rounds})")
     return 0
 
 
 def _read_shared(path: str) -> tuple[Any, Budget, str, Any]:
-    from ..vertical import DPBCDConfig, Layout
+    from ..vertical import DPBCDConfig
 
-    try:
-        shared = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ValidationError(f"not a privsdr vertical configuration: {exc}") from None
-    if shared.get("format") != SHARED:
-        raise ValidationError(f"{path} is not a privsdr vertical configuration")
-    config = DPBCDConfig.from_json(json.dumps(shared["config"]))
-    budget = Budget.infinite() if shared["budget"] is None else Budget(shared["budget"]["epsilon"], shared["budget"]["delta"])
-    layout = None if shared.get("layout") is None else Layout.from_dict(shared["layout"])
-    return config, budget, shared.get("accountant", "best"), layout
-
-
-def _has_column(path: str, column: str | None) -> bool:
-    if column is None:
-        return False
-    with open(path, newline="") as fh:
-        header = next(csv.reader(fh), [])
-    return column in [h.strip() for h in header]
-
-
-def _load_party(name: str, path: str, target: str | None, columns: list[str] | None = None) -> Any:
-    from ..vertical import Party
-
-    label = target if _has_column(path, target) else None
-    X, y, names = load_csv(path, target=label, columns=columns)
-    return Party(name, X, y, names)
-
-
-def _print_coefficients(layout: Any, coef_blocks: dict[str, np.ndarray], as_json: bool, extra: dict[str, Any],
-                        own: Any = None) -> None:
-    if as_json:
-        print(json.dumps({"coefficients": {k: v.tolist() for k, v in coef_blocks.items()}, **extra}, indent=2, default=str))
-        return
-    for info in layout.parties:
-        names = (own.columns if own is not None and own.name == info.name else None) or info.columns or [f"x{j}" for j in range(info.n_columns)]
-        print(f"{info.name}:")
-        for col, value in zip(names, coef_blocks[info.name], strict=True):
-            print(f"  {col:<24} {value: .6g}")
+    return read_shared(path, SHARED, DPBCDConfig, "vertical")
 
 
 def _party(args: argparse.Namespace) -> int:
@@ -124,48 +88,32 @@ def _party(args: argparse.Namespace) -> int:
     config, budget, accountant, layout = _read_shared(args.config)
     if layout is None:
         raise ValidationError("the configuration has no layout: write it with `privsdr vertical config ... --party NAME=N ... --rows N --label NAME`")
-    party = _load_party(args.name, args.data, args.target, args.columns)
+    party = load_party(args.name, args.data, args.target, args.columns)
     ledger = Ledger.open(args.journal) if args.journal else None
     outcome = run_party(DPBCDProtocol(config), party, layout, budget, args.mailbox, ledger=ledger, accountant=accountant,
                         allow_uncertified=args.allow_uncertified)
-    revealed = {"revealed": [{"stage": m.stage, "from": m.sender, "to": list(m.recipients), "kind": m.kind, "message": m.id,
-                              "nodes": list(m.nodes), "status": m.report.status if m.report_json else "post-processing",
-                              "arrays": {k: list(v.shape) for k, v in m.arrays.items()}, "payload_bytes": m.payload_bytes}
-                             for m in outcome.sent]}
+    revealed = sent_by_party(outcome, lambda m: m.report.status if m.report_json else "post-processing")
     if not args.json:
         print(outcome.report.summary())
         print("\nwhat this party sent:\n" + format_revealed(revealed))
         print("\npublished coefficients:")
-    _print_coefficients(layout, dict(outcome.result.coef_blocks), args.json, {"party": args.name, "report": outcome.report.to_dict()}, party)
+    print_coefficients(layout, dict(outcome.result.coef_blocks), args.json, {"party": args.name, "report": outcome.report.to_dict()}, party)
     write_report(outcome.report, args.report)
     return 0
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from ..vertical import DPBCDProtocol, format_revealed, per_record_line, run_protocol
+    from ..vertical import DPBCDProtocol, run_protocol
 
     config, budget, accountant, _ = _read_shared(args.config)
-    parties = []
-    for item in args.data:
-        name, sep, path = item.partition("=")
-        if not sep:
-            raise ValidationError(f"--data takes NAME=FILE.csv, got {item!r}")
-        parties.append(_load_party(name, path, args.target))
+    parties = load_parties(args.data, args.target)
     outcome = run_protocol(DPBCDProtocol(config), parties, budget, accountant=accountant, random_state=args.seed,
                            allow_uncertified=args.allow_uncertified)
+    print_simulated_run(outcome, args.json)
     if not args.json:
-        print(per_record_line(outcome.privacy))
-        print("\nwhat each party revealed to whom:\n" + format_revealed(outcome.privacy))
-        for name, report in outcome.reports.items():
-            print(f"\n[{name}] {report.status_line}")
         print("\npublished coefficients:")
-    _print_coefficients(outcome.layout, dict(outcome.result.coef_blocks), args.json, {"privacy": outcome.privacy})
-    if args.report_dir:
-        out = Path(args.report_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        for name, report in outcome.reports.items():
-            write_report(report, str(out / f"{name}.html"))
-        (out / "protocol.json").write_text(json.dumps(outcome.privacy, indent=2, default=str))
+    print_coefficients(outcome.layout, dict(outcome.result.coef_blocks), args.json, {"privacy": outcome.privacy})
+    write_run_reports(args.report_dir, outcome)
     return 0
 
 

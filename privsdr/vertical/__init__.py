@@ -17,6 +17,7 @@ from .engine import (
     VerticalProtocol,
     format_revealed,
     per_record_line,
+    revealed_entry,
     run_protocol,
     split_plan,
 )
@@ -32,6 +33,6 @@ __all__ = [
     "DPBCDRegression", "DPBCDResult", "format_revealed", "LargeDeltaWarning", "Layout", "Mailbox",
     "message_id", "Outgoing", "Party", "PartyInfo", "PartyMessage", "PartyOutcome", "per_record_line",
     "posterior_bound", "PRIDEConfig", "PRIDEProtocol", "PRIDERegressor", "PRIDEResult", "ProtocolAbort",
-    "ProtocolAborted", "ProtocolRun", "run_party", "run_protocol", "split_plan", "Stage", "VerticalProtocol",
+    "ProtocolAborted", "ProtocolRun", "revealed_entry", "run_party", "run_protocol", "split_plan", "Stage", "VerticalProtocol",
     "zero_row_audit", "zero_row_pair",
 ]

@@ -367,6 +367,13 @@ def compose(charges: Sequence[Charge], delta_cap: float) -> dict[str, dict[str, 
     return out
 
 
+def revealed_entry(m: PartyMessage, status: str) -> dict[str, Any]:
+    """One row of "what each party revealed to whom": the message, its releases (nodes), ``status``, array shapes, bytes."""
+    return {"stage": m.stage, "from": m.sender, "to": list(m.recipients), "kind": m.kind, "message": m.id,
+            "nodes": list(m.nodes), "status": status, "arrays": {k: list(v.shape) for k, v in m.arrays.items()},
+            "payload_bytes": m.payload_bytes}
+
+
 def privacy_summary(calibrated: CalibratedPlan, parts: Mapping[str, CalibratedPlan], sessions: Mapping[str, PartySession],
                     messages: Sequence[PartyMessage], reports: Mapping[str, PrivacyReport], budget: Budget) -> dict[str, Any]:
     """What each party revealed to whom, each party's cost, and the per-record composition."""
@@ -376,12 +383,8 @@ def privacy_summary(calibrated: CalibratedPlan, parts: Mapping[str, CalibratedPl
     status = Status.worst(statuses).value if statuses else "certified"
     relation = calibrated.relation
     node_status = {n: node.status.value for n, node in calibrated.nodes.items()}
-    revealed = [{
-        "stage": m.stage, "from": m.sender, "to": list(m.recipients), "kind": m.kind, "message": m.id,
-        "nodes": list(m.nodes), "status": m.meta.get("status") or (Status.worst([Status(node_status[n]) for n in m.nodes]).value
-                                                                    if m.nodes else "post-processing"),
-        "arrays": {k: list(v.shape) for k, v in m.arrays.items()}, "payload_bytes": m.payload_bytes,
-    } for m in messages]
+    revealed = [revealed_entry(m, m.meta.get("status") or (Status.worst([Status(node_status[n]) for n in m.nodes]).value
+                                                           if m.nodes else "post-processing")) for m in messages]
     per_party = {}
     for name, report in reports.items():
         eps, delta = report.spent

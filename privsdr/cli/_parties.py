@@ -1,0 +1,113 @@
+"""What ``privsdr vertical`` and ``privsdr pride`` share: the public configuration file every party gets,
+each party's CSV, what a party sent, coefficients, and the per-party reports of a simulated run.
+
+Contract: the configuration file is ``{"format", "config", "accountant", "budget", "layout"}`` with a
+protocol-specific ``format`` tag; reading it refuses anything else with one clear line.
+"""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..accounting import Budget
+from ..datasets import load_csv
+from ..errors import ValidationError
+from ._common import write_report
+
+
+def write_shared(path: str, tag: str, config: Any, accountant: str, budget: Budget, layout: Any) -> None:
+    shared = {"format": tag, "config": json.loads(config.to_json()), "accountant": accountant,
+              "budget": None if budget.is_infinite else {"epsilon": budget.epsilon, "delta": budget.delta},
+              "layout": None if layout is None else layout.to_dict()}
+    Path(path).write_text(json.dumps(shared, indent=2))
+
+
+def read_shared(path: str, tag: str, config_class: Any, what: str, hint: str = "") -> tuple[Any, Budget, str, Any]:
+    """(config, budget, accountant, layout or None) of a file written by ``write_shared`` with ``tag``."""
+    from ..vertical import Layout
+
+    try:
+        shared = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValidationError(f"not a privsdr {what} configuration: {exc}") from None
+    if not isinstance(shared, dict) or shared.get("format") != tag:
+        raise ValidationError(f"{path} is not a privsdr {what} configuration{hint}")
+    config = config_class.from_json(json.dumps(shared["config"]))
+    budget = Budget.infinite() if shared["budget"] is None else Budget(shared["budget"]["epsilon"], shared["budget"]["delta"])
+    layout = None if shared.get("layout") is None else Layout.from_dict(shared["layout"])
+    return config, budget, shared.get("accountant", "best"), layout
+
+
+def _has_column(path: str, column: str | None) -> bool:
+    if column is None:
+        return False
+    with open(path, newline="") as fh:
+        header = next(csv.reader(fh), [])
+    return column in [h.strip() for h in header]
+
+
+def load_party(name: str, path: str, target: str | None, columns: list[str] | None = None) -> Any:
+    """One party from its CSV; it holds y when its header has the ``target`` column."""
+    from ..vertical import Party
+
+    label = target if _has_column(path, target) else None
+    X, y, names = load_csv(path, target=label, columns=columns)
+    return Party(name, X, y, names)
+
+
+def load_parties(items: list[str], target: str | None) -> list[Any]:
+    """The parties of ``--data NAME=FILE.csv ...``, in protocol order."""
+    parties = []
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep:
+            raise ValidationError(f"--data takes NAME=FILE.csv, got {item!r}")
+        parties.append(load_party(name, path, target))
+    return parties
+
+
+def sent_by_party(outcome: Any, status: Any) -> dict[str, Any]:
+    """What one party's run sent, in the shape ``format_revealed`` prints; ``status(message)`` labels each."""
+    from ..vertical import revealed_entry
+
+    return {"revealed": [revealed_entry(m, status(m)) for m in outcome.sent]}
+
+
+def print_coefficients(layout: Any, coef_blocks: dict[str, np.ndarray], as_json: bool, extra: dict[str, Any],
+                       own: Any = None) -> None:
+    if as_json:
+        print(json.dumps({"coefficients": {k: v.tolist() for k, v in coef_blocks.items()}, **extra}, indent=2, default=str))
+        return
+    for info in layout.parties:
+        names = (own.columns if own is not None and own.name == info.name else None) or info.columns or [f"x{j}" for j in range(info.n_columns)]
+        print(f"{info.name}:")
+        for col, value in zip(names, coef_blocks[info.name], strict=True):
+            print(f"  {col:<24} {value: .6g}")
+
+
+def write_run_reports(report_dir: str | None, outcome: Any) -> None:
+    """One privacy report per party and ``protocol.json`` (what each revealed to whom) in ``report_dir``."""
+    if not report_dir:
+        return
+    out = Path(report_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, report in outcome.reports.items():
+        write_report(report, str(out / f"{name}.html"))
+    (out / "protocol.json").write_text(json.dumps(outcome.privacy, indent=2, default=str))
+
+
+def print_simulated_run(outcome: Any, as_json: bool) -> None:
+    """The per-record line, what each party revealed to whom and each party's status (not with --json)."""
+    from ..vertical import format_revealed, per_record_line
+
+    if as_json:
+        return
+    print(per_record_line(outcome.privacy))
+    print("\nwhat each party revealed to whom:\n" + format_revealed(outcome.privacy))
+    for name, report in outcome.reports.items():
+        print(f"\n[{name}] {report.status_line}")
+
