@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -12,18 +14,26 @@ from .core.validation import ComplexValuesError
 from .errors import ComplexDataError, InputTypeError, ValidationError
 
 
-def check_matrix(X: Any, name: str = "X", min_rows: int = 1) -> np.ndarray:
-    """core.check_matrix, with its errors raised as privsdr.ValidationError (``Chunks`` and dask arrays are
-    refused here: the estimators that reduce them chunk by chunk intercept them before this check)."""
-    refuse_chunked(X, name)
+@contextmanager
+def privsdr_errors() -> Iterator[None]:
+    """core's plain errors as privsdr's: complex input -> ComplexDataError, TypeError -> InputTypeError,
+    ValueError -> ValidationError."""
     try:
-        return core.check_matrix(X, name, min_rows=min_rows)
+        yield
     except ComplexValuesError as exc:
         raise ComplexDataError(str(exc)) from None
     except TypeError as exc:
         raise InputTypeError(str(exc)) from None
     except ValueError as exc:
         raise ValidationError(str(exc)) from None
+
+
+def check_matrix(X: Any, name: str = "X", min_rows: int = 1) -> np.ndarray:
+    """core.check_matrix, with its errors raised as privsdr.ValidationError (``Chunks`` and dask arrays are
+    refused here: the estimators that reduce them chunk by chunk intercept them before this check)."""
+    refuse_chunked(X, name)
+    with privsdr_errors():
+        return core.check_matrix(X, name, min_rows=min_rows)
 
 
 def refuse_chunked(X: Any, name: str = "X") -> None:
@@ -48,20 +58,10 @@ def warn_column_vector(y: Any, name: str = "y") -> None:
 def check_vector(y: Any, name: str = "y") -> np.ndarray:
     """core.check_vector, with its errors raised as privsdr errors (a column vector is flattened, with a warning)."""
     warn_column_vector(y, name)
-    try:
+    with privsdr_errors():
         return core.check_vector(y, name)
-    except ComplexValuesError as exc:
-        raise ComplexDataError(str(exc)) from None
-    except TypeError as exc:
-        raise InputTypeError(str(exc)) from None
-    except ValueError as exc:
-        raise ValidationError(str(exc)) from None
 
 
 def check_positive(value: Any, name: str) -> float:
-    try:
+    with privsdr_errors():
         return core.check_positive(value, name)
-    except TypeError as exc:
-        raise InputTypeError(str(exc)) from None
-    except ValueError as exc:
-        raise ValidationError(str(exc)) from None

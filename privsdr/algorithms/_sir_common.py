@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .. import core
+from .._validation import privsdr_errors
 from ..errors import InputTypeError, NotIdentifiedWarning, ValidationError
 from ._base import check_matrix, check_vector
 
@@ -79,10 +80,8 @@ def check_slicing(slicing: str | None, mode: str, cut_points: Any, n_slices: int
 
 
 def _real_vector(value: Any, name: str) -> np.ndarray:
-    try:
+    with privsdr_errors():
         return core.as_real_array(value, name).ravel()
-    except TypeError as exc:
-        raise InputTypeError(str(exc)) from None
 
 
 def check_fraction(value: Any, name: str, low: float, high: float, closed: bool = True) -> float:
