@@ -6,6 +6,7 @@ protocol-specific ``format`` tag; reading it refuses anything else with one clea
 """
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 from pathlib import Path
@@ -111,3 +112,29 @@ def print_simulated_run(outcome: Any, as_json: bool) -> None:
     for name, report in outcome.reports.items():
         print(f"\n[{name}] {report.status_line}")
 
+
+
+def add_party_and_fit(sub: Any, party_fn: Any, fit_fn: Any, *, party_target_help: str, fit_target_help: str,
+                      allow_help: str) -> None:
+    """The ``party`` and ``fit`` actions every vertical protocol command has (their options only differ in help)."""
+    party = sub.add_parser("party", help="run one party from its own CSV (messages through --mailbox)")
+    party.add_argument("--config", required=True)
+    party.add_argument("--name", required=True, help="this party's name in the layout")
+    party.add_argument("--data", required=True, help="this party's CSV (header row; the same rows in the same order as the others')")
+    party.add_argument("--target", default=None, help=party_target_help)
+    party.add_argument("--columns", nargs="+", default=None)
+    party.add_argument("--mailbox", required=True, help="a folder every party can read and write")
+    party.add_argument("--journal", default=None, help="charge this party's ledger journal")
+    party.add_argument("--report", default=None, help="write this party's privacy report (.html, .md or .json)")
+    party.add_argument("--allow-uncertified", action="store_true", help=allow_help)
+    party.add_argument("--json", action="store_true")
+    party.set_defaults(func=party_fn)
+    fit = sub.add_parser("fit", help="simulate every party in one process, each from its own CSV")
+    fit.add_argument("--config", required=True)
+    fit.add_argument("--data", nargs="+", required=True, help="NAME=FILE.csv per party, in protocol order")
+    fit.add_argument("--target", required=True, help=fit_target_help)
+    fit.add_argument("--report-dir", default=None, help="write one privacy report per party and protocol.json here")
+    fit.add_argument("--allow-uncertified", action="store_true", help=allow_help)
+    fit.add_argument("--json", action="store_true")
+    fit.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
+    fit.set_defaults(func=fit_fn)

@@ -17,6 +17,7 @@ from ..accounting.accountants import ACCOUNTANT_NAMES
 from ..errors import ValidationError
 from ._common import FORMATTER, Parser, write_report
 from ._parties import (
+    add_party_and_fit,
     load_parties,
     load_party,
     print_coefficients,
@@ -199,24 +200,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     conf.add_argument("--rows", type=int, default=None, help="N, the number of aligned rows (public)")
     conf.add_argument("--label", nargs="+", default=None, help="the parties that hold y (default: all)")
     conf.set_defaults(func=_config)
-    party = psub.add_parser("party", help="run one party from its own CSV (messages through --mailbox)")
-    party.add_argument("--config", required=True)
-    party.add_argument("--name", required=True, help="this party's name in the layout")
-    party.add_argument("--data", required=True, help="this party's CSV (header row; the same rows in the same order as the others')")
-    party.add_argument("--target", default=None, help="the label column (in the CSV of every party that holds y)")
-    party.add_argument("--columns", nargs="+", default=None)
-    party.add_argument("--mailbox", required=True, help="a folder every party can read and write")
-    party.add_argument("--journal", default=None, help="charge this party's ledger journal")
-    party.add_argument("--report", default=None, help="write this party's privacy report (.html, .md or .json)")
-    party.add_argument("--allow-uncertified", action="store_true", help="run paper/none mode or global CV (claimed or no guarantee)")
-    party.add_argument("--json", action="store_true")
-    party.set_defaults(func=_party)
-    fit = psub.add_parser("fit", help="simulate every party in one process, each from its own CSV")
-    fit.add_argument("--config", required=True)
-    fit.add_argument("--data", nargs="+", required=True, help="NAME=FILE.csv per party, in protocol order")
-    fit.add_argument("--target", required=True, help="the label column (in the CSV of every party that holds y)")
-    fit.add_argument("--report-dir", default=None, help="write one privacy report per party and protocol.json here")
-    fit.add_argument("--allow-uncertified", action="store_true", help="run paper/none mode or global CV (claimed or no guarantee)")
-    fit.add_argument("--json", action="store_true")
-    fit.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
-    fit.set_defaults(func=_fit)
+    add_party_and_fit(psub, _party, _fit, party_target_help="the label column (in the CSV of every party that holds y)",
+                      fit_target_help="the label column (in the CSV of every party that holds y)",
+                      allow_help="run paper/none mode or global CV (claimed or no guarantee)")
