@@ -23,9 +23,14 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
 
-from .errors import NotFittedError, ValidationError
+from .errors import ValidationError
 from .persistence import PersistentModel
+
+
+class NotFittedError(ValidationError, _SklearnNotFittedError):
+    """``transform``/``predict`` before ``fit`` (also scikit-learn's ``NotFittedError``; ``privsdr.errors.NotFittedError``)."""
 
 
 def input_feature_names(X: Any) -> np.ndarray | None:

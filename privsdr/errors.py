@@ -5,7 +5,7 @@ and from the matching builtin (``ValueError``/``TypeError``), so ``except ValueE
 """
 from __future__ import annotations
 
-from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
+from typing import Any
 
 
 class PrivsdrError(Exception):
@@ -14,10 +14,6 @@ class PrivsdrError(Exception):
 
 class ValidationError(PrivsdrError, ValueError):
     """Bad input (NaN, wrong shape, impossible parameter) detected before any budget is spent."""
-
-
-class NotFittedError(ValidationError, _SklearnNotFittedError):
-    """``transform``/``predict`` before ``fit`` (also scikit-learn's ``NotFittedError``)."""
 
 
 class InputTypeError(PrivsdrError, TypeError):
@@ -78,3 +74,13 @@ class NotIdentifiedWarning(UserWarning):
 class NoiseDominatesWarning(UserWarning):
     """The noise alone moves the estimate by a large share of the distance to a random answer: at this
     budget and sample size the estimate cannot be told reliably from noise."""
+
+
+def __getattr__(name: str) -> Any:
+    """``NotFittedError`` derives from scikit-learn's, so it lives with the scikit-learn layer
+    (``privsdr._sklearn``) and is loaded on first use: importing the errors never imports scikit-learn."""
+    if name == "NotFittedError":
+        from ._sklearn import NotFittedError
+
+        return NotFittedError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
