@@ -392,6 +392,29 @@ def test_outside_the_batch_and_a_second_run_of_a_committed_plan_fall_under_the_f
     assert ledger.composition["groups"] == 3
 
 
+def test_a_committed_batch_counts_in_full_from_its_commit_so_a_skipped_plan_frees_nothing(tmp_path):
+    """Skipping a committed plan (perhaps because of what an earlier one released) must not free budget for
+    fits outside the batch: the batch counts as spent in full from its commit (concurrent composition)."""
+    budget = Budget(6.0, 1e-5)
+    path = tmp_path / "batch.jsonl"
+    ledger = Ledger(budget, "pld", journal=path)
+    ledger.commit(BATCH)
+    declared = make_accountant("pld", budget.delta).retarget(budget.delta).cost(
+        [c for plan in BATCH for c in plan.charges()])
+    assert ledger.spent == declared and ledger.composition["rule"] == "non_adaptive"  # nothing run yet
+    _run(BATCH[0], ledger)
+    assert ledger.spent == declared  # running a committed plan spends what was declared for it
+    before = ledger.spent
+    big = _plan("big", [("gaussian", 1.4, 1e-7)])
+    only_first = Ledger(budget, "pld")
+    _run(BATCH[0], only_first)
+    only_first.preflight(big)  # fits after BATCH[0] alone ...
+    with pytest.raises(BudgetExceededError):  # ... but BATCH[1:] are skipped, and their share is not free
+        ledger.reserve(big)
+    assert Ledger.open(path).spent == before  # the commit record carries the declared charges
+    assert ledger.spent == before
+
+
 def test_a_batch_that_does_not_fit_is_refused_and_leaves_nothing(tmp_path):
     path = tmp_path / "journal.jsonl"
     ledger = Ledger(Budget(1.0, 1e-5), "pld", journal=path)

@@ -165,7 +165,7 @@ def test_budget_before_and_after_over_a_shared_ledger():
     assert first.plan_hash == second.plan_hash  # same public plan
 
 
-def test_unreleased_node_is_reported_and_refunded():
+def test_unreleased_node_is_reported_and_charged_at_close():
     plan = Plan("two_nodes")
     plan.add("a", "gaussian", Sensitivity(1.0, "l2"))
     plan.add("b", "laplace", Sensitivity(1.0, "l1"))
@@ -176,9 +176,11 @@ def test_unreleased_node_is_reported_and_refunded():
     report = run.report
     released = {n.name: n.released for n in report.nodes}
     assert released == {"a": True, "b": False}
-    assert [c.label for c in ledger.charges] == ["a"]
+    assert [c.label for c in ledger.charges] == ["a", "b"]  # b: charged at close, never released
     assert report.budget["spent_by_run"] == ledger.spent.to_dict()
-    assert report.totals["basic"]["epsilon"] == pytest.approx(report.nodes[0].cost["epsilon"], rel=1e-12)
+    basic = sum(n.cost["epsilon"] for n in report.nodes)
+    assert report.totals["basic"]["epsilon"] == pytest.approx(basic, rel=1e-12)
+    assert report.status == "certified" and any("charged at close without being released: b" in n for n in report.notes)
     assert PrivacyReport.from_json(report.to_json()) == report
 
 

@@ -21,7 +21,8 @@ chain and the head are HMAC-SHA256 under that key: someone without the key canno
 whole file (or its head) consistently. The header records a key fingerprint, never the key.
 
 Records: ``header`` (budget, accountant, relation), ``reserve`` (a run's planned charges),
-``charge`` (one node, before its noise), ``close`` (the run ended; uncharged nodes returned).
+``charge`` (one node, before its noise; ``at_close``: charged when a run that released something ended),
+``close`` (the run ended; a run that charged nothing gets its reservation back).
 ``repair`` removes a torn last line left by a crash mid-write (the record was never acknowledged,
 so no noise depends on it) and re-seals the head; it refuses anything else.
 """

@@ -4,14 +4,22 @@
   fit; it never spends anything.
 * ``reserve(plan)`` does the same check and, atomically, reserves the plan's cost so that
   concurrent fits cannot overspend; ``Reservation.charge(label)`` then moves one node's cost to
-  "spent" *before* its noise is drawn (write-ahead). Closing a reservation returns the nodes that
-  were never charged (their noise was never drawn).
+  "spent" *before* its noise is drawn (write-ahead). A run that released nothing returns its whole
+  reservation when it closes. A run that released anything is charged its *whole* plan when it closes
+  or its process dies: whether it stopped early may depend on its own noisy outputs, and the stopped run
+  is post-processing of the full plan, whose non-adaptive composition the reservation priced (a cost
+  read off the nodes that happened to be released would be a privacy odometer, which no accountant here
+  is proved to be).
+* ``commit(plans)`` declares a batch up front; from the commit on, the whole batch counts as spent
+  (concurrent composition: the batch is one non-adaptive entry of the filter, whatever the analyst
+  later runs or skips; Haney et al. 2023). A skipped committed plan is paid for.
 * Plans with ``claimed``/``none`` nodes are refused unless ``allow_uncertified=True``.
 * Thread-safe (one re-entrant lock). With ``journal=PATH`` every reserve/charge/close is an
   fsync'd, hash-chained record (``accounting.journal``) written under an inter-process file lock,
   so several processes share one budget and a killed process leaves every charge on record. The
-  uncharged reservations of a process that died on this machine are returned (no noise was drawn
-  for them); a charge record whose noise was never drawn still counts (fail closed).
+  reservation of a process that died on this machine before its first charge is returned (no noise
+  was drawn); once it charged anything its whole plan counts (above); a charge record whose noise was
+  never drawn still counts (fail closed).
 """
 from __future__ import annotations
 
@@ -88,6 +96,12 @@ class RunRecord:
     def uncharged(self) -> list[Charge]:
         return [c for label, c in self.charges.items() if label not in self.charged]
 
+    def spent(self, ended: bool) -> list[Charge]:
+        """What this run has spent: its charged nodes while it runs; once it has ``ended`` (closed, or its
+        process died) having charged anything, its whole plan (the stop may depend on its own outputs)."""
+        charged = [self.charges[label] for label in self.charged]
+        return charged + self.uncharged if ended and charged else charged
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id, "plan": self.plan, "started": self.started, "closed": self.closed,
@@ -147,7 +161,7 @@ class Ledger:
             raise ValidationError(str(exc)) from None
         self._lock = threading.RLock()
         self._runs: dict[str, RunRecord] = {}
-        self._batches: dict[str, list[str]] = {}  # batch id -> plan hashes declared up front, each run once
+        self._batches: dict[str, _Batch] = {}  # batch id -> the plans declared up front, each run once
         self._applied = 0
         self._spent_cost: Cost | None = None
         self._journal: Journal | None = None
@@ -179,7 +193,7 @@ class Ledger:
             state = {
                 "budget": self.budget, "accountant": self.accountant, "relation": self.relation,
                 "runs": {k: attrs.evolve(r, charged=list(r.charged), summary=dict(r.summary)) for k, r in self._runs.items()},
-                "batches": {k: list(v) for k, v in self._batches.items()},
+                "batches": dict(self._batches),
                 "journal": self.journal_path, "keyed": self._journal is not None and self._journal.keyed,
                 "detached": self._detached,
             }
@@ -289,7 +303,9 @@ class Ledger:
             run.closed = True
             run.summary = dict(record.get("summary", {}))
         elif kind == "commit":
-            self._batches[record["batch"]] = list(record["plans"])
+            slots = record.get("charges")  # journals written before batches counted in full have no charges
+            self._batches[record["batch"]] = _Batch(record["batch"], tuple(record["plans"]), None if slots is None else tuple(
+                tuple(Charge.from_dict(c) for c in slot) for slot in slots))
         elif kind != "header":
             raise JournalError(f"unknown journal record type {kind!r}")
         self._spent_cost = None
@@ -300,17 +316,33 @@ class Ledger:
             with self._transaction():
                 pass
 
+    def _ended(self, run: RunRecord) -> bool:
+        """Closed, or its process died on this machine (it will never charge or close again)."""
+        if run.closed:
+            return True
+        return run.host == socket.gethostname() and run.pid != os.getpid() and not _alive(run.pid)
+
+    def _run_spent(self, run: RunRecord) -> list[Charge]:
+        return run.spent(self._ended(run))
+
+    def _slot_holders(self) -> list[RunRecord]:
+        """Runs that hold a committed plan's slot: open ones, and ended ones that charged something (a run of a
+        committed plan that ended without releasing gives its slot back, so the declared cost counts again)."""
+        return [run for run in self._runs.values() if run.charged or not self._ended(run)]
+
     def _spent_charges(self) -> list[Charge]:
-        return [run.charges[label] for run in self._runs.values() for label in run.charged]
+        """Every charge that counts as spent: each run's (``RunRecord.spent``) and, for a committed batch,
+        the declared plans no run has used yet (the batch counts in full from its commit)."""
+        out = [c for run in self._runs.values() for c in self._run_spent(run)]
+        for batch in self._batches.values():
+            out.extend(c for slot in batch.unused_slots(self._slot_holders()) for c in slot)
+        return out
 
     def _open_runs(self) -> dict[str, list[Charge]]:
-        here = socket.gethostname()
         reserved = {}
         for run in self._runs.values():
-            if run.closed:
-                continue
-            if run.host == here and run.pid != os.getpid() and not _alive(run.pid):
-                continue  # the process died: its uncharged nodes never drew noise
+            if self._ended(run):
+                continue  # closed or dead: what it spent is in _spent_charges, the rest was never drawn
             if run.uncharged:
                 reserved[run.run_id] = run.uncharged
         return reserved
@@ -355,23 +387,30 @@ class Ledger:
             return self._history(self._groups(charged_only=True)).describe()
 
     # -- composition across runs ----------------------------------------------------------------------
-    def _groups(self, charged_only: bool, extra: tuple[str | None, list[Charge]] | None = None) -> list[tuple[list[Charge], float]]:
+    def _groups(self, charged_only: bool, extra: tuple[str | None, list[Charge], str | None] | None = None) -> list[tuple[list[Charge], float]]:
         """The history as groups of charges composed non-adaptively (one run, or one committed batch), each
-        with its delta share (fixed at reservation: the sum of the shares of all its nodes)."""
+        with its delta share (fixed at reservation: the sum of the shares of all its nodes). A committed
+        batch's group holds its declared plans that no run has used yet: the batch counts in full."""
         open_runs = self._open_runs()
         groups: dict[str, tuple[list[Charge], list[Charge]]] = {}
         for run in self._runs.values():
-            charged = [run.charges[label] for label in run.charged]
+            spent = self._run_spent(run)
             if charged_only:
-                members = charged
+                members = spent
             else:
-                members = charged + list(open_runs.get(run.run_id, []))
+                members = spent + list(open_runs.get(run.run_id, []))
             key = f"batch:{run.batch}" if run.batch else f"run:{run.run_id}"
             used, allnodes = groups.setdefault(key, ([], []))
             used.extend(members)
             allnodes.extend(run.charges.values() if members else [])
+        taking = (extra[0], extra[2]) if extra is not None else None  # a new run of a batch takes one of its free slots
+        for batch_id, batch in self._batches.items():
+            for slot in batch.unused_slots(self._slot_holders(), taking[1] if taking and taking[0] == batch_id else None):
+                used, allnodes = groups.setdefault(f"batch:{batch_id}", ([], []))
+                used.extend(slot)
+                allnodes.extend(slot)
         if extra is not None:
-            batch, charges = extra
+            batch, charges, _ = extra
             key = f"batch:{batch}" if batch else "run:<new>"
             used, allnodes = groups.setdefault(key, ([], []))
             used.extend(charges)
@@ -406,7 +445,9 @@ class Ledger:
     def commit(self, plans: Sequence[Chargeable]) -> str:
         """Declare a fixed batch of plans up front (before any of them reads data): runs of these plans are
         composed non-adaptively with each other, under any accountant (PLD included); each plan runs once.
-        Returns the batch id. The whole batch must fit what remains."""
+        Returns the batch id. The whole batch must fit what remains, and from now on it counts as spent in
+        full: a committed plan that is never run is still paid for (the batch is one non-adaptive entry of
+        the filter whatever is later run or skipped -- concurrent composition, Haney et al. 2023)."""
         plans = list(plans)
         if not plans:
             raise ValidationError("commit needs at least one plan")
@@ -420,7 +461,8 @@ class Ledger:
             if not after.fits_within(self.budget):
                 raise BudgetExceededError(f"batch of {len(plans)} plans", self.cost_of(charges), self.remaining, [],
                                           self.accountant.name, after)
-            self._commit({"type": "commit", "batch": batch, "plans": hashes, "time": _now()})
+            slots = [[c.to_dict() for c in self._qualified(p, f"{batch}/{i}")] for i, p in enumerate(plans)]
+            self._commit({"type": "commit", "batch": batch, "plans": hashes, "charges": slots, "time": _now()})
         return batch
 
     @staticmethod
@@ -433,10 +475,10 @@ class Ledger:
     def _batch_for(self, plan: Chargeable) -> str | None:
         """The committed batch this plan belongs to (each committed plan runs once), if any."""
         h = self._plan_hash(plan)
-        for batch, hashes in self._batches.items():
-            used = [r for r in self._runs.values() if r.batch == batch]
-            if hashes.count(h) > sum(1 for r in used if r.plan_hash == h):
-                return batch
+        for batch_id, batch in self._batches.items():
+            used = [r for r in self._runs.values() if r.batch == batch_id]
+            if batch.plans.count(h) > sum(1 for r in used if r.plan_hash == h):
+                return batch_id
         return None
 
     @property
@@ -498,7 +540,7 @@ class Ledger:
         committed = self._spent_charges() + self._reserved_charges()
         groups = self._groups(charged_only=False)
         before = self._history(groups).cost if committed else Cost.zero()
-        after = self._history(self._groups(charged_only=False, extra=(self._batch_for(plan), list(charges)))).cost
+        after = self._history(self._groups(charged_only=False, extra=(self._batch_for(plan), list(charges), self._plan_hash(plan)))).cost
         requested = self.cost_of(list(charges))
         basic = BasicAccountant()
         items = tuple(
@@ -515,9 +557,9 @@ class Ledger:
         return Preflight(plan.name, self.accountant.name, items, requested, before, after, _remaining(self.budget, after, shares_after), status)
 
     # -- charging (used by Reservation) ---------------------------------------------------------
-    def _charge(self, run_id: str, label: str) -> None:
+    def _charge(self, run_id: str, label: str, at_close: bool = False) -> None:
         with self._transaction():
-            self._commit({"type": "charge", "run_id": run_id, "label": label, "time": _now()})
+            self._commit({"type": "charge", "run_id": run_id, "label": label, "time": _now(), **({"at_close": True} if at_close else {})})
 
     def _close(self, run_id: str, summary: dict[str, Any] | None = None) -> None:
         with self._transaction():
@@ -593,6 +635,29 @@ def _per_stable_cell(groups: list[tuple[list[Charge], float]]) -> list[list[tupl
 
 
 @attrs.frozen
+class _Batch:
+    """A batch of plans declared up front (``Ledger.commit``): their hashes and each plan's charges."""
+
+    batch_id: str
+    plans: tuple[str, ...]
+    slots: tuple[tuple[Charge, ...], ...] | None  #: None in journals written before batches counted in full
+
+    def unused_slots(self, runs: Iterable[RunRecord], taking: str | None = None) -> list[tuple[Charge, ...]]:
+        """The declared plans no run of this batch has taken yet (runs take the first free slot of their hash;
+        ``taking``: the hash of a run about to be reserved, which takes one too)."""
+        if self.slots is None:
+            return []
+        taken = [False] * len(self.plans)
+        hashes = [run.plan_hash for run in runs if run.batch == self.batch_id] + ([taking] if taking else [])
+        for h_run in hashes:
+            for i, h in enumerate(self.plans):
+                if not taken[i] and h == h_run:
+                    taken[i] = True
+                    break
+        return [slot for slot, used in zip(self.slots, taken, strict=True) if not used]
+
+
+@attrs.frozen
 class _History:
     cost: Cost
     rule: str
@@ -615,6 +680,7 @@ class Reservation:
         self.preflight = preflight
         self._pending = {c.label: c for c in charges}
         self.charged: list[Charge] = []
+        self.charged_at_close: list[Charge] = []
         self.closed = False
 
     def charge(self, label: str) -> Charge:
@@ -631,8 +697,24 @@ class Reservation:
     def pending(self) -> list[str]:
         return list(self._pending)
 
+    def charge_rest(self) -> list[Charge]:
+        """Before closing a run that released anything: charge every node still pending (journal records
+        with ``at_close``), so the run costs its whole plan (module docstring). Returns those charges."""
+        if not self.charged or self.closed:
+            return []
+        rest = list(self._pending.values())
+        for charge in rest:
+            self.ledger._charge(self.run_id, charge.label, at_close=True)
+            self._pending.pop(charge.label)
+            self.charged.append(charge)
+            self.charged_at_close.append(charge)
+        return rest
+
     def close(self, summary: dict[str, Any] | None = None) -> None:
+        """End the run: if it charged anything, the rest is charged first (``charge_rest``); a run that
+        charged nothing returns its whole reservation."""
         if not self.closed:
+            self.charge_rest()
             self.ledger._close(self.run_id, summary)
             self._pending.clear()
             self.closed = True

@@ -3,8 +3,9 @@
 ``Run`` reserves the whole plan on entry (preflight; nothing spent if it does not fit), then for
 each ``release(name, value)``: validates the value, charges the node (write-ahead), and only then
 draws the noise. Each node draws from its own generator spawned from one ``SeedSequence``, so the
-noise does not depend on release order. On exit the nodes never released are returned to the
-ledger and the run's ``PrivacyReport`` is built.
+noise does not depend on release order. On exit the run's ``PrivacyReport`` is built and the
+reservation closed: a run that released nothing returns it; a run that released anything is charged
+its whole plan (whether it stopped early may depend on its own outputs; ``accounting.ledger``).
 
 Multi-party protocols draw a node's noise where the data lives (another thread, process or
 machine) while the run and its ledger stay with the party's session: ``issue(names)`` charges the
@@ -250,6 +251,7 @@ class Run:
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         assert self._reservation is not None
         try:
+            self._reservation.charge_rest()  # released anything: the whole plan (an early stop may depend on the outputs)
             self.report = build_report(self)
             summary = {
                 "algorithm": self.report.algorithm,
@@ -340,6 +342,14 @@ def _sampler_notes(plan: CalibratedPlan) -> list[str]:
     return [note]
 
 
+def _at_close_notes(names: list[str]) -> list[str]:
+    if not names:
+        return []
+    return [f"charged at close without being released: {_names(names)} -- a run that releases anything is charged its "
+            "whole plan, because whether it stopped early may depend on its own noisy outputs (the stopped run is "
+            "post-processing of the full plan, which is what was priced)"]
+
+
 def _adaptive_note(node: Any) -> str:
     if node.data_dependent:
         return " [sensitivity read off the PRIVATE data at release: no DP guarantee]"
@@ -349,9 +359,11 @@ def _adaptive_note(node: Any) -> str:
 def build_report(run: Run) -> PrivacyReport:
     plan, ledger = run.plan, run.ledger
     assert run._reservation is not None
-    charged = run._reservation.charged
-    charged_names = {c.label for c in charged}
-    spent = ledger.cost_of(charged)
+    spent_charges = run._reservation.charged  # released nodes, then (at exit) every other node if any was released
+    at_close = [c.label for c in run._reservation.charged_at_close]
+    charged = [c for c in spent_charges if c.label not in at_close]  # what was released: the status describes it
+    released_names = {c.label for c in charged}
+    spent = ledger.cost_of(spent_charges)
     status = Status.worst([c.status for c in charged]) if charged else Status.CERTIFIED
     uncertified = [c.label for c in charged if c.status != Status.CERTIFIED]
     noise_off = plan.budget.is_infinite  # Budget.infinite(): charged as "none" (NoiseOffPlan), never "certified"
@@ -374,7 +386,7 @@ def build_report(run: Run) -> PrivacyReport:
                 parents=list(node.parents),
                 share=None if spec.share is None else {"epsilon": spec.share.epsilon, "delta": spec.share.delta},
                 params=dict(spec.params),
-                released=node.name in charged_names,
+                released=node.name in released_names,
                 description=node.description + _adaptive_note(node),
                 sampler=spec.sampler,
             )
@@ -410,11 +422,11 @@ def build_report(run: Run) -> PrivacyReport:
             "composition": ledger.composition,  # justifies "after": the ledger's whole history, this run included
         },
         accountant=ledger.accountant.to_dict(),
-        totals=_totals(charged, ledger),
+        totals=_totals(spent_charges, ledger),
         nodes=nodes,
         seed_policy=seed_policy(run.random_state) + ("; the secure sampler's noise comes from the operating system's CSPRNG "
                                                      "and no seed reproduces it" if plan.sampler == "secure" else ""),
         timestamps={"started": run._started, "finished": _utc_now()},
         library_versions=versions,
-        notes=run.notes + _sampler_notes(plan),
+        notes=run.notes + _sampler_notes(plan) + _at_close_notes(at_close),
     )

@@ -16,7 +16,8 @@ earlier stages. ``run_protocol``:
    generators spawned from the party's own ``SeedSequence`` child: results do not depend on the
    scheduler) and returns its outgoing messages; the session records the releases and stamps each
    message with the configuration digest and the sender's privacy report at the time of sending;
-4. closes every run (unreleased nodes are returned to the ledgers) and post-processes.
+4. closes every run (a party that released anything is charged its whole part, one that released
+   nothing gets its reservation back) and post-processes.
 
 Everything a party sends is a plan node's release or post-processing of released values; the
 ``privacy`` summary lists what each party revealed to whom, each party's own cost (its ledger
@@ -326,7 +327,7 @@ def run_protocol(
                         raise PrivsdrError(f"message {message.id} sent twice")
                     mailbox[message.id] = message
                     sent.append(message)
-    except BaseException as exc:  # noqa: BLE001 - close every run (returning unreleased nodes), then re-raise
+    except BaseException as exc:  # noqa: BLE001 - close every run (charged in full if it released anything), then re-raise
         failure = exc
     reports: dict[str, PrivacyReport] = {}
     for name, session in sessions.items():
