@@ -410,8 +410,8 @@ class Ledger:
                 used.extend(slot)
                 allnodes.extend(slot)
         if extra is not None:
-            batch, charges, _ = extra
-            key = f"batch:{batch}" if batch else "run:<new>"
+            new_batch, charges, _ = extra
+            key = f"batch:{new_batch}" if new_batch else "run:<new>"
             used, allnodes = groups.setdefault(key, ([], []))
             used.extend(charges)
             allnodes.extend(charges)
