@@ -33,6 +33,11 @@ class Mutant:
     old: str
     new: str
     tests: tuple[str, ...]
+    more: tuple[tuple[str, str, str], ...] = ()  #: further (path, old, new) edits applied together with the first
+
+    @property
+    def edits(self) -> tuple[tuple[str, str, str], ...]:
+        return ((self.path, self.old, self.new), *self.more)
 
 
 MUTANTS = (
@@ -213,8 +218,8 @@ MUTANTS = (
     Mutant("ledger_runs_non_adaptive", "the ledger composes all runs as if fixed in advance (PLD across runs)",
            "privsdr/accounting/ledger.py", "        if len(groups) <= 1:", "        if True:", ("tests/test_filters.py",)),
     Mutant("commit_plan_runs_twice", "a committed plan joins its batch on every run, not once",
-           "privsdr/accounting/ledger.py", "            if hashes.count(h) > sum(1 for r in used if r.plan_hash == h):",
-           "            if h in hashes:", ("tests/test_filters.py",)),
+           "privsdr/accounting/ledger.py", "            if batch.plans.count(h) > sum(1 for r in used if r.plan_hash == h):",
+           "            if h in batch.plans:", ("tests/test_filters.py",)),
     # issue 16: chunked / Dask fits and ledgers under scikit-learn's clone
     Mutant("chunked_sir_clip_doubled", "the chunked DPSIR clips each chunk at twice the public bound",
            "privsdr/algorithms/sir_moments.py", "    bounds = column_bounds(bound, p)\n    shift = public_center(center, p)\n    labels",
@@ -227,8 +232,8 @@ MUTANTS = (
            "privsdr/algorithms/mean_covariance.py", "    Xc = core.clip_rows_l2(X, clip)\n    return {\"x_sum\"",
            "    Xc = X\n    return {\"x_sum\"", ("tests/test_scale.py",)),
     Mutant("chunked_pls_clip_doubled", "the chunked DPPLS clips x at twice bound_x",
-           "privsdr/algorithms/_pls_queries.py", "y_center, bound_x, bound_y))\n    stats[\"y_min\"]",
-           "y_center, 2 * bound_x, bound_y))\n    stats[\"y_min\"]", ("tests/test_scale.py",)),
+           "privsdr/algorithms/_pls_queries.py", "np.broadcast_to(center, (m,)), y_center, bound_x, bound_y))",
+           "np.broadcast_to(center, (m,)), y_center, 2 * bound_x, bound_y))", ("tests/test_scale.py",)),
     Mutant("dask_last_chunk_twice", "the Dask reduction adds the last chunk twice",
            "privsdr/rows.py", "    for part in results:  # in chunk order", "    for part in results + results[-1:]:  # in chunk order",
            ("tests/test_scale.py",)),
@@ -238,6 +243,46 @@ MUTANTS = (
     Mutant("detached_ledger_spends", "an unpickled in-memory ledger (a joblib worker's copy) may spend",
            "privsdr/accounting/ledger.py", "    def _check_attached(self) -> None:\n        if self._detached is not None:",
            "    def _check_attached(self) -> None:\n        if False:", ("tests/test_sklearn.py",)),
+    # issue 21: a release noised and charged correctly while its noise-free twin is used or sent; a node charged to
+    # part of the records it reads; refusals one record can flip; runs that stop early; committed batches
+    Mutant("moments_noise_free_proportions", "the DPSIR moments kernel uses the noise-free slice proportions",
+           "privsdr/algorithms/sir_moments.py", "    return MomentRelease(np.asarray(s), np.asarray(w), np.asarray(S),",
+           "    return MomentRelease(np.asarray(s), np.asarray(counts / n), np.asarray(S),", ("tests/test_replay.py",)),
+    Mutant("dpbcd_sends_noise_free_gram", "a DP-BCD party sends its noise-free Gram while the noisy one is charged",
+           "privsdr/vertical/dpbcd.py", '{**state, "gram": gram, "gram_raw": out, "gram_scale": spec.scale}',
+           '{**state, "gram": gram, "gram_raw": steps.gram_query(steps.clip_block(party.X, C)), "gram_scale": spec.scale}',
+           ("tests/test_replay.py",)),
+    Mutant("s1_deflates_with_noise_free_loadings", "DPPLS S1 deflates with the noise-free loadings p, c",
+           "privsdr/algorithms/_pls_modes.py", "        p, ca = g / h, r / h\n        E, f = iterative_deflate(E, f, w, p, ca, Cx, Cy)",
+           "        p, ca = g / h, r / h\n        E, f = iterative_deflate(E, f, w, stats_a[\"g\"] / float(stats_a[\"h\"][0]), "
+           "float(stats_a[\"r\"][0]) / float(stats_a[\"h\"][0]), Cx, Cy)", ("tests/test_replay.py",)),
+    Mutant("mean_over_all_rows_charged_to_half", "the onepass DP mean reads every row but is charged to the init half",
+           "privsdr/algorithms/dpsir.py", "                     weight=0.2, calibration=\"analytic\", parents=tuple(plan.nodes),",
+           "                     weight=0.2, calibration=\"analytic\", parents=tuple(plan.nodes), scope=init_scope,",
+           ("tests/test_replay.py",)),
+    Mutant("mean_over_all_rows_says_half", "the onepass DP mean is charged to the init half and says it reads those rows only",
+           "privsdr/algorithms/dpsir.py", "                     weight=0.2, calibration=\"analytic\", parents=tuple(plan.nodes),",
+           "                     weight=0.2, calibration=\"analytic\", parents=tuple(plan.nodes), scope=init_scope,",
+           ("tests/test_replay.py",),
+           more=(("privsdr/algorithms/dpsir.py", "        dp_mean = np.asarray(run.release(\"mean\", mean / X.shape[0]))",
+                  "        dp_mean = np.asarray(run.release(\"mean\", mean / X.shape[0], rows=run.rows_of(\"mean\")))"),)),
+    Mutant("chunked_pls_refuses_constant_y", "the chunked DPPLS refuses a constant y (a refusal one record can flip)",
+           "privsdr/algorithms/pls.py", "        # no \"y is constant\" refusal: a chunked fit is certified",
+           "        if np.allclose(total[\"xty\"], total[\"y_sum\"] / total[\"count\"] * total[\"x_sum\"]):\n"
+           "            raise ValidationError(\"y is constant\")\n        # no \"y is constant\" refusal: a chunked fit is certified",
+           ("tests/test_replay.py",)),
+    Mutant("dpbcd_certified_rank_refusal", "certified DP-BCD refuses a rank-deficient block (a refusal one record can flip)",
+           "privsdr/vertical/dpbcd.py", "            if self.config.mode != \"certified\" and full_rank(party.X) < m:",
+           "            if full_rank(party.X) < m:", ("tests/test_replay.py",)),
+    Mutant("early_stop_priced_on_releases", "a run that stops early is charged only the nodes it released",
+           "privsdr/accounting/ledger.py", "        if not self.charged or self.closed:\n            return []",
+           "        if True:\n            return []", ("tests/test_ledger.py", "tests/test_journal.py")),
+    Mutant("dead_run_priced_on_releases", "a run whose process died after a charge is priced on its charges only",
+           "privsdr/accounting/ledger.py", "        return charged + self.uncharged if ended and charged else charged",
+           "        return charged", ("tests/test_journal.py", "tests/test_ledger.py")),
+    Mutant("skipped_committed_plan_is_free", "a committed plan that is never run frees its budget",
+           "privsdr/accounting/ledger.py", "        if self.slots is None:\n            return []",
+           "        if True:\n            return []", ("tests/test_filters.py",)),
 )
 
 
@@ -247,11 +292,12 @@ def run_mutant(mutant: Mutant, python: str, timeout: float) -> tuple[bool, float
         shutil.copytree(ROOT / "privsdr", work / "privsdr")
         shutil.copytree(ROOT / "tests", work / "tests")
         shutil.copy(ROOT / "pyproject.toml", work / "pyproject.toml")
-        target = work / mutant.path
-        text = target.read_text()
-        if text.count(mutant.old) != 1:
-            return False, 0.0, f"NOT APPLIED: the text to replace occurs {text.count(mutant.old)} times"
-        target.write_text(text.replace(mutant.old, mutant.new))
+        for path, old, new in mutant.edits:
+            target = work / path
+            text = target.read_text()
+            if text.count(old) != 1:
+                return False, 0.0, f"NOT APPLIED: the text to replace occurs {text.count(old)} times in {path}"
+            target.write_text(text.replace(old, new))
         env = dict(os.environ, PYTHONPATH=str(work))
         start = time.perf_counter()
         try:

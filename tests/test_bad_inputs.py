@@ -11,10 +11,13 @@ import io
 import json
 import shutil
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
+from replay_cases import CASES as ESTIMATOR_CASES
+from replay_cases import with_blocks
 
 FIT = ["fit", "dpsir", "--data", "{d}/rows.csv", "--target", "y", "--bound", "1", "--cut-points", "-3", "0", "3", "--journal", "{d}/J.jsonl"]
 MC = ["fit", "mean-covariance", "--data", "{d}/rows.csv", "--target", "y", "--clip", "2", "--journal", "{d}/J.jsonl"]
@@ -290,22 +293,37 @@ def test_python_api_raises_privsdr_errors(index):
         call()
 
 
-def test_a_data_dependent_refusal_never_tells_neighbours_apart():
-    """A certified fit does not refuse a constant y (its neighbour with one different y fits: the
-    refusal alone would distinguish them). Refusals that read the data are domain checks (NaN,
-    text, a class outside the public list): a dataset that fails them has no neighbour that passes
-    under the declared domain (docs/errors.md)."""
-    from privsdr import DPPLS, DPSIR, Budget
-    from privsdr.datasets import sir_model
+DEGENERATE = {
+    "constant y": lambda D: {**D, "y": np.full_like(D["y"], 0.5)},
+    "constant column": lambda D: {**D, "X": np.column_stack([np.full(len(D["y"]), 0.3), D["X"][:, 1:]])},
+    "duplicated column": lambda D: {**D, "X": np.column_stack([D["X"][:, :1], D["X"][:, :-1]])},
+    "all rows equal": lambda D: {**D, "X": np.tile(D["X"][:1], (len(D["y"]), 1)), "y": np.full_like(D["y"], D["y"][0])},
+}
 
-    X, _, _ = sir_model("M1", 400, 4, seed=0)
-    y0 = np.ones(400)
-    y1 = y0.copy()
-    y1[0] = -5.0
-    for y in (y0, y1):
-        DPSIR(1, bound=1.0, cut_points=[-3.0, 0.0, 3.0], budget=Budget(1.0, 1e-5), random_state=0).fit(X, y)
-        for mode in ("certified", "certified_iterative"):
-            DPPLS(1, mode=mode, bound_x=2.0, bound_y=6.0, budget=Budget(1.0, 1e-5), random_state=0).fit(X, y)
+
+@pytest.mark.parametrize("kind", sorted(DEGENERATE))
+@pytest.mark.parametrize("case", ESTIMATOR_CASES, ids=str)
+def test_a_data_dependent_refusal_never_tells_neighbours_apart(case, kind):
+    """A certified fit either fits a degenerate data set and its neighbour with one record changed, or refuses
+    both for a public reason: a refusal that one record can flip is itself a release (docs/errors.md)."""
+    import privsdr
+
+    D = with_blocks(DEGENERATE[kind](case.data(1)))
+    neighbour = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in D.items()}
+    neighbour["X"][0] = np.linspace(-0.9, 0.8, D["X"].shape[1])
+    neighbour["y"][0] = -2.5
+    neighbour = with_blocks(neighbour)
+    outcomes = []
+    for data in (D, neighbour):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                case.fit(case.make(), data)
+                outcomes.append("fitted")
+            except privsdr.PrivsdrError as exc:
+                outcomes.append(f"refused: {type(exc).__name__}: {exc}")
+    assert outcomes == ["fitted", "fitted"], outcomes
+
 
 
 def main_table() -> None:  # pragma: no cover - prints the table for the issue's note

@@ -82,14 +82,18 @@ def test_every_mutant_of_the_mutation_check_still_applies():
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
-    stale = [f"{m.name}: {(root / m.path).read_text().count(m.old)} matches in {m.path}" for m in module.MUTANTS
-             if (root / m.path).read_text().count(m.old) != 1]
+    stale = [f"{m.name}: {(root / path).read_text().count(old)} matches in {path}" for m in module.MUTANTS
+             for path, old, _ in m.edits if (root / path).read_text().count(old) != 1]
     missing = [f"{m.name}: {t}" for m in module.MUTANTS for t in m.tests if not (root / t).exists()]
     broken = []
     for m in module.MUTANTS:  # a mutant that does not parse would be "caught" by a SyntaxError, not by a test
-        try:
-            ast.parse((root / m.path).read_text().replace(m.old, m.new))
-        except SyntaxError as exc:
-            broken.append(f"{m.name}: {exc}")
+        texts: dict[str, str] = {}
+        for path, old, new in m.edits:
+            texts[path] = texts.get(path, (root / path).read_text()).replace(old, new)
+        for path, text in texts.items():
+            try:
+                ast.parse(text)
+            except SyntaxError as exc:
+                broken.append(f"{m.name}: {path}: {exc}")
     names = [m.name for m in module.MUTANTS]
     assert not stale and not missing and not broken and len(names) == len(set(names)), (stale, missing, broken)

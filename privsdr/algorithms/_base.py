@@ -72,6 +72,13 @@ def public_split(random_state: Any, n: int, n_init: int, n_batches: int) -> tupl
     return np.sort(order[:n_init]), [np.sort(rest[b]) for b in core.batches(n - n_init, n_batches, rng)]
 
 
+def split_cells(init_idx: np.ndarray, batch_idx: list[np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
+    """The row cells of a ``public_split`` as ``Run(row_cells=...)`` takes them: partition "part" (init,
+    refine) and "batch" (0..T-1, within refine)."""
+    return {"part": {"init": init_idx, "refine": np.concatenate(batch_idx) if batch_idx else np.array([], dtype=np.intp)},
+            "batch": {str(t): idx for t, idx in enumerate(batch_idx)}}
+
+
 def check_bound(bound: Any, name: str = "bound") -> float | np.ndarray:
     """A public bound: one positive number, or one positive number per column (a 1-D array)."""
     if bound is None:

@@ -64,8 +64,8 @@ def ssp_statistics(X: np.ndarray, y: np.ndarray, x_center: np.ndarray, y_center:
 
 
 def chunk_ssp(X: np.ndarray, y: np.ndarray, *, x_center: Any, y_center: float, bound_x: float, bound_y: float) -> dict[str, Any]:
-    """One row chunk's S2 statistics (``privsdr.rows``: chunks add up), with the range of y (the in-memory fit's
-    constant-y check). ``x_center``: the public centre as given (None, a number or one value per column)."""
+    """One row chunk's S2 statistics (``privsdr.rows``: chunks add up; nothing else of the rows
+    leaves the chunk). ``x_center``: the public centre as given (None, a number or one value per column)."""
     m = X.shape[1]
     center = np.zeros(m) if x_center is None else np.asarray(x_center, dtype=float).ravel()
     if center.size not in (1, m):
@@ -73,8 +73,6 @@ def chunk_ssp(X: np.ndarray, y: np.ndarray, *, x_center: Any, y_center: float, b
 
         raise ValidationError(f"x_center must be a number or a vector of {m} values")
     stats: dict[str, Any] = dict(ssp_statistics(X, y, np.broadcast_to(center, (m,)), y_center, bound_x, bound_y))
-    stats["y_min"] = float(y.min()) if y.size else np.inf
-    stats["y_max"] = float(y.max()) if y.size else -np.inf
     return stats
 
 

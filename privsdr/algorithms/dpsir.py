@@ -46,6 +46,7 @@ from ._base import (
     project_rows,
     public_bound,
     public_split,
+    split_cells,
     square_mass,
 )
 from ._sir_common import (
@@ -214,8 +215,8 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
             **({"cut_points": list(map(float, c["cuts"]))} if c["cuts"] is not None else {}),
             **self._extra_public(),
         })
-        init_scope, refine_scope = plan.partition("part", ["init", "refine"])
-        batch_scopes = plan.partition("batch", range(T), within=refine_scope)
+        init_scope, refine_scope = plan.partition("part", ["init", "refine"], rows=True)
+        batch_scopes = plan.partition("batch", range(T), within=refine_scope, rows=True)
         self._add_slicing_nodes(plan, c, H, budget)
         if _is(c["center"], "dp"):
             plan.add("mean", "gaussian", Sensitivity(2.0 * bound_l2(bounds) / n, "l2", RELATION,
@@ -307,10 +308,12 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
             cuts = run.release("cut_points", core.equal_count_cut_points(y, H))
         return core.slice_by_cut_points(y, cuts), np.asarray(cuts, dtype=float)
 
-    def _init_release(self, run: Run, X1: np.ndarray, labels1: np.ndarray, H: int, plan: CalibratedPlan) -> tuple[np.ndarray, np.ndarray]:
-        """B.1: noisy Sigma and M, PD repair, whitened eigendecomposition -> (all directions, eigenvalues)."""
-        sigma = run.release("init_sigma", core.covariance_uncentred(X1))
-        kernel = run.release("init_kernel", core.sir_kernel(X1, labels1, H))
+    def _init_release(self, run: Run, X1: np.ndarray, labels1: np.ndarray, H: int, plan: CalibratedPlan,
+                      init_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """B.1: noisy Sigma and M, PD repair, whitened eigendecomposition -> (all directions, eigenvalues).
+        ``X1``: the rows ``init_idx`` (the init part, which both releases are charged to)."""
+        sigma = run.release("init_sigma", core.covariance_uncentred(X1), rows=init_idx)
+        kernel = run.release("init_kernel", core.sir_kernel(X1, labels1, H), rows=init_idx)
         sd = plan.specs["init_sigma"].scale
         floor = 2.0 * math.sqrt(X1.shape[1]) * sd if sd > 0 else 1e-12 * max(float(np.trace(sigma)), 1e-300)
         sigma_floored = core.eigen_floor(sigma, floor)
@@ -343,7 +346,7 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
         calibrated = self._allocate(self.build_plan(n, p, budget), budget, ledger)
         init_idx, batch_idx = public_split(self.random_state, n, n1, T)
         with Run(calibrated, ledger, random_state=self.random_state, data_shape=X.shape, algorithm=type(self).__name__,
-                 allow_uncertified=self.allow_uncertified, notes=self._notes()) as run:
+                 allow_uncertified=self.allow_uncertified, notes=self._notes(), row_cells=split_cells(init_idx, batch_idx)) as run:
             labels, cuts = self._slices(run, y, c)
             H = len(cuts) + 1
             Xs, dp_mean = self._centred(run, X, c, center, bounds)
@@ -493,7 +496,7 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
             kern, A, G = core.batch_terms(Xb, labels_b, B, L, H)
             U = core.sir_update(B, kern, A, G, hyper["eta"], hyper["lambda_pen"])
             delta_t = sir_step_sensitivity(p, K, rows.bound, L, hyper["eta"], hyper["lambda_pen"], len(idx), "l2")
-            B = core.project_columns(run.release(f"step_{t}", U, sensitivity=delta_t), C)
+            B = core.project_columns(run.release(f"step_{t}", U, sensitivity=delta_t, rows=idx), C)
         return B
 
     def transform(self, X: Any) -> np.ndarray:
@@ -582,7 +585,7 @@ class DPSIR(_SlicedDP):
                       init_idx: np.ndarray, batch_idx: list[np.ndarray], c: dict[str, Any], n: int, budget: Budget) -> None:
         p = rows.p
         X1, labels1 = rows.take(init_idx)
-        B_all, eigenvalues = self._init_release(run, X1, labels1, H, plan)
+        B_all, eigenvalues = self._init_release(run, X1, labels1, H, plan, init_idx)
         self._init_rows = len(init_idx)
         K = self._choose_k(eigenvalues, H, len(init_idx), p, budget)
         self.eigengap_ = warn_if_not_identified(eigenvalues, K, "DPSIR initializer (B.1)")
@@ -735,9 +738,9 @@ class SparseDPSIR(_SlicedDP):
                       init_idx: np.ndarray, batch_idx: list[np.ndarray], c: dict[str, Any], n: int, budget: Budget) -> None:
         p = rows.p
         X1, labels1 = rows.take(init_idx)
-        _, selected = run.release("screen", core.kernel_diagonal(X1, labels1, H)[None, :])
+        _, selected = run.release("screen", core.kernel_diagonal(X1, labels1, H)[None, :], rows=init_idx)
         selected = np.sort(selected)
-        B_sel, eigenvalues = self._init_release(run, X1[:, selected], labels1, H, plan)
+        B_sel, eigenvalues = self._init_release(run, X1[:, selected], labels1, H, plan, init_idx)
         K = int(self.n_directions)
         self.eigengap_ = warn_if_not_identified(eigenvalues, K, "SparseDPSIR initializer (B.2)")
         B0 = np.zeros((p, K))
@@ -760,7 +763,7 @@ class SparseDPSIR(_SlicedDP):
             U = core.sir_update(B, kern, A, G, hyper["eta"], hyper["lambda_pen"])
             m = n if self.mode == "paper" else len(idx)  # paper: Lemma 5's 1/n (spec §10 P3)
             lam = sir_step_sensitivity(p, K, rows.bound, L, hyper["eta"], hyper["lambda_pen"], m, "linf")
-            A_hat, support = run.release(f"step_{t}", U.T, sensitivity=lam)
+            A_hat, support = run.release(f"step_{t}", U.T, sensitivity=lam, rows=idx)
             B = core.project_columns(A_hat.T, C)
         self.init_directions_ = core.orthonormalize(B0)
         self.directions_ = core.orthonormalize(B)

@@ -35,6 +35,7 @@ from ._base import (
     project_rows,
     public_bound,
     public_split,
+    split_cells,
     square_mass,
     uniform_bound,
 )
@@ -118,8 +119,8 @@ class DPSparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEsti
         delta = budget.delta if not budget.is_infinite and budget.delta > 0 else 1e-5
         plan = Plan("dp_sparse_pca", RELATION, {"bound": public_bound(self.bound), "n_components": K, "sparsity": s, "n_samples": n,
                                                   "n_features": p, "init_rows": n1, "n_iter": T})
-        init_scope, refine_scope = plan.partition("part", ["init", "refine"])
-        batch_scopes = plan.partition("batch", range(T), within=refine_scope)
+        init_scope, refine_scope = plan.partition("part", ["init", "refine"], rows=True)
+        batch_scopes = plan.partition("batch", range(T), within=refine_scope, rows=True)
         plan.add("screen", "peeling", Sensitivity(c * c / n1, "linf", RELATION, "diag(Sigma)_j changes by <= c_j^2 / n1 <= max_j c_j^2 / n1"),
                  weight=0.5, scope=init_scope, params={"s": s, "d": 1, "delta": delta / 2},
                  description="private screening of diag(Sigma) (noisy values discarded)")
@@ -150,10 +151,11 @@ class DPSparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEsti
         init_idx, batch_idx = public_split(self.random_state, n, n1, T)
         rows = ClippedRows(X, bounds)
         X1 = rows.take(init_idx)
-        with Run(calibrated, ledger, random_state=self.random_state, data_shape=X.shape, algorithm="DPSparsePCA") as run:
-            _, selected = run.release("screen", np.mean(X1 * X1, axis=0)[None, :])
+        with Run(calibrated, ledger, random_state=self.random_state, data_shape=X.shape, algorithm="DPSparsePCA",
+                 row_cells=split_cells(init_idx, batch_idx)) as run:
+            _, selected = run.release("screen", np.mean(X1 * X1, axis=0)[None, :], rows=init_idx)
             selected = np.sort(selected)
-            sigma = run.release("init_sigma", core.covariance_uncentred(X1[:, selected]))
+            sigma = run.release("init_sigma", core.covariance_uncentred(X1[:, selected]), rows=init_idx)
             values, vectors = np.linalg.eigh(sigma)
             order_ev = np.argsort(values)[::-1]
             B0 = np.zeros((p, K))
@@ -169,7 +171,7 @@ class DPSparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEsti
             support = selected
             for t, idx in enumerate(batch_idx):
                 U = core.pca_update(rows.take(idx), B, L, hyper["eta"], hyper["lambda_pen"])
-                A_hat, support = run.release(f"step_{t}", U.T, sensitivity=4.0 * hyper["eta"] * c * L / len(idx))
+                A_hat, support = run.release(f"step_{t}", U.T, sensitivity=4.0 * hyper["eta"] * c * L / len(idx), rows=idx)
                 B = core.project_columns(A_hat.T, C)
         self.init_components_ = core.orthonormalize(B0)
         self.components_ = core.orthonormalize(B)

@@ -32,7 +32,7 @@ from .._validation import check_matrix, check_vector
 from ..accounting import Budget, Ledger, Scope
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity
-from ..plan import CalibratedPlan, Plan, Run
+from ..plan import CalibratedPlan, Plan, Run, tap
 from ..report import PrivacyReport
 from .protocol import ClientMessage, FSIRConfig
 
@@ -233,10 +233,14 @@ def client_message(X: Any, y: Any, config: FSIRConfig, budget: Budget, *, client
         else:
             run_M = run.release("slice_means", M)
         run_S = run.release("second_moment", core.covariance_uncentred(Xt))
-    return ClientMessage(client_id=str(client_id), config_digest=config.digest(), n=n, p=p, n_slices=H,
-                         slice_means=np.asarray(run_M, dtype=float), second_moment=np.asarray(run_S, dtype=float),
-                         proportions=run_w, report_json=_finished(run).to_json(),
-                         active=None if active is None else tuple(int(a) for a in active))
+    message = ClientMessage(client_id=str(client_id), config_digest=config.digest(), n=n, p=p, n_slices=H,
+                            slice_means=np.asarray(run_M, dtype=float), second_moment=np.asarray(run_S, dtype=float),
+                            proportions=run_w, report_json=_finished(run).to_json(),
+                            active=None if active is None else tuple(int(a) for a in active))
+    arrays = {"slice_means": message.slice_means, "second_moment": message.second_moment,
+              **({"proportions": message.proportions} if message.proportions is not None else {})}
+    tap.message_sent(message.client_id, "client_upload", ("server",), arrays, tuple(plan.nodes), {"n": n, "p": p, "active": message.active})
+    return message
 
 
 def screening_message(X: Any, y: Any, config: FSIRConfig, budget: Budget, *, client_id: str, random_state: Any = None,
@@ -265,5 +269,8 @@ def screening_message(X: Any, y: Any, config: FSIRConfig, budget: Budget, *, cli
             votes = run.release("votes", votes)
         else:
             _, votes = run.release("votes", (S / n).T)
-    return ClientMessage(client_id=str(client_id), config_digest=config.digest(), n=n, p=p, n_slices=H, slice_means=None,
-                         second_moment=None, report_json=_finished(run).to_json(), votes=tuple(sorted(int(v) for v in votes)))
+    message = ClientMessage(client_id=str(client_id), config_digest=config.digest(), n=n, p=p, n_slices=H, slice_means=None,
+                            second_moment=None, report_json=_finished(run).to_json(), votes=tuple(sorted(int(v) for v in votes)))
+    tap.message_sent(message.client_id, "screening_votes", ("server",), {"votes": np.asarray(message.votes)}, tuple(plan.nodes),
+                     {"n": n, "p": p})
+    return message

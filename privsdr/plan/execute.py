@@ -41,6 +41,7 @@ from ..accounting.filters import within_run
 from ..errors import PlanError
 from ..mechanisms import Sensitivity, get_mechanism
 from ..report import NodeReport, PrivacyReport
+from . import tap
 from .graph import CalibratedPlan
 
 DELEGATED = "delegated"  #: the output of a node charged here and released by another party
@@ -79,11 +80,13 @@ class NoiseTicket:
     spec: Any
     adaptive: bool
     rng: np.random.Generator
+    label: str = ""  #: the issuing run's algorithm label (what a replay audit keys releases by)
 
     def release(self, value: Any, *, sensitivity: float | None = None, **options: Any) -> tuple[Any, Any]:
         spec = _runtime_spec(self.node, self.spec, self.adaptive, sensitivity)
         mech = get_mechanism(spec.mechanism)
-        return mech.sample(mech.prepare(value, spec, **options), spec, self.rng, **options), spec
+        out = mech.sample(mech.prepare(value, spec, **options), spec, self.rng, **options)
+        return tap.release_seen((self.label, self.node), value, out, spec), spec
 
 
 def seed_policy(random_state: object) -> str:
@@ -108,6 +111,26 @@ def _spawn(random_state: object, count: int) -> list[np.random.Generator]:
 
 def _utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _checked_row_cells(plan: CalibratedPlan, row_cells: Mapping[str, Mapping[str, Any]] | None) -> dict[str, dict[str, np.ndarray]]:
+    """The public row sets of every row partition of ``plan`` (``Partition.rows``): each cell's sorted indices,
+    cells of one partition disjoint. A node charged to several cells (a batch within the refinement part)
+    may read the rows they share (``Run.rows_of``)."""
+    declared = {p.name: p for p in plan.plan.partitions.values() if p.rows}
+    given = dict(row_cells or {})
+    if set(given) != set(declared):
+        raise PlanError(f"plan {plan.name!r} has row partitions {sorted(declared)}; the run was given {sorted(given)}")
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for name, part in declared.items():
+        cells = {str(k): np.unique(np.asarray(v, dtype=np.intp).ravel()) for k, v in given[name].items()}
+        if set(cells) != set(part.cells):
+            raise PlanError(f"row partition {name!r} has cells {list(part.cells)}; the run was given {sorted(cells)}")
+        everything = np.concatenate(list(cells.values())) if cells else np.array([], dtype=np.intp)
+        if np.unique(everything).size != everything.size:
+            raise PlanError(f"the cells of row partition {name!r} overlap: a record would be charged to one cell and read by two")
+        out[name] = cells
+    return out
 
 
 class NoiseOffPlan:
@@ -139,9 +162,13 @@ class Run:
         data_shape: tuple[int, ...] | None = None,
         algorithm: str | None = None,
         notes: list[str] | None = None,
+        row_cells: Mapping[str, Mapping[str, Any]] | None = None,
+        coverage: str | None = None,
     ) -> None:
         self.plan = plan
         self.ledger = ledger
+        self.row_cells = _checked_row_cells(plan, row_cells)
+        self.coverage = coverage  #: what the guarantee covers, when not every output (the report says it)
         self.random_state = random_state
         self.allow_uncertified = allow_uncertified
         self.data_shape = None if data_shape is None else [int(x) for x in data_shape]
@@ -180,16 +207,45 @@ class Run:
             raise PlanError(f"node {name!r} needs its parents released first: {missing}")
         return self._reservation
 
-    def release(self, name: str, value: Any, **options: Any) -> Any:
-        """Charge node ``name`` and release ``value`` with its noise."""
+    def release(self, name: str, value: Any, *, rows: Any = None, **options: Any) -> Any:
+        """Charge node ``name`` and release ``value`` with its noise. ``rows``: the row indices ``value`` reads,
+        required for a node charged to a cell of a row partition and refused outside that cell."""
         reservation = self._check_releasable(name)
+        read = self._check_rows(name, rows)
         spec = self._spec_for(name, options.pop("sensitivity", None))
         mech = get_mechanism(spec.mechanism)
         prepared = mech.prepare(value, spec, **options)
         reservation.charge(name)  # write-ahead: charged before the noise exists
         out = mech.sample(prepared, spec, self._rngs[name], **options)
+        out = tap.release_seen((self.algorithm, name), value, out, spec, rows=read)  # the output itself unless an audit replays
         self.outputs[name] = out
         return out
+
+    def rows_of(self, name: str) -> np.ndarray | None:
+        """The rows node ``name`` is charged to (sorted indices), or None when its scope holds every row."""
+        allowed: np.ndarray | None = None
+        for partition, cell in self.plan.nodes[name].scope.constraints:
+            part = self.plan.plan.partitions.get(partition)
+            if part is None or not part.rows:
+                continue
+            cell_rows = self.row_cells[partition][cell]
+            allowed = cell_rows if allowed is None else np.intersect1d(allowed, cell_rows)
+        return allowed
+
+    def _check_rows(self, name: str, rows: Any) -> np.ndarray | None:
+        """The rows a release reads, checked against the cell it is charged to (PlanError outside it)."""
+        allowed = self.rows_of(name)
+        if rows is None:
+            if allowed is not None:
+                raise PlanError(f"node {name!r} is charged to {self.plan.nodes[name].scope}: release it with rows= (the rows its "
+                                "value reads), which must lie in that cell")
+            return None
+        read = np.unique(np.asarray(rows, dtype=np.intp).ravel())
+        if allowed is not None and not np.all(np.isin(read, allowed)):
+            outside = int(np.sum(~np.isin(read, allowed)))
+            raise PlanError(f"node {name!r} is charged to {self.plan.nodes[name].scope} but reads {outside} rows outside it: "
+                            "a release must be charged to every record it reads")
+        return read
 
     def delegate(self, name: str) -> None:
         """Charge node ``name`` whose noise another party draws from its own records (a federated
@@ -228,7 +284,7 @@ class Run:
             self._reservation.charge(name)  # write-ahead: charged before the noise exists
             self._issued.add(name)
             node = self.plan.nodes[name]
-            tickets[name] = NoiseTicket(name, self.plan.specs[name], node.adaptive, self._rngs[name])
+            tickets[name] = NoiseTicket(name, self.plan.specs[name], node.adaptive, self._rngs[name], self.algorithm)
         return tickets
 
     def accept(self, name: str, output: Any, spec: Any = None) -> None:
@@ -398,12 +454,16 @@ def build_report(run: Run) -> PrivacyReport:
         versions["dp-accounting"] = version("dp-accounting")
     except Exception:  # pragma: no cover - metadata missing in odd installs
         pass
+    line = _status_line(status, spent, ledger.accountant.name, plan.relation.value, plan.budget.is_infinite,
+                        [c.label for c in charged if c.status == Status.NONE] if status == Status.NONE else uncertified,
+                        [c.label for c in charged if plan.nodes[c.label].data_dependent],
+                        [c.label for c in charged if c.status == Status.CLAIMED] if status == Status.NONE else None)
+    if run.coverage:
+        line += f" -- it covers {run.coverage}"
     return PrivacyReport(
         status=status.value,
-        status_line=_status_line(status, spent, ledger.accountant.name, plan.relation.value, plan.budget.is_infinite,
-                                 [c.label for c in charged if c.status == Status.NONE] if status == Status.NONE else uncertified,
-                                 [c.label for c in charged if plan.nodes[c.label].data_dependent],
-                                 [c.label for c in charged if c.status == Status.CLAIMED] if status == Status.NONE else None),
+        status_line=line,
+        coverage=run.coverage,
         algorithm=run.algorithm,
         algorithm_version=__version__,
         run_id=run._reservation.run_id,

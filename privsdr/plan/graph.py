@@ -35,11 +35,21 @@ class Partition:
 
     ``stable=True`` means the same name denotes the same cells in every run on this ledger
     (e.g. federated sites); otherwise the ledger treats each run's partition as new.
+    ``rows=True``: the cells are sets of row indices of the data a run reads (an init part, batches);
+    the run is given them (``Run(row_cells=...)``) and a node charged to a cell must say which rows its
+    value reads (``release(..., rows=idx)``): rows outside the cell it is charged to are refused.
     """
 
     name: str
     cells: tuple[str, ...]
     stable: bool = False
+    rows: bool = False
+
+    def public_dict(self) -> dict[str, Any]:
+        data = attrs.asdict(self)
+        if not self.rows:
+            del data["rows"]  # plans without row partitions keep their hashes
+        return data
 
 
 @attrs.frozen
@@ -89,14 +99,16 @@ class Plan:
         self.nodes: dict[str, Node] = {}
         self.partitions: dict[str, Partition] = {}
 
-    def partition(self, name: str, cells: Iterable[object], *, stable: bool = False, within: Scope | None = None) -> list[Scope]:
-        """Declare a public partition and return the scope of each cell (inside ``within``)."""
+    def partition(self, name: str, cells: Iterable[object], *, stable: bool = False, within: Scope | None = None,
+                  rows: bool = False) -> list[Scope]:
+        """Declare a public partition and return the scope of each cell (inside ``within``). ``rows=True``: a
+        partition of the data's rows by index, whose cells each run is given (see ``Partition``)."""
         names = tuple(str(c) for c in cells)
         if not names or len(set(names)) != len(names):
             raise PlanError(f"partition {name!r} needs distinct cells")
         if name in self.partitions:
             raise PlanError(f"partition {name!r} declared twice")
-        self.partitions[name] = Partition(name, names, stable)
+        self.partitions[name] = Partition(name, names, stable, rows)
         base = within or Scope.whole()
         return [base.cell(name, c) for c in names]
 
@@ -175,7 +187,7 @@ class Plan:
             "name": self.name,
             "relation": self.relation.value,
             "public_params": self.public_params,
-            "partitions": [attrs.asdict(p) for p in self.partitions.values()],
+            "partitions": [p.public_dict() for p in self.partitions.values()],
             "nodes": [n.public_dict() for n in self.nodes.values()],
         }
 

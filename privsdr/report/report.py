@@ -86,14 +86,18 @@ class PrivacyReport:
     #: post-processing facts about the released estimate (e.g. the error the noise alone induces); no cost
     diagnostics: dict[str, Any] = attrs.field(factory=dict)
     model: dict[str, Any] | None = None  #: the model file this report belongs to (format, digest), if saved
+    #: what the guarantee covers when it is not every output of the fit (e.g. "the messages between parties;
+    #: not the coefficients"); None: it covers every output. The status line says it too.
+    coverage: str | None = None
     schema: str = SCHEMA
     schema_version: int = SCHEMA_VERSION
 
     # -- serialisation ----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         data = attrs.asdict(self, recurse=True)
-        if data["model"] is None:
-            del data["model"]  # reports of unsaved fits keep exactly their earlier form
+        for optional in ("model", "coverage"):
+            if data[optional] is None:
+                del data[optional]  # reports without them keep exactly their earlier form
         order = ["schema", "schema_version", "status", "status_line"]
         return _num({**{k: data[k] for k in order}, **{k: v for k, v in data.items() if k not in order}})
 

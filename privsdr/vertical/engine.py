@@ -36,7 +36,7 @@ import attrs
 from ..accounting import Budget, Charge, Cost, Ledger, Status, make_accountant
 from ..errors import PrivsdrError, ValidationError
 from ..federated.execution import client_seeds, run_clients
-from ..plan import CalibratedPlan, NoiseTicket, Plan, Run
+from ..plan import CalibratedPlan, NoiseTicket, Plan, Run, tap
 from ..plan.execute import build_report
 from ..report import PrivacyReport
 from .layout import Layout, Party, check_parties
@@ -154,6 +154,11 @@ class VerticalProtocol:
     def notes(self, party: str) -> list[str]:
         return []
 
+    def coverage(self) -> str | None:
+        """What the guarantee covers when the published estimate is not a function of the releases alone (e.g.
+        each party's coefficients computed from its own raw rows); None when it covers every output."""
+        return None
+
 
 def owner(node: str) -> str:
     """The party that releases ``node`` (global node names are ``"<party>/<node>"``)."""
@@ -193,7 +198,7 @@ class PartySession:
         self.name, self.plan, self.ledger = name, plan, ledger
         self.protocol, self.digest, self.message_reports = protocol, digest, message_reports
         self.run = Run(plan, ledger, random_state=seed, data_shape=data_shape, allow_uncertified=allow_uncertified,
-                       algorithm=f"{protocol.name} (party {name})", notes=protocol.notes(name))
+                       algorithm=f"{protocol.name} (party {name})", notes=protocol.notes(name), coverage=protocol.coverage())
 
     def __enter__(self) -> PartySession:
         self.run.__enter__()
@@ -213,6 +218,8 @@ class PartySession:
         for node, (output, spec) in result.released.items():
             self.run.accept(node, output, spec)
         report = build_report(self.run).to_json() if self.message_reports else ""
+        for out in result.outgoing:
+            tap.message_sent(self.name, out.kind, out.recipients, out.arrays, out.nodes, out.meta)
         return [PartyMessage(self.protocol.name, self.protocol.version, self.digest, self.name, out.recipients, out.kind, stage,
                              out.arrays, out.meta, out.nodes, report) for out in result.outgoing]
 
@@ -319,9 +326,13 @@ def run_protocol(
             results = run_clients(_act, tasks, executor)
             for action, result in zip(stage.actions, results, strict=True):
                 states[action.party] = result.state
-                messages = sessions[action.party].complete(action, stage.index, result) if action.party in sessions else \
-                    [PartyMessage(protocol.name, protocol.version, digest, action.party, o.recipients, o.kind, stage.index,
-                                  o.arrays, o.meta, o.nodes) for o in result.outgoing]
+                if action.party in sessions:
+                    messages = sessions[action.party].complete(action, stage.index, result)
+                else:
+                    for o in result.outgoing:
+                        tap.message_sent(action.party, o.kind, o.recipients, o.arrays, o.nodes, o.meta)
+                    messages = [PartyMessage(protocol.name, protocol.version, digest, action.party, o.recipients, o.kind, stage.index,
+                                             o.arrays, o.meta, o.nodes) for o in result.outgoing]
                 for message in messages:
                     if message.id in mailbox:
                         raise PrivsdrError(f"message {message.id} sent twice")
@@ -341,7 +352,7 @@ def run_protocol(
     if failure is not None:
         raise failure
     result = protocol.finish(layout, states, sent)
-    privacy = privacy_summary(calibrated, parts, sessions, sent, reports, budget)
+    privacy = privacy_summary(calibrated, parts, sessions, sent, reports, budget, protocol.coverage())
     return ProtocolRun(result, layout, tuple(sent), reports, privacy, parts)
 
 
@@ -376,8 +387,9 @@ def revealed_entry(m: PartyMessage, status: str) -> dict[str, Any]:
 
 
 def privacy_summary(calibrated: CalibratedPlan, parts: Mapping[str, CalibratedPlan], sessions: Mapping[str, PartySession],
-                    messages: Sequence[PartyMessage], reports: Mapping[str, PrivacyReport], budget: Budget) -> dict[str, Any]:
-    """What each party revealed to whom, each party's cost, and the per-record composition."""
+                    messages: Sequence[PartyMessage], reports: Mapping[str, PrivacyReport], budget: Budget,
+                    coverage: str | None = None) -> dict[str, Any]:
+    """What each party revealed to whom, each party's cost, the per-record composition, and what it covers."""
     charged = {n for s in sessions.values() for n in s.charged}
     charges = [c for part in parts.values() for c in part.charges() if c.label in charged]  # what the parties ran
     statuses = [Status(r.status) for r in reports.values()]
@@ -405,6 +417,7 @@ def privacy_summary(calibrated: CalibratedPlan, parts: Mapping[str, CalibratedPl
         "composition": composition,
         "per_party": per_party,
         "revealed": revealed,
+        "coverage": coverage,
     }
 
 
@@ -427,6 +440,7 @@ def per_record_line(privacy: Mapping[str, Any]) -> str:
     best = costs[name]
     kind = "DP" if privacy["standard_dp"] else "LSDP (not standard DP)"
     eps = best["epsilon"]
+    covers = f" -- it covers {privacy['coverage']}" if privacy.get("coverage") else ""
     return (f"{privacy['status'].upper()}: per record ({eps:.4g}, {best['delta']:.3g})-{kind} under {name!r}, "
-            f"{privacy['relation']}; {privacy['composition']}" if math.isfinite(eps) else
+            f"{privacy['relation']}; {privacy['composition']}{covers}" if math.isfinite(eps) else
             f"{privacy['status'].upper()}: no finite guarantee ({privacy['relation']})")

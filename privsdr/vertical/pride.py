@@ -540,3 +540,11 @@ class PRIDEProtocol(VerticalProtocol):
                          "guarantee")
         return notes
 
+    def coverage(self) -> str | None:
+        """PRIDE's guarantee covers what a party sends (its perturbed sketch); each party computes its coefficients
+        from its own raw columns and y, so the published estimate is outside it."""
+        if self.config.mode == "none":
+            return None
+        return ("the messages between parties (each party's perturbed sketch); not the coefficients, the intercept or the "
+                "column means, which each party computes from its own raw columns and y")
+

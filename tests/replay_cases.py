@@ -1,0 +1,294 @@
+"""Every certified estimator, mode and path, registered once for the replay harness (``privsdr.audit.replay``).
+
+A new estimator, mode or path is covered by adding a ``Case`` here; ``tests/test_replay.py`` runs every case
+through (a) attributes from the releases alone, (b) messages, (c) row-local inputs (cases that give
+``references``), (d) row scopes, and the data-dependent-refusal check; ``test_every_certified_path_is_registered``
+fails when a public estimator or one of its certified modes has no case.
+
+Data are small (the checks are exact, not statistical). ``D`` is a dict: ``X``, ``y`` and, for vertical
+cases, ``blocks``; ``fit(est, D)`` fits on it the way the path does (in memory, ``Chunks``, dask, clients,
+parties).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import privsdr
+from privsdr import Budget
+from privsdr.audit.replay import Recorder, Released
+
+N, P = 240, 4
+BUDGET = Budget(2.0, 1e-5)
+WIDTHS = (2, 2)  # vertical cases: two parties of two columns
+
+
+def make_data(seed: int = 0, n: int = N, p: int = P) -> dict[str, Any]:
+    """A linear-index model with |x_ij| <= 1 (the bound every case declares) and one block per party."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.0, 1.0, (n, p))
+    y = X @ np.linspace(1.0, -0.5, p) + 0.3 * rng.standard_normal(n)
+    return with_blocks({"X": X, "y": y})
+
+
+def with_blocks(D: dict[str, Any]) -> dict[str, Any]:
+    D["blocks"] = np.split(D["X"], np.cumsum(WIDTHS)[:-1], axis=1) if D["X"].shape[1] == sum(WIDTHS) else None
+    return D
+
+
+def garbage(D: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+    """Data of the same shape and kind, unrelated to D (the replay must not read it)."""
+    X = rng.uniform(-1.5, 1.5, D["X"].shape)
+    y = rng.uniform(-3.0, 3.0, D["y"].shape)
+    return with_blocks({"X": X, "y": y})
+
+
+def replace_rows(D: dict[str, Any], rows: np.ndarray, rng: np.random.Generator | None = None) -> dict[str, Any]:
+    """D with ``rows`` replaced by garbage (the scope check: a release must not read them)."""
+    rng = rng or np.random.default_rng(12345)
+    X, y = D["X"].copy(), D["y"].copy()
+    X[rows] = rng.uniform(-1.5, 1.5, (len(rows), X.shape[1]))
+    y[rows] = rng.uniform(-3.0, 3.0, len(rows))
+    return with_blocks({"X": X, "y": y})
+
+
+def fit_xy(est: Any, D: dict[str, Any]) -> Any:
+    return est.fit(D["X"], D["y"])
+
+
+def fit_x(est: Any, D: dict[str, Any]) -> Any:
+    return est.fit(D["X"])
+
+
+def fit_chunks(est: Any, D: dict[str, Any], with_y: bool = True) -> Any:
+    X, y = D["X"], D["y"]
+    parts = np.array_split(np.arange(len(y)), 3)
+    source = (lambda: [(X[i], y[i]) for i in parts]) if with_y else (lambda: [X[i] for i in parts])
+    return est.fit(privsdr.Chunks(source))
+
+
+def fit_dask(est: Any, D: dict[str, Any]) -> Any:
+    import dask
+    import dask.array as da
+
+    with dask.config.set(scheduler="synchronous"):  # the taps see this process only
+        return est.fit(da.from_array(D["X"], chunks=(80, D["X"].shape[1])), da.from_array(D["y"], chunks=80))
+
+
+def fit_blocks(est: Any, D: dict[str, Any]) -> Any:
+    return est.fit(list(D["blocks"]), D["y"])
+
+
+@dataclass(frozen=True)
+class Case:
+    """One certified path. ``covers``: (class name, mode) it stands for in the registry check;
+    ``uncovered``: attributes outside the guarantee (the report must say so, ``uncovered_said``);
+    ``references``: (c), ``references(D, est)`` -> {node pattern: reference(release, recording)}."""
+
+    name: str
+    make: Callable[[], Any]
+    fit: Callable[[Any, dict[str, Any]], Any] = fit_xy
+    covers: tuple[str, str] = ("", "")
+    uncovered: tuple[str, ...] = ()
+    uncovered_said: str = ""
+    references: Callable[[dict[str, Any], Any], Mapping[str, Callable[[Released, Recorder], Any]]] | None = None
+    data: Callable[[int], dict[str, Any]] = make_data
+    scopes: bool = False  #: (d): the case has nodes charged to cells of a row partition
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+# -- (c) references: each release's noise-free input from the raw rows and the *released* earlier outputs ----
+def _outputs(recording: Recorder, node: str, before: Released) -> list[Any]:
+    """Released outputs of nodes named ``node`` (suffix match) recorded before ``before``."""
+    out = []
+    for r in recording.releases:
+        if r is before:
+            break
+        if r.key[1] == node or r.key[1].endswith("/" + node):
+            out.append(r.output)
+    return out
+
+
+def s1_references(D: dict[str, Any], est: Any) -> dict[str, Callable[[Released, Recorder], Any]]:
+    """DPPLS S1: u_a = E^T f, g_a = E^T (E w), h_a = |E w|^2, r_a = f^T (E w), where E, f are the clipped rows
+    deflated with the RELEASED p, c of earlier components (w from the released u_a)."""
+    Cx, Cy = est.bound_x, est.bound_y
+    h_floor = est.plan_.specs["h_1"].scale
+
+    def clip_x(E: np.ndarray) -> np.ndarray:
+        norms = np.sqrt(np.sum(E * E, axis=1, keepdims=True))
+        return E * np.minimum(1.0, Cx / np.maximum(norms, 1e-300))
+
+    def state(a: int, rec: Recorder, before: Released) -> tuple[np.ndarray, np.ndarray]:
+        E = clip_x(D["X"] - est.x_mean_)
+        f = np.clip(D["y"] - est.y_mean_, -Cy, Cy)
+        for b in range(1, a):
+            u = _outputs(rec, f"u_{b}", before)[-1]
+            w = u / np.linalg.norm(u)
+            g = _outputs(rec, f"g_{b}", before)[-1]
+            h = max(float(_outputs(rec, f"h_{b}", before)[-1][0]), h_floor, 1e-300)
+            r = float(_outputs(rec, f"r_{b}", before)[-1][0])
+            s = E @ w
+            E = clip_x(E - np.outer(s, g / h))
+            f = np.clip(f - s * (r / h), -Cy, Cy)
+        return E, f
+
+    def reference(kind: str) -> Callable[[Released, Recorder], Any]:
+        def compute(r: Released, rec: Recorder) -> Any:
+            a = int(r.key[1].split("_")[1])
+            E, f = state(a, rec, r)
+            if kind == "u":
+                return E.T @ f
+            u = _outputs(rec, f"u_{a}", r)[-1]
+            s = E @ (u / np.linalg.norm(u))
+            return {"g": E.T @ s, "h": np.array([s @ s]), "r": np.array([f @ s])}[kind]
+        return compute
+
+    return {f"{k}_*": reference(k) for k in ("u", "g", "h", "r")}
+
+
+def dpbcd_references(D: dict[str, Any], est: Any) -> dict[str, Callable[[Released, Recorder], Any]]:
+    """Certified DP-BCD: stat = X_i^T u with u = clip(y) first, then clip(RELEASED incoming remainder, C_v);
+    remainder = u - X_i d with d the increment the party sends (a function of released values: check (b))."""
+    names = list(est.layout_.names)
+    blocks = dict(zip(names, D["blocks"], strict=True))
+    C, Cy, kappa = est.row_bound, est.label_bound, est.remainder_clip
+
+    def clipped(name: str) -> np.ndarray:
+        X = blocks[name]
+        norms = np.sqrt(np.sum(X * X, axis=1, keepdims=True))
+        return X * np.minimum(1.0, C / np.maximum(norms, 1e-300))
+
+    def incoming(r: Released, rec: Recorder) -> Any:
+        party = r.key[1].split("/")[0]
+        sent = [m for m in rec.messages if party in m.recipients and m.kind == "remainder" and m.after <= rec.releases.index(r)]
+        return sent[-1] if sent else None
+
+    def u_of(r: Released, rec: Recorder) -> np.ndarray:
+        message = incoming(r, rec)
+        if message is None:
+            return np.clip(D["y"], -Cy, Cy)
+        C_v = float(message.meta["signal_bound"]) + kappa * float(message.meta["noise_sd_accumulated"])
+        return np.clip(np.asarray(message.arrays["remainder"]), -C_v, C_v)
+
+    def stat(r: Released, rec: Recorder) -> Any:
+        return clipped(r.key[1].split("/")[0]).T @ u_of(r, rec)
+
+    def remainder(r: Released, rec: Recorder) -> Any:
+        party = r.key[1].split("/")[0]
+        stat_release = next(s for s in reversed(rec.releases[: rec.releases.index(r)]) if s.key[1].startswith(party + "/stat"))
+        outgoing = next(m for m in rec.messages if m.sender == party and m.after > rec.releases.index(r))
+        return u_of(stat_release, rec) - clipped(party) @ np.asarray(outgoing.arrays["increment"])
+
+    return {"stat*": stat, "remainder*": remainder}
+
+
+def sir_step_references(D: dict[str, Any], est: Any, kind: str) -> dict[str, Callable[[Released, Recorder], Any]]:
+    """DPSIR onepass / SparseDPSIR / DPSparsePCA steps t >= 1: the update on batch t (its declared rows, checked
+    by (d)) from the RELEASED step t-1, projected on the public radius; rows centred at the released DP mean."""
+    from privsdr import core
+
+    hyper = est.hyperparameters_
+    C, L = hyper["radius"], hyper["tau"] * hyper["radius"]
+    bounds = est.bounds_
+
+    def compute(r: Released, rec: Recorder) -> Any:
+        t = int(r.key[1].split("_")[1])
+        if t == 0:
+            return None  # the start is post-processing of B.1 (checked by (a)); the steps after it read released steps
+        previous = _outputs(rec, f"step_{t - 1}", r)[-1]
+        A_prev = previous[0].T if kind in ("sparse", "pca") else previous
+        B = core.project_columns(np.asarray(A_prev, dtype=float), C)
+        if kind == "pca":
+            Xb = np.clip(D["X"][r.rows], -bounds, bounds)
+            return core.pca_update(Xb, B, L, hyper["eta"], hyper["lambda_pen"]).T
+        mean = _outputs(rec, "mean", r)
+        shift = np.asarray(est.public_center_) + (np.asarray(mean[-1]) if mean else 0.0)
+        Xb = np.clip(D["X"][r.rows] - shift, -bounds, bounds)
+        labels = core.slice_by_cut_points(D["y"][r.rows], est.cut_points_)
+        kern, A, G = core.batch_terms(Xb, labels, B, L, len(est.cut_points_) + 1)
+        U = core.sir_update(B, kern, A, G, hyper["eta"], hyper["lambda_pen"])
+        return U.T if kind == "sparse" else U
+
+    return {"step_*": compute}
+
+
+# -- the registry ----------------------------------------------------------------------------------------------
+CUTS = [-1.0, 0.0, 1.0]
+SIR = dict(bound=1.0, budget=BUDGET, random_state=3)
+
+
+def _dask_available() -> bool:
+    try:
+        import dask.array  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+CASES: list[Case] = [
+    Case("DPSIR moments", lambda: privsdr.DPSIR(1, cut_points=CUTS, **SIR), covers=("DPSIR", "moments")),
+    Case("DPSIR moments, DP quantile slices", lambda: privsdr.DPSIR(1, y_grid=np.linspace(-3, 3, 25), **SIR),
+         covers=("DPSIR", "moments")),
+    Case("DPSIR moments, public centre", lambda: privsdr.DPSIR(1, cut_points=CUTS, center=np.full(P, 0.1), **SIR),
+         covers=("DPSIR", "moments")),
+    Case("DPSIR moments, Chunks", lambda: privsdr.DPSIR(1, cut_points=CUTS, **SIR), fit=fit_chunks, covers=("DPSIR", "chunked")),
+    Case("DPSIR onepass", lambda: privsdr.DPSIR(1, algorithm="onepass", cut_points=CUTS, eta=0.05, **SIR), covers=("DPSIR", "onepass"),
+         scopes=True, references=lambda D, est: sir_step_references(D, est, "dense")),
+    Case("SparseDPSIR", lambda: privsdr.SparseDPSIR(1, sparsity=2, cut_points=CUTS, **SIR), covers=("SparseDPSIR", "certified"),
+         scopes=True, references=lambda D, est: sir_step_references(D, est, "sparse")),
+    Case("DPSparsePCA", lambda: privsdr.DPSparsePCA(1, sparsity=2, bound=1.0, budget=BUDGET, random_state=3), fit=fit_x,
+         covers=("DPSparsePCA", "certified"), scopes=True, references=lambda D, est: sir_step_references(D, est, "pca")),
+    Case("DPMeanCovariance", lambda: privsdr.DPMeanCovariance(clip=2.0, budget=BUDGET, random_state=3), fit=fit_x,
+         covers=("DPMeanCovariance", "certified")),
+    Case("DPMeanCovariance, Chunks", lambda: privsdr.DPMeanCovariance(clip=2.0, budget=BUDGET, random_state=3),
+         fit=lambda est, D: fit_chunks(est, D, with_y=False), covers=("DPMeanCovariance", "chunked")),
+    Case("DPPLS certified (S2)", lambda: privsdr.DPPLS(2, bound_x=2.0, bound_y=3.0, budget=BUDGET, random_state=3),
+         covers=("DPPLS", "certified")),
+    Case("DPPLS certified (S2), auto components", lambda: privsdr.DPPLS("auto", bound_x=2.0, bound_y=3.0, budget=BUDGET,
+                                                                         random_state=3), covers=("DPPLS", "certified")),
+    Case("DPPLS certified (S2), Chunks", lambda: privsdr.DPPLS(2, bound_x=2.0, bound_y=3.0, budget=BUDGET, random_state=3),
+         fit=fit_chunks, covers=("DPPLS", "chunked")),
+    Case("DPPLS certified_iterative (S1)", lambda: privsdr.DPPLS(2, mode="certified_iterative", bound_x=2.0, bound_y=3.0,
+                                                                  budget=BUDGET, random_state=3),
+         covers=("DPPLS", "certified_iterative"), references=s1_references),
+    Case("MSC dp_mean", lambda: _msc(), fit=fit_x, covers=("MSC", "dp_mean")),
+    Case("FederatedSIR iid", lambda: privsdr.FederatedSIR(1, bound=1.0, cut_points=CUTS, n_clients=3, budget=BUDGET,
+                                                          random_state=3), covers=("FederatedSIR", "iid")),
+    Case("FederatedSIR two-stage VGM", lambda: privsdr.FederatedSIR(1, bound=1.0, cut_points=CUTS, n_clients=3, budget=BUDGET,
+                                                                    mechanism="vgm_two_stage", random_state=3),
+         covers=("FederatedSIR", "vgm_two_stage")),
+    Case("FederatedSIR private screening", lambda: privsdr.FederatedSIR(1, bound=1.0, cut_points=CUTS, n_clients=3, budget=BUDGET,
+                                                                        screening="private", screen_size=2, random_state=3),
+         covers=("FederatedSIR", "screening")),
+    Case("DPBCDRegression certified", lambda: privsdr.DPBCDRegression("certified", budget=BUDGET, row_bound=1.5, label_bound=3.0,
+                                                                      coef_bound=3.0, n_rounds=2, random_state=3,
+                                                                      message_reports=False),
+         fit=fit_blocks, covers=("DPBCDRegression", "certified"), references=dpbcd_references),
+    Case("PRIDERegressor certified, entry", lambda: privsdr.PRIDERegressor("certified", budget=BUDGET, bounds=(-1.0, 1.0), lam=0.1,
+                                                                           random_state=3, message_reports=False),
+         fit=fit_blocks, covers=("PRIDERegressor", "certified"),
+         uncovered=("coef_", "coef_blocks_", "intercept_", "lambdas_", "sketch_coef_blocks_", "transforms_"),
+         uncovered_said="not the coefficients"),
+    Case("PRIDERegressor certified, row, local CV", lambda: privsdr.PRIDERegressor(
+        "certified", budget=BUDGET, bounds=(-1.0, 1.0), relation="row", random_state=3, message_reports=False),
+         fit=fit_blocks, covers=("PRIDERegressor", "certified"),
+         uncovered=("coef_", "coef_blocks_", "intercept_", "lambdas_", "sketch_coef_blocks_", "transforms_"),
+         uncovered_said="not the coefficients"),
+]
+
+if _dask_available():
+    CASES.append(Case("DPSIR moments, dask array", lambda: privsdr.DPSIR(1, cut_points=CUTS, **SIR), fit=fit_dask,
+                      covers=("DPSIR", "dask")))
+
+
+def _msc() -> Any:
+    from privsdr.algorithms.spectral import MSC
+
+    return MSC("dp_mean", bound=3.0, budget=BUDGET, random_state=3)

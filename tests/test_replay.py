@@ -1,0 +1,131 @@
+"""The replay harness on every certified estimator, mode and path (``tests/replay_cases.py``).
+
+(a) every fitted attribute, diagnostic, report line and warning follows from the releases alone (a replay on garbage
+data with the recorded outputs gives the same); (b) every message is a release or post-processing of releases;
+(c) row-local iterative releases read the raw rows and *released* earlier outputs only; (d) a release charged
+to part of the rows reads only those. The same cases drive the refusal check of ``tests/test_bad_inputs.py``.
+"""
+from __future__ import annotations
+
+import inspect
+import warnings
+
+import numpy as np
+import pytest
+from replay_cases import CASES, garbage, replace_rows
+
+import privsdr
+from privsdr.audit.replay import (
+    check_inputs,
+    check_messages,
+    check_scopes,
+    differences,
+    fitted_attributes,
+    record,
+    replay,
+    report_view,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # noise warnings at these tiny sizes are expected
+
+
+def _report(est):
+    return getattr(est, "privacy_report_", None)
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    """Each case fitted once on its data, with every release and message recorded (shared by the checks)."""
+    out = {}
+    for case in CASES:
+        D = case.data(0)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            est, recording = record(lambda case=case, D=D: case.fit(case.make(), D))
+        out[case.name] = (D, est, recording, _warned(seen))
+    return out
+
+
+def _warned(seen) -> list[tuple[str, str]]:
+    return [(w.category.__name__, str(w.message)) for w in seen]
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_attributes_and_messages_follow_from_the_releases_alone(case, recorded):
+    D, est, recording, warned = recorded[case.name]
+    assert recording.releases, "the case released nothing: the harness would check nothing"
+    junk = garbage(D, np.random.default_rng(99))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        again, replayed = replay(lambda: case.fit(case.make(), junk), recording)
+    attrs0 = fitted_attributes(est, exclude=case.uncovered)
+    attrs1 = fitted_attributes(again, exclude=case.uncovered)
+    problems = differences(attrs0, attrs1, "attributes")
+    problems += differences(report_view(_report(est)), report_view(_report(again)), "report")
+    problems += check_messages(recording, replayed)
+    problems += differences(warned, _warned(seen), "warnings")  # what the user is told follows from the releases too
+    assert not problems, "\n".join(problems[:10])
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.uncovered], ids=str)
+def test_what_the_guarantee_does_not_cover_is_said_and_really_is_uncovered(case, recorded):
+    """A case may leave attributes out of (a) only if its reports say the guarantee does not cover them; and the
+    exclusion must be real (they do change with the data), or it would hide nothing and should go."""
+    D, est, recording, _ = recorded[case.name]
+    reports = getattr(est, "privacy_reports_", None) or {"": _report(est)}
+    for report in reports.values():
+        if report is not None and report.status == "certified":
+            assert case.uncovered_said in report.status_line, report.status_line
+    again, _ = replay(lambda: case.fit(case.make(), garbage(D, np.random.default_rng(98))), recording)
+    changed = [a for a in case.uncovered if differences(getattr(est, a, None), getattr(again, a, None))]
+    assert changed, f"{case.uncovered} follow from the releases after all: remove them from the case"
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.references], ids=str)
+def test_row_local_releases_read_the_rows_and_released_outputs_only(case, recorded):
+    D, est, recording, _ = recorded[case.name]
+    problems = check_inputs(recording, case.references(D, est))
+    assert not problems, "\n".join(problems[:10])
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.scopes], ids=str)
+def test_a_release_charged_to_part_of_the_rows_reads_only_those(case, recorded):
+    D, est, recording, _ = recorded[case.name]
+    scoped = [r for r in recording.releases if r.rows is not None]
+    assert scoped, "the case declares row scopes but no release said which rows it reads"
+    problems = check_scopes(lambda data: case.fit(case.make(), data), D, len(D["y"]), recording, replace_rows)
+    assert not problems, "\n".join(problems[:10])
+
+
+def _certified_modes(cls) -> set[str]:
+    """The certified modes/paths a class must have cases for (public constants and documented paths)."""
+    name = cls.__name__
+    known = {
+        "DPSIR": {"moments", "onepass", "chunked", "dask"},
+        "SparseDPSIR": {"certified"},
+        "DPSparsePCA": {"certified"},
+        "DPMeanCovariance": {"certified", "chunked"},
+        "DPPLS": {"certified", "certified_iterative", "chunked"},
+        "MSC": {"dp_mean"},
+        "FederatedSIR": {"iid", "vgm_two_stage", "screening"},
+        "DPBCDRegression": {"certified"},
+        "PRIDERegressor": {"certified"},
+    }
+    return known[name]
+
+
+def test_every_certified_path_is_registered():
+    """Every public estimator (and MSC) has a case for each of its certified modes and data paths."""
+    from privsdr.algorithms.spectral import MSC
+
+    classes = [getattr(privsdr, n) for n in privsdr.__all__]
+    estimators = [c for c in classes if inspect.isclass(c) and hasattr(c, "fit")] + [MSC]
+    covered = {c.covers for c in CASES}
+    missing = [(cls.__name__, mode) for cls in estimators for mode in sorted(_certified_modes(cls))
+               if (cls.__name__, mode) not in covered and not (mode == "dask" and not any(c.covers[1] == "dask" for c in CASES))]
+    assert not missing, f"no replay case for {missing}: add them to tests/replay_cases.py"
+    from privsdr.algorithms.pls import MODES as PLS_MODES
+    from privsdr.vertical.dpbcd import MODES as BCD_MODES
+
+    assert {m for m in PLS_MODES if m.startswith("certified")} <= _certified_modes(privsdr.DPPLS)
+    assert {m for m in BCD_MODES if m == "certified"} <= _certified_modes(privsdr.DPBCDRegression)
