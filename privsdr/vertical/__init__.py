@@ -15,6 +15,8 @@ from .engine import (
     ProtocolRun,
     Stage,
     VerticalProtocol,
+    check_ledger_reuse,
+    commit_parts,
     format_revealed,
     per_record_line,
     revealed_entry,
@@ -29,7 +31,7 @@ from .pride import LargeDeltaWarning, PRIDEConfig, PRIDEProtocol, PRIDEResult
 from .pride_estimator import PRIDERegressor
 
 __all__ = [
-    "Action", "ActionResult", "check_parties", "DegenerateResidualError", "DPBCDConfig", "DPBCDProtocol",
+    "Action", "ActionResult", "check_ledger_reuse", "check_parties", "commit_parts", "DegenerateResidualError", "DPBCDConfig", "DPBCDProtocol",
     "DPBCDRegression", "DPBCDResult", "format_revealed", "LargeDeltaWarning", "Layout", "Mailbox",
     "message_id", "Outgoing", "Party", "PartyInfo", "PartyMessage", "PartyOutcome", "per_record_line",
     "posterior_bound", "PRIDEConfig", "PRIDEProtocol", "PRIDERegressor", "PRIDEResult", "ProtocolAbort",

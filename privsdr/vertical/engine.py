@@ -194,21 +194,43 @@ class PartySession:
     """One party's side of a run: its Run on its own ledger, tickets out, releases in, messages stamped."""
 
     def __init__(self, name: str, plan: CalibratedPlan, ledger: Ledger, seed: Any, *, protocol: VerticalProtocol,
-                 digest: str, data_shape: tuple[int, ...], allow_uncertified: bool, message_reports: bool) -> None:
+                 digest: str, data_shape: tuple[int, ...], allow_uncertified: bool, message_reports: bool,
+                 project: Ledger | None = None) -> None:
         self.name, self.plan, self.ledger = name, plan, ledger
         self.protocol, self.digest, self.message_reports = protocol, digest, message_reports
+        algorithm = f"{protocol.name} (party {name})"
         self.run = Run(plan, ledger, random_state=seed, data_shape=data_shape, allow_uncertified=allow_uncertified,
-                       algorithm=f"{protocol.name} (party {name})", notes=protocol.notes(name), coverage=protocol.coverage())
+                       algorithm=algorithm, notes=protocol.notes(name), coverage=protocol.coverage())
+        #: the same part charged to the project's per-record ledger (``run_protocol(project=...)``), if any
+        self.project_run = None if project is None else Run(plan, project, random_state=0, data_shape=data_shape,
+                                                            allow_uncertified=allow_uncertified, algorithm=algorithm,
+                                                            coverage=protocol.coverage())
 
     def __enter__(self) -> PartySession:
-        self.run.__enter__()
+        if self.project_run is not None:
+            self.project_run.__enter__()
+        try:
+            self.run.__enter__()
+        except BaseException as exc:
+            if self.project_run is not None:
+                self.project_run.__exit__(type(exc), exc, None)
+            raise
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.run.__exit__(*exc)
+        try:
+            self.run.__exit__(*exc)
+        finally:
+            if self.project_run is not None:
+                self.project_run.__exit__(*exc)
 
     def issue(self, action: Action) -> dict[str, NoiseTicket]:
-        return self.run.issue(*action.nodes) if action.nodes else {}
+        if not action.nodes:
+            return {}
+        if self.project_run is not None:  # write-ahead on the project's ledger too, before any noise is drawn
+            for node in action.nodes:
+                self.project_run.delegate(node)
+        return self.run.issue(*action.nodes)
 
     def complete(self, action: Action, stage: int, result: ActionResult) -> list[PartyMessage]:
         missing = [n for n in action.nodes if n not in result.released]
@@ -261,10 +283,12 @@ def run_protocol(
     random_state: Any = None,
     allow_uncertified: bool = False,
     message_reports: bool = True,
+    project: Ledger | None = None,
 ) -> ProtocolRun:
     """Run ``protocol`` among ``parties`` (see the module docstring). ``budget`` is the per-record
     total over every party's releases; ``ledgers`` maps party names to their own ledgers (a fresh
-    ledger of exactly its part otherwise)."""
+    ledger of exactly its part otherwise); ``project``: the project's per-record ledger, which every
+    party's part is charged to as well (``commit_parts``; see ``check_ledger_reuse``)."""
     from ..accounting import as_budget
 
     budget = as_budget(budget)
@@ -278,6 +302,8 @@ def run_protocol(
     for name, ledger in ledgers.items():
         if not isinstance(ledger, Ledger):
             raise ValidationError(f"ledger of {name!r} must be a privsdr.Ledger, got {type(ledger).__name__}")
+    if project is not None and not isinstance(project, Ledger):
+        raise ValidationError(f"the project ledger must be a privsdr.Ledger, got {type(project).__name__}")
     plan = protocol.build_plan(layout, budget)
     acct = make_accountant(accountant, budget.delta)  # one instance: parts are priced as their ledgers price them
     calibrated = plan.allocate(budget, accountant=acct, **protocol.allocation())
@@ -286,6 +312,11 @@ def run_protocol(
         together = acct.cost([c for part in parts.values() for c in part.charges()])
         if not together.fits_within(budget):
             raise ValidationError(f"the parties' parts compose to {together} under {acct.name!r}, beyond the budget {tuple(budget)}")
+    if budget.is_infinite:
+        project = None  # noise off: nothing to account (every report says NON-PRIVATE BASELINE)
+    check_ledger_reuse(calibrated, ledgers, project)
+    if project is not None:
+        commit_parts(project, parts, allow_uncertified)
     digest = protocol.digest(layout)
     seeds = dict(zip(layout.names, client_seeds(random_state, len(layout.names)), strict=True))
     sessions: dict[str, PartySession] = {}
@@ -293,7 +324,7 @@ def run_protocol(
         ledger = ledgers.get(name) or Ledger(part.budget, accountant=acct, relation=part.relation)
         sessions[name] = PartySession(name, part, ledger, seeds[name], protocol=protocol, digest=digest,
                                       data_shape=by_name[name].X.shape, allow_uncertified=allow_uncertified,
-                                      message_reports=message_reports)
+                                      message_reports=message_reports, project=project)
     opened: list[PartySession] = []
     try:
         for session in sessions.values():  # every party reserves its whole part before any data is read
@@ -354,6 +385,43 @@ def run_protocol(
     result = protocol.finish(layout, states, sent)
     privacy = privacy_summary(calibrated, parts, sessions, sent, reports, budget, protocol.coverage())
     return ProtocolRun(result, layout, tuple(sent), reports, privacy, parts)
+
+
+def records_span_parties(calibrated: CalibratedPlan) -> bool:
+    """Whether one record meets several parties' releases: true under a row-level relation, where every
+    party's block holds part of the same person's row; false when each party's nodes read a cell of a party
+    partition of their own (entry-level S-DP: a party's entries appear in that party's releases only)."""
+    cells = {owner(name): node.scope for name, node in calibrated.nodes.items()}
+    return any(scope.is_whole for scope in cells.values())
+
+
+def check_ledger_reuse(calibrated: CalibratedPlan, ledgers: Mapping[str, Ledger], project: Ledger | None) -> None:
+    """Refuse to compose a row-level run on party ledgers that already hold charges, unless a project ledger is
+    given. A party's ledger composes only its own part; when a person's row spans every party, the per-record
+    guarantee over several runs is the composition of every party's parts, which no party ledger sees. A
+    project ledger (one account for the rows the parties share, e.g. a journal) composes them all."""
+    if project is not None or not records_span_parties(calibrated) or calibrated.budget.is_infinite:
+        return
+    used = sorted(name for name, ledger in ledgers.items() if ledger.charges)
+    if used:
+        raise ValidationError(
+            f"the ledgers of {', '.join(used)} already hold charges, and this run's releases read every party's part of the "
+            "same rows: each party ledger would compose only its own part, not the per-record total over runs. Give a project "
+            "ledger (ledger=Ledger(..., journal=...) on the estimator, project= to run_protocol) that every run on these rows "
+            "is charged to, or fresh party ledgers for a one-off run (docs/algorithms/dpbcd.md, 'one budget for a vertical project')")
+
+
+def commit_parts(project: Ledger, parts: Mapping[str, CalibratedPlan], allow_uncertified: bool = False) -> str:
+    """Declare every party's part of one run on the project ledger as a batch (``Ledger.commit``): the parts
+    compose non-adaptively there, as the plan was calibrated, and the whole run counts from now on. Refused
+    before anything is read if the run does not fit what remains."""
+    if not allow_uncertified:
+        bad = [n for part in parts.values() for n, node in part.nodes.items() if node.status.value != "certified"]
+        if bad:
+            from ..errors import UncertifiedPlanError
+
+            raise UncertifiedPlanError(f"nodes without a certified guarantee: {', '.join(bad)}; pass allow_uncertified=True")
+    return project.commit(list(parts.values()))
 
 
 def _inbox(action: Action, mailbox: Mapping[str, PartyMessage]) -> dict[str, PartyMessage]:

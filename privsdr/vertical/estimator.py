@@ -38,6 +38,9 @@ class DPBCDRegression(RegressorMixin, PrivateEstimator):
     budget: per-record total over every party's releases. Certified: (eps, delta > 0). Paper:
         (eps, 0) with eps what the run spends (the paper's eps for ``accounting="paper"``).
     ledgers: optional mapping party name -> that party's own ``Ledger`` (fresh ledgers otherwise).
+    ledger: optional project ledger: the per-record account of the rows the parties share. Every party's part
+        of each run is charged to it too (one batch per run), so it composes every run on these rows. Party
+        ledgers that already hold charges are refused under a row-level relation without it.
     accountant: of the global calibration and the fresh ledgers (default ``"best"``; paper: ``"basic"``).
     row_bound, label_bound, coef_bound: certified mode's public bounds: C_i on every row of a
         party's block (a number or a mapping party -> number), C_y on |y|, B_i on each increment.
@@ -52,7 +55,7 @@ class DPBCDRegression(RegressorMixin, PrivateEstimator):
     """
 
     def __init__(self, mode: str = "certified", *, n_rounds: int = 5, budget: Budget | tuple[float, float] | None = None,
-                 ledgers: Mapping[str, Ledger] | None = None, accountant: str | None = None,
+                 ledgers: Mapping[str, Ledger] | None = None, ledger: Ledger | None = None, accountant: str | None = None,
                  row_bound: Any = None, label_bound: float | None = None, coef_bound: Any = None, ridge: float = 0.0,
                  remainder_clip: float = 4.0, split: Sequence[float] = (0.5, 0.5, 1.0), calibration: str = "analytic",
                  gamma: float = 1.2, abort_check: str = "both", gamma_min_variant: str = "keep_label",
@@ -63,6 +66,7 @@ class DPBCDRegression(RegressorMixin, PrivateEstimator):
         self.n_rounds = n_rounds
         self.budget = budget
         self.ledgers = ledgers
+        self.ledger = ledger
         self.accountant = accountant
         self.row_bound = row_bound
         self.label_bound = label_bound
@@ -152,7 +156,7 @@ class DPBCDRegression(RegressorMixin, PrivateEstimator):
         budget = self._budget()
         outcome = run_protocol(DPBCDProtocol(config), parties, budget, ledgers=self.ledgers, accountant=self._accountant(),
                                executor=self.executor, random_state=self.random_state, allow_uncertified=self.allow_uncertified,
-                               message_reports=self.message_reports)
+                               message_reports=self.message_reports, project=self.ledger)
         result = outcome.result
         self.config_ = config
         self.layout_ = outcome.layout

@@ -17,7 +17,7 @@ import attrs
 from ..accounting import Budget, Ledger, make_accountant
 from ..errors import ValidationError
 from ..report import PrivacyReport
-from .engine import PartySession, ProtocolAbort, ProtocolAborted, VerticalProtocol, split_plan
+from .engine import PartySession, ProtocolAbort, ProtocolAborted, VerticalProtocol, check_ledger_reuse, split_plan
 from .layout import Layout, Party, check_party
 from .messages import Mailbox, PartyMessage, message_id
 
@@ -56,8 +56,11 @@ class AbortWatchingMailbox(Mailbox):
 
 def run_party(protocol: VerticalProtocol, party: Party, layout: Layout, budget: Budget, mailbox: Mailbox | str | Path, *,
               ledger: Ledger | None = None, accountant: str = "best", random_state: Any = None,
-              allow_uncertified: bool = False) -> PartyOutcome:
-    """Play ``party``'s side of ``protocol`` (see the module docstring)."""
+              allow_uncertified: bool = False, project: Ledger | None = None) -> PartyOutcome:
+    """Play ``party``'s side of ``protocol`` (see the module docstring). ``project``: the project's per-record
+    ledger shared by every party (a journal); this party's part is charged to it too. Declare the run's parts
+    there first (``commit_parts``) so that they compose non-adaptively; otherwise each part enters its filter
+    as a run of its own (valid, more conservative)."""
     party = check_party(party)
     if party.name not in layout.names:
         raise ValidationError(f"party {party.name!r} is not in the layout ({', '.join(layout.names)})")
@@ -74,9 +77,11 @@ def run_party(protocol: VerticalProtocol, party: Party, layout: Layout, budget: 
     if part is None:
         raise ValidationError(f"party {party.name!r} releases nothing in this protocol")
     digest = protocol.digest(layout)
+    if ledger is not None:
+        check_ledger_reuse(calibrated, {party.name: ledger}, project)
     session = PartySession(party.name, part, ledger or Ledger(part.budget, accountant=acct, relation=part.relation), random_state,
                            protocol=protocol, digest=digest, data_shape=party.X.shape, allow_uncertified=allow_uncertified,
-                           message_reports=True)
+                           message_reports=True, project=None if budget.is_infinite else project)
     kw = {"protocol": protocol.name, "version": protocol.version}
     state = protocol.initial_state(party.name, layout)
     sent: list[PartyMessage] = []

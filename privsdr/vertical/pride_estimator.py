@@ -41,6 +41,9 @@ class PRIDERegressor(RegressorMixin, PrivateEstimator):
     budget: (eps, delta) of the protocol. Under ``relation="entry"`` every party's sketch gets all of it
         (disjoint attributes compose in parallel); under ``"row"`` the K sketches share it.
     ledgers: optional mapping party name -> that party's own ``Ledger`` (fresh ledgers otherwise).
+    ledger: optional project ledger: the per-record account of the rows the parties share. Every party's part
+        of each run is charged to it too (one batch per run), so it composes every run on these rows. Party
+        ledgers that already hold charges are refused under a row-level relation without it.
     accountant: of the calibration and fresh ledgers (default ``"best"``).
     bounds: certified mode's public column ranges: ``(lo, hi)`` for every column, or a mapping party ->
         ``(lo, hi)`` with numbers or one number per column.
@@ -62,7 +65,7 @@ class PRIDERegressor(RegressorMixin, PrivateEstimator):
     """
 
     def __init__(self, mode: str = "certified", *, sketch_dim: Any = 0.2, budget: Budget | tuple[float, float] | None = None,
-                 ledgers: Mapping[str, Ledger] | None = None, accountant: str | None = None, bounds: Any = None,
+                 ledgers: Mapping[str, Ledger] | None = None, ledger: Ledger | None = None, accountant: str | None = None, bounds: Any = None,
                  relation: str = "entry", calibration: str | None = None, lam: float | None = None, cv: str | None = None,
                  lambdas: Any = None, n_folds: int = 5, cv_seed: int = 0, loss_scale: str = "half", bias_correction: bool = False,
                  center: bool = True, standardize: bool | None = None, sketch_seed: int | None = None, n_parties: int | None = None,
@@ -71,6 +74,7 @@ class PRIDERegressor(RegressorMixin, PrivateEstimator):
         self.sketch_dim = sketch_dim
         self.budget = budget
         self.ledgers = ledgers
+        self.ledger = ledger
         self.accountant = accountant
         self.bounds = bounds
         self.relation = relation
@@ -157,7 +161,7 @@ class PRIDERegressor(RegressorMixin, PrivateEstimator):
         protocol = PRIDEProtocol(config)
         outcome = run_protocol(protocol, parties, self._budget(), ledgers=self.ledgers, accountant=self.accountant or "best",
                                executor=self.executor, random_state=self.random_state, allow_uncertified=self.allow_uncertified,
-                               message_reports=self.message_reports)
+                               message_reports=self.message_reports, project=self.ledger)
         result = outcome.result
         self.config_ = config
         self.layout_ = outcome.layout
