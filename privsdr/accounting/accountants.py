@@ -66,7 +66,19 @@ class Accountant:
         raise NotImplementedError
 
     def cost(self, charges: Sequence[Charge]) -> Cost:
-        return self.cost_of_exposure(exposure(charges))
+        """Memoised on (the accountant's parameters, the charges): a ledger prices the same history many times
+        per run (preflight, reserve, remaining, the report's totals), and the answer is a pure function of both."""
+        key = (type(self).__name__, repr(self.to_dict()), self.target_delta, tuple(charges))
+        with _CACHE_LOCK:
+            if key in _COST_CACHE:
+                _COST_CACHE.move_to_end(key)
+                return _COST_CACHE[key]
+        cost = self.cost_of_exposure(exposure(charges))
+        with _CACHE_LOCK:
+            _COST_CACHE[key] = cost
+            if len(_COST_CACHE) > _CACHE_SIZE:
+                _COST_CACHE.popitem(last=False)
+        return cost
 
     def cost_of_exposure(self, exp: Exposure) -> Cost:
         if exp.combinations <= MAX_ATOMS:
@@ -201,6 +213,8 @@ class AdvancedAccountant(Accountant):
 _CACHE: OrderedDict[tuple[str, float | None, frozenset[tuple[Event, int]]], Cost] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 4096
+#: Accountant.cost memo: (accountant type, parameters, target delta, charges) -> Cost
+_COST_CACHE: OrderedDict[tuple[str, str, float | None, tuple[Charge, ...]], Cost] = OrderedDict()
 
 
 def merge_gaussians(events: Sequence[Event]) -> list[Event]:

@@ -16,6 +16,7 @@ records the output. A value that fails validation there has already been charged
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -412,6 +413,23 @@ def _adaptive_note(node: Any) -> str:
     return " [sensitivity computed at release from public parameters and parent outputs]" if node.adaptive else ""
 
 
+@functools.lru_cache(maxsize=1)
+def _versions() -> tuple[tuple[str, str], ...]:
+    """The library versions a report records (read once: the package metadata does not change in a process)."""
+    versions = {"privsdr": __version__, "numpy": np.__version__}
+    try:
+        from importlib.metadata import version
+
+        versions["dp-accounting"] = version("dp-accounting")
+    except Exception:  # pragma: no cover - metadata missing in odd installs
+        pass
+    return tuple(versions.items())
+
+
+def _library_versions() -> dict[str, str]:
+    return dict(_versions())
+
+
 def build_report(run: Run) -> PrivacyReport:
     plan, ledger = run.plan, run.ledger
     assert run._reservation is not None
@@ -447,13 +465,7 @@ def build_report(run: Run) -> PrivacyReport:
                 sampler=spec.sampler,
             )
         )
-    versions = {"privsdr": __version__, "numpy": np.__version__}
-    try:
-        from importlib.metadata import version
-
-        versions["dp-accounting"] = version("dp-accounting")
-    except Exception:  # pragma: no cover - metadata missing in odd installs
-        pass
+    versions = _library_versions()
     line = _status_line(status, spent, ledger.accountant.name, plan.relation.value, plan.budget.is_infinite,
                         [c.label for c in charged if c.status == Status.NONE] if status == Status.NONE else uncertified,
                         [c.label for c in charged if plan.nodes[c.label].data_dependent],
