@@ -1,7 +1,12 @@
 """Shared fixtures of the CLI tests: an in-process ``privsdr`` runner, tables, journals; the hypothesis profile."""
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import subprocess
+import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +22,27 @@ if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
 
 from privsdr import Ledger
 from privsdr.cli import main
+
+
+def run_cli(*args, cwd=None) -> subprocess.CompletedProcess:
+    """``privsdr ARGS`` run in this process, as ``subprocess.run(..., capture_output=True, text=True)`` would report
+    it (returncode, stdout, stderr): the parser, every check, the fits and the files are the command's own; only
+    the interpreter start (about 2 s with scikit-learn) is saved. Warnings are shown as a fresh process shows
+    them. Tests about processes themselves (concurrency, closed pipes, party processes) keep real subprocesses."""
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
+            warnings.simplefilter("default")
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as exc:  # argparse: --help (0) and usage errors (2)
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess([sys.executable, "-m", "privsdr", *map(str, args)], code, out.getvalue(), err.getvalue())
 
 
 class CliResult:

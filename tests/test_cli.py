@@ -6,6 +6,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import run_cli
 
 from privsdr import Ledger
 
@@ -13,11 +14,16 @@ CLI = [sys.executable, "-m", "privsdr"]
 
 
 def run(*args, cwd=None):
+    """The command in this process (``conftest.run_cli``); ``subprocess_run`` where the process itself matters."""
+    return run_cli(*args, cwd=cwd)
+
+
+def subprocess_run(*args, cwd=None):
     return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, cwd=cwd)
 
 
 def test_help_teaches_the_commands():
-    out = run("--help")
+    out = subprocess_run("--help")  # the real entry point, through a fresh interpreter
     assert out.returncode == 0
     for word in ("demo", "fit", "ledger", "report", "audit", "exit codes"):
         assert word in out.stdout
@@ -41,15 +47,37 @@ def test_demo_prints_estimate_report_and_writes_files(tmp_path):
     assert "data:image/png;base64," in rendered.read_text()
 
 
+def _demo_process(journal: str) -> None:
+    """A forked child runs ``privsdr demo`` (the command's own code; only the interpreter start is skipped)."""
+    import contextlib
+    import io
+    import os
+
+    from privsdr.cli import main
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        code = main(["demo", "--journal", journal, "--n", "2000"])
+    os._exit(code)
+
+
 def test_five_concurrent_demos_against_a_journal_for_three(tmp_path):
+    import multiprocessing
+
     journal = tmp_path / "budget.jsonl"
     assert run("ledger", "init", journal, "--epsilon", 3, "--delta", 3e-6, "--accountant", "basic").returncode == 0
-    procs = [subprocess.Popen([*CLI, "demo", "--journal", str(journal), "--n", "2000"], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(5)]
-    codes = sorted(p.wait() for p in procs)
-    for p in procs:
-        p.stdout.close()
-        p.stderr.close()
+    fork = multiprocessing.get_context("fork")
+    procs = [fork.Process(target=_demo_process, args=(str(journal),)) for _ in range(5)]
+    try:
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(timeout=120)
+    finally:
+        for p in procs:  # end exactly the processes this test started, also when it fails
+            if p.is_alive():
+                p.kill()
+                p.join()
+    codes = sorted(p.exitcode for p in procs)
     assert codes == [0, 0, 0, 3, 3]
     ledger = Ledger.open(journal)
     assert len([r for r in ledger.runs if r.charged]) == 3

@@ -203,7 +203,7 @@ def _moments_audit(monkeypatch, run_class, samples, seed):
     X0[0] = 1.0
     X1 = X0.copy()
     X1[0] = -1.0
-    budget = Budget(2.0, 1e-5)
+    budget = Budget(6.0, 1e-5)  # mu ~ 1.3 for the slice sums: a halved noise is rejected with a few hundred samples
     kw = dict(bound=1.0, cut_points=CUTS, diagnose_noise=False)
     report = DPSIR(1, budget=budget, random_state=0, **kw).fit(X0, y).privacy_report_
     scale = {nd.name: nd.noise_scale for nd in report.nodes}
@@ -230,9 +230,9 @@ def _moments_audit(monkeypatch, run_class, samples, seed):
 
 
 def test_moments_release_passes_its_audit_and_a_halved_sensitivity_fails(monkeypatch):
-    ok = _moments_audit(monkeypatch, _RecordingRun, samples=1_000, seed=41)
+    ok = _moments_audit(monkeypatch, _RecordingRun, samples=200, seed=41)
     assert ok.passed, ok.summary()
-    bad = _moments_audit(monkeypatch, _HalvedSumsRun, samples=1_000, seed=42)
+    bad = _moments_audit(monkeypatch, _HalvedSumsRun, samples=200, seed=42)  # mu >= 1.15 against the claimed 0.92
     assert not bad.passed, bad.summary()
 
 

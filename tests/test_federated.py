@@ -168,7 +168,7 @@ def test_iid_client_release_passes_a_client_level_audit():
     from privsdr.federated import client_plan
 
     config = FSIRConfig(bound=1.0, cut_points=CUTS, calibration="analytic")
-    n, budget = 40, Budget(2.0, 2e-5)
+    n, budget = 40, Budget(6.0, 2e-5)  # mu ~ 1: a halved noise is rejected with a few hundred samples
     X0, y = np.zeros((n, P)), np.zeros(n)
     X1 = X0.copy()
     X0[0], X1[0] = 1.0, -1.0
@@ -182,7 +182,7 @@ def test_iid_client_release_passes_a_client_level_audit():
     def production(X, rng):
         return client_message(X, y, config, budget, client_id="c", random_state=rng).slice_means
 
-    ok = audit(production, X0, X1, claim=claim, statistic=stat, threshold=threshold, samples=2_000, alpha=1e-3, seed=1)
+    ok = audit(production, X0, X1, claim=claim, statistic=stat, threshold=threshold, samples=300, alpha=1e-3, seed=1)
     assert ok.passed, ok.summary()
 
     def half_noise(X, rng):
@@ -191,7 +191,7 @@ def test_iid_client_release_passes_a_client_level_audit():
         M[:, h] = clean
         return M + 0.5 * spec.scale * rng.standard_normal(M.shape)
 
-    bad = audit(half_noise, X0, X1, claim=claim, statistic=stat, threshold=threshold, samples=2_000, alpha=1e-3, seed=2)
+    bad = audit(half_noise, X0, X1, claim=claim, statistic=stat, threshold=threshold, samples=300, alpha=1e-3, seed=2)
     assert not bad.passed, bad.summary()
 
 
@@ -252,7 +252,7 @@ def test_certified_two_stage_vgm_passes_a_client_level_audit():
     from privsdr.federated import client_plan
 
     config = FSIRConfig(bound=1.0, cut_points=CUTS, mechanism="vgm_two_stage", calibration="analytic")
-    budget = Budget(2.0, 2e-5)
+    budget = Budget(6.0, 2e-5)
     X0, X1, y = _pair_one_record_moves()
     specs = client_plan(config, 40, P, budget).specs
     claim = GDP.composed([specs["slice_means_stage1"].noise_multiplier, specs["slice_means"].noise_multiplier], 1e-5)
@@ -261,7 +261,7 @@ def test_certified_two_stage_vgm_passes_a_client_level_audit():
     stat = lambda outs: np.array([o[:, h] @ shift for o in outs])  # noqa: E731
     threshold = float(X0[0] / 40 @ shift + shift @ shift / 2)
     fit = lambda X, rng: client_message(X, y, config, budget, client_id="c", random_state=rng).slice_means  # noqa: E731
-    result = audit(fit, X0, X1, claim=claim, statistic=stat, threshold=threshold, samples=2_000, alpha=1e-3, seed=4)
+    result = audit(fit, X0, X1, claim=claim, statistic=stat, threshold=threshold, samples=300, alpha=1e-3, seed=4)
     assert result.passed, result.summary()
 
 

@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import run_cli
 
 from privsdr import Ledger
 from privsdr.reproduce import REPRODUCTIONS, edpls_attack, edpls_figures
@@ -14,8 +15,13 @@ from privsdr.reproduce import REPRODUCTIONS, edpls_attack, edpls_figures
 CLI = [sys.executable, "-m", "privsdr"]
 
 
-def run(*args):
-    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True)
+def run(*args, cwd=None):
+    """The command in this process (``conftest.run_cli``); ``subprocess_run`` where the process itself matters."""
+    return run_cli(*args, cwd=cwd)
+
+
+def subprocess_run(*args, cwd=None):
+    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, cwd=cwd)
 
 
 @pytest.fixture()
@@ -93,13 +99,13 @@ def test_edpls_reproductions_are_registered():
 
 def test_figure3_small_grid_writes_csv_markdown_png(tmp_path, monkeypatch):
     monkeypatch.setattr(edpls_figures, "FIG3_EPS", (1.0, 1e4))
-    rows = edpls_figures.run("edpls-figure3", reps=2, seed=1)
+    rows = edpls_figures.run("edpls-figure3", reps=1, seed=1)
     by = {(r["method"], r["epsilon"]): r for r in rows}
     assert by[("paper", 1.0)]["paper_composed_epsilon"] == pytest.approx(12.7527, abs=1e-3)
     assert by[("paper", 1e4)]["rmsep_over_sigma_median"] < 0.2  # large eps: close to PLS (spec O-6)
     assert by[("non-private PLS", float("inf"))]["rmsep_over_sigma_median"] < 0.1  # O-21
     assert ("certified S2 (A auto) at the paper's composed eps", 1.0) in by
-    again = edpls_figures.run("edpls-figure3", reps=2, seed=1)  # deterministic for a seed
+    again = edpls_figures.run("edpls-figure3", reps=1, seed=1)  # deterministic for a seed
     assert [r["rmsep_over_sigma_mean"] for r in rows] == [r["rmsep_over_sigma_mean"] for r in again]
     csv_path, md_path = edpls_figures.write(rows, tmp_path)
     with open(csv_path) as fh:

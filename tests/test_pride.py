@@ -188,12 +188,12 @@ def test_the_paper_calibration_at_eps_1_delta_005_audits_far_below_its_claim():
     D0[3, 2], D1[3, 2] = LO, HI
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LargeDeltaWarning)
-        ok, claim, _, spec = entry_audit(config, D0, D1, budget=Budget(1.0, 0.05), samples=20000)
+        ok, claim, _, spec = entry_audit(config, D0, D1, budget=Budget(1.0, 0.05), samples=2000)
     assert spec.noise_multiplier == pytest.approx(2.5701, abs=1e-4)
     assert claim.epsilon == pytest.approx(0.33, abs=0.01) and ok.passed and ok.epsilon_lower < 0.5, ok.summary()
     with warnings.catch_warnings():  # the spec's negative control: sigma / 10 (mu ~ 3.9, exact eps(0.05) ~ 13)
         warnings.simplefilter("ignore", LargeDeltaWarning)
-        bad, _, _, _ = entry_audit(config, D0, D1, budget=Budget(1.0, 0.05), samples=3000, scale=0.1)
+        bad, _, _, _ = entry_audit(config, D0, D1, budget=Budget(1.0, 0.05), samples=300, scale=0.1)
     assert not bad.passed and bad.epsilon_lower > 1.0, bad.summary()
 
 

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
+from conftest import run_cli
 
 from privsdr import Ledger
 
@@ -12,6 +13,11 @@ CLI = [sys.executable, "-m", "privsdr"]
 
 
 def run(*args, cwd=None):
+    """The command in this process (``conftest.run_cli``); ``subprocess_run`` where the process itself matters."""
+    return run_cli(*args, cwd=cwd)
+
+
+def subprocess_run(*args, cwd=None):
     return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, cwd=cwd)
 
 

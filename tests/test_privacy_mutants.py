@@ -105,7 +105,7 @@ def _sparse_step_audit(samples: int, seed: int):
 
 
 def test_sparse_dpsir_step_noise_is_calibrated_to_the_batch_size(linear_step_query):
-    ok = _sparse_step_audit(samples=600, seed=11)
+    ok = _sparse_step_audit(samples=150, seed=11)
     assert ok.passed, ok.summary()
 
 
@@ -116,7 +116,7 @@ def test_sparse_dpsir_step_audit_catches_a_sensitivity_with_1_over_n(linear_step
         return original(p, K, bound, L, eta, lambda_pen, SPARSE_N, norm)
 
     monkeypatch.setattr(dpsir_module, "sir_step_sensitivity", with_n)
-    bad = _sparse_step_audit(samples=600, seed=12)
+    bad = _sparse_step_audit(samples=150, seed=12)  # epsilon >= 1.90 against the claimed 1.04 (1.56 at 100 samples)
     assert not bad.passed, bad.summary()
 
 
@@ -235,9 +235,10 @@ def test_published_vgm_leaks_through_its_noise_shape(centred):
 # +-C e1 pair moves the mean by 2C but leaves X^T X unchanged, so it cannot see the second moment's
 # noise; the C e1 / C e2 pair moves X^T X by C^2 (e1 e1^T - e2 e2^T), Frobenius sqrt(2) C^2 -- exactly
 # the declaration. The public ``split`` puts most of the budget on the audited release, so that halving
-# its noise doubles the fit's mu (the statistic is the whitened likelihood-ratio projection).
+# its noise doubles the fit's mu (the statistic is the whitened likelihood-ratio projection). At eps = 6 (mu = 1.31)
+# a doubled mu is rejected with 200 samples per side (mu >= 1.9 and 1.8 at these seeds); at eps = 2 it took 2,000.
 # ==================================================================================================
-MC_BUDGET = Budget(2.0, 1e-5)
+MC_BUDGET = Budget(6.0, 1e-5)
 
 
 def second_moment_pair(n: int = 40, p: int = 3):
@@ -278,7 +279,7 @@ def _mean_cov_audit(node: str, samples: int, seed: int):
 
 @pytest.mark.parametrize("node", ["second_moment", "mean"])
 def test_mean_covariance_audit_on_a_pair_that_moves_each_release(node):
-    ok = _mean_cov_audit(node, samples=2_000, seed=31)
+    ok = _mean_cov_audit(node, samples=200, seed=31)
     assert ok.passed, ok.summary()
 
 
@@ -286,5 +287,5 @@ def test_mean_covariance_audit_on_a_pair_that_moves_each_release(node):
 def test_mean_covariance_audit_catches_halved_noise_on_either_release(monkeypatch, node):
     monkeypatch.setattr(mean_covariance_module, "Run", HalvedNodeRun)
     monkeypatch.setattr(HalvedNodeRun, "node", node)
-    bad = _mean_cov_audit(node, samples=2_000, seed=32)
+    bad = _mean_cov_audit(node, samples=200, seed=32)
     assert not bad.passed, bad.summary()

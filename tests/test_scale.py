@@ -270,7 +270,7 @@ def _chunked_moments_audit(monkeypatch, halve, seed):
     X0[12] = 1.0
     X1 = X0.copy()
     X1[12] = -1.0
-    budget = Budget(2.0, 1e-5)
+    budget = Budget(6.0, 1e-5)  # mu ~ 1.3 for the slice sums: a halved noise is rejected with a few hundred samples
     kw = dict(bound=1.0, cut_points=CUTS, diagnose_noise=False)
     report = DPSIR(1, budget=budget, random_state=0, **kw).fit(X0, y).privacy_report_
     scale = {nd.name: nd.noise_scale for nd in report.nodes}
@@ -290,7 +290,8 @@ def _chunked_moments_audit(monkeypatch, halve, seed):
     def reference(D):
         return fit(D, 0, Budget.infinite())
 
-    return audit_estimator(fit, X0, X1, reference=reference, claim=claim, samples=1_000, alpha=1e-3, seed=seed)
+    # 200 samples per side: the halved slice sums give mu >= 1.15 against the claimed 0.92
+    return audit_estimator(fit, X0, X1, reference=reference, claim=claim, samples=200, alpha=1e-3, seed=seed)
 
 
 def test_the_chunked_fit_passes_its_audit_and_a_halved_sensitivity_fails(monkeypatch):
