@@ -7,7 +7,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
-from sklearn.exceptions import DataConversionWarning
 
 from . import core
 from .core.validation import ComplexValuesError
@@ -51,6 +50,8 @@ def warn_column_vector(y: Any, name: str = "y") -> None:
     """scikit-learn's DataConversionWarning for a column vector (n, 1) where a 1-D array is expected (it is flattened)."""
     shape = np.shape(np.asarray(y)) if y is not None else ()
     if len(shape) == 2 and shape[1] == 1:
+        from sklearn.exceptions import DataConversionWarning  # imported only when there is something to warn about
+
         warnings.warn(f"A column-vector {name} was passed when a 1d array was expected; it is flattened to shape (n_samples,)",
                       DataConversionWarning, stacklevel=3)
 

@@ -689,9 +689,13 @@ def _whitened_releases(report):
     return whiten
 
 
+B1_SIZES, B1_INIT_COUNTS = (20, 20, 19), (10, 10, 9)  # the A, B, C rows of audit_pair and how many sit in the init part
+
+
 def _release_fit(budget, whiten):
     def fit(D, rng):
-        OnePass(1, budget=budget, random_state=accepted_seed(rng), **AUD_KW).fit(*D)
+        seed = int(rng.integers(2**62))
+        OnePass(1, budget=budget, random_state=seed, **AUD_KW).fit(*arranged(D, seed, B1_SIZES, B1_INIT_COUNTS))
         return whiten(RecordingRun.last)
     return fit
 
@@ -705,7 +709,7 @@ def test_dpsir_audit_b1_releases_pass_and_dropped_p_factor_mutant_fails(monkeypa
     monkeypatch.setattr(dpsir_module, "Run", RecordingRun)
     reference = lambda D: _release_fit(Budget.infinite(), whiten)(D, np.random.default_rng(1))
     ok = audit_estimator(_release_fit(AUD_BUDGET, whiten), D0, D1, reference=reference, claim=claim, kind="vector",
-                         samples=200, alpha=ALPHA, seed=1)
+                         samples=100, alpha=ALPHA, seed=1)
     assert ok.passed, ok.summary()
     monkeypatch.setattr(dpsir_module, "Run", DroppedPFactorRun)
     # 200 samples per side: mu >= 2.49 against the claimed 2.05 (150 is the least that still rejects at these seeds)
@@ -736,18 +740,18 @@ def direction_audit_pair():
 DIR_INIT_COUNTS = (7, 7, 7, 8)  # rows of each corner type in the init part, besides record 0
 
 
-def arranged(D, seed: int):
-    """D's rows placed so that the public split of ``seed`` puts record 0 and 7, 7, 7, 8 rows of the four types in
-    the init part (the conditioning the audit needs, without rejecting seeds: rows of one type are
-    interchangeable, and D, D' get the same placement, so they still differ in one record)."""
+def arranged(D, seed: int, sizes=DIR_SIZES, init_counts=DIR_INIT_COUNTS):
+    """D's rows placed so that the public split of ``seed`` puts record 0 and ``init_counts`` rows of each type (rows
+    1.. in groups of ``sizes``) in the init part: the conditioning an audit needs, without rejecting seeds (rows of
+    one type are interchangeable, and D, D' get the same placement, so they still differ in one record only)."""
     X, y = D
     init, batches = public_split(seed, AUD_N, AUD_N1, 2)
     rest = np.concatenate(batches)
     order = np.empty(AUD_N, dtype=int)
     order[init[0]] = 0
-    edges = np.cumsum((1,) + DIR_SIZES)
+    edges = np.cumsum((1,) + tuple(sizes))
     at_init, at_rest = 1, 0
-    for (lo, hi), k in zip(itertools.pairwise(edges), DIR_INIT_COUNTS, strict=True):
+    for (lo, hi), k in zip(itertools.pairwise(edges), init_counts, strict=True):
         rows = np.arange(lo, hi)
         order[init[at_init:at_init + k]] = rows[:k]
         order[rest[at_rest:at_rest + len(rows) - k]] = rows[k:]
@@ -836,7 +840,7 @@ def test_sparse_dpsir_audit_screening_membership():
     claim = claim_from_report(report)
     assert isinstance(claim, ApproxDP) and claim.epsilon <= 2.0
     ok = audit_estimator(screened(budget), D0, D1, reference=lambda D: 5, claim=claim, kind="membership",
-                         samples=150, alpha=ALPHA, seed=5)
+                         samples=80, alpha=ALPHA, seed=5)
     assert ok.passed, ok.summary()
     bad = audit_estimator(screened(Budget.infinite()), D0, D1, reference=lambda D: 5, claim=claim, kind="membership",
                           samples=100, alpha=ALPHA, seed=6)

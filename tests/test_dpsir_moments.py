@@ -250,7 +250,9 @@ def test_onepass_final_is_never_worse_than_its_initializer_on_a_fixed_seed_grid(
             init.append(projection_distance(est.init_directions_, B))
             final.append(projection_distance(est.directions_, B))
             worse += final[-1] > init[-1] * 1.05
-        assert np.median(final) <= np.median(init), (n, eps, init, final)
+        # skipped steps leave the estimate as it was, up to the last bits of two orthonormalisations: a 1-ulp tie
+        # (0.5908928374258166 against ...164) once failed under OPENBLAS_NUM_THREADS=1, so equal means within 1e-9
+        assert np.median(final) <= np.median(init) * (1.0 + 1e-9), (n, eps, init, final)
     assert worse <= 1
 
 

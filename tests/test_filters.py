@@ -295,7 +295,7 @@ def _next_run(data, previous: list[float]):
 ADAPTIVE = settings(max_examples=25, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 #: under best every admission check composes each run's Laplace nodes by PLD (~0.1 s each): fewer histories
-ADAPTIVE_BEST = settings(ADAPTIVE, max_examples=8)
+ADAPTIVE_BEST = settings(ADAPTIVE, max_examples=6)
 
 
 @pytest.mark.parametrize("name", ["basic", "advanced", "rdp"])

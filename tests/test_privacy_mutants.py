@@ -105,7 +105,7 @@ def _sparse_step_audit(samples: int, seed: int):
 
 
 def test_sparse_dpsir_step_noise_is_calibrated_to_the_batch_size(linear_step_query):
-    ok = _sparse_step_audit(samples=150, seed=11)
+    ok = _sparse_step_audit(samples=100, seed=11)
     assert ok.passed, ok.summary()
 
 
@@ -116,7 +116,7 @@ def test_sparse_dpsir_step_audit_catches_a_sensitivity_with_1_over_n(linear_step
         return original(p, K, bound, L, eta, lambda_pen, SPARSE_N, norm)
 
     monkeypatch.setattr(dpsir_module, "sir_step_sensitivity", with_n)
-    bad = _sparse_step_audit(samples=150, seed=12)  # epsilon >= 1.90 against the claimed 1.04 (1.56 at 100 samples)
+    bad = _sparse_step_audit(samples=100, seed=12)  # epsilon >= 1.56 against the claimed 1.04 (1.90 at 150 samples)
     assert not bad.passed, bad.summary()
 
 
@@ -128,7 +128,8 @@ def test_sparse_dpsir_step_audit_catches_a_sensitivity_with_1_over_n(linear_step
 # (R sqrt(p) / n)^2: the residual energy along e1 minus that along e2 then tells D from D'. A linear read
 # of one coordinate cannot see this: the means barely move.
 # ==================================================================================================
-VGM_K = 10_000  # rows of each type
+VGM_K = 2_000  # rows of each type: with 200 samples per side the mutants reach eps >= 5.6 (two-stage) and 1.74 / 2.38
+# (published VGM) against the claimed 1 (at 10,000 rows and 400 samples: 14.0, 3.1, 4.0, four times the time)
 
 
 def vgm_shape_pair(centred: bool = False):
@@ -176,7 +177,7 @@ def _vgm_fit(config, budget):
                                          allow_uncertified=config.mechanism == "vgm").slice_means
 
 
-def _vgm_audit(config, seed, samples=400):
+def _vgm_audit(config, seed, samples=200):
     budget = Budget(1.0, 1e-5)
     D0, D1 = vgm_shape_pair(config.centred)
     claim = claim_from_report(client_message(D0[0], D0[1], config, budget, client_id="c", random_state=0,
@@ -225,7 +226,7 @@ def test_published_vgm_leaks_through_its_noise_shape(centred):
     message = client_message(D0[0], D0[1], config, budget, client_id="c", random_state=0, allow_uncertified=True)
     assert json.loads(message.report_json)["status"] == "claimed"
     result = audit(_vgm_fit(config, budget), D0, D1, claim=ApproxDP(1.0, 1e-5), statistic=shape_statistic(config),
-                   threshold=0.0, samples=300, alpha=ALPHA, seed=23)
+                   threshold=0.0, samples=200, alpha=ALPHA, seed=23)
     assert not result.passed, result.summary()
     assert result.epsilon_lower > 1.0
 

@@ -1,7 +1,5 @@
 """Reproductions: the tables' structure, the paper's values beside ours, CSV + Markdown output."""
 import csv
-import subprocess
-import sys
 
 import numpy as np
 
@@ -9,7 +7,9 @@ from privsdr.reproduce import REPRODUCTIONS, dpsir_tables
 
 
 def test_list_names_every_reproduction():
-    out = subprocess.run([sys.executable, "-m", "privsdr", "reproduce", "--list"], capture_output=True, text=True)
+    from conftest import run_cli
+
+    out = run_cli("reproduce", "--list")
     assert out.returncode == 0 and "dpsir-table1" in out.stdout and "fsir-table4" in out.stdout
     assert set(REPRODUCTIONS) == {"dpsir-table1", "dpsir-table2", "fsir-table1", "fsir-table2", "fsir-table3", "fsir-table4",
                                   "fsir-figure2", "fsir-figure3", "fsir-flights", "dpbcd-table1", "dpbcd-table2", "dpbcd-table5",

@@ -12,22 +12,21 @@ right-hand sides decrease in the rates, so one-sided Clopper-Pearson *upper* bou
 from __future__ import annotations
 
 import math
-
-from scipy import stats
+from typing import Any
 
 
 def cp_upper(k: int, n: int, a: float) -> float:
     """One-sided Clopper-Pearson upper bound U(k; n, a) = Beta^-1(1 - a; k + 1, n - k)."""
     if k >= n:
         return 1.0
-    return float(stats.beta.ppf(1.0 - a, k + 1, n - k))
+    return float(_stats().beta.ppf(1.0 - a, k + 1, n - k))
 
 
 def cp_lower(k: int, n: int, a: float) -> float:
     """One-sided Clopper-Pearson lower bound L(k; n, a) = Beta^-1(a; k, n - k + 1)."""
     if k <= 0:
         return 0.0
-    return float(stats.beta.ppf(a, k, n - k + 1))
+    return float(_stats().beta.ppf(a, k, n - k + 1))
 
 
 def epsilon_lower_bound(fpr: float, fnr: float, delta: float) -> float:
@@ -49,7 +48,7 @@ def mu_lower_bound(fpr: float, fnr: float) -> float:
         return math.inf
     if fpr >= 1.0 or fnr >= 1.0:
         return 0.0
-    return max(0.0, float(stats.norm.isf(fpr) - stats.norm.ppf(fnr)))
+    return max(0.0, float(_stats().norm.isf(fpr) - _stats().norm.ppf(fnr)))
 
 
 def approx_dp_tradeoff(epsilon: float, delta: float, a: float) -> float:
@@ -63,4 +62,11 @@ def gdp_tradeoff(mu: float, a: float) -> float:
     """G_mu(a) = Phi(Phi^-1(1 - a) - mu)."""
     if math.isinf(mu):
         return 0.0
-    return float(stats.norm.cdf(stats.norm.isf(a) - mu))
+    return float(_stats().norm.cdf(_stats().norm.isf(a) - mu))
+
+
+def _stats() -> Any:
+    """scipy.stats, imported at the first audit (about 1 s): a process that never audits never pays for it."""
+    from scipy import stats
+
+    return stats

@@ -9,7 +9,6 @@ import numpy as np
 from .. import __version__
 from ..accounting import Budget
 from ..accounting.accountants import ACCOUNTANT_NAMES
-from ..algorithms import DPSIR
 from ..datasets import MODELS, TRUE_K, sir_model
 from ..errors import ValidationError
 from ._common import FORMATTER, REPORT_SUFFIXES, Outputs, budget_options, commit_report, distinct, open_ledger, positive_int
@@ -27,6 +26,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _run_demo(args: argparse.Namespace, budget: Budget, ledger: Any, outputs: Outputs, report_path: Any) -> int:
+    from ..algorithms import DPSIR
     from ..core import (
         classical_sir,
         equal_count_cut_points,

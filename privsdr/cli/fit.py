@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
 
 from ..accounting import Budget, Ledger
 from ..accounting.accountants import ACCOUNTANT_NAMES
-from ..algorithms import DPPLS, DPSIR, DPMeanCovariance
 from ..datasets import csv_header, load_csv
 from ..errors import ValidationError
 from ..persistence import model_classes
@@ -35,6 +34,9 @@ from ._common import (
     optional_input_file,
     positive_int,
 )
+
+if TYPE_CHECKING:  # the estimators (and scikit-learn) are imported when a fit runs, not when the command starts
+    from ..algorithms import DPPLS, DPSIR, DPMeanCovariance
 
 #: options that belong to one method or another: dest -> flag
 METHOD_OPTIONS = {"clip": "--clip", "bound": "--bound", "bounds": "--bounds", "n_directions": "--n-directions",
@@ -73,6 +75,8 @@ def _check_mean_covariance(args: argparse.Namespace) -> None:
 
 
 def _build_mean_covariance(args: argparse.Namespace, ctx: FitContext) -> DPMeanCovariance:
+    from ..algorithms import DPMeanCovariance
+
     clip = args.clip if ctx.bounds is None else float(np.linalg.norm(ctx.bounds))  # |x_j| <= c_j  =>  ||x|| <= ||c||
     return DPMeanCovariance(clip=clip, budget=ctx.budget, ledger=ctx.ledger, accountant=ctx.accountant, random_state=ctx.seed,
                             sampler=ctx.sampler)
@@ -102,6 +106,8 @@ def _check_dpsir(args: argparse.Namespace) -> None:
 
 
 def _build_dpsir(args: argparse.Namespace, ctx: FitContext) -> DPSIR:
+    from ..algorithms import DPSIR
+
     grid = np.linspace(args.y_grid[0], args.y_grid[1], 1001) if args.y_grid else None
     bound = ctx.bounds if ctx.bounds is not None else args.bound
     # DPSIR takes one bound per column too; its annotation (float | None) is corrected in issue 17 phase 2
@@ -128,6 +134,8 @@ def _check_pls(args: argparse.Namespace) -> None:
 
 
 def _build_pls(args: argparse.Namespace, ctx: FitContext) -> DPPLS:
+    from ..algorithms import DPPLS
+
     paper = args.mode == "paper"
     components: Any = args.components or "2"
     components = components if components == "auto" else int(components)

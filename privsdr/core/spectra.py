@@ -14,12 +14,14 @@ run before a private fit without touching the privacy analysis (edPLS spec A12):
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-from scipy import sparse
-from scipy.signal import savgol_filter
-from scipy.sparse.linalg import spsolve
 
 from .arrays import FloatArray
+
+if TYPE_CHECKING:  # scipy.signal costs ~1 s to import: loaded by the functions that need it
+    from scipy import sparse
 
 
 def _rows(X: FloatArray) -> FloatArray:
@@ -34,6 +36,8 @@ def savgol(X: FloatArray, window: int = 5, polyorder: int = 2, deriv: int = 1) -
     X = _rows(X)
     if not (window % 2 == 1 and polyorder < window <= X.shape[1]):
         raise ValueError(f"need an odd window > polyorder and <= {X.shape[1]} channels, got window={window}, polyorder={polyorder}")
+    from scipy.signal import savgol_filter
+
     filtered: FloatArray = savgol_filter(X, window, polyorder, deriv=deriv, axis=1)
     return filtered
 
@@ -63,6 +67,8 @@ def snv(X: FloatArray) -> FloatArray:
 
 
 def _difference_penalty(m: int, order: int) -> sparse.csc_matrix:
+    from scipy import sparse
+
     D = sparse.eye(m, format="csc")
     for _ in range(order):
         D = D[1:] - D[:-1]
@@ -71,6 +77,9 @@ def _difference_penalty(m: int, order: int) -> sparse.csc_matrix:
 
 def whittaker_baseline(x: FloatArray, weights: FloatArray, lam: float, penalty: sparse.csc_matrix) -> FloatArray:
     """argmin_z sum_i w_i (x_i - z_i)^2 + lam ||D z||^2, i.e. (W + lam D^T D) z = W x."""
+    from scipy import sparse
+    from scipy.sparse.linalg import spsolve
+
     W = sparse.diags(weights, 0, format="csc")
     return np.asarray(spsolve((W + lam * penalty).tocsc(), weights * x)).ravel()
 

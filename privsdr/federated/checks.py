@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from ..accounting import Budget
 from ..errors import UncertifiedPlanError, ValidationError
@@ -89,7 +88,9 @@ def check_report(m: ClientMessage, config: FSIRConfig, report: Any = None) -> An
 
 
 def _z(count: int) -> float:
-    return float(stats.norm.isf(FALSE_REFUSAL / (2.0 * max(count, 1))))
+    from scipy import special  # -ndtri(q) is the normal quantile function's upper tail, as scipy.stats.norm.isf computes it
+
+    return float(-special.ndtri(FALSE_REFUSAL / (2.0 * max(count, 1))))
 
 
 def _mean_noise_sd(config: FSIRConfig, plan: Any, p: int, H: int, bound_l2: float, z: float,

@@ -3,7 +3,8 @@
 The party layer (``layout``, ``messages``, ``engine``) runs any protocol whose every message is a
 plan node's release or post-processing of one; DP-BCD (``dpbcd``) is the first protocol on it, PRIDE (``pride``, issue 14) the second.
 """
-from .audit import posterior_bound, zero_row_audit, zero_row_pair
+from typing import TYPE_CHECKING, Any
+
 from .dpbcd import DPBCDConfig, DPBCDProtocol, DPBCDResult
 from .dpbcd_steps import DegenerateResidualError
 from .engine import (
@@ -23,12 +24,31 @@ from .engine import (
     run_protocol,
     split_plan,
 )
-from .estimator import DPBCDRegression
 from .layout import Layout, Party, PartyInfo, check_parties
 from .messages import Mailbox, PartyMessage, message_id
 from .party_process import PartyOutcome, run_party
 from .pride import LargeDeltaWarning, PRIDEConfig, PRIDEProtocol, PRIDEResult
-from .pride_estimator import PRIDERegressor
+
+_ESTIMATORS = {"DPBCDRegression": ".estimator", "PRIDERegressor": ".pride_estimator", "posterior_bound": ".audit",
+               "zero_row_audit": ".audit", "zero_row_pair": ".audit"}
+
+
+def __getattr__(name: str) -> Any:
+    """The scikit-learn estimators and the audits are loaded on first use: a party process (``privsdr vertical
+    party``) runs the protocol without importing scikit-learn or scipy.stats."""
+    if name in _ESTIMATORS:
+        import importlib
+
+        value = getattr(importlib.import_module(_ESTIMATORS[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+if TYPE_CHECKING:
+    from .audit import posterior_bound, zero_row_audit, zero_row_pair
+    from .estimator import DPBCDRegression
+    from .pride_estimator import PRIDERegressor
 
 __all__ = [
     "Action", "ActionResult", "check_ledger_reuse", "check_parties", "commit_parts", "DegenerateResidualError", "DPBCDConfig", "DPBCDProtocol",
