@@ -51,7 +51,7 @@ def main() -> None:
     try:
         import distributed
 
-        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0") as cluster, distributed.Client(cluster) as client:
             timed(client)
             rows.append(("Dask LocalCluster(2 workers)", timed(client)[0]))
     except ImportError:

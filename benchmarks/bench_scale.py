@@ -100,7 +100,7 @@ def on_dask(n: int, chunk: int) -> tuple[float, float, float, float]:
     LocalCluster (fresh worker processes: their peak RSS is this fit's, measured before the data-only pass)."""
     import distributed
 
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0",
                                   memory_limit="8GiB") as cluster, distributed.Client(cluster) as client:
         client.run(lambda: __import__("privsdr"))  # imports on the workers are not the fit's
         X, y = dask_data(n, chunk)

@@ -100,7 +100,7 @@ def test_one_laplace_node_is_charged_at_least_its_exact_cost_under_every_account
 node_kinds = st.sampled_from(["gaussian", "laplace", "peeling", "tiny_delta_gaussian"])
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(kinds=st.lists(node_kinds, min_size=2, max_size=6), weights=st.lists(st.floats(0.05, 5.0), min_size=6, max_size=6),
        name=st.sampled_from(NAMES), order=st.randoms(use_true_random=False))
 def test_spent_never_decreases_and_stays_within_the_budget(kinds, weights, name, order):

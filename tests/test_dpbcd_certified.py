@@ -277,7 +277,7 @@ def test_serial_threads_processes_and_dask_give_the_same_bits(mode):
         threads = make(executor=pool).fit(list(d.blocks), d.y)
     with ProcessPoolExecutor(2) as pool:
         processes = make(executor=pool).fit(list(d.blocks), d.y)
-    with distributed.LocalCluster(n_workers=2, processes=False, dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+    with distributed.LocalCluster(n_workers=2, processes=False, dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0") as cluster, distributed.Client(cluster) as client:
         on_dask = make(executor=client).fit(list(d.blocks), d.y)
     for other in (threads, processes, on_dask):
         assert np.array_equal(serial.coef_, other.coef_)

@@ -109,7 +109,7 @@ def test_dask_local_cluster_gives_the_same_result_and_fresh_noise_per_client():
     data = [model(400, 0)] * 3  # identical clients: a "pure" task graph would reuse one noisy result
     kw = dict(bound=2.0, cut_points=CUTS, budget=Budget(2.0, 1e-5), random_state=3)
     serial = FederatedSIR(1, **kw).fit(data)
-    with distributed.LocalCluster(n_workers=2, processes=False, dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+    with distributed.LocalCluster(n_workers=2, processes=False, dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0") as cluster, distributed.Client(cluster) as client:
         on_dask = FederatedSIR(1, executor=client, **kw).fit(data)
     assert np.array_equal(serial.directions_, on_dask.directions_)
     means = [m.slice_means for m in on_dask.messages_]

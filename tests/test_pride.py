@@ -398,7 +398,7 @@ def test_serial_threads_processes_and_dask_give_the_same_bits():
         threads = certified(random_state=42, executor=pool).fit(blocks, y)
     with ProcessPoolExecutor(2) as pool:
         processes = certified(random_state=42, executor=pool).fit(blocks, y)
-    with distributed.LocalCluster(n_workers=2, processes=False, dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+    with distributed.LocalCluster(n_workers=2, processes=False, dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0") as cluster, distributed.Client(cluster) as client:
         on_dask = certified(random_state=42, executor=client).fit(blocks, y)
     for other in (threads, processes, on_dask):
         assert np.array_equal(serial.coef_, other.coef_) and serial.lambdas_ == other.lambdas_
