@@ -795,7 +795,7 @@ def test_dpsir_audit_directions_pass_and_noise_free_mutant_fails():
 
     assert projection_distance(reference("directions_")(D0), reference("directions_")(D1)) > 1.0
     ok = audit_estimator(fit_directions, D0, D1, reference=reference("directions_"), claim=claim_from_report(report),
-                         kind="subspace", samples=150, alpha=ALPHA, seed=3)
+                         kind="subspace", samples=80, alpha=ALPHA, seed=3)
     assert ok.passed, ok.summary()
 
     def fake_budget_init(D, rng):  # mutant: the same fit with the noise switched off

@@ -182,7 +182,7 @@ def test_iid_client_release_passes_a_client_level_audit():
     def production(X, rng):
         return client_message(X, y, config, budget, client_id="c", random_state=rng).slice_means
 
-    ok = audit(production, X0, X1, claim=claim, statistic=stat, threshold=threshold, samples=300, alpha=1e-3, seed=1)
+    ok = audit(production, X0, X1, claim=claim, statistic=stat, threshold=threshold, samples=150, alpha=1e-3, seed=1)
     assert ok.passed, ok.summary()
 
     def half_noise(X, rng):
@@ -261,7 +261,7 @@ def test_certified_two_stage_vgm_passes_a_client_level_audit():
     stat = lambda outs: np.array([o[:, h] @ shift for o in outs])  # noqa: E731
     threshold = float(X0[0] / 40 @ shift + shift @ shift / 2)
     fit = lambda X, rng: client_message(X, y, config, budget, client_id="c", random_state=rng).slice_means  # noqa: E731
-    result = audit(fit, X0, X1, claim=claim, statistic=stat, threshold=threshold, samples=300, alpha=1e-3, seed=4)
+    result = audit(fit, X0, X1, claim=claim, statistic=stat, threshold=threshold, samples=150, alpha=1e-3, seed=4)
     assert result.passed, result.summary()
 
 

@@ -194,7 +194,7 @@ def _proportions_audit(samples, seed):
 
 
 def test_proportions_release_passes_a_client_level_audit():
-    result = _proportions_audit(400, seed=31)
+    result = _proportions_audit(200, seed=31)
     assert result.passed, result.summary()
 
 
