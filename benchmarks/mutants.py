@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -300,14 +301,18 @@ def run_mutant(mutant: Mutant, python: str, timeout: float) -> tuple[bool, float
             target.write_text(text.replace(old, new))
         env = dict(os.environ, PYTHONPATH=str(work))
         start = time.perf_counter()
+        # its own session: on a timeout the whole group (pytest and its xdist workers) is ended, and only it
+        proc = subprocess.Popen([python, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *mutant.tests], cwd=work, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         try:
-            proc = subprocess.run([python, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *mutant.tests],
-                                  cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
+            stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
             return True, time.perf_counter() - start, "timed out (counted as caught)"
         seconds = time.perf_counter() - start
-        failed = [line for line in proc.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
-        last = (proc.stdout.strip() or proc.stderr.strip() or f"pytest exited with {proc.returncode} and printed nothing").splitlines()[-1]
+        failed = [line for line in stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+        last = (stdout.strip() or stderr.strip() or f"pytest exited with {proc.returncode} and printed nothing").splitlines()[-1]
         return proc.returncode != 0, seconds, (failed[0] if failed else last)
 
 
@@ -315,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default=None, help="run the mutants whose name contains this text")
     parser.add_argument("--list", action="store_true")
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per mutant")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per mutant")
     args = parser.parse_args(argv)
     chosen = [m for m in MUTANTS if args.only is None or args.only in m.name]
     if args.list:
