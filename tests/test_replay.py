@@ -107,7 +107,7 @@ def _certified_modes(cls) -> set[str]:
         "DPMeanCovariance": {"certified", "chunked"},
         "DPPLS": {"certified", "certified_iterative", "chunked"},
         "MSC": {"dp_mean"},
-        "FederatedSIR": {"iid", "vgm_two_stage", "screening"},
+        "FederatedSIR": {"iid", "vgm_two_stage", "screening", "secure"},
         "DPBCDRegression": {"certified"},
         "PRIDERegressor": {"certified"},
     }

@@ -18,6 +18,7 @@ from .events import (
     ApproxEvent,
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
+    DistributedDiscreteGaussianEvent,
     Event,
     GaussianEvent,
     LaplaceEvent,
@@ -33,7 +34,7 @@ from .zcdp import zcdp_epsilon, zcdp_rho_for
 __all__ = [
     "Accountant", "accountant_from_dict", "ACCOUNTANT_NAMES", "AdvancedAccountant",
     "analytic_noise_multiplier", "ApproxEvent", "as_budget", "BasicAccountant", "BestAccountant", "Budget",
-    "Charge", "Chargeable", "Cost", "DiscreteGaussianEvent", "DiscreteLaplaceEvent", "drv_epsilon", "Event",
+    "Charge", "Chargeable", "Cost", "DiscreteGaussianEvent", "DiscreteLaplaceEvent", "DistributedDiscreteGaussianEvent", "drv_epsilon", "Event",
     "gaussian_delta", "gaussian_epsilon", "GaussianEvent", "kov_epsilon", "LaplaceEvent", "Ledger",
     "make_accountant", "NonPrivateEvent", "PldAccountant", "Preflight", "PreflightItem", "PureEvent",
     "RdpAccountant", "Relation", "Reservation", "Scope", "Status", "zcdp_epsilon", "zcdp_rho_for",

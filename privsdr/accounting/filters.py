@@ -40,6 +40,7 @@ from .events import (
     ApproxEvent,
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
+    DistributedDiscreteGaussianEvent,
     Event,
     GaussianEvent,
     LaplaceEvent,
@@ -87,7 +88,8 @@ def _rdp_vector(events: Sequence[Event]) -> np.ndarray | None:
     for e in events:
         if isinstance(e, GaussianEvent) and e.noise_multiplier == 0:
             return np.full(len(FILTER_ORDERS), math.inf)
-        if isinstance(e, (LaplaceEvent, PureEvent, DiscreteGaussianEvent, DiscreteLaplaceEvent)) and math.isinf(e.basic_cost().epsilon):
+        if isinstance(e, (LaplaceEvent, PureEvent, DiscreteGaussianEvent, DistributedDiscreteGaussianEvent, DiscreteLaplaceEvent)) \
+                and math.isinf(e.basic_cost().epsilon):
             return np.full(len(FILTER_ORDERS), math.inf)
         accountant.compose(e.to_dp_event())
     return np.asarray(accountant._rdp, dtype=float)

@@ -55,6 +55,13 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
     Uncertified configurations (``mechanism="vgm"``: the noise shape reads the private data;
     ``screening="ccmd"``: a raw index upload; ``mechanism="none"``: no noise) need ``allow_uncertified=True``.
 
+    ``aggregation``: ``"local"`` (default: each client noises its own statistics and uploads them, the paper's
+    protocol) or ``"secure"``: the clients' sums are added inside a secure computation (MPyC, one process per client
+    plus the server, on 127.0.0.1) and released once for all N rows with distributed discrete Gaussian noise, at the
+    central rate (``federated.secure_fit``, ``docs/secure.md``); ``colluders`` is the collusion threshold t (the
+    noise of the clients outside any t meets the calibration; t < (K + 1) / 2), ``timeout`` the seconds a party
+    waits for the others. The secure path needs ``mechanism="iid"`` and no screening.
+
     ``center`` (default ``"dp"``, as ``privsdr fsir config``): each client also releases its slice
     proportions (``center_share`` of its budget) and the server centres at the DP mean read off the
     merged slice means (free); a public vector is subtracted from the rows before truncation (and
@@ -64,7 +71,9 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
     (screened columns), ``center_`` (public centre + DP mean: where the rows were centred),
     ``public_center_``, ``privacy_`` (per-client costs and the per-record guarantee),
     ``privacy_report_`` (the run on the ledger), ``messages_``; ``transform(X)`` projects rows
-    shifted and truncated as the clients do it, then centred at the DP mean.
+    shifted and truncated as the clients do it, then centred at the DP mean. A secure fit also sets
+    ``released_`` (the released moments: ``privsdr.released.Released``), ``eigenvalues_``, ``noise_error_``
+    and ``random_error_`` (DPSIR's moments diagnostics) and has no ``messages_`` (nothing is uploaded).
     """
 
     model_attributes = ("directions_", "n_directions_", "active_", "privacy_", "config_", "n_features_in_", "center_",
@@ -79,7 +88,7 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
                  server_vote: str | None = None, basis: Any = None,
                  spectrum: Any = None, two_stage_share: float = 0.3, psd_floor: float | None = None, center: Any = "dp",
                  center_share: float = 0.1, allow_uncertified: bool = False, n_clients: int | None = None, executor: Any = None,
-                 random_state: Any = None) -> None:
+                 random_state: Any = None, aggregation: str = "local", colluders: int = 1, timeout: float = 60.0) -> None:
         self.n_directions = n_directions
         self.bound = bound
         self.norm = norm
@@ -108,6 +117,9 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
         self.n_clients = n_clients
         self.executor = executor
         self.random_state = random_state
+        self.aggregation = aggregation
+        self.colluders = colluders
+        self.timeout = timeout
 
     _requires_y = True
 
@@ -235,6 +247,10 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
         for cid, (X, y) in zip(ids, checked, strict=True):  # every client's data checked before anything is charged
             check_client_data(X, y, config, cid)
         sizes = [X.shape[0] for X, _ in checked]
+        if self.aggregation not in ("local", "secure"):
+            raise ValidationError(f"aggregation must be 'local' or 'secure', got {self.aggregation!r}")
+        if self.aggregation == "secure":
+            return self._fit_secure(config, checked, ids, budget, ledger, X_raw, p)
         if config.mechanism == "vgm_public":
             floor = client_plan(config, min(sizes), p, budget).specs["slice_means"].scale
             if np.any(np.asarray(config.spectrum) < floor**2):
@@ -293,6 +309,40 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
         self.center_ = result.center
         self.privacy_ = result.privacy
         self.privacy_report_ = run.report
+        self._record_features(X_raw, p)
+        self.ledger_ = ledger
+        return self
+
+    def _fit_secure(self, config: FSIRConfig, checked: list[tuple[np.ndarray, Any]], ids: list[str], budget: Budget, ledger: Ledger,
+                    X_raw: Any, p: int) -> FederatedSIR:
+        """``aggregation="secure"``: the central release by secure aggregation (``secure_fit``)."""
+        from .secure_fit import check_secure_config, fit_secure
+
+        check_secure_config(config, len(checked), self.colluders)
+        if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)) or not 0 < self.timeout < 3600:
+            raise ValidationError(f"timeout must be a number of seconds in (0, 3600), got {self.timeout!r}")
+        clients = [check_client_data(X, y, config, cid) for cid, (X, y) in zip(ids, checked, strict=True)]
+        result = fit_secure(config, clients, ids, budget, ledger, colluders=int(self.colluders), timeout=float(self.timeout),
+                            accountant=self.accountant, random_state=self.random_state, n_directions=config.n_directions,
+                            allow_uncertified=self.allow_uncertified)
+        self.config_ = config
+        self.messages_ = []  # nothing is uploaded: the clients took part in the secure computation
+        self.screening_messages_ = None
+        self.directions_ = result.directions
+        self.n_directions_ = result.n_directions
+        self.eigenvalues_ = result.eigenvalues
+        self.active_ = None
+        self.public_center_ = config.public_center(p)
+        self.center_ = result.center
+        self.noise_error_ = result.noise_error
+        self.random_error_ = result.random_error
+        self.released_ = result.released
+        report = result.report
+        spent = report.budget["spent_by_run"]
+        self.privacy_ = {"status": report.status, "aggregation": "secure", "clients": list(ids),
+                         "per_record": {"epsilon": spent["epsilon"], "delta": spent["delta"]}, "trust_model": report.trust_model,
+                         "field_bits": result.bits}  # the run's duration is in the report's timestamps
+        self.privacy_report_ = report
         self._record_features(X_raw, p)
         self.ledger_ = ledger
         return self

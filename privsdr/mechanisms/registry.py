@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .base import Mechanism
+from .distributed import DistributedGaussianMechanism, DistributedSymmetricGaussianMechanism
 from .gaussian import GaussianMechanism, ShapedGaussianMechanism
 from .laplace import LaplaceMechanism
 from .opaque import NonPrivateMechanism, OpaqueMechanism
@@ -37,6 +38,8 @@ for _m in (
     GaussianMechanism(),
     ShapedGaussianMechanism(),
     SymmetricGaussianMechanism(),
+    DistributedGaussianMechanism(),
+    DistributedSymmetricGaussianMechanism(),
     ReportNoisyMaxMechanism(),
     PeelingMechanism(),
     OpaqueMechanism(),

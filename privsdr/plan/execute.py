@@ -170,6 +170,8 @@ class Run:
         self.ledger = ledger
         self.row_cells = _checked_row_cells(plan, row_cells)
         self.coverage = coverage  #: what the guarantee covers, when not every output (the report says it)
+        #: set by a secure aggregation (``privsdr.secure``): who must not collude and what each party sees
+        self.trust_model: dict[str, Any] | None = None
         self.random_state = random_state
         self.allow_uncertified = allow_uncertified
         self.data_shape = None if data_shape is None else [int(x) for x in data_shape]
@@ -472,10 +474,13 @@ def build_report(run: Run) -> PrivacyReport:
                         [c.label for c in charged if c.status == Status.CLAIMED] if status == Status.NONE else None)
     if run.coverage:
         line += f" -- it covers {run.coverage}"
+    if run.trust_model and status == Status.CERTIFIED and line.startswith("CERTIFIED: "):
+        line = f"CERTIFIED ({run.trust_model['status']}): " + line[len("CERTIFIED: "):]
     return PrivacyReport(
         status=status.value,
         status_line=line,
         coverage=run.coverage,
+        trust_model=run.trust_model,
         algorithm=run.algorithm,
         algorithm_version=__version__,
         run_id=run._reservation.run_id,

@@ -124,11 +124,27 @@ def to_markdown(report: PrivacyReport) -> str:
     ]
     if report.diagnostics.get("messages"):
         lines += ["", "## Diagnostics (post-processing, no cost)", ""] + [f"- {t}" for t in report.diagnostics["messages"].values()]
+    if report.coverage:
+        lines += ["", "## What the guarantee covers", "", report.coverage]
+    if report.trust_model:
+        lines += ["", "## Trust model", ""] + [f"- {line}" for line in trust_lines(report.trust_model)]
     if report.model:
         lines += ["", f"Model file: `{report.model.get('format')}` digest `{report.model.get('digest')}`."]
     if report.notes:
         lines += ["", "## Notes", ""] + [f"- {note}" for note in report.notes]
     return "\n".join(lines) + "\n"
+
+
+def trust_lines(model: dict[str, Any]) -> list[str]:
+    """A trust-model section (``privsdr.secure.trust``) as one sentence per line."""
+    lines = [str(model.get("setting", "")),
+             f"parties: {', '.join(model.get('parties', []))}; contributors: {', '.join(model.get('contributors', []))}"
+             + (f"; server: {model['server']}" if model.get("server") else ""),
+             f"collusion threshold t = {model.get('collusion_threshold')}"]
+    lines += [f"assumption: {a}" for a in model.get("assumptions", [])]
+    lines += [f"{party} sees {what}" for party, what in model.get("what_each_party_sees", {}).items()]
+    lines += [f"opened: {', '.join(model.get('opened', []))}", f"noise: {model.get('noise', '')}"]
+    return [line for line in lines if line]
 
 
 def budget_chart_png(labels: Sequence[str], epsilons: Sequence[float], title: str) -> bytes:
@@ -203,6 +219,9 @@ def to_html(report: PrivacyReport) -> str:
         + ("<h2>Diagnostics (post-processing, no cost)</h2><ul>"
            + "".join(f"<li>{html.escape(t)}</li>" for t in report.diagnostics["messages"].values()) + "</ul>"
            if report.diagnostics.get("messages") else "")
+        + (f"<h2>What the guarantee covers</h2><p>{html.escape(report.coverage)}</p>" if report.coverage else "")
+        + ("<h2>Trust model</h2><ul>" + "".join(f"<li>{html.escape(t)}</li>" for t in trust_lines(report.trust_model)) + "</ul>"
+           if report.trust_model else "")
         + "<h2>Public parameters</h2>"
         + _html_table(("parameter", "value"), [(k, _f(v)) for k, v in report.public_parameters.items()])
         + f"<p class='meta'>Data shape {html.escape(str(report.data_shape))}. Seed policy: {html.escape(report.seed_policy)}. "

@@ -89,13 +89,15 @@ class PrivacyReport:
     #: what the guarantee covers when it is not every output of the fit (e.g. "the messages between parties;
     #: not the coefficients"); None: it covers every output. The status line says it too.
     coverage: str | None = None
+    #: a secure computation's trust model (who must not collude, what each party sees, what is opened); None otherwise
+    trust_model: dict[str, Any] | None = None
     schema: str = SCHEMA
     schema_version: int = SCHEMA_VERSION
 
     # -- serialisation ----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         data = attrs.asdict(self, recurse=True)
-        for optional in ("model", "coverage"):
+        for optional in ("model", "coverage", "trust_model"):
             if data[optional] is None:
                 del data[optional]  # reports without them keep exactly their earlier form
         order = ["schema", "schema_version", "status", "status_line"]

@@ -1,0 +1,155 @@
+"""SIR from released moments: the releases' declarations, the record that holds them, and the post-processing.
+
+Rows are shifted by a public centre and clipped to public per-column bounds |x_j| <= c_j. Three releases,
+replace-one with n public (``core.sufficient`` for the algebra):
+
+* ``slice_sums``   s = [sum_{i in h} x_i]_h / n  (p x H), Gaussian; L2 sensitivity 2 ||c|| / n
+  (a record replaced within its slice moves one column by ||x - x'|| <= 2||c||; moved between slices
+  it changes two columns, by sqrt(||x||^2 + ||x'||^2) <= sqrt(2) ||c||);
+* ``slice_counts`` (n_h / n)_h, Gaussian; L2 sensitivity sqrt(2) / n;
+* ``second_moment`` X^T X / n, symmetric-matrix Gaussian (Analyze-Gauss, analytic calibration);
+  upper-triangle L2 sensitivity sqrt(||x||^4 + ||x'||^4) / n <= sqrt(2) ||c||^2 / n.
+
+``add_moment_nodes`` is the one place these sensitivities are declared, for every producer: DPSIR in memory, over
+chunks or on Dask (central Gaussian noise), and FederatedSIR's secure aggregation (``distributed=``: the same
+releases as sums of the clients' statistics with distributed discrete Gaussian noise, ``privsdr.secure``).
+
+Everything after is post-processing of a ``Released`` (``MomentRelease.from_released``): the mean (sum of the
+slice sums), the centred kernel with the noise bias v I / p_h removed, the covariance, the generalized
+eigenproblem, and a parametric bootstrap of the noise (``noise_error``): the released statistics are re-noised at
+their public scales and the spread of the re-estimated directions measures the error the noise alone induces.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import attrs
+import numpy as np
+
+from .. import core
+from ..mechanisms import Sensitivity
+from ..plan import Plan
+from .record import Released
+
+RELATION = "replace_one"
+#: budget weights of the three releases (the counts need little: n_h / n is large against sqrt(2)/n)
+WEIGHTS = {"slice_sums": 1.0, "slice_counts": 0.2, "second_moment": 1.0}
+
+
+def add_moment_nodes(plan: Plan, n: int, p: int, bound: np.ndarray, parents: tuple[str, ...], *, n_slices: int | None = None,
+                     distributed: tuple[int, int] | None = None, row_bound: float | None = None) -> None:
+    """The three releases of the moments estimator (public parameters only). ``bound``: the per-column bounds c_j
+    (``row_bound``: a public bound on ||x|| instead, for rows clipped in L2). ``distributed=(parties, colluders)``:
+    released as secure aggregates with distributed discrete Gaussian noise (``n_slices`` H sizes them)."""
+    c2 = float(row_bound) ** 2 if row_bound is not None else float(np.sum(np.asarray(bound, dtype=float) ** 2))
+    c = math.sqrt(c2)
+    vector, symmetric = "gaussian", "symmetric_gaussian"
+    params: dict[str, dict[str, Any]] = {"slice_sums": {}, "slice_counts": {}, "second_moment": {}}
+    if distributed is not None:
+        if n_slices is None:
+            raise ValueError("distributed moment nodes need n_slices to size their releases")
+        vector, symmetric = "distributed_gaussian", "distributed_symmetric_gaussian"
+        parties, colluders = distributed
+        shares = {"parties": parties, "colluders": colluders}
+        params = {"slice_sums": {**shares, "dimension": p * n_slices}, "slice_counts": {**shares, "dimension": n_slices},
+                  "second_moment": {**shares, "dimension": p * (p + 1) // 2}}
+    plan.add("slice_sums", vector,
+             Sensitivity(2.0 * c / n, "l2", RELATION, "||x - x'|| <= 2||c|| within a slice; sqrt(2)||c|| across slices; / n"),
+             weight=WEIGHTS["slice_sums"], calibration="analytic", parents=parents, params=params["slice_sums"],
+             description="slice sums of the clipped rows / n (p x H): the slice means and the mean")
+    plan.add("slice_counts", vector,
+             Sensitivity(math.sqrt(2.0) / n, "l2", RELATION, "a record moved between two slices changes two counts by 1; / n"),
+             weight=WEIGHTS["slice_counts"], calibration="analytic", parents=parents, params=params["slice_counts"],
+             description="slice proportions n_h / n")
+    plan.add("second_moment", symmetric,
+             Sensitivity(math.sqrt(2.0) * c2 / n, "l2", RELATION, "||xx^T - x'x'^T||_F / n <= sqrt(||x||^4 + ||x'||^4) / n <= sqrt(2)||c||^2 / n"),
+             weight=WEIGHTS["second_moment"], calibration="analytic", params=params["second_moment"],
+             description="X^T X / n of the clipped rows (Analyze-Gauss)")
+
+
+@attrs.frozen
+class MomentRelease:
+    """The released statistics and the public scales of their noise."""
+
+    slice_sums: np.ndarray
+    proportions: np.ndarray
+    second_moment: np.ndarray
+    sums_scale: float
+    counts_scale: float
+    second_scale: float
+    n: int
+
+    @classmethod
+    def from_released(cls, released: Released) -> MomentRelease:
+        """The moments view of a ``Released`` with arrays slice_sums (p x H), slice_counts (H), second_moment (p x p)."""
+        p = released["second_moment"].shape[0]
+        return cls(released["slice_sums"].reshape(p, -1), released["slice_counts"].ravel(), released["second_moment"],
+                   released.scales["slice_sums"], released.scales["slice_counts"], released.scales["second_moment"], released.n)
+
+    def min_proportion(self) -> float:
+        """Slices whose released proportion is within 4 noise sds of zero carry no usable mean (public rule)."""
+        return 4.0 * self.counts_scale
+
+    def directions(self, K: int, centred: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        p = self.second_moment.shape[0]
+        floor = 2.0 * math.sqrt(p) * self.second_scale
+        return core.sir_from_moments(
+            self.slice_sums, self.proportions, self.second_moment, K, centred=centred,
+            sums_noise_var=self.sums_scale**2, min_proportion=self.min_proportion(), floor=floor,
+        )
+
+    def resampled(self, rng: np.random.Generator) -> MomentRelease:
+        """The release re-noised at its public scales (one parametric-bootstrap draw)."""
+        p = self.second_moment.shape[0]
+        upper = np.triu(self.second_scale * rng.standard_normal((p, p)))
+        return attrs.evolve(
+            self,
+            slice_sums=self.slice_sums + self.sums_scale * rng.standard_normal(self.slice_sums.shape),
+            proportions=self.proportions + self.counts_scale * rng.standard_normal(self.proportions.shape),
+            second_moment=self.second_moment + upper + np.triu(upper, 1).T,
+        )
+
+
+def random_subspace_error(p: int, K: int) -> float:
+    """sqrt(E ||P_A - P_B||_F^2) for two independent uniformly random K-dimensional subspaces of R^p."""
+    return math.sqrt(2.0 * K * (1.0 - K / p))
+
+
+def noise_error(release: MomentRelease, B: np.ndarray, K: int, centred: bool, rng: np.random.Generator, reps: int = 30) -> float:
+    """Median distance between the estimate and re-estimates from the release re-noised at its public
+    scales: the error the noise alone induces (post-processing of the release; no extra cost)."""
+    if release.sums_scale == 0 and release.second_scale == 0:
+        return 0.0
+    dists = [core.projection_distance(release.resampled(rng).directions(K, centred)[0], B) for _ in range(reps)]
+    return float(np.median(dists))
+
+
+#: warn when the noise alone moves the estimate by more than this share of a random subspace's distance
+NOISE_WARNING_SHARE = 0.5
+
+
+def noise_message(noise: float, random: float, K: int, p: int) -> str:
+    verdict = ("cannot be told reliably from a random subspace: more data or more budget is needed"
+               if noise > NOISE_WARNING_SHARE * random else "well above the noise")
+    return (f"the noise alone moves the estimated {K}-dimensional subspace by about {noise:.3g} (||P - P'||_F, parametric "
+            f"bootstrap of the released statistics); a random subspace of R^{p} lies {random:.3g} away: the estimate is {verdict}")
+
+
+def with_diagnostics(report: Any, noise: float, random: float, K: int, p: int) -> Any:
+    """The run's report with the noise diagnostic attached (post-processing: no cost)."""
+    diagnostics = {**report.diagnostics, "noise_error": noise, "random_subspace_error": random,
+                   "messages": {**report.diagnostics.get("messages", {}), "noise": noise_message(noise, random, K, p)}}
+    return attrs.evolve(report, diagnostics=diagnostics)
+
+
+def warn_if_noise_wins(noise: float, random: float, stacklevel: int = 4) -> None:
+    import warnings
+
+    from ..errors import NoiseDominatesWarning
+
+    if noise > NOISE_WARNING_SHARE * random:
+        warnings.warn(
+            f"the noise alone moves the estimate by {noise:.3g}, over half the distance of a random subspace ({random:.3g}): "
+            "at this budget and sample size the directions cannot be told reliably from noise", NoiseDominatesWarning, stacklevel=stacklevel,
+        )

@@ -1,0 +1,147 @@
+"""Starting the parties of a secure aggregation as real processes on 127.0.0.1, and ending exactly those.
+
+``run_parties(job, inputs)`` writes the public job and each contributor's statistics into a private temporary
+folder (mode 0700), picks one free loopback port per party, starts ``python -m privsdr.secure.party`` once per
+party with MPyC's ``-M/-I/-T/-P`` flags, and waits. It returns the opened sum (every party must have opened the
+same one) or raises ``PartyFailed`` naming the party that failed, refused or never got connected, after ending
+every process it started (by PID, also when the caller is interrupted). The job's timeout bounds the wait.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ..errors import PrivsdrError
+from .job import AggregationJob
+
+#: seconds on top of the job's timeout before the launcher gives up on a party (its own watchdog fires first)
+GRACE = 5.0
+
+
+class PartyFailed(PrivsdrError, RuntimeError):
+    """A party of a secure aggregation failed, refused, or timed out; every party process was ended."""
+
+    def __init__(self, message: str, party: str | None, pids: tuple[int, ...] = ()) -> None:
+        super().__init__(message)
+        self.party = party
+        self.pids = pids  #: the processes that were started (all ended)
+
+
+@attrs.frozen(eq=False)
+class Opened:
+    """What the aggregation opened: the integer sum, and (``record_view``) what each party received."""
+
+    aggregate: np.ndarray
+    views: Mapping[str, Mapping[str, np.ndarray]]  #: party -> contributor -> the shares it received
+    seconds: float
+    bytes_per_party: float  #: the job's input traffic per party (shares sent and received), an estimate
+    pids: tuple[int, ...] = ()  #: the party processes that ran (all ended)
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports that were free on 127.0.0.1 a moment ago (the OS picks them)."""
+    sockets, ports = [], []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in sockets:
+            s.close()
+    return ports
+
+
+def _stages(path: Path) -> list[str]:
+    try:
+        return [json.loads(line)["stage"] for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return []
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [line for line in path.read_text().splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
+
+
+def run_parties(job: AggregationJob, inputs: Mapping[str, Mapping[str, np.ndarray]], *, record_view: bool = False,
+                python: str | None = None) -> Opened:
+    """Run the aggregation ``job`` with each contributor's statistics ``inputs[party][node]`` (module docstring)."""
+    missing = [p for p in job.inputs if p not in inputs]
+    if missing:
+        raise PrivsdrError(f"no statistics for the contributing parties {missing}")
+    folder = Path(tempfile.mkdtemp(prefix="privsdr-secure-"))
+    os.chmod(folder, 0o700)
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    start = time.monotonic()
+    try:
+        (folder / "job.json").write_text(job.to_json())
+        ports = free_ports(len(job.parties))
+        addresses = [arg for port in ports for arg in ("-P", f"127.0.0.1:{port}")]
+        for i, name in enumerate(job.parties):
+            command = [python or sys.executable, "-m", "privsdr.secure.party", "--job", str(folder / "job.json"), "--index", str(i),
+                       "--output", str(folder / f"out{i}.npz"), "--status", str(folder / f"status{i}.jsonl")]
+            if name in job.inputs:
+                arrays: dict[str, Any] = {k: np.asarray(v, dtype=float) for k, v in inputs[name].items()}
+                np.savez(folder / f"in{i}.npz", **arrays)
+                command += ["--input", str(folder / f"in{i}.npz")]
+            if record_view:
+                command.append("--record-view")
+            command += ["-M", str(len(job.parties)), "-I", str(i), "-T", str(job.threshold), *addresses]
+            with open(folder / f"err{i}.txt", "wb") as err:
+                procs[name] = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        deadline = start + job.timeout + GRACE
+        while True:
+            failed = [(n, p.returncode) for n, p in procs.items() if p.poll() not in (None, 0)]
+            if failed:
+                name, code = failed[0]
+                i = job.index(name)
+                raise PartyFailed(f"party {name!r} ended with exit code {code} ("
+                                  f"{_last_line(folder / f'err{i}.txt') or ', '.join(_stages(folder / f'status{i}.jsonl')) or 'no output'})"
+                                  "; every party process was ended", name, tuple(p.pid for p in procs.values()))
+            if all(p.poll() == 0 for p in procs.values()):
+                break
+            if time.monotonic() > deadline:
+                stuck = [n for n in job.parties if "connected" not in _stages(folder / f"status{job.index(n)}.jsonl")]
+                culprit = stuck[0] if stuck else None
+                who = (f"{', '.join(stuck)} never connected" if stuck else "every party connected but the computation did not finish")
+                raise PartyFailed(f"the secure aggregation timed out after {job.timeout:g} s ({who}); every party process was ended",
+                                  culprit, tuple(p.pid for p in procs.values()))
+            time.sleep(0.02)
+        opened = []
+        views: dict[str, dict[str, np.ndarray]] = {}
+        for i, name in enumerate(job.parties):
+            with np.load(folder / f"out{i}.npz") as data:
+                opened.append(np.array(data["aggregate"], dtype=np.int64))
+                views[name] = {k.split("/", 1)[1]: np.array([int(v) for v in data[k]], dtype=object) for k in data.files
+                               if k.startswith("view/")}
+        if any(not np.array_equal(opened[0], o) for o in opened[1:]):
+            raise PartyFailed("the parties opened different sums", None, tuple(p.pid for p in procs.values()))
+        seconds = time.monotonic() - start
+        traffic = 2.0 * len(job.inputs) * job.dimension * (job.bits + 30 + 2) / 8.0  # shares out and in, one field element each
+        return Opened(opened[0], views, seconds, traffic, tuple(p.pid for p in procs.values()))
+    finally:
+        for proc in procs.values():  # exactly the processes started here
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, 9)
+                except ProcessLookupError:
+                    pass
+            proc.wait()
+        shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,118 @@
+"""FederatedSIR(aggregation="secure"): the central release of every client's sums by secure aggregation (MPyC party
+processes on 127.0.0.1). Noise off it is classical SIR on the pooled rows; with noise it is charged once for N rows
+and its report states the trust model; what it cannot do is refused before anything is charged."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import linalg
+
+from privsdr import Budget, Ledger, ValidationError
+from privsdr.core import projection_distance
+from privsdr.federated import FederatedSIR
+
+pytest.importorskip("mpyc")
+
+P = 5
+BETA = np.zeros((P, 1))
+BETA[:2, 0] = 1 / np.sqrt(2)
+CUTS = (-0.8, -0.25, 0.25, 0.8)
+BOUND = 2.0
+
+
+def clients(sizes, seed=0):
+    out = []
+    for k, n in enumerate(sizes):
+        rng = np.random.default_rng(seed + k)
+        X = rng.standard_normal((n, P)) * 0.7 + 0.3  # off-centre: the centred fit must find the mean
+        out.append((X, (X - 0.3) @ BETA[:, 0] + 0.3 * rng.standard_normal(n)))
+    return out
+
+
+def pooled_sir(data, d=1):
+    """Classical SIR on the pooled, truncated rows with the same slices (written out independently)."""
+    X = np.clip(np.vstack([x for x, _ in data]), -BOUND, BOUND)
+    y = np.concatenate([t for _, t in data])
+    labels = np.searchsorted(np.asarray(CUTS), y, side="left")
+    mu = X.mean(axis=0)
+    Z = X - mu
+    sigma = Z.T @ Z / len(y)
+    M = np.zeros((P, P))
+    for h in range(len(CUTS) + 1):
+        rows = Z[labels == h]
+        if len(rows):
+            m = rows.mean(axis=0)
+            M += len(rows) / len(y) * np.outer(m, m)
+    values, vectors = linalg.eigh(M, sigma)
+    return vectors[:, ::-1][:, :d], mu
+
+
+def secure(**kw):
+    return FederatedSIR(1, bound=BOUND, cut_points=CUTS, aggregation="secure", timeout=30.0, **kw)
+
+
+def test_noise_off_the_secure_fit_is_classical_sir_on_the_pooled_rows():
+    data = clients([300, 700, 450])
+    est = secure(budget=Budget.infinite(), allow_uncertified=True).fit(data)
+    reference, mu = pooled_sir(data)
+    # the only difference is the grid the parties round to (a power of two below the noise it would carry)
+    assert projection_distance(est.directions_, reference) < 1e-3
+    assert np.allclose(est.center_, mu, atol=1e-3)
+    assert projection_distance(est.directions_, BETA) < 0.3
+    assert est.privacy_["status"] == "none" and est.messages_ == []
+
+
+def test_with_noise_the_fit_is_charged_once_for_all_rows_and_reports_its_trust_model():
+    data = clients([2000, 2000, 2000])
+    ledger = Ledger(Budget(2.0, 1e-6))
+    est = secure(ledger=ledger, random_state=4).fit(data)
+    report = est.privacy_report_
+    assert report.status.startswith("certified")
+    assert "CERTIFIED (secure aggregation, <= 1 colluding parties)" in report.summary()
+    spent = ledger.spent
+    assert spent.epsilon == pytest.approx(2.0, rel=1e-4) and spent.delta <= 1e-6  # one central release, tight calibration
+    trust = est.privacy_["trust_model"]
+    assert trust == report.trust_model
+    assert set(trust["parties"]) == {"server", "client-0", "client-1", "client-2"} and trust["collusion_threshold"] == 1
+    assert "server" not in trust["contributors"]
+    assert report.public_parameters["n"] == 6000 and report.public_parameters["aggregation"] == "secure"
+    # the three releases are DPSIR's moments at N = 6000 rows: one calibration, not three at n_k
+    assert projection_distance(est.directions_, BETA) < 0.35
+    assert 0 < est.noise_error_ < est.random_error_
+    Z = est.transform(data[0][0])
+    assert Z.shape == (2000, 1) and np.all(np.isfinite(Z))
+    with pytest.raises(Exception, match="remain"):  # the ledger is spent: the second fit is refused
+        secure(ledger=ledger, random_state=5).fit(data)
+    assert ledger.spent.epsilon == pytest.approx(spent.epsilon)
+
+
+def test_more_colluders_tolerated_cost_more_noise_at_the_same_budget():
+    data = clients([800] * 6)
+    one = secure(budget=Budget(1.0, 1e-6), colluders=1, random_state=1).fit(data)
+    two = secure(budget=Budget(1.0, 1e-6), colluders=3, random_state=1).fit(data)
+    # each honest share meets the calibration: the opened noise grows by sqrt(K / (K - t)) (6/5 -> 6/3)
+    for name in ("slice_sums", "slice_counts", "second_moment"):
+        ratio = two.released_.scales[name] / one.released_.scales[name]
+        assert ratio == pytest.approx(np.sqrt((6 / 3) / (6 / 5)), rel=0.02)
+    assert two.released_.source == "secure aggregation" and two.released_.n == 4800
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(mechanism="vgm_two_stage"), "mechanism='iid'"),
+    (dict(screening="private", screen_size=2), "does not screen"),
+    (dict(colluders=2), "honest majority"),
+    (dict(colluders=0), "colluders"),
+    (dict(timeout=0.0), "timeout"),
+    (dict(aggregation="shamir"), "aggregation must be"),
+])
+def test_what_the_secure_path_cannot_do_is_refused_before_anything_is_charged(kw, match):
+    ledger = Ledger(Budget(1.0, 1e-6))
+    est = FederatedSIR(1, bound=BOUND, cut_points=CUTS, **{"aggregation": "secure", "ledger": ledger, **kw})
+    with pytest.raises(ValidationError, match=match):
+        est.fit(clients([200, 200, 200]))
+    assert ledger.spent.epsilon == 0.0 and not hasattr(est, "directions_")
+
+
+def test_one_client_cannot_aggregate_securely():
+    with pytest.raises(ValidationError, match="honest majority|at least 2 clients"):
+        secure(budget=Budget(1.0, 1e-6)).fit(clients([400]))

@@ -1,0 +1,221 @@
+"""Secure aggregation (``privsdr.secure``): the field sizing, the distributed noise and its price, real MPyC party
+processes on 127.0.0.1 (started and ended by the tests), what a party sees, dropouts, timeouts and refusals."""
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import socket
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from privsdr import Budget, Ledger, Plan, Run, Sensitivity, ValidationError
+from privsdr.accounting import make_accountant
+from privsdr.accounting.events import DistributedDiscreteGaussianEvent, distributed_tau
+from privsdr.audit import GDP, audit
+from privsdr.mechanisms import get_mechanism
+from privsdr.mechanisms.distributed import share_noise
+from privsdr.secure import AggregationJob, NodeJob, SecureAggregationError, field_bits, secure_release
+from privsdr.secure.job import MAX_BITS
+from privsdr.secure.launch import run_parties
+from privsdr.secure.party import ShareRefused, _loopback_event_loop, local_vector
+
+pytest.importorskip("mpyc")
+
+PARTIES = ["server", "a", "b"]
+TIMEOUT = 30.0
+
+
+def plan_of(budget, d=6, parties=2, colluders=1, sensitivity=0.05, symmetric_p=None):
+    plan = Plan("secure_test", "replace_one")
+    plan.add("v", "distributed_gaussian", Sensitivity(sensitivity, "l2"), params={"parties": parties, "colluders": colluders, "dimension": d})
+    if symmetric_p:
+        plan.add("m", "distributed_symmetric_gaussian", Sensitivity(sensitivity, "l2"),
+                 params={"parties": parties, "colluders": colluders, "dimension": symmetric_p * (symmetric_p + 1) // 2})
+    return plan.allocate(budget)
+
+
+def gone(pids):
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        return False
+    return True
+
+
+# -- the public job: sizes, refusals ---------------------------------------------------------------------------
+def test_the_field_fits_every_sum_the_bounds_allow_and_a_grid_too_fine_is_refused():
+    node = NodeJob("v", 4, 2.0**-20, (10**6, 1), bound=1.0)
+    job = AggregationJob(PARTIES, ["a", "b"], 1, (node,))
+    bits = field_bits(job)
+    worst = 2 * (node.grid_bound + node.share_bound)  # both contributors at the bound, both shares at the tail bound
+    assert worst < 2 ** (bits - 1) and bits <= MAX_BITS
+    vec = local_vector(job, {"v": np.ones(4)})  # a contribution at the bound plus a real share stays inside it
+    assert np.all(np.abs(vec) <= node.grid_bound + node.share_bound)
+    with pytest.raises(ValidationError, match="too fine"):
+        AggregationJob(PARTIES, ["a", "b"], 1, (NodeJob("v", 4, 2.0**-60, (1, 1), bound=1.0),))
+    for bad, match in [(dict(threshold=0), "1 <= t"), (dict(threshold=2), "honest majority"), (dict(parties=["a", "b"]), "at least 3"),
+                       (dict(inputs=["a", "x"]), "contributing"), (dict(timeout=0.0), "timeout")]:
+        kw = dict(parties=PARTIES, inputs=["a", "b"], threshold=1, nodes=(node,))
+        with pytest.raises(ValidationError, match=match):
+            AggregationJob(**{**kw, **bad})
+    assert AggregationJob.from_json(job.to_json()) == job
+
+
+def test_a_party_refuses_a_statistic_beyond_its_public_bound_before_sending_anything():
+    job = AggregationJob(PARTIES, ["a", "b"], 1, (NodeJob("v", 3, 2.0**-16, (0, 1), bound=1.0),))
+    with pytest.raises(ShareRefused, match="public bound"):
+        local_vector(job, {"v": np.array([0.5, 1.5, 0.0])})
+    assert list(local_vector(job, {"v": np.array([0.5, -1.0, 0.0])})) == [2**15, -(2**16), 0]  # noise off: the rounded value
+
+
+def test_the_party_program_listens_on_loopback_only():
+    _loopback_event_loop()
+    loop = asyncio.get_event_loop()
+
+    async def bound_address():
+        server = await loop.create_server(asyncio.Protocol, port=0)  # as MPyC calls it: no host
+        addresses = {s.getsockname()[0] for s in server.sockets}
+        server.close()
+        return addresses
+
+    assert loop.run_until_complete(bound_address()) == {"127.0.0.1"}
+    loop.close()
+    asyncio.set_event_loop(asyncio.new_event_loop())
+
+
+# -- the noise and its price -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("parties, colluders", [(2, 1), (10, 1), (10, 4)])
+def test_the_honest_shares_alone_meet_the_calibration(parties, colluders):
+    spec = plan_of(Budget(1.0, 1e-6), d=80, parties=parties, colluders=colluders).specs["v"]
+    noise = share_noise(spec)
+    honest = parties - colluders
+    # the shares of the parties outside any coalition of t add up to the calibrated sigma (grid steps) ...
+    assert float(noise.sigma_local2 * honest) == pytest.approx(noise.sigma_total**2, rel=1e-12)
+    assert noise.sigma_total == pytest.approx(spec.noise_multiplier * noise.grid_sensitivity, rel=1e-12)
+    # ... and the event prices exactly that: rho = (1/z + sqrt(d) tau)^2 / 2 with KLS21's tau over the honest shares
+    (event,) = get_mechanism("distributed_gaussian").events(spec)
+    assert event.tau == distributed_tau(noise.sigma_local, honest) == 0.0  # thousands of grid steps: tau underflows
+    assert event.rho == pytest.approx(0.5 / spec.noise_multiplier**2, rel=1e-12)
+    assert make_accountant("best", 1e-6).cost_of_atoms([[event]]).epsilon <= 1.0
+    # without collusion the opened noise is larger: every party's share is in it
+    assert noise.opened_sd == pytest.approx(noise.sigma_total * noise.gamma * math.sqrt(parties / honest), rel=1e-9)
+
+
+def test_kls21_tau_matters_for_tiny_shares_and_is_charged():
+    assert distributed_tau(0.3, 10) > 1.0 and distributed_tau(3.0, 10) < 1e-30  # 10 * 9 * exp(-2 pi^2 * 9 / 2) ~ 3e-38
+    small, large = (DistributedDiscreteGaussianEvent(2.0, tau, 50, 1e-6) for tau in (0.0, 0.01))
+    assert large.rho > small.rho and large.basic_cost().epsilon > small.basic_cost().epsilon
+
+
+def test_the_aggregate_release_passes_its_audit_at_the_central_calibration_and_half_noise_fails():
+    """The opened sum's distribution, simulated in process (every share drawn with the exact sampler, as the parties
+    draw them): at eps = 4 its mu is the central Gaussian's; a half-noise variant is rejected."""
+    mech = get_mechanism("distributed_gaussian")
+    spec = plan_of(Budget(4.0, 1e-5), d=1, parties=3, colluders=1, sensitivity=1.0).specs["v"]
+    noise = share_noise(spec)
+    claim = GDP.gaussian(spec.noise_multiplier * math.sqrt(3 / 2), 1e-5)  # what three shares give: sqrt(3/2) x sigma_total
+
+    def draw(value, scale):
+        def mechanism(v, rng):
+            return mech.sample(np.array([v]), spec.scaled(scale), rng)[0]
+        return mechanism
+
+    t = 0.5
+    ok = audit(draw(0.0, 1.0), 0.0, 1.0, claim=claim, statistic=np.asarray, threshold=t, samples=1500, alpha=1e-3, seed=1)
+    assert ok.passed, ok.summary()
+    bad = audit(draw(0.0, 0.5), 0.0, 1.0, claim=claim, statistic=np.asarray, threshold=t, samples=1500, alpha=1e-3, seed=2)
+    assert not bad.passed, bad.summary()
+    assert noise.honest == 2
+
+
+# -- real parties on loopback -------------------------------------------------------------------------------------
+def test_noise_off_the_secure_sum_is_the_plain_sum_to_the_grid_and_every_process_ends():
+    calibrated = plan_of(Budget.infinite(), d=5, symmetric_p=3)
+    a = {"v": np.array([0.1, 0.2, -0.3, 0.4, 0.5]), "m": np.array([[0.5, 0.1, 0.0], [0.1, 0.2, -0.3], [0.0, -0.3, 0.9]])}
+    b = {"v": np.array([0.01, -0.02, 0.03, 0.0, 1.0]), "m": np.eye(3) * 0.25}
+    with Run(calibrated, Ledger(Budget.infinite()), random_state=0) as run:
+        done = secure_release(run, ["v", "m"], {"a": a, "b": b}, {"v": 1.0, "m": 1.0}, parties=PARTIES, threshold=1, timeout=TIMEOUT)
+    for name in ("v", "m"):
+        grid = share_noise(calibrated.specs[name]).gamma
+        assert np.allclose(done.values[name], a[name] + b[name], atol=2 * grid, rtol=0)
+    assert np.allclose(done.values["m"], done.values["m"].T)
+    assert len(done.opened.pids) == 3 and gone(done.opened.pids)
+
+
+def test_with_noise_the_opened_sum_carries_every_partys_share_and_the_report_states_the_trust_model():
+    calibrated = plan_of(Budget(1.0, 1e-6), d=400, sensitivity=0.05)
+    ledger = Ledger(Budget(1.0, 1e-6))
+    zeros = {"v": np.zeros(400)}
+    with Run(calibrated, ledger, random_state=0) as run:
+        done = secure_release(run, ["v"], {"a": zeros, "b": zeros}, {"v": 1.0}, parties=PARTIES, threshold=1, timeout=TIMEOUT)
+    noise = share_noise(calibrated.specs["v"])
+    sd = float(np.std(done.values["v"]))
+    assert 0.85 < sd / noise.opened_sd < 1.15, (sd, noise.opened_sd)  # two shares of sigma_total each
+    report = run.report
+    assert report.status_line.startswith("CERTIFIED (secure aggregation, <= 1 colluding parties)")
+    assert report.trust_model["collusion_threshold"] == 1 and report.trust_model["contributors"] == ["a", "b"]
+    assert "opened noisy sums only" in report.trust_model["what_each_party_sees"]["server"]
+    assert "Trust model" in report.to_markdown() and "Trust model" in report.to_html()
+    assert type(report).from_json(report.to_json()) == report
+    assert [n.sampler for n in report.nodes] == ["distributed"]
+    assert ledger.spent.epsilon == pytest.approx(1.0, rel=1e-3)
+
+
+def test_what_one_party_receives_does_not_depend_on_another_partys_data():
+    """Party a's view of b's vector is its Shamir share: uniformly random field elements, whatever b holds. Two runs
+    with very different data for b give a-views a two-sample test cannot tell apart (low 8 bits, 512 numbers each)."""
+    calibrated = plan_of(Budget.infinite(), d=512)
+    views = []
+    for b_value in (np.zeros(512), np.linspace(-1, 1, 512)):
+        with Run(calibrated, Ledger(Budget.infinite()), random_state=0) as run:
+            done = secure_release(run, ["v"], {"a": {"v": np.zeros(512)}, "b": {"v": b_value}}, {"v": 1.0}, parties=PARTIES,
+                                  threshold=1, timeout=TIMEOUT, record_view=True)
+        views.append(np.array([int(x) % 256 for x in done.opened.views["a"]["b"]]))
+    table = np.array([np.bincount(v // 32, minlength=8) for v in views])
+    assert stats.chi2_contingency(table).pvalue > 1e-3
+    for v in views:  # and each looks uniform on its own
+        assert stats.chisquare(np.bincount(v // 32, minlength=8)).pvalue > 1e-3
+    assert not np.array_equal(views[0], views[1])
+
+
+def test_a_party_that_drops_out_ends_the_run_with_its_name_every_process_ended_and_the_nodes_charged(tmp_path):
+    calibrated = plan_of(Budget(1.0, 1e-6), d=4)
+    journal = tmp_path / "budget.jsonl"
+    ledger = Ledger(Budget(1.0, 1e-6), journal=journal)
+    with pytest.raises(SecureAggregationError, match="party 'b'") as info:
+        with Run(calibrated, ledger, random_state=0) as run:
+            # b's statistic is beyond the public bound: b refuses and leaves; the others would wait for ever
+            secure_release(run, ["v"], {"a": {"v": np.zeros(4)}, "b": {"v": np.full(4, 5.0)}}, {"v": 1.0}, parties=PARTIES,
+                           threshold=1, timeout=TIMEOUT)
+    assert info.value.party == "b" and len(info.value.pids) == 3 and gone(info.value.pids)
+    assert [c.label for c in Ledger.open(journal).charges] == ["v"]  # charged before the parties started: it stays charged
+    assert run.outputs.get("v") is None  # nothing was released
+
+
+def test_a_timeout_ends_every_party_and_names_who_never_connected():
+    node = NodeJob("v", 2, 2.0**-10, (0, 1), bound=1.0)
+    job = AggregationJob(PARTIES, ["a", "b"], 1, (node,), timeout=0.01)
+    with pytest.raises(Exception, match="timed out|exit code 4") as info:
+        run_parties(job, {"a": {"v": np.zeros(2)}, "b": {"v": np.zeros(2)}})
+    assert gone(info.value.pids)
+
+
+def test_the_ports_are_free_loopback_ports():
+    from privsdr.secure.launch import free_ports
+
+    ports = free_ports(5)
+    assert len(set(ports)) == 5
+    for port in ports:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+
+
+def test_share_variance_is_an_exact_fraction():
+    spec = plan_of(Budget(2.0, 1e-6), d=10).specs["v"]
+    assert isinstance(share_noise(spec).sigma_local2, Fraction)
