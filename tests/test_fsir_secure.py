@@ -116,3 +116,45 @@ def test_what_the_secure_path_cannot_do_is_refused_before_anything_is_charged(kw
 def test_one_client_cannot_aggregate_securely():
     with pytest.raises(ValidationError, match="honest majority|at least 2 clients"):
         secure(budget=Budget(1.0, 1e-6)).fit(clients([400]))
+
+
+def test_the_cli_runs_every_client_from_its_csv_and_writes_the_result_and_the_report(tmp_path):
+    import json
+
+    from conftest import run_cli
+
+    paths = []
+    for k, (X, y) in enumerate(clients([600, 900, 700], seed=7)):
+        path = tmp_path / f"site{k}.csv"
+        np.savetxt(path, np.column_stack([X, y]), delimiter=",", header=",".join([f"x{j}" for j in range(P)] + ["y"]), comments="")
+        paths.append(path)
+    cfg = tmp_path / "cfg.json"
+    assert run_cli("fsir", "config", cfg, "--bound", BOUND, "--cut-points", *CUTS).returncode == 0
+    journal = tmp_path / "ledger.jsonl"
+    assert run_cli("ledger", "init", journal, "--epsilon", 3, "--delta", 1e-5).returncode == 0
+    done = run_cli("fsir", "secure", "--config", cfg, "--data", *paths, "--target", "y", "--epsilon", 2, "--delta", 1e-6,
+                   "--journal", journal, "--report", tmp_path / "r.md", "--out", tmp_path / "res.json")
+    assert done.returncode == 0, done.stderr
+    assert "CERTIFIED (secure aggregation, <= 1 colluding parties)" in done.stdout and "site1.csv" in done.stdout
+    result = json.loads((tmp_path / "res.json").read_text())
+    assert result["n_total"] == 2200 and result["released"]["source"] == "secure aggregation"
+    assert projection_distance(np.array(result["directions"]), BETA) < 0.5
+    assert "## Trust model" in (tmp_path / "r.md").read_text()
+    # the journal was charged; a second run beyond what remains is refused and spends nothing
+    again = run_cli("fsir", "secure", "--config", cfg, "--data", *paths, "--target", "y", "--epsilon", 2, "--delta", 1e-6,
+                    "--journal", journal)
+    assert again.returncode != 0 and "remain" in again.stderr
+    # what the secure path cannot do is one clear line, before anything runs
+    vgm = tmp_path / "vgm.json"
+    assert run_cli("fsir", "config", vgm, "--bound", BOUND, "--cut-points", *CUTS, "--mechanism", "vgm").returncode == 0
+    refused = run_cli("fsir", "secure", "--config", vgm, "--data", *paths, "--target", "y", "--allow-uncertified")
+    assert refused.returncode != 0 and "mechanism='iid'" in refused.stderr
+
+
+def test_when_the_noise_wins_the_fit_says_so_as_dpsir_does():
+    from privsdr.errors import NoiseDominatesWarning
+
+    with pytest.warns(NoiseDominatesWarning, match="cannot be told reliably"):
+        est = secure(budget=Budget(0.3, 1e-6), random_state=2).fit(clients([150, 150, 150]))
+    assert est.noise_error_ > 0.5 * est.random_error_
+    assert "cannot be told reliably" in est.privacy_report_.diagnostics["messages"]["noise"]

@@ -146,6 +146,9 @@ def test_noise_off_the_secure_sum_is_the_plain_sum_to_the_grid_and_every_process
         assert np.allclose(done.values[name], a[name] + b[name], atol=2 * grid, rtol=0)
     assert np.allclose(done.values["m"], done.values["m"].T)
     assert len(done.opened.pids) == 3 and gone(done.opened.pids)
+    # traffic as MPyC counts it: a contributor sends its input shares and its share of the sum, the server only the latter
+    sent = done.opened.bytes_sent
+    assert set(sent) == set(PARTIES) and sent["a"] > sent["server"] > 0 and sent["b"] > sent["server"]
 
 
 def test_with_noise_the_opened_sum_carries_every_partys_share_and_the_report_states_the_trust_model():

@@ -316,6 +316,7 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
     def _fit_secure(self, config: FSIRConfig, checked: list[tuple[np.ndarray, Any]], ids: list[str], budget: Budget, ledger: Ledger,
                     X_raw: Any, p: int) -> FederatedSIR:
         """``aggregation="secure"``: the central release by secure aggregation (``secure_fit``)."""
+        from ..released.moments import warn_if_noise_wins
         from .secure_fit import check_secure_config, fit_secure
 
         check_secure_config(config, len(checked), self.colluders)
@@ -337,6 +338,7 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
         self.noise_error_ = result.noise_error
         self.random_error_ = result.random_error
         self.released_ = result.released
+        warn_if_noise_wins(result.noise_error, result.random_error, stacklevel=4)  # DPSIR's rule, read off the release
         report = result.report
         spent = report.budget["spent_by_run"]
         self.privacy_ = {"status": report.status, "aggregation": "secure", "clients": list(ids),

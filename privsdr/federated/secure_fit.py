@@ -25,7 +25,7 @@ from ..accounting import Budget, Ledger
 from ..errors import ValidationError
 from ..plan import Plan, Run
 from ..released import from_run
-from ..released.moments import MomentRelease, add_moment_nodes, noise_error, random_subspace_error
+from ..released.moments import MomentRelease, add_moment_nodes, noise_error, random_subspace_error, with_diagnostics
 from ..secure import secure_release
 from .protocol import FSIRConfig
 
@@ -119,9 +119,10 @@ def fit_secure(config: FSIRConfig, clients: Sequence[tuple[np.ndarray, np.ndarra
     center = config.public_center(p) + mu
     rng = np.random.default_rng(None if random_state is None or isinstance(random_state, np.random.Generator)
                                 else np.random.SeedSequence(int(random_state)).spawn(2)[1])
-    error = noise_error(release, directions, d, centred, rng)
-    return SecureFSIRResult(directions, d, eigenvalues[: max(H - 1, 1)], center, mu, run.report, release, released, done.opened.seconds,
-                            done.job.bits, error, random_subspace_error(p, d))
+    error, random = noise_error(release, directions, d, centred, rng), random_subspace_error(p, d)
+    report = with_diagnostics(run.report, error, random, d, p)  # post-processing: free
+    return SecureFSIRResult(directions, d, eigenvalues[: max(H - 1, 1)], center, mu, report, release, released, done.opened.seconds,
+                            done.job.bits, error, random)
 
 
 def _n_directions(requested: Any, eigenvalues: np.ndarray, H: int) -> int:

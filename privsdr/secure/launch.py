@@ -46,7 +46,7 @@ class Opened:
     aggregate: np.ndarray
     views: Mapping[str, Mapping[str, np.ndarray]]  #: party -> contributor -> the shares it received
     seconds: float
-    bytes_per_party: float  #: the job's input traffic per party (shares sent and received), an estimate
+    bytes_sent: Mapping[str, int]  #: what each party sent to the others (MPyC's own count: payloads plus headers)
     pids: tuple[int, ...] = ()  #: the party processes that ran (all ended)
 
 
@@ -125,17 +125,18 @@ def run_parties(job: AggregationJob, inputs: Mapping[str, Mapping[str, np.ndarra
                                   culprit, tuple(p.pid for p in procs.values()))
             time.sleep(0.02)
         opened = []
+        sent: dict[str, int] = {}
         views: dict[str, dict[str, np.ndarray]] = {}
         for i, name in enumerate(job.parties):
             with np.load(folder / f"out{i}.npz") as data:
                 opened.append(np.array(data["aggregate"], dtype=np.int64))
+                sent[name] = int(data["bytes_sent"])
                 views[name] = {k.split("/", 1)[1]: np.array([int(v) for v in data[k]], dtype=object) for k in data.files
                                if k.startswith("view/")}
         if any(not np.array_equal(opened[0], o) for o in opened[1:]):
             raise PartyFailed("the parties opened different sums", None, tuple(p.pid for p in procs.values()))
         seconds = time.monotonic() - start
-        traffic = 2.0 * len(job.inputs) * job.dimension * (job.bits + 30 + 2) / 8.0  # shares out and in, one field element each
-        return Opened(opened[0], views, seconds, traffic, tuple(p.pid for p in procs.values()))
+        return Opened(opened[0], views, seconds, sent, tuple(p.pid for p in procs.values()))
     finally:
         for proc in procs.values():  # exactly the processes started here
             if proc.poll() is None:

@@ -86,7 +86,7 @@ def _loopback_event_loop() -> None:
 
 
 async def _aggregate(mpc: Any, job: AggregationJob, vector: np.ndarray | None, record_view: bool,
-                     status: str | None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+                     status: str | None) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
     await mpc.start()
     _status(status, "connected")
     secint = mpc.SecInt(job.bits)
@@ -106,8 +106,9 @@ async def _aggregate(mpc: Any, job: AggregationJob, vector: np.ndarray | None, r
         total = total + share
     opened = await mpc.output(total)
     _status(status, "opened")
+    sent = sum(peer.protocol.nbytes_sent for peer in mpc.parties if peer.pid != mpc.pid and peer.protocol is not None)
     await mpc.shutdown()
-    return np.asarray(opened, dtype=np.int64).ravel(), view
+    return np.asarray(opened, dtype=np.int64).ravel(), view, int(sent)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -146,8 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.argv = [sys.argv[0], *mpc_argv, "--no-log"]
     from mpyc.runtime import mpc  # parses sys.argv: -M, -I, -T, -P
 
-    opened, view = mpc.run(_aggregate(mpc, job, vector, args.record_view, args.status))
-    arrays = {"aggregate": opened, **{f"view/{k}": v.astype(str) for k, v in view.items()}}
+    opened, view, sent = mpc.run(_aggregate(mpc, job, vector, args.record_view, args.status))
+    arrays = {"aggregate": opened, "bytes_sent": np.array(sent, dtype=np.int64), **{f"view/{k}": v.astype(str) for k, v in view.items()}}
     tmp = args.output + ".tmp.npz"
     np.savez(tmp, **arrays)
     os.replace(tmp, args.output)
