@@ -46,7 +46,7 @@ NAMES = ("basic", "advanced", "rdp", "pld", "best")
 DELTA = 1e-5
 
 FAST = settings(max_examples=30, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
-SLOW = settings(max_examples=12, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
+SLOW = settings(max_examples=8, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def whole(*events, label="a", relation="replace_one"):

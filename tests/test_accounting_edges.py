@@ -50,7 +50,7 @@ def test_the_reported_case_is_charged_at_or_above_its_exact_cost():
     assert exact_gaussian_delta(z, gaussian_epsilon(z, 1e-5)) <= mpmath.mpf("1e-5")
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(z=st.floats(1e-3, 1e4), log_delta=st.floats(-300, math.log10(0.49)))
 def test_gaussian_charge_is_never_below_the_exact_epsilon(z, log_delta):
     delta = 10.0**log_delta
@@ -59,7 +59,7 @@ def test_gaussian_charge_is_never_below_the_exact_epsilon(z, log_delta):
     assert exact_gaussian_delta(z, eps) <= mpmath.mpf(delta)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(z=st.floats(1e-6, 1e6))
 def test_laplace_and_selection_charges_are_rounded_up(z):
     assert Fraction(LaplaceEvent(z).basic_cost().epsilon) >= 1 / Fraction(z)
@@ -100,7 +100,7 @@ def test_one_laplace_node_is_charged_at_least_its_exact_cost_under_every_account
 node_kinds = st.sampled_from(["gaussian", "laplace", "peeling", "tiny_delta_gaussian"])
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(kinds=st.lists(node_kinds, min_size=2, max_size=6), weights=st.lists(st.floats(0.05, 5.0), min_size=6, max_size=6),
        name=st.sampled_from(NAMES), order=st.randoms(use_true_random=False))
 def test_spent_never_decreases_and_stays_within_the_budget(kinds, weights, name, order):
@@ -250,7 +250,7 @@ def test_pure_and_opaque_nodes_compose_to_a_finite_answer(name):
 # ---------------------------------------------------------------------------------------------
 # 6. calibrations return a correct sigma or refuse, for any finite epsilon
 # ---------------------------------------------------------------------------------------------
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(log_eps=st.floats(-6, 9), log_delta=st.floats(-300, math.log10(0.4999)))
 def test_analytic_calibration_is_correct_for_any_finite_epsilon(log_eps, log_delta):
     eps, delta = 10.0**log_eps, 10.0**log_delta

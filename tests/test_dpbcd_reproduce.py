@@ -31,7 +31,7 @@ def test_table_cells_run_write_and_repeat(tmp_path):
 
 
 def test_real_data_figure_and_tables(tmp_path):
-    rows = dpbcd_realdata.run("dpbcd-productivity", reps=2)
+    rows = dpbcd_realdata.run("dpbcd-productivity", reps=1)
     central = rows[0]
     assert central["mode"] == "centralized" and abs(central["median"] - 0.2718) < 1e-3
     coef = [r for r in rows if r["kind"] == "coef"]

@@ -878,7 +878,7 @@ def test_error_falls_with_epsilon(dense_m1):
 
 def test_error_falls_with_n():
     i_small, f_small, s_small = _dense_errors("M1", 4000, 5, 30.0)
-    i_big, f_big, s_big = _dense_errors("M1", 32_000, 5, 30.0)
+    i_big, f_big, s_big = _dense_errors("M1", 16_000, 5, 30.0)
     assert i_big < i_small and f_big < f_small and s_big < s_small
 
 

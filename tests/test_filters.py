@@ -292,10 +292,10 @@ def _next_run(data, previous: list[float]):
     return tuple(run)
 
 
-ADAPTIVE = settings(max_examples=15, deadline=None, derandomize=True, database=None,
+ADAPTIVE = settings(max_examples=10, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 #: under best every admission check composes each run's Laplace nodes by PLD (~0.1 s each): fewer histories
-ADAPTIVE_BEST = settings(ADAPTIVE, max_examples=6)
+ADAPTIVE_BEST = settings(ADAPTIVE, max_examples=4)
 
 
 @pytest.mark.parametrize("name", ["basic", "advanced", "rdp"])

@@ -623,7 +623,7 @@ def test_hypothesis_any_ascii_byte_replacement_is_detected(tmp_path):
     target = tmp_path / "flipped.jsonl"
     copy_head(src, target)
 
-    @settings(max_examples=400, derandomize=True, database=None, deadline=None,
+    @settings(max_examples=200, derandomize=True, database=None, deadline=None,
               suppress_health_check=[HealthCheck.too_slow])
     @given(pos=st.integers(0, len(raw) - 1), value=st.integers(0, 126))
     def check(pos, value):
@@ -644,7 +644,7 @@ def test_hypothesis_any_byte_flip_is_detected(tmp_path):
     target = tmp_path / "flipped.jsonl"
     copy_head(src, target)
 
-    @settings(max_examples=400, derandomize=True, database=None, deadline=None,
+    @settings(max_examples=200, derandomize=True, database=None, deadline=None,
               suppress_health_check=[HealthCheck.too_slow])
     @given(pos=st.integers(0, len(raw) - 1), mask=st.integers(1, 255))
     def check(pos, mask):

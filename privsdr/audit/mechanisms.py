@@ -25,13 +25,15 @@ from typing import Any
 import numpy as np
 
 from ..accounting import Budget
+from ..accounting.events import DistributedDiscreteGaussianEvent
 from ..mechanisms import Mechanism, NoiseSpec, Sensitivity, get_mechanism
 from .claims import GDP, ZCDP, ApproxDP
 from .core import AuditResult, audit
 
 #: per-side sample counts that certify eps_lb >= 0.8 at eps = 1 with alpha = 1e-3 (benchmarks/bench_audit.py)
 DEFAULT_SAMPLES = {"gaussian": 100_000, "shaped_gaussian": 100_000, "symmetric_gaussian": 20_000, "laplace": 20_000,
-                   "report_noisy_max": 20_000, "peeling": 20_000, "non_private": 2_000}
+                   "report_noisy_max": 20_000, "peeling": 20_000, "non_private": 2_000,
+                   "distributed_gaussian": 5_000, "distributed_symmetric_gaussian": 5_000}
 
 
 def _spec(mech: Mechanism, epsilon: float, delta: float, sensitivity: float, calibration: str | None, params: dict,
@@ -83,6 +85,14 @@ def audit_mechanism(
     elif name == "non_private":
         spec = mech.calibrate(Sensitivity(D, "l2"), Budget(epsilon, delta))
         claim = ApproxDP(epsilon, delta)
+    elif name in ("distributed_gaussian", "distributed_symmetric_gaussian"):
+        # three parties' shares, none colluding: the opened noise is exactly what the charged event prices
+        params = {"parties": 3, "colluders": 0, "dimension": 1}
+        spec = _spec(mech, epsilon, delta, D, calibration, params)
+        (event,) = mech.events(spec)
+        if not isinstance(event, DistributedDiscreteGaussianEvent):
+            raise TypeError(f"{name} is priced by {type(event).__name__}, not the distributed discrete Gaussian's event")
+        claim = ZCDP(event.rho, delta)
     else:
         spec = _spec(mech, epsilon, delta, D, calibration, {})
         claim = ApproxDP(epsilon, 0.0) if mech.pure else GDP.gaussian(spec.noise_multiplier, delta)
@@ -99,6 +109,14 @@ def audit_mechanism(
         t = D if mech.pure else D / 2.0
         return audit(draw, v0, v1, claim=claim, statistic=lambda out: np.asarray(out)[:, 0], threshold=t,
                      samples=n, alpha=alpha, seed=seed, batched=True, inclusive=mech.pure)
+    if name in ("distributed_gaussian", "distributed_symmetric_gaussian"):
+        one_number = (1, 1) if name == "distributed_symmetric_gaussian" else (1,)
+
+        def shares(v: float, rng: np.random.Generator) -> float:
+            return float(mech.sample(mech.prepare(np.full(one_number, v), drawn), drawn, rng).ravel()[0])
+
+        return audit(shares, 0.0, D, claim=claim, statistic=np.asarray, threshold=D / 2.0, samples=n, alpha=alpha,
+                     seed=seed)
     if name == "shaped_gaussian":
         # least noise along e1 (exactly at the floor), more elsewhere: the worst direction is e1
         shape = np.diag([spec.scale] + [2.0 * spec.scale] * (dim - 1))
