@@ -306,6 +306,22 @@ MUTANTS = (
            "privsdr/federated/secure_fit.py", 'return {"slice_sums": sums / N, "slice_counts": counts / N, "second_moment": (Xt.T @ Xt) / N}',
            'return {"slice_sums": sums / len(Xt), "slice_counts": counts / len(Xt), "second_moment": (Xt.T @ Xt) / len(Xt)}',
            ("tests/test_fsir_secure.py",)),
+    Mutant("adassp_lambda_min_half_sensitivity", "lambda_min declared at C^2 / 2 (half its Weyl bound): half its noise",
+           "privsdr/algorithms/adassp.py", 'plan.add("lambda_min", "gaussian", sens(c2,', 'plan.add("lambda_min", "gaussian", sens(c2 / 2,',
+           ("tests/test_adassp.py",)),
+    Mutant("adassp_ridge_from_noise_free_lambda_min", "the ridge rule reads the noise-free lambda_min (its released twin unused)",
+           "privsdr/algorithms/adassp.py", "        theta, ridge, lambda_lo = adassp_solution(released, c[\"rho\"])",
+           "        released = Released({**released.arrays, \"lambda_min\": [np.linalg.eigvalsh(gram)[0]]}, released.scales, "
+           "released.n, released.relation, released.source)\n        theta, ridge, lambda_lo = adassp_solution(released, c[\"rho\"])",
+           ("tests/test_adassp.py", "tests/test_replay.py")),
+    Mutant("adassp_xty_sensitivity_without_row_bound", "X^T y declared at C_y instead of C C_y",
+           "privsdr/algorithms/adassp.py", 'sens(row_bound * label_bound, "||z y|| <= C C_y")', 'sens(label_bound, "||z y|| <= C C_y")',
+           ("tests/test_adassp.py",)),
+    Mutant("adassp_solves_with_the_noise_free_gram", "the coefficients come from the noise-free Gram (the release is charged, unused)",
+           "privsdr/algorithms/adassp.py", "        theta, ridge, lambda_lo = adassp_solution(released, c[\"rho\"])",
+           "        theta, ridge, lambda_lo = adassp_solution(Released({**released.arrays, \"xtx\": gram}, released.scales, "
+           "released.n, released.relation, released.source), c[\"rho\"])",
+           ("tests/test_adassp.py", "tests/test_replay.py")),
 )
 
 

@@ -23,6 +23,7 @@ _EXPORTS = {
     "Relation": "privsdr.accounting",
     "Scope": "privsdr.accounting",
     "Status": "privsdr.accounting",
+    "AdaSSPRegression": "privsdr.algorithms",
     "DPPLS": "privsdr.algorithms",
     "DPSIR": "privsdr.algorithms",
     "DPMeanCovariance": "privsdr.algorithms",
@@ -56,6 +57,7 @@ _EXPORTS = {
 __all__ = [
     "__version__",
     "ACCOUNTANT_NAMES",
+    "AdaSSPRegression",
     "available_mechanisms",
     "Budget",
     "BudgetExceededError",
@@ -114,7 +116,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # static checkers see the eager imports
     from .accounting import Budget, Cost, Ledger, Relation, Scope, Status
     from .accounting.accountants import ACCOUNTANT_NAMES
-    from .algorithms import DPPLS, DPSIR, DPMeanCovariance, DPSparsePCA, SparseDPSIR
+    from .algorithms import DPPLS, DPSIR, AdaSSPRegression, DPMeanCovariance, DPSparsePCA, SparseDPSIR
     from .errors import (
         BudgetExceededError,
         DetachedLedgerError,

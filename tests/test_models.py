@@ -13,6 +13,7 @@ from conftest import spent, write_table
 from privsdr import (
     DPPLS,
     DPSIR,
+    AdaSSPRegression,
     Budget,
     BudgetExceededError,
     DPMeanCovariance,
@@ -45,6 +46,7 @@ def _fitted():
         "FederatedSIR": (FederatedSIR(2, bound=3.0, cut_points=[-1.0, 0.0, 1.0], budget=budget, random_state=0)
                          .fit([(Xf, yf), (Xg, yg)]), Xf),
         "DPPLS": (DPPLS(2, bound_x=2.0, bound_y=4.0, budget=budget, random_state=0).fit(X, y), X),
+        "AdaSSPRegression": (AdaSSPRegression(bound_x=2.0, bound_y=4.0, budget=budget, random_state=0).fit(X, y), X),
         "DPPLS (paper)": (DPPLS(2, mode="paper", budget=Budget(1.0, 1e-3), allow_uncertified=True, random_state=0).fit(X, y), X),
         "MSC": (MSC("dp_mean", bound=3.0, budget=budget, random_state=0).fit(X + 2.0), X + 2.0),
     }
@@ -66,7 +68,7 @@ def _same(a, b):
 
 
 @pytest.mark.parametrize("name", ["DPSIR", "SparseDPSIR", "DPSparsePCA", "DPMeanCovariance", "FederatedSIR", "DPPLS",
-                                  "DPPLS (paper)", "MSC"])
+                                  "AdaSSPRegression", "DPPLS (paper)", "MSC"])
 def test_save_load_round_trip(name, fitted, tmp_path):
     est, X = fitted[name]
     path = tmp_path / "model.json"
@@ -94,9 +96,9 @@ def test_every_fit_method_can_write_its_model():
     from privsdr.cli.fit import METHODS
     from privsdr.persistence import model_classes
 
-    for name, estimator in (("mean-covariance", DPMeanCovariance), ("dpsir", DPSIR), ("pls", DPPLS)):
+    for name, estimator in (("mean-covariance", DPMeanCovariance), ("dpsir", DPSIR), ("pls", DPPLS), ("adassp", AdaSSPRegression)):
         assert name in METHODS and model_classes()[estimator.__name__] is estimator
-    assert set(METHODS) == {"mean-covariance", "dpsir", "pls"}
+    assert set(METHODS) == {"mean-covariance", "dpsir", "pls", "adassp"}
 
 
 def test_an_estimator_that_released_nothing_private_has_nothing_to_save(tmp_path):

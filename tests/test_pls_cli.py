@@ -135,3 +135,26 @@ def test_attack_reproduction_and_canary_audit(monkeypatch, tmp_path):
     assert not audit["paper"]["passed"] and audit["certified S2"]["passed"] and audit["certified S1"]["passed"]
     _, md = edpls_attack.write(rows, tmp_path)
     assert "FAILED" in md.read_text() and (tmp_path / "edpls-attack-audit.csv").exists()
+
+
+def test_fit_adassp_prints_coefficients_writes_a_model_and_refuses_missing_bounds(table, tmp_path):
+    from privsdr import AdaSSPRegression, Budget, load_model
+
+    journal, model = tmp_path / "adassp.jsonl", tmp_path / "adassp.json"
+    assert run("ledger", "init", journal, "--epsilon", 2, "--delta", 1e-5).returncode == 0
+    refused = run("fit", "adassp", "--data", table, "--target", "y", "--bound-x", 2, "--epsilon", 1, "--delta", 1e-6,
+                  "--journal", journal)
+    assert refused.returncode == 2 and "--bound-y" in refused.stderr and Ledger.open(journal).spent.epsilon == 0.0
+    out = run("fit", "adassp", "--data", table, "--target", "y", "--bound-x", 2, "--bound-y", 8, "--epsilon", 1,
+              "--delta", 1e-6, "--journal", journal, "--out", model, "--seed", 3)
+    assert out.returncode == 0, out.stderr
+    assert "ridge lambda" in out.stdout and out.stdout.count("CERTIFIED") == 1
+    est = load_model(model)
+    assert type(est).__name__ == "AdaSSPRegression" and est.model_metadata_["columns"] == ["a", "b", "c", "d"]
+    assert np.allclose(est.coef_, [1.0, -2.0, 0.5, 3.0], atol=0.6)  # 3000 rows at eps = 1
+    with open(table) as fh:
+        rows = list(csv.DictReader(fh))
+    X = np.array([[float(row[c]) for c in "abcd"] for row in rows])
+    y = np.array([float(row["y"]) for row in rows])
+    same = AdaSSPRegression(2.0, 8.0, budget=Budget(1.0, 1e-6), random_state=3).fit(X, y)  # what the command fitted
+    assert np.allclose(same.coef_, est.coef_, atol=1e-5) and 0.5 < Ledger.open(journal).spent.epsilon <= 1.0 + 1e-9

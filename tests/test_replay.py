@@ -106,6 +106,7 @@ def _certified_modes(cls) -> set[str]:
         "DPSparsePCA": {"certified"},
         "DPMeanCovariance": {"certified", "chunked"},
         "DPPLS": {"certified", "certified_iterative", "chunked"},
+        "AdaSSPRegression": {"certified", "chunked"},
         "MSC": {"dp_mean"},
         "FederatedSIR": {"iid", "vgm_two_stage", "screening", "secure"},
         "DPBCDRegression": {"certified"},

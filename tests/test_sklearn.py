@@ -24,6 +24,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from privsdr import (
     DPPLS,
     DPSIR,
+    AdaSSPRegression,
     Budget,
     BudgetExceededError,
     DetachedLedgerError,
@@ -52,6 +53,7 @@ def check_estimators():
         DPSparsePCA(1, sparsity=1, bound=10.0, budget=B, random_state=0),
         MSC(bound=100.0, budget=B, random_state=0),
         DPPLS(1, bound_x=6.0, bound_y=3.0, budget=B, random_state=0),
+        AdaSSPRegression(bound_x=10.0, bound_y=10.0, budget=B, random_state=0),
         # check_regressors_train asks R^2 > 0.5 on 200 rows: DP-BCD gets there only with one round at a very large
         # epsilon (measured on that data set: eps=50 -> R^2 = -0.35 (T=1), -2.8 (T=5); eps=500 -> 0.76 (T=1), 0.10 (T=5))
         DPBCDRegression(n_parties=2, n_rounds=1, budget=Budget(1000.0, 1e-3), row_bound=5.0, label_bound=4.0, coef_bound=1.0,

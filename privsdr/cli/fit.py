@@ -145,6 +145,26 @@ def _build_pls(args: argparse.Namespace, ctx: FitContext) -> DPPLS:
                  random_state=ctx.seed, allow_uncertified=args.allow_uncertified, sampler=ctx.sampler, **public)
 
 
+def _check_adassp(args: argparse.Namespace) -> None:
+    if args.bound_x is None or args.bound_y is None:
+        raise ValidationError("adassp needs --bound-x and --bound-y (public bounds on ||x - x_center|| and |y - y_center|); "
+                              "they are never read off the data")
+
+
+def _build_adassp(args: argparse.Namespace, ctx: FitContext) -> Any:
+    from ..algorithms import AdaSSPRegression
+
+    return AdaSSPRegression(args.bound_x, args.bound_y, x_center=args.x_center, y_center=args.y_center or 0.0,
+                            budget=ctx.budget, ledger=ctx.ledger, accountant=ctx.accountant, random_state=ctx.seed,
+                            sampler=ctx.sampler)
+
+
+def _show_adassp(est: Any) -> None:
+    print("coefficients (in the order of the columns above):", est.coef_)
+    print(f"intercept: {est.intercept_:.6g}")
+    print(f"ridge lambda (AdaSSP's rule from the released noise): {est.ridge_:.4g}")
+
+
 def _show_pls(est: DPPLS) -> None:
     print(f"components: {est.n_components_}")
     print("coefficients b:", est.coef_)
@@ -164,6 +184,10 @@ METHODS: dict[str, Method] = {m.name: m for m in (
            "published (NOT private; needs --allow-uncertified; --epsilon/--delta are then per release)",
            frozenset({"components", "mode", "bound_x", "bound_y", "x_center", "y_center", "centering"}), _check_pls, _build_pls,
            _show_pls, needs_target=True),
+    Method("adassp", "DP linear regression (AdaSSP, Wang 2018) of --target on the other columns: noisy X^T X, X^T y and "
+           "smallest eigenvalue, ridge chosen from their noise (rows clipped to ||x - x_center|| <= --bound-x, "
+           "|y - y_center| <= --bound-y)", frozenset({"bound_x", "bound_y", "x_center", "y_center"}), _check_adassp,
+           _build_adassp, _show_adassp, needs_target=True),
 )}
 
 
@@ -238,10 +262,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     fit.add_argument("--components", default=None, help="pls: number of components A, or 'auto' (certified mode; default 2)")
     fit.add_argument("--mode", choices=("certified", "certified_iterative", "paper"), default=None,
                      help="pls: certified (S2, default), certified_iterative (S1) or paper (edPLS as published, NOT private)")
-    fit.add_argument("--bound-x", type=finite_float, default=None, help="pls: public bound on ||x - x_center|| (certified modes)")
-    fit.add_argument("--bound-y", type=finite_float, default=None, help="pls: public bound on |y - y_center| (certified modes)")
-    fit.add_argument("--x-center", type=finite_float, default=None, help="pls: public centre of every column (default 0)")
-    fit.add_argument("--y-center", type=finite_float, default=None, help="pls: public centre of y (default 0)")
+    fit.add_argument("--bound-x", type=finite_float, default=None, help="pls, adassp: public bound on ||x - x_center|| (pls: certified modes)")
+    fit.add_argument("--bound-y", type=finite_float, default=None, help="pls, adassp: public bound on |y - y_center| (pls: certified modes)")
+    fit.add_argument("--x-center", type=finite_float, default=None, help="pls, adassp: public centre of every column (default 0)")
+    fit.add_argument("--y-center", type=finite_float, default=None, help="pls, adassp: public centre of y (default 0)")
     fit.add_argument("--centering", choices=("dp", "public"), default=None,
                      help="pls: estimate the means privately (dp, charged; default) or take the public centre as the mean")
     fit.add_argument("--allow-uncertified", action="store_true", help="run a plan without a certified guarantee (pls --mode paper)")

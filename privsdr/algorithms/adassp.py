@@ -1,0 +1,278 @@
+"""AdaSSP: differentially private ridge/OLS from noisy sufficient statistics (Wang, "Revisiting differentially
+private linear regression: optimal and adaptive prediction & estimation in unbounded domain", UAI 2018, Alg. 2).
+
+Rows are shifted by public centres and clipped: x <- (x - mu_x) min(1, C_x / ||x - mu_x||), y <- clip(y - mu_y,
+-C_y, C_y); with ``fit_intercept`` the public constant C_x is appended to every row (z = (x, C_x), ||z||^2 <= 2 C_x^2
+= C^2: the slopes pay at most twice the noise of a model without intercept, and the intercept's column is on their
+scale, whatever the units of x; its coefficient times C_x is the intercept).
+Three releases, add/remove-one (n is not public, as in DPPLS's S2):
+
+=============  ===========================  ============================================================
+node           statistic                    L2 sensitivity (add/remove one row z)
+=============  ===========================  ============================================================
+``lambda_min``  lambda_min(Z^T Z)            ||z||^2 <= C^2 (Weyl: adding z z^T >= 0 moves it by <= ||z||^2)
+``xtx``         Z^T Z (upper triangle)       ||z z^T||_F = ||z||^2 <= C^2 (Analyze-Gauss)
+``xty``         Z^T y                        ||z y|| <= C C_y
+=============  ===========================  ============================================================
+
+Post-processing (``adassp_solution``, the paper's rule written for the released noise sds s_lambda, s_G and a
+failure probability rho):
+
+    lambda_lo = max(lambda_min~ - s_lambda sqrt(2 log(3 / rho)), 0)      (a lower bound w.p. >= 1 - rho/3)
+    lambda    = max(0, s_G sqrt(d log(2 d^2 / rho)) - lambda_lo)         (s_G sqrt(d log(2d^2/rho)) bounds ||E||_2)
+    theta     = (X^T X~ + lambda I)^{-1} X^T y~
+
+so the ridge is as large as the Gram's noise can make its smallest eigenvalue wrong, and no larger: with noise
+off it is 0 and the fit is OLS on the clipped rows. The paper's (eps/3, delta/3) split is replaced by the plan's
+weights under the ledger's accountant (tighter composition, same statistics).
+"""
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from ..accounting import Budget, Ledger
+from ..errors import ValidationError
+from ..mechanisms import Sensitivity
+from ..persistence import model_class
+from ..plan import CalibratedPlan, Plan, Run
+from ..released import Released, from_run
+from ._base import PrivateEstimator, check_matrix, check_positive, check_random_state, check_vector
+from ._pls_queries import clip_x, clip_y
+
+RELATION = "add_remove"
+NODES = ("lambda_min", "xtx", "xty")
+DEFAULT_WEIGHTS = {"lambda_min": 1.0, "xtx": 1.0, "xty": 1.0}  #: AdaSSP's equal thirds
+
+
+def add_adassp_nodes(plan: Plan, row_bound: float, label_bound: float, weights: dict[str, float]) -> None:
+    """The three releases of AdaSSP for rows with ||z|| <= ``row_bound`` and |y| <= ``label_bound`` (public)."""
+    c2 = row_bound * row_bound
+
+    def sens(value: float, derivation: str) -> Sensitivity:
+        return Sensitivity(value, "l2", RELATION, derivation)
+
+    plan.add("lambda_min", "gaussian", sens(c2, "adding z z^T (PSD, ||z z^T||_2 = ||z||^2 <= C^2) moves lambda_min by <= C^2 (Weyl)"),
+             weight=weights["lambda_min"], calibration="analytic", description="smallest eigenvalue of Z^T Z (sets the ridge)")
+    plan.add("xtx", "symmetric_gaussian", sens(c2, "||z z^T||_F = ||z||^2 <= C^2 (upper triangle with diagonal)"),
+             weight=weights["xtx"], calibration="analytic", description="Z^T Z of the clipped rows (Analyze-Gauss)")
+    plan.add("xty", "gaussian", sens(row_bound * label_bound, "||z y|| <= C C_y"), weight=weights["xty"],
+             calibration="analytic", description="Z^T y of the clipped rows")
+
+
+def adassp_solution(released: Released, failure_probability: float = 0.05) -> tuple[np.ndarray, float, float]:
+    """(theta, ridge lambda, lambda_lo) from a release with arrays ``lambda_min``, ``xtx``, ``xty`` and their noise
+    sds (module docstring): post-processing of the release and its public scales only."""
+    gram, xty = released["xtx"], released["xty"].ravel()
+    d = gram.shape[0]
+    rho = float(failure_probability)
+    s_lambda, s_gram = released.scales["lambda_min"], released.scales["xtx"]
+    lambda_lo = max(float(released["lambda_min"].ravel()[0]) - s_lambda * math.sqrt(2.0 * math.log(3.0 / rho)), 0.0)
+    ridge = max(0.0, s_gram * math.sqrt(d * math.log(2.0 * d * d / rho)) - lambda_lo)
+    # lstsq: the noisy Gram + ridge is positive definite with probability >= 1 - rho; on the rest it still returns
+    # a (least-squares) answer instead of refusing on something one record can change
+    theta = np.linalg.lstsq(gram + ridge * np.eye(d), xty, rcond=None)[0]
+    return theta, ridge, lambda_lo
+
+
+def chunk_statistics(X: np.ndarray, y: np.ndarray | None, *, x_center: np.ndarray, y_center: float, bound_x: float,
+                     bound_y: float, intercept: bool) -> dict[str, Any]:
+    """One row chunk's Z^T Z and Z^T y of its clipped rows (``privsdr.rows``: chunks add up)."""
+    Z = design(X, x_center, bound_x, intercept)
+    return {"xtx": Z.T @ Z, "xty": Z.T @ clip_y(np.asarray(y), y_center, bound_y)}
+
+
+def design(X: np.ndarray, x_center: np.ndarray, bound_x: float, intercept: bool) -> np.ndarray:
+    """The clipped, centred rows, with the constant column C_x when the model has an intercept."""
+    Xc = clip_x(X, x_center, bound_x)
+    return np.column_stack([Xc, np.full(len(Xc), bound_x)]) if intercept else Xc
+
+
+@model_class
+class AdaSSPRegression(PrivateEstimator):
+    """Differentially private linear regression by AdaSSP (Wang 2018): noisy X^T X, X^T y and smallest
+    eigenvalue, then ridge with a noise-aware lambda. The central (one trusted curator) baseline.
+
+    Parameters
+    ----------
+    bound_x: public bound C_x on ||x - x_center||_2 (rows beyond it are scaled down). Required.
+    bound_y: public bound C_y on |y - y_center| (clipped). Required.
+    x_center, y_center: public centres (default 0); never read off the data.
+    fit_intercept: append the constant C_x to every row (its coefficient times C_x is the intercept; penalised like the rest).
+    failure_probability: rho of AdaSSP's ridge rule (module docstring).
+    weights: budget weights of the releases ``lambda_min``, ``xtx``, ``xty`` (default equal, as in the paper).
+    budget, ledger, accountant, random_state, tight, sampler: as for the other estimators.
+    """
+
+    model_attributes = ("coef_", "intercept_", "ridge_", "lambda_lower_", "x_center_", "y_center_", "n_features_in_")
+    model_required = ("coef_", "intercept_")
+    _requires_y = True
+
+    def __init__(
+        self,
+        bound_x: float | None = None,
+        bound_y: float | None = None,
+        *,
+        x_center: Any = None,
+        y_center: float = 0.0,
+        fit_intercept: bool = True,
+        failure_probability: float = 0.05,
+        weights: dict[str, float] | None = None,
+        budget: Budget | tuple[float, float] | None = None,
+        ledger: Ledger | None = None,
+        accountant: str = "best",
+        tight: bool = True,
+        random_state: Any = None,
+        sampler: str = "numpy",
+    ) -> None:
+        self.bound_x = bound_x
+        self.bound_y = bound_y
+        self.x_center = x_center
+        self.y_center = y_center
+        self.fit_intercept = fit_intercept
+        self.failure_probability = failure_probability
+        self.weights = weights
+        self.budget = budget
+        self.ledger = ledger
+        self.accountant = accountant
+        self.tight = tight
+        self.random_state = random_state
+        self.sampler = sampler
+
+    # -- public parameters -------------------------------------------------------------------------
+    def _checked(self, m: int | None) -> dict[str, Any]:
+        """The public parameters, checked (``m`` None: before the width is known, the centre is not checked)."""
+        for name in ("bound_x", "bound_y"):
+            if getattr(self, name) is None:
+                raise ValidationError(f"{name} (a public bound) is required; it is never read off the data")
+        bound_x, bound_y = check_positive(self.bound_x, "bound_x"), check_positive(self.bound_y, "bound_y")
+        y_center = check_vector([self.y_center], "y_center")[0] if np.ndim(self.y_center) == 0 else None
+        if y_center is None or not math.isfinite(y_center):
+            raise ValidationError(f"y_center must be one finite number, got {self.y_center!r}")
+        if m is None:
+            x_center = None
+        elif self.x_center is None:
+            x_center = np.zeros(m)
+        else:
+            x_center = np.broadcast_to(check_vector(np.atleast_1d(self.x_center), "x_center"), (m,)).astype(float) \
+                if np.size(self.x_center) in (1, m) else None
+            if x_center is None:
+                raise ValidationError(f"x_center must be one number or one per column ({m}), got {np.size(self.x_center)}")
+            if not np.all(np.isfinite(x_center)):
+                raise ValidationError("x_center must be finite")
+        if not isinstance(self.fit_intercept, (bool, np.bool_)):
+            raise ValidationError(f"fit_intercept must be True or False, got {self.fit_intercept!r}")
+        rho = check_positive(self.failure_probability, "failure_probability")
+        if not rho < 1:
+            raise ValidationError(f"failure_probability must be in (0, 1), got {rho}")
+        weights = dict(DEFAULT_WEIGHTS)
+        for name, value in dict(self.weights or {}).items():
+            if name not in weights:
+                raise ValidationError(f"unknown weight {name!r}; expected some of {sorted(weights)}")
+            weights[name] = check_positive(value, f"weights[{name!r}]")
+        if not isinstance(self.tight, (bool, np.bool_)):
+            raise ValidationError(f"tight must be True or False, got {self.tight!r}")
+        check_random_state(self.random_state)
+        row_bound = math.sqrt(2.0) * bound_x if self.fit_intercept else bound_x
+        return {"bound_x": bound_x, "bound_y": bound_y, "x_center": x_center, "y_center": float(y_center),
+                "intercept": bool(self.fit_intercept), "rho": rho, "weights": weights, "row_bound": row_bound}
+
+    def build_plan(self, n_features: int) -> Plan:
+        """The release plan for data with ``n_features`` columns: public parameters only (n is not public)."""
+        m = int(n_features)
+        if m < 1:
+            raise ValidationError(f"X needs at least one column, got {m}")
+        c = self._checked(m)
+        public = {"n_features": m, "bound_x": c["bound_x"], "bound_y": c["bound_y"], "fit_intercept": c["intercept"],
+                  "x_center": "0" if not np.any(c["x_center"]) else "public vector", "y_center": c["y_center"],
+                  "failure_probability": c["rho"]}
+        plan = Plan("adassp", RELATION, public)
+        add_adassp_nodes(plan, c["row_bound"], c["bound_y"], c["weights"])
+        return plan
+
+    def plan(self, n_samples: int, n_features: int) -> CalibratedPlan:
+        """The calibrated plan for data of this shape: price it with ``.cost()`` before fitting."""
+        budget, ledger = self._resolve_budget()
+        return self.build_plan(n_features).allocate(budget, accountant=ledger.accountant, tight=self.tight, sampler=self._sampler())
+
+    # -- fit ---------------------------------------------------------------------------------------
+    def fit(self, X: Any, y: Any = None) -> AdaSSPRegression:
+        """Fit on X (n x m) and y, or on ``privsdr.Chunks`` / a dask array (Z^T Z and Z^T y are sums over rows,
+        reduced chunk by chunk). Everything is checked before anything is charged."""
+        from ..rows import is_chunked, is_dask, reduce_rows
+
+        X_raw: Any = X
+        source = "dask" if is_dask(X) else "chunks" if is_chunked(X) else "in memory"
+        if is_chunked(X):
+            c0 = self._checked(None)  # the bounds before any row is read (the centre is checked per chunk width)
+            centre = 0.0 if self.x_center is None else np.asarray(self.x_center, dtype=float)
+            fn = partial(_chunk, x_center=centre, y_center=c0["y_center"], bound_x=c0["bound_x"], bound_y=c0["bound_y"],
+                         intercept=c0["intercept"])
+            total = reduce_rows(X, y, fn, with_y=True, desc="AdaSSPRegression: sums")
+            n, m = int(total["n"]), int(total["p"])
+            X_raw, shape = None, (n, m)
+            gram = total["xtx"]
+            statistics: tuple[np.ndarray, np.ndarray] | None = ((gram + gram.T) / 2.0, total["xty"])
+        else:
+            X = check_matrix(X, "X", min_rows=1)
+            if y is None:
+                raise ValidationError("y is required: AdaSSPRegression requires y to be passed, but the target y is None")
+            y = check_vector(y)
+            if len(y) != X.shape[0]:
+                raise ValidationError(f"X has {X.shape[0]} rows but y has {len(y)}")
+            shape, statistics = X.shape, None
+        c = self._checked(shape[1])
+        budget, ledger = self._resolve_budget()
+        calibrated = self.build_plan(shape[1]).allocate(budget, accountant=ledger.accountant, tight=self.tight, sampler=self._sampler())
+        with Run(calibrated, ledger, random_state=self.random_state, data_shape=shape, algorithm="AdaSSPRegression") as run:
+            if statistics is None:
+                Z = design(X, c["x_center"], c["bound_x"], c["intercept"])
+                statistics = (Z.T @ Z, Z.T @ clip_y(y, c["y_center"], c["bound_y"]))
+            gram, xty = statistics
+            run.release("lambda_min", np.array([np.linalg.eigvalsh(gram)[0]]))
+            run.release("xtx", gram)
+            run.release("xty", xty)
+        released = from_run(run, NODES, n=shape[0], source=source)
+        theta, ridge, lambda_lo = adassp_solution(released, c["rho"])
+        m = shape[1]
+        self.coef_ = theta[:m]
+        self.intercept_ = c["y_center"] + (float(theta[m]) * c["bound_x"] if c["intercept"] else 0.0) - float(c["x_center"] @ theta[:m])
+        self.ridge_ = ridge
+        self.lambda_lower_ = lambda_lo
+        self.x_center_ = c["x_center"]
+        self.y_center_ = c["y_center"]
+        self.released_ = released
+        self._record_features(X_raw, m)
+        self.plan_ = calibrated
+        self.ledger_ = ledger
+        self.privacy_report_ = run.report
+        return self
+
+    # -- prediction --------------------------------------------------------------------------------
+    def predict(self, X: Any) -> np.ndarray:
+        """x^T coef_ + intercept_ (on the raw scale of X and y)."""
+        self._check_fitted("coef_", "intercept_", "n_features_in_")
+        X_raw, X = X, check_matrix(X, "X")
+        self._check_features(X_raw, X.shape[1])
+        if X.shape[1] != self.n_features_in_:
+            raise ValidationError(f"X has {X.shape[1]} features, but AdaSSPRegression is expecting {self.n_features_in_} features as input")
+        return X @ np.asarray(self.coef_) + float(self.intercept_)
+
+    def score(self, X: Any, y: Any) -> float:
+        """R^2 of the predictions (scikit-learn's convention)."""
+        y = check_vector(y)
+        resid = y - self.predict(X)
+        total = float(np.sum((y - y.mean()) ** 2))
+        return 1.0 - float(resid @ resid) / total if total > 0 else float("nan")
+
+
+def _chunk(X: np.ndarray, y: np.ndarray | None, *, x_center: Any, y_center: float, bound_x: float, bound_y: float,
+           intercept: bool) -> dict[str, Any]:
+    """``chunk_statistics`` with the public centre broadcast to the chunk's width (picklable for Dask)."""
+    if np.size(x_center) not in (1, X.shape[1]):
+        raise ValidationError(f"x_center must be one number or one per column ({X.shape[1]}), got {np.size(x_center)}")
+    centre = np.broadcast_to(np.asarray(x_center, dtype=float), (X.shape[1],))
+    return chunk_statistics(X, y, x_center=centre, y_center=y_center, bound_x=bound_x, bound_y=bound_y, intercept=intercept)

@@ -1,0 +1,184 @@
+"""AdaSSPRegression (Wang 2018): noise off it is OLS on the clipped rows; its ridge follows the paper's rule from the
+released noise sds alone; its three releases pass a tight audit and a half-noise mutant fails; chunks give the
+in-memory fit; bad input is refused before anything is charged."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LinearRegression
+
+import privsdr
+from privsdr import AdaSSPRegression, Budget, Ledger, ValidationError
+from privsdr.algorithms import adassp as adassp_module
+from privsdr.algorithms.adassp import adassp_solution
+from privsdr.audit import GDP, audit_estimator, claim_from_report
+from privsdr.plan import Run
+from privsdr.released import Released
+
+ALPHA = 1e-3
+
+
+def linear_data(n, p=5, seed=0, noise=0.3):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.0, 1.0, (n, p)) / math.sqrt(p)
+    y = X @ np.linspace(2.0, -1.0, p) + 0.5 + noise * rng.standard_normal(n)
+    return X, y
+
+
+def test_noise_off_it_is_ols_on_the_rows_within_their_bounds():
+    X, y = linear_data(400)
+    est = AdaSSPRegression(bound_x=1.0, bound_y=5.0, budget=Budget.infinite()).fit(X, y)
+    ref = LinearRegression().fit(X, y)  # every row is inside the bounds: nothing is clipped
+    assert np.allclose(est.coef_, ref.coef_, atol=1e-10) and est.intercept_ == pytest.approx(ref.intercept_, abs=1e-10)
+    assert est.ridge_ == 0.0 and est.privacy_report_.status == "none"
+    assert np.allclose(est.predict(X), ref.predict(X), atol=1e-10)
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_noise_off_with_clipping_and_public_centres_it_is_lstsq_on_the_clipped_design(fit_intercept):
+    X, y = linear_data(300, p=4, seed=1)
+    X, y = 3.0 * X + 0.7, 2.0 * y  # some rows beyond the bound around the centre: clipped
+    cx, cy, Cx, Cy = np.full(4, 0.7), 0.5, 1.5, 1.0
+    est = AdaSSPRegression(bound_x=Cx, bound_y=Cy, x_center=cx, y_center=cy, fit_intercept=fit_intercept,
+                           budget=Budget.infinite()).fit(X, y)
+    # the reference, written out: scale rows to norm <= Cx around cx, clip y around cy, least squares
+    D = X - cx
+    norms = np.linalg.norm(D, axis=1)
+    D = D * np.minimum(1.0, Cx / np.maximum(norms, 1e-300))[:, None]
+    assert np.any(norms > Cx)
+    t = np.clip(y - cy, -Cy, Cy)
+    Z = np.column_stack([D, np.ones(len(D))]) if fit_intercept else D
+    theta = np.linalg.lstsq(Z, t, rcond=None)[0]  # (the estimator's constant column is C_x: the same least squares)
+    assert np.allclose(est.coef_, theta[:4], atol=1e-9)
+    assert est.intercept_ == pytest.approx(cy + (theta[4] if fit_intercept else 0.0) - cx @ theta[:4], abs=1e-9)
+
+
+def test_the_ridge_is_the_papers_rule_from_the_released_noise_sds():
+    gram = np.array([[4.0, 1.0], [1.0, 3.0]])
+    xty = np.array([1.0, 2.0])
+    released = Released({"lambda_min": [1.0], "xtx": gram, "xty": xty}, {"lambda_min": 0.2, "xtx": 0.5, "xty": 0.1},
+                        100, "add_remove", "test")
+    theta, ridge, lower = adassp_solution(released, 0.05)
+    assert lower == pytest.approx(1.0 - 0.2 * math.sqrt(2 * math.log(3 / 0.05)))
+    assert ridge == pytest.approx(0.5 * math.sqrt(2 * math.log(8 / 0.05)) - lower) and ridge > 0
+    assert np.allclose((gram + ridge * np.eye(2)) @ theta, xty)
+    # a well-conditioned Gram far above its noise gets no ridge; a released lambda_min below zero is floored at 0
+    big = Released({"lambda_min": [1e4], "xtx": gram * 1e4, "xty": xty}, {"lambda_min": 1.0, "xtx": 1.0, "xty": 1.0}, 100,
+                   "add_remove", "test")
+    assert adassp_solution(big)[1] == 0.0
+    low = Released({"lambda_min": [-3.0], "xtx": gram, "xty": xty}, {"lambda_min": 1.0, "xtx": 1.0, "xty": 1.0}, 100,
+                   "add_remove", "test")
+    assert adassp_solution(low)[2] == 0.0 and adassp_solution(low)[1] == pytest.approx(math.sqrt(2 * math.log(8 / 0.05)))
+
+
+def test_with_noise_it_is_charged_once_and_close_to_ols_when_the_signal_dominates():
+    X, y = linear_data(20_000, seed=2)
+    ledger = Ledger(Budget(1.0, 1e-6))
+    est = AdaSSPRegression(bound_x=1.0, bound_y=3.0, ledger=ledger, random_state=0).fit(X, y)
+    assert est.privacy_report_.status == "certified" and ledger.spent.epsilon == pytest.approx(1.0, rel=1e-3)
+    assert [n.name for n in est.privacy_report_.nodes] == ["lambda_min", "xtx", "xty"]
+    ols = LinearRegression().fit(X, y).score(X, y)
+    assert est.score(X, y) > ols - 0.03
+    assert set(est.released_.arrays) == {"lambda_min", "xtx", "xty"} and est.released_.relation == "add_remove"
+
+
+def test_with_little_data_the_ridge_grows_and_shrinks_the_coefficients():
+    X, y = linear_data(200, seed=3)
+    small = AdaSSPRegression(bound_x=1.0, bound_y=3.0, budget=Budget(0.5, 1e-6), random_state=0).fit(X, y)
+    X2, y2 = linear_data(50_000, seed=3)
+    large = AdaSSPRegression(bound_x=1.0, bound_y=3.0, budget=Budget(0.5, 1e-6), random_state=0).fit(X2, y2)
+    assert small.ridge_ > large.ridge_
+    assert np.linalg.norm(small.coef_) < np.linalg.norm(LinearRegression().fit(X, y).coef_)
+
+
+def test_chunks_give_the_in_memory_fit():
+    X, y = linear_data(900, seed=4)
+    kw = dict(bound_x=1.0, bound_y=3.0, x_center=0.05, budget=Budget(1.0, 1e-6), random_state=7)
+    a = AdaSSPRegression(**kw).fit(X, y)
+    parts = np.array_split(np.arange(len(y)), 4)
+    b = AdaSSPRegression(**kw).fit(privsdr.Chunks(lambda: [(X[i], y[i]) for i in parts]))
+    assert np.allclose(a.coef_, b.coef_, atol=1e-8) and a.intercept_ == pytest.approx(b.intercept_, abs=1e-8)
+
+
+# -- audit -------------------------------------------------------------------------------------------
+CX, CY = 1.5, 2.0  # C_x != 1: a sensitivity that drops a factor C_x is not equivalent
+AUD_BUDGET = Budget(4.4, 1e-5)  # mu ~ 1
+
+
+def tight_pair():
+    """D0: rows along e2 and e3 only (Gram diag(0, 20, 20)); D1 adds the record x = C_x e1, y = C_y. Every release
+    moves by exactly its sensitivity: lambda_min 0 -> C_x^2, the Gram's (1, 1) entry by C_x^2, X^T y by C_x C_y."""
+    X0 = np.vstack([np.tile([0.0, 1.0, 0.0], (20, 1)), np.tile([0.0, 0.0, 1.0], (20, 1))])
+    y0 = np.r_[np.full(20, 0.5), np.full(20, -0.5)]
+    return (X0, y0), (np.vstack([X0, [CX, 0.0, 0.0]]), np.r_[y0, CY])
+
+
+class HalvedNoiseRun(Run):
+    """Mutant: every node draws half its calibrated noise (the claim is unchanged)."""
+
+    def _spec_for(self, name, sensitivity):
+        return super()._spec_for(name, sensitivity).scaled(0.5)
+
+
+def test_the_three_releases_pass_a_tight_audit_and_the_half_noise_mutant_fails(monkeypatch):
+    D0, D1 = tight_pair()
+    kw = dict(bound_x=CX, bound_y=CY, fit_intercept=False)
+    report = AdaSSPRegression(budget=AUD_BUDGET, random_state=0, **kw).fit(*D0).privacy_report_
+    claim = claim_from_report(report)
+    assert isinstance(claim, GDP) and 0.8 < claim.mu < 1.6
+    iu = np.triu_indices(3)
+
+    def whiten(est):
+        r = est.released_
+        return np.concatenate([r["lambda_min"] / r.scales["lambda_min"], r["xtx"][iu] / r.scales["xtx"],
+                               r["xty"] / r.scales["xty"]])
+
+    def fit(budget):
+        return lambda D, rng: whiten(AdaSSPRegression(budget=budget, random_state=rng, **kw).fit(*D))
+
+    scales = {n.name: n.noise_scale for n in report.nodes}
+
+    def reference(D):
+        r = AdaSSPRegression(budget=Budget.infinite(), **kw).fit(*D).released_
+        return np.concatenate([r["lambda_min"] / scales["lambda_min"], r["xtx"][iu] / scales["xtx"], r["xty"] / scales["xty"]])
+
+    assert np.linalg.norm(reference(D1) - reference(D0)) == pytest.approx(claim.mu, rel=1e-6)  # worst case pair
+    ok = audit_estimator(fit(AUD_BUDGET), D0, D1, reference=reference, claim=claim, samples=100, alpha=ALPHA, seed=4)
+    assert ok.passed, ok.summary()
+    monkeypatch.setattr(adassp_module, "Run", HalvedNoiseRun)
+    bad = audit_estimator(fit(AUD_BUDGET), D0, D1, reference=reference, claim=claim, samples=250, alpha=ALPHA, seed=5)
+    assert not bad.passed, bad.summary()
+
+
+# -- bad input ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kw, match", [
+    (dict(bound_x=None), "bound_x"),
+    (dict(bound_y=-1.0), "bound_y"),
+    (dict(failure_probability=1.5), "failure_probability"),
+    (dict(x_center=[0.0, 1.0]), "x_center"),
+    (dict(y_center=float("nan")), "y_center"),
+    (dict(weights={"gram": 1.0}), "unknown weight"),
+    (dict(fit_intercept="yes"), "fit_intercept"),
+])
+def test_bad_parameters_are_refused_before_anything_is_charged(kw, match):
+    X, y = linear_data(50)
+    ledger = Ledger(Budget(1.0, 1e-6))
+    est = AdaSSPRegression(**{"bound_x": 1.0, "bound_y": 2.0, "ledger": ledger, **kw})
+    with pytest.raises(ValidationError, match=match):
+        est.fit(X, y)
+    assert ledger.spent.epsilon == 0.0 and not hasattr(est, "coef_")
+
+
+def test_bad_data_is_refused_before_anything_is_charged():
+    X, y = linear_data(50)
+    ledger = Ledger(Budget(1.0, 1e-6))
+    est = AdaSSPRegression(bound_x=1.0, bound_y=2.0, ledger=ledger)
+    for args, match in (((X, y[:-1]), "rows"), ((X, None), "y is required"), ((np.c_[X[:, :-1], np.full(50, np.nan)], y), "finite|NaN|nan")):
+        with pytest.raises(privsdr.PrivsdrError, match=match):
+            est.fit(*args)
+    assert ledger.spent.epsilon == 0.0
+    fitted = AdaSSPRegression(bound_x=1.0, bound_y=2.0, budget=Budget(1.0, 1e-6), random_state=0).fit(X, y)
+    with pytest.raises(ValidationError, match="features"):
+        fitted.predict(X[:, :3])
