@@ -4,6 +4,7 @@ in-memory fit; bad input is refused before anything is charged."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -124,7 +125,7 @@ class HalvedNoiseRun(Run):
 
 def test_the_three_releases_pass_a_tight_audit_and_the_half_noise_mutant_fails(monkeypatch):
     D0, D1 = tight_pair()
-    kw = dict(bound_x=CX, bound_y=CY, fit_intercept=False)
+    kw = dict(bound_x=CX, bound_y=CY, fit_intercept=False, diagnose_noise=False)
     report = AdaSSPRegression(budget=AUD_BUDGET, random_state=0, **kw).fit(*D0).privacy_report_
     claim = claim_from_report(report)
     assert isinstance(claim, GDP) and 0.8 < claim.mu < 1.6
@@ -182,3 +183,45 @@ def test_bad_data_is_refused_before_anything_is_charged():
     fitted = AdaSSPRegression(bound_x=1.0, bound_y=2.0, budget=Budget(1.0, 1e-6), random_state=0).fit(X, y)
     with pytest.raises(ValidationError, match="features"):
         fitted.predict(X[:, :3])
+
+
+# -- the noise diagnostic (privsdr.released.regression) -----------------------------------------------------
+def test_the_noise_diagnostic_warns_when_the_noise_wins_and_stays_silent_when_the_signal_does():
+    X, y = linear_data(20_000, seed=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", privsdr.NoiseDominatesWarning)
+        strong = AdaSSPRegression(bound_x=1.0, bound_y=3.0, budget=Budget(1.0, 1e-6), random_state=0).fit(X, y)
+        off = AdaSSPRegression(bound_x=1.0, bound_y=3.0, budget=Budget.infinite()).fit(X, y)
+    assert 0 < strong.noise_ratio_ < 0.1 and off.noise_ratio_ == 0.0
+    assert strong.privacy_report_.diagnostics["noise_ratio"] == strong.noise_ratio_
+    assert "well above the noise" in strong.privacy_report_.diagnostics["messages"]["noise"]
+    with pytest.warns(privsdr.NoiseDominatesWarning, match="constant prediction"):
+        weak = AdaSSPRegression(bound_x=1.0, bound_y=3.0, budget=Budget(0.5, 1e-6), random_state=0).fit(X[:100], y[:100])
+    assert weak.noise_ratio_ > 0.5 and "cannot be told" in weak.privacy_report_.diagnostics["messages"]["noise"]
+
+
+def test_the_noise_ratio_is_its_formula_on_a_hand_made_release():
+    from privsdr.released.regression import noise_ratio, slope_gram
+
+    gram = np.array([[5.0, 1.0, 2.0], [1.0, 4.0, 1.0], [2.0, 1.0, 10.0]])
+    released = Released({"xtx": gram, "xty": np.array([1.0, 2.0, 3.0])}, {"xtx": 0.3, "xty": 0.2}, 10, "add_remove", "test")
+
+    def solve(r):
+        return np.linalg.solve(r["xtx"] + 0.5 * np.eye(3), r["xty"])
+
+    got = noise_ratio(released, lambda r: solve(r)[:2], slope_gram(gram + 0.5 * np.eye(3), True), np.random.default_rng(0),
+                      reps=50)
+    # written out: the same draws, the Schur complement of the constant (last) column in gram + 0.5 I
+    G = gram + 0.5 * np.eye(3)
+    S = G[:2, :2] - np.outer(G[:2, 2], G[:2, 2]) / G[2, 2]
+    assert np.allclose(slope_gram(G, True), S)
+    b = solve(released)[:2]
+    rng = np.random.default_rng(0)
+    changes = []
+    for _ in range(50):
+        upper = np.triu(0.3 * rng.standard_normal((3, 3)))
+        noisy = Released({"xtx": gram + upper + np.triu(upper, 1).T, "xty": released["xty"] + 0.2 * rng.standard_normal(3)},
+                         released.scales, 10, "add_remove", "test")
+        d = solve(noisy)[:2] - b
+        changes.append(max(d @ S @ d, 0.0))
+    assert got == pytest.approx(math.sqrt(np.median(changes) / (b @ S @ b)), rel=1e-12)

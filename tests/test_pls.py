@@ -274,7 +274,7 @@ def test_dp_msc_reference_is_charged_and_composes_with_the_fit():
     assert msc.privacy_report_.status == "certified" and 0.4 < ledger.spent.epsilon <= 0.5
     Xm = msc.transform(corn.X)
     assert Xm.shape == corn.X.shape
-    DPPLS(2, bound_x=15.0, bound_y=2.0, y_center=10.0, ledger=ledger, random_state=0).fit(Xm, corn.y)
+    DPPLS(2, bound_x=15.0, bound_y=2.0, y_center=10.0, ledger=ledger, random_state=0, diagnose_noise=False).fit(Xm, corn.y)
     assert ledger.spent.epsilon <= 2.0 + 1e-9 and len(ledger.runs) == 2
     free = MSC(corn.X[:10].mean(axis=0)).fit(corn.X)  # a public reference costs nothing
     assert not hasattr(free, "privacy_report_") and np.allclose(free.reference_, corn.X[:10].mean(axis=0))
@@ -380,3 +380,27 @@ def test_data_dependent_nodes_are_none_status_and_priced_by_their_published_cali
     node = run.report.nodes[0]
     assert node.noise_scale == pytest.approx(1.0) and "PRIVATE data" in node.description
     assert run.report.status_line.startswith("NOT PRIVATE") and "published" in run.report.status_line
+
+
+def test_certified_s2_warns_when_the_noise_wins_and_records_it_in_the_report():
+    """``noise_ratio_`` (privsdr.released.regression): the bootstrap of the released statistics says how far the noise
+    alone moves the fitted predictions; above 1/2 the fit warns, below it stays silent; noise off it is 0."""
+    import warnings
+
+    from privsdr import NoiseDominatesWarning
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (20_000, 4)) / 2
+    y = X @ np.array([1.0, -2.0, 0.5, 3.0]) + 0.1 * rng.standard_normal(20_000)
+    kw = dict(bound_x=1.0, bound_y=4.0, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NoiseDominatesWarning)
+        strong = DPPLS(2, budget=Budget(1.0, 1e-6), **kw).fit(X, y)
+        off = DPPLS(2, budget=Budget.infinite(), **kw).fit(X, y)
+    assert 0 < strong.noise_ratio_ < 0.1 and off.noise_ratio_ == 0.0
+    assert strong.privacy_report_.diagnostics["noise_ratio"] == strong.noise_ratio_
+    with pytest.warns(NoiseDominatesWarning, match="constant prediction"):
+        weak = DPPLS(2, budget=Budget(0.3, 1e-6), **kw).fit(X[:60], y[:60])
+    assert weak.noise_ratio_ > 0.5 and "cannot be told" in weak.privacy_report_.diagnostics["messages"]["noise"]
+    quiet = DPPLS(2, budget=Budget(0.3, 1e-6), diagnose_noise=False, **kw).fit(X[:60], y[:60])
+    assert not hasattr(quiet, "noise_ratio_") and np.array_equal(quiet.coef_, weak.coef_)  # the fit itself is unchanged

@@ -135,13 +135,18 @@ def release_ssp(run: Run, stats: dict[str, np.ndarray], c: dict[str, Any]) -> di
     """S2 from the clipped statistics of all rows (in memory, or summed over chunks: ``privsdr.rows``)."""
     names = (CENTRING_NODES if c["dp_centring"] else ()) + ("xtx", "xty")
     noisy = {name: run.release(name, stats[name]) for name in names}
+    return ssp_postprocess(noisy, run.plan.specs["xtx"].scale, c)
+
+
+def ssp_postprocess(noisy: dict[str, np.ndarray], sigma: float, c: dict[str, Any]) -> dict[str, Any]:
+    """S2's post-processing of the released statistics (``sigma``: the public noise sd of X^T X): centre at the DP
+    means, ridge, PSD repair, kernel PLS1, the SNR-based choice of A. Reads nothing but its arguments."""
     S, u = noisy["xtx"], noisy["xty"]
     x_shift, y_shift = np.zeros(S.shape[0]), 0.0
     if c["dp_centring"]:
         n_t, x_shift, y_shift = dp_means(noisy, c["bound_x"], c["bound_y"])
         S = S - n_t * np.outer(x_shift, x_shift)
         u = u - n_t * y_shift * x_shift
-    sigma = run.plan.specs["xtx"].scale
     ridge = c["ridge"] if c["ridge"] != "noise" else sigma * math.sqrt(S.shape[0])
     if ridge > 0:
         S = S + ridge * np.eye(S.shape[0])
@@ -155,7 +160,7 @@ def release_ssp(run: Run, stats: dict[str, np.ndarray], c: dict[str, Any]) -> di
     return {
         "weights": kernel.weights[:, :keep], "loadings": kernel.loadings[:, :keep], "y_loadings": kernel.y_loadings[:keep],
         "coef_path": kernel.coef_path[:, :keep], "x_mean": c["x_center"] + x_shift, "y_mean": c["y_center"] + y_shift,
-        "statistics": noisy, "snr": snr,
+        "statistics": noisy, "snr": snr, "metric": S,
     }
 
 

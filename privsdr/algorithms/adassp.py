@@ -39,7 +39,7 @@ from ..errors import ValidationError
 from ..mechanisms import Sensitivity
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
-from ..released import Released, from_run
+from ..released import Released, from_run, regression
 from ._base import PrivateEstimator, check_matrix, check_positive, check_random_state, check_vector
 from ._pls_queries import clip_x, clip_y
 
@@ -104,10 +104,12 @@ class AdaSSPRegression(PrivateEstimator):
     fit_intercept: append the constant C_x to every row (its coefficient times C_x is the intercept; penalised like the rest).
     failure_probability: rho of AdaSSP's ridge rule (module docstring).
     weights: budget weights of the releases ``lambda_min``, ``xtx``, ``xty`` (default equal, as in the paper).
+    diagnose_noise: measure ``noise_ratio_`` (how far the noise alone moves the fitted predictions, relative to
+        their spread: ``privsdr.released.regression``) and warn ``NoiseDominatesWarning`` above 1/2. Free.
     budget, ledger, accountant, random_state, tight, sampler: as for the other estimators.
     """
 
-    model_attributes = ("coef_", "intercept_", "ridge_", "lambda_lower_", "x_center_", "y_center_", "n_features_in_")
+    model_attributes = ("coef_", "intercept_", "ridge_", "lambda_lower_", "x_center_", "y_center_", "noise_ratio_", "n_features_in_")
     model_required = ("coef_", "intercept_")
     _requires_y = True
 
@@ -121,6 +123,7 @@ class AdaSSPRegression(PrivateEstimator):
         fit_intercept: bool = True,
         failure_probability: float = 0.05,
         weights: dict[str, float] | None = None,
+        diagnose_noise: bool = True,
         budget: Budget | tuple[float, float] | None = None,
         ledger: Ledger | None = None,
         accountant: str = "best",
@@ -135,6 +138,7 @@ class AdaSSPRegression(PrivateEstimator):
         self.fit_intercept = fit_intercept
         self.failure_probability = failure_probability
         self.weights = weights
+        self.diagnose_noise = diagnose_noise
         self.budget = budget
         self.ledger = ledger
         self.accountant = accountant
@@ -173,8 +177,9 @@ class AdaSSPRegression(PrivateEstimator):
             if name not in weights:
                 raise ValidationError(f"unknown weight {name!r}; expected some of {sorted(weights)}")
             weights[name] = check_positive(value, f"weights[{name!r}]")
-        if not isinstance(self.tight, (bool, np.bool_)):
-            raise ValidationError(f"tight must be True or False, got {self.tight!r}")
+        for name in ("tight", "diagnose_noise"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValidationError(f"{name} must be True or False, got {getattr(self, name)!r}")
         check_random_state(self.random_state)
         row_bound = math.sqrt(2.0) * bound_x if self.fit_intercept else bound_x
         return {"bound_x": bound_x, "bound_y": bound_y, "x_center": x_center, "y_center": float(y_center),
@@ -249,6 +254,14 @@ class AdaSSPRegression(PrivateEstimator):
         self.plan_ = calibrated
         self.ledger_ = ledger
         self.privacy_report_ = run.report
+        if self.diagnose_noise:
+            seed = self.random_state.integers(2**63) if isinstance(self.random_state, np.random.Generator) else self.random_state
+            rng = np.random.default_rng(None if seed is None else np.random.SeedSequence(int(seed)).spawn(2)[1])
+            rho = c["rho"]
+            metric = regression.slope_gram(released["xtx"] + ridge * np.eye(len(theta)), c["intercept"])
+            self.noise_ratio_ = regression.noise_ratio(released, lambda r: adassp_solution(r, rho)[0][:m], metric, rng)
+            self.privacy_report_ = regression.with_diagnostics(run.report, self.noise_ratio_)
+            regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=2)
         return self
 
     # -- prediction --------------------------------------------------------------------------------

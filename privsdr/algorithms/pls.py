@@ -41,6 +41,7 @@ from ._pls_modes import (
     paper_releases,
     release_ssp,
     ssp_plan,
+    ssp_postprocess,
 )
 from ._pls_queries import chunk_ssp
 
@@ -76,6 +77,9 @@ class DPPLS(RegressorMixin, PrivateEstimator):
     legacy_std_is_variance: paper mode only: draw noise with std sigma^2, the reference code's bug
         (spec A13), to reproduce the paper's figures.
     random_state, allow_uncertified, sampler: as everywhere in privsdr (sampler="secure": exact discrete noise).
+    diagnose_noise: certified (S2) mode: measure ``noise_ratio_``, how far the noise alone moves the fitted
+        predictions relative to their spread (a parametric bootstrap of the release, 30 draws, 8 for m > 200:
+        ``privsdr.released.regression``), and warn ``NoiseDominatesWarning`` above 1/2. Free.
 
     After ``fit``: ``coef_`` (b, length m), ``intercept_``, ``x_weights_`` (W, unit columns),
     ``x_loadings_`` (P), ``y_loadings_`` (c), ``coef_path_`` (m x A: b for 1..A components, free
@@ -89,7 +93,7 @@ class DPPLS(RegressorMixin, PrivateEstimator):
     """
 
     model_attributes = ("coef_", "intercept_", "x_weights_", "x_loadings_", "y_loadings_", "coef_path_", "x_mean_", "y_mean_",
-                        "n_components_", "condition_number_", "component_snr_", "n_features_in_")
+                        "n_components_", "condition_number_", "component_snr_", "noise_ratio_", "n_features_in_")
     model_required = ("coef_", "coef_path_", "x_mean_", "y_mean_", "n_components_")
 
     def __init__(
@@ -114,7 +118,9 @@ class DPPLS(RegressorMixin, PrivateEstimator):
         random_state: Any = None,
         allow_uncertified: bool = False,
         sampler: str = "numpy",
+        diagnose_noise: bool = True,
     ) -> None:
+        self.diagnose_noise = diagnose_noise
         self.n_components = n_components
         self.mode = mode
         self.bound_x = bound_x
@@ -176,6 +182,8 @@ class DPPLS(RegressorMixin, PrivateEstimator):
             raise ValidationError(f"y_center must be a finite number, got {self.y_center!r}")
         c["y_center"] = float(yc)
         c["psd_repair"] = bool(self.psd_repair)
+        if not isinstance(getattr(self, "diagnose_noise", True), (bool, np.bool_)):
+            raise ValidationError(f"diagnose_noise must be True or False, got {self.diagnose_noise!r}")
         if self.ridge == "noise":
             c["ridge"] = "noise"
         elif isinstance(self.ridge, (int, float, np.floating, np.integer)) and not isinstance(self.ridge, bool) and np.isfinite(self.ridge) and self.ridge >= 0:
@@ -337,7 +345,28 @@ class DPPLS(RegressorMixin, PrivateEstimator):
         self.plan_ = calibrated
         self.ledger_ = ledger
         self.privacy_report_ = run.report
+        if self.mode == "certified" and self.diagnose_noise:
+            self._diagnose(run, out, c, n)
         return self
+
+    def _diagnose(self, run: Run, out: dict[str, Any], c: dict[str, Any], n: int) -> None:
+        """``noise_ratio_``, the report's diagnostic and the warning (``privsdr.released.regression``; free)."""
+        from ..released import from_run, regression
+
+        released = from_run(run, list(out["statistics"]), n=n, source="DPPLS S2")
+        sigma = run.plan.specs["xtx"].scale
+        m = self.n_features_in_
+
+        def slopes(r: Any) -> np.ndarray:
+            path = ssp_postprocess(dict(r.arrays), sigma, c)["coef_path"]
+            return path[:, -1] if path.shape[1] else np.zeros(m)
+
+        seed = self.random_state.integers(2**63) if isinstance(self.random_state, np.random.Generator) else self.random_state
+        rng = np.random.default_rng(None if seed is None else np.random.SeedSequence(int(seed)).spawn(2)[1])
+        reps = 30 if m <= 200 else 8  # each draw refits (an m x m eigendecomposition): fewer for wide spectra
+        self.noise_ratio_ = regression.noise_ratio(released, slopes, out["metric"], rng, reps=reps)
+        self.privacy_report_ = regression.with_diagnostics(run.report, self.noise_ratio_)
+        regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=3)
 
     def _store(self, out: dict[str, Any], m: int) -> None:
         A = out["weights"].shape[1]

@@ -163,12 +163,16 @@ def _show_adassp(est: Any) -> None:
     print("coefficients (in the order of the columns above):", est.coef_)
     print(f"intercept: {est.intercept_:.6g}")
     print(f"ridge lambda (AdaSSP's rule from the released noise): {est.ridge_:.4g}")
+    if getattr(est, "noise_ratio_", None) is not None:
+        print(est.privacy_report_.diagnostics["messages"]["noise"])
 
 
 def _show_pls(est: DPPLS) -> None:
     print(f"components: {est.n_components_}")
     print("coefficients b:", est.coef_)
     print(f"intercept: {est.intercept_:.6g}")
+    if getattr(est, "noise_ratio_", None) is not None and est.privacy_report_ is not None:
+        print(est.privacy_report_.diagnostics["messages"]["noise"])
 
 
 METHODS: dict[str, Method] = {m.name: m for m in (

@@ -1,0 +1,97 @@
+"""The noise diagnostic of a regression fitted from released sufficient statistics (Z^T Z and Z^T y).
+
+The rule has the meaning of DPSIR's (``moments.NOISE_WARNING_SHARE``): the released statistics are re-noised at
+their public scales (a parametric bootstrap, post-processing: no cost), the model is refitted on each draw, and the
+change of the fitted slopes is measured in the metric S of the centred, released Gram the fit itself solves with
+(AdaSSP: the Schur complement of the constant column in Z^T Z~ + lambda I, positive definite whenever the ridge
+covers the Gram's noise, w.p. >= 1 - rho; DPPLS S2: its centred, ridged, PSD-repaired X^T X~):
+
+    signal = b^T S b,        noise = median_r (b*_r - b)^T S (b*_r - b),        ratio = sqrt(noise / signal),
+
+the root-mean-square change of the fitted predictions the noise alone induces, relative to the spread of the fitted
+predictions themselves. When ratio > 1/2 the released statistics cannot tell the fitted model from the trivial one
+(the constant prediction) reliably: the fit warns ``NoiseDominatesWarning`` and its report says so. Every quantity is
+a released value or a public scale: no row count and no private data enter.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+import numpy as np
+
+from .record import Released
+
+#: warn when the noise alone moves the predictions by more than this share of their own spread
+NOISE_WARNING_SHARE = 0.5
+
+
+def renoised(released: Released, rng: np.random.Generator, symmetric: Iterable[str] = ("xtx",)) -> Released:
+    """The release with fresh noise at its public scales added to every array (one parametric-bootstrap draw);
+    arrays named in ``symmetric`` get symmetric noise (upper triangle drawn, mirrored)."""
+    square = set(symmetric)
+    arrays = {}
+    for name, value in released.arrays.items():
+        scale = released.scales.get(name, 0.0)
+        if name in square and value.ndim == 2:
+            upper = np.triu(scale * rng.standard_normal(value.shape))
+            arrays[name] = value + upper + np.triu(upper, 1).T
+        else:
+            arrays[name] = value + scale * rng.standard_normal(value.shape)
+    return attrs.evolve(released, arrays=arrays)
+
+
+def slope_gram(gram: np.ndarray, intercept: bool) -> np.ndarray:
+    """The centred Gram of the slopes: the Schur complement of the last (constant) column when there is one."""
+    if not intercept:
+        return gram
+    g, c = gram[:-1, -1], gram[-1, -1]
+    return gram[:-1, :-1] - np.outer(g, g) / c if c > 0 else gram[:-1, :-1]
+
+
+def noise_ratio(released: Released, slopes: Callable[[Released], np.ndarray], metric: np.ndarray, rng: np.random.Generator,
+                reps: int = 30, symmetric: Iterable[str] = ("xtx",)) -> float:
+    """sqrt(noise / signal) of the module docstring: ``slopes(release)`` refits the slopes from a release, ``metric``
+    is S (0 with noise off; inf when the released signal b^T S b is not positive)."""
+    if all(s == 0 for s in released.scales.values()):
+        return 0.0
+    b = slopes(released)
+    signal = float(b @ metric @ b)
+    if not signal > 0:
+        return math.inf
+    changes = []
+    for _ in range(reps):
+        delta = slopes(renoised(released, rng, symmetric)) - b
+        changes.append(max(float(delta @ metric @ delta), 0.0))
+    return math.sqrt(float(np.median(changes)) / signal)
+
+
+def noise_message(ratio: float) -> str:
+    if not math.isfinite(ratio):
+        return ("the released statistics give the fitted slopes no positive spread of predictions: the model cannot be "
+                "told from the constant prediction")
+    verdict = ("cannot be told reliably from the constant prediction: more data or more budget is needed"
+               if ratio > NOISE_WARNING_SHARE else "well above the noise")
+    return (f"the noise alone moves the fitted predictions by about {ratio:.3g} times their own spread (parametric "
+            f"bootstrap of the released statistics): the model is {verdict}")
+
+
+def with_diagnostics(report: Any, ratio: float) -> Any:
+    """The run's report with the regression noise diagnostic attached (post-processing: no cost)."""
+    diagnostics = {**report.diagnostics, "noise_ratio": ratio if math.isfinite(ratio) else None,
+                   "messages": {**report.diagnostics.get("messages", {}), "noise": noise_message(ratio)}}
+    return attrs.evolve(report, diagnostics=diagnostics)
+
+
+def warn_if_noise_wins(ratio: float, stacklevel: int = 4) -> None:
+    import warnings
+
+    from ..errors import NoiseDominatesWarning
+
+    if ratio > NOISE_WARNING_SHARE:
+        how = f"by {ratio:.3g} times" if math.isfinite(ratio) else "without bound against"
+        warnings.warn(f"the noise alone moves the fitted predictions {how} their own spread (over "
+                      f"{NOISE_WARNING_SHARE:g}): at this budget and sample size the model cannot be told reliably from "
+                      "the constant prediction", NoiseDominatesWarning, stacklevel=stacklevel)
