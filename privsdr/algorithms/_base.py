@@ -61,6 +61,13 @@ def check_random_state(random_state: Any) -> Any:
     raise InputTypeError(f"random_state must be None, a non-negative int, a SeedSequence or a Generator, got {random_state!r}")
 
 
+def diagnostic_rng(random_state: Any) -> np.random.Generator:
+    """The randomness of a free diagnostic (a parametric bootstrap of the releases): a child stream of the fit's seed,
+    never the stream its noise came from; unseeded when the fit is."""
+    seed = random_state.integers(2**63) if isinstance(random_state, np.random.Generator) else random_state
+    return np.random.default_rng(None if seed is None else np.random.SeedSequence(int(seed)).spawn(2)[1])
+
+
 def public_split(random_state: Any, n: int, n_init: int, n_batches: int) -> tuple[np.ndarray, list[np.ndarray]]:
     """A data-independent split of range(n): the sorted init rows and ``n_batches`` sorted batches of
     the rest (DP-SIR spec §4.0 item 4). Under replace-one each record stays in one part, so the

@@ -40,7 +40,7 @@ from ..mechanisms import Sensitivity
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
 from ..released import Released, from_run, regression
-from ._base import PrivateEstimator, check_matrix, check_positive, check_random_state, check_vector
+from ._base import PrivateEstimator, check_matrix, check_positive, check_random_state, check_vector, diagnostic_rng
 from ._pls_queries import clip_x, clip_y
 
 RELATION = "add_remove"
@@ -255,8 +255,7 @@ class AdaSSPRegression(PrivateEstimator):
         self.ledger_ = ledger
         self.privacy_report_ = run.report
         if self.diagnose_noise:
-            seed = self.random_state.integers(2**63) if isinstance(self.random_state, np.random.Generator) else self.random_state
-            rng = np.random.default_rng(None if seed is None else np.random.SeedSequence(int(seed)).spawn(2)[1])
+            rng = diagnostic_rng(self.random_state)
             rho = c["rho"]
             metric = regression.slope_gram(released["xtx"] + ridge * np.eye(len(theta)), c["intercept"])
             self.noise_ratio_ = regression.noise_ratio(released, lambda r: adassp_solution(r, rho)[0][:m], metric, rng)

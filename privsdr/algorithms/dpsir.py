@@ -43,6 +43,7 @@ from ._base import (
     check_positive,
     check_random_state,
     column_bounds,
+    diagnostic_rng,
     project_rows,
     public_bound,
     public_split,
@@ -473,8 +474,7 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
         self.random_error_ = sir_moments.random_subspace_error(p, K)
         self.privacy_report_ = run.report
         if getattr(self, "diagnose_noise", True):
-            seed = self.random_state.integers(2**63) if isinstance(self.random_state, np.random.Generator) else self.random_state
-            rng = np.random.default_rng(None if seed is None else np.random.SeedSequence(int(seed)).spawn(2)[1])
+            rng = diagnostic_rng(self.random_state)
             self.noise_error_ = sir_moments.noise_error(release, self.directions_, K, centred, rng)
             self.privacy_report_ = sir_moments.with_diagnostics(run.report, self.noise_error_, self.random_error_, K, p)
             sir_moments.warn_if_noise_wins(self.noise_error_, self.random_error_, stacklevel=5)

@@ -30,7 +30,7 @@ from ..accounting import Budget, Ledger, as_budget, make_accountant
 from ..errors import ValidationError
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
-from ._base import PrivateEstimator, check_matrix, check_positive
+from ._base import PrivateEstimator, check_matrix, check_positive, diagnostic_rng
 from ._pls_modes import (
     RELATION,
     fit_iterative,
@@ -361,8 +361,7 @@ class DPPLS(RegressorMixin, PrivateEstimator):
             path = ssp_postprocess(dict(r.arrays), sigma, c)["coef_path"]
             return path[:, -1] if path.shape[1] else np.zeros(m)
 
-        seed = self.random_state.integers(2**63) if isinstance(self.random_state, np.random.Generator) else self.random_state
-        rng = np.random.default_rng(None if seed is None else np.random.SeedSequence(int(seed)).spawn(2)[1])
+        rng = diagnostic_rng(self.random_state)
         reps = 30 if m <= 200 else 8  # each draw refits (an m x m eigendecomposition): fewer for wide spectra
         self.noise_ratio_ = regression.noise_ratio(released, slopes, out["metric"], rng, reps=reps)
         self.privacy_report_ = regression.with_diagnostics(run.report, self.noise_ratio_)
