@@ -325,3 +325,86 @@ def test_plan_prices_before_fit():
     assert plan.specs["mean"].scale == model.plan_.specs["mean"].scale
     assert plan.specs["second_moment"].scale == model.plan_.specs["second_moment"].scale
     assert model.privacy_report_.spent == tuple(plan.cost(model.ledger_.accountant))
+
+
+# -- public ranges: a centre and a half-width (issue 24) -------------------------------------------------------
+RANGES = np.array([[19.0, 79.0], [1.0, 2.0], [90.0, 310.0]])  # age, a 1/2 code, a lab value: far from 0
+
+
+def ranged_rows(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return np.column_stack([rng.uniform(19, 79, n), rng.integers(1, 3, n).astype(float), rng.normal(190, 60, n)])
+
+
+def test_noise_off_a_centred_boxed_fit_is_the_mean_and_covariance_of_the_boxed_rows():
+    X = ranged_rows(500)
+    centre, half = RANGES.mean(axis=1), (RANGES[:, 1] - RANGES[:, 0]) / 2
+    est = DPMeanCovariance(center=centre, bounds=half, budget=Budget.infinite()).fit(X)
+    boxed = np.clip(X, RANGES[:, 0], RANGES[:, 1])  # written out: inside the box every row is within ||half|| of the centre
+    assert np.any(X[:, 2] > 310)
+    assert np.allclose(est.mean_, boxed.mean(axis=0), atol=1e-9)
+    assert np.allclose(est.covariance_, np.cov(boxed.T, bias=True), atol=1e-8)
+
+
+def test_the_noise_follows_the_width_of_a_range_not_its_distance_from_zero():
+    n = 400
+    half = (RANGES[:, 1] - RANGES[:, 0]) / 2
+    centred = DPMeanCovariance(center=RANGES.mean(axis=1), bounds=half, budget=Budget(1.0, 1e-6)).plan(n, 3)
+    legacy = DPMeanCovariance(clip=float(np.linalg.norm(np.abs(RANGES).max(axis=1))), budget=Budget(1.0, 1e-6)).plan(n, 3)
+    s = {name: spec.sensitivity.value for name, spec in centred.specs.items()}
+    assert s["mean"] == pytest.approx(2 * np.linalg.norm(half) / n)  # 2 ||b|| / n with b = (30, 0.5, 110)
+    assert s["mean"] < 0.4 * legacy.specs["mean"].sensitivity.value  # against |x| <= max(|lo|, |hi|) = (79, 2, 310)
+
+
+def test_the_dp_mean_stays_in_the_public_box_and_the_variances_within_their_ranges():
+    X = ranged_rows(60, seed=1)
+    centre, half = RANGES.mean(axis=1), (RANGES[:, 1] - RANGES[:, 0]) / 2
+    for seed in range(20):  # tiny n, small epsilon: the raw DP mean of the 1/2 column lands far outside [1, 2]
+        est = DPMeanCovariance(center=centre, bounds=half, budget=Budget(0.3, 1e-6), random_state=seed).fit(X)
+        assert np.all(est.mean_ >= RANGES[:, 0] - 1e-9) and np.all(est.mean_ <= RANGES[:, 1] + 1e-9)
+        assert np.all(np.linalg.eigvalsh(est.covariance_) >= -1e-8)
+    from privsdr.algorithms.mean_covariance import clamp_covariance, project_mean
+
+    assert np.allclose(project_mean(np.array([3.0, 4.0]), 1.0, np.array([0.5, 1.0])), [0.5, 0.8])  # ball, then box
+    clamped = clamp_covariance(np.array([[5.0, -9.0], [-9.0, -1.0]]), np.array([1.0, 2.0]))
+    assert np.array_equal(clamped, [[1.0, -2.0], [-2.0, 0.0]])
+
+
+def test_chunks_with_a_centre_and_ranges_give_the_in_memory_fit():
+    import privsdr
+
+    X = ranged_rows(900, seed=2)
+    kw = dict(center=RANGES.mean(axis=1), bounds=(RANGES[:, 1] - RANGES[:, 0]) / 2, budget=Budget(1.0, 1e-6), random_state=4)
+    a = DPMeanCovariance(**kw).fit(X)
+    b = DPMeanCovariance(**kw).fit(privsdr.Chunks(lambda: np.array_split(X, 3)))
+    assert np.allclose(a.mean_, b.mean_, atol=1e-8) and np.allclose(a.covariance_, b.covariance_, atol=1e-6)
+
+
+@pytest.mark.parametrize("kw, match", [(dict(center=[0.0, 1.0]), "center"), (dict(bounds=[1.0, -1.0, 1.0]), "bounds"),
+                                       (dict(clip=None), "clip")])
+def test_bad_centres_and_ranges_are_refused_before_anything_is_charged(kw, match):
+    ledger = Ledger(Budget(1.0, 1e-6))
+    est = DPMeanCovariance(**{"clip": 5.0, "ledger": ledger, **kw})
+    with pytest.raises(ValidationError, match=match):
+        est.fit(ranged_rows(50))
+    assert ledger.spent.epsilon == 0.0
+
+
+def test_the_cli_reads_a_range_as_a_centre_and_a_half_width(tmp_path):
+    import json
+
+    from conftest import run_cli
+
+    X = ranged_rows(300, seed=3)
+    data = tmp_path / "rows.csv"
+    data.write_text("age,sex,s1\n" + "\n".join(",".join(f"{v:.4f}" for v in row) for row in X) + "\n")
+    bounds = tmp_path / "bounds.json"
+    bounds.write_text(json.dumps({"age": [19, 79], "sex": [1, 2], "s1": [90, 310]}))
+    out = run_cli("fit", "mean-covariance", "--data", data, "--bounds", bounds, "--epsilon", 0.3, "--delta", 1e-6, "--seed", 2,
+                  "--report", tmp_path / "r.json")
+    assert out.returncode == 0, out.stderr
+    mean = np.array(out.stdout.split("mean:")[1].split("]")[0].strip(" [\n").split(), dtype=float)
+    assert np.all(mean >= RANGES[:, 0]) and np.all(mean <= RANGES[:, 1])
+    report = json.loads((tmp_path / "r.json").read_text())
+    sens = {n["name"]: n["sensitivity"]["value"] for n in report["nodes"]}
+    assert sens["mean"] == pytest.approx(2 * np.linalg.norm([30.0, 0.5, 110.0]) / 300, rel=1e-9)  # the widths, not 79/2/310

@@ -7,7 +7,14 @@ Rows are clipped to the public L2 bound ``clip`` (= C). Under replace-one with n
   ``||x x^T - x' x'^T||_F / n <= sqrt(2) C^2 / n``, symmetric-matrix Gaussian (Analyze-Gauss style,
   or MOD-SULQ with ``scale = C^2``).
 
-The covariance ``S - m m^T`` (projected onto the PSD cone) is post-processing.
+Rows may first be shifted by a public ``center`` and clipped per column to public half-widths ``bounds`` (a range
+[lo, hi] is the centre (lo + hi)/2 and the half-width (hi - lo)/2: the sensitivity then comes from the width, not
+from max(|lo|, |hi|)); C is then ``clip`` or ||bounds||_2, whichever is smaller.
+
+Post-processing (free, and never further from the truth: each step projects onto a convex set that holds the
+clipped rows' true mean or covariance): the DP mean is projected onto the ball ||m|| <= C, then clamped into the box
+|m_j| <= b_j; the covariance ``S - m m^T`` is clamped entrywise into |c_ij| <= b_i b_j with variances in [0, b_j^2]
+(with ``bounds``), then projected onto the PSD cone; ``mean_`` is ``center + m``.
 """
 from __future__ import annotations
 
@@ -24,7 +31,7 @@ from ..errors import ValidationError
 from ..mechanisms import Sensitivity, get_mechanism
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
-from ._base import PrivateEstimator, check_matrix, check_positive, check_random_state
+from ._base import PrivateEstimator, check_bound, check_matrix, check_positive, check_random_state, column_bounds
 from ._sir_common import check_int
 
 
@@ -43,6 +50,9 @@ class DPMeanCovariance(PrivateEstimator):
     tight: rescale both noises by one factor so that the composed cost meets the budget exactly
         under the ledger's accountant (less noise than basic composition of the shares).
     random_state: None, int, SeedSequence or Generator.
+    center: a public centre (one number, or one per column) subtracted before clipping (default 0).
+    bounds: public per-column half-widths b_j: |x_j - center_j| is clipped to b_j (default: none). With ``bounds``
+        alone, C = ||b||_2; ``clip`` may then be omitted.
     sampler: "numpy" (fast floating-point noise) or "secure" (exact discrete noise on a public grid with
         CSPRNG randomness, priced by its own zCDP/pure bound: docs/accounting.md "Secure sampling").
     """
@@ -63,7 +73,11 @@ class DPMeanCovariance(PrivateEstimator):
         tight: bool = True,
         random_state: Any = None,
         sampler: str = "numpy",
+        center: Any = None,
+        bounds: Any = None,
     ) -> None:
+        self.center = center
+        self.bounds = bounds
         self.clip = clip
         self.budget = budget
         self.ledger = ledger
@@ -75,15 +89,36 @@ class DPMeanCovariance(PrivateEstimator):
         self.random_state = random_state
         self.sampler = sampler
 
-    def _validated_clip(self) -> float:
-        if self.clip is None:
-            raise ValidationError("clip (a public bound on the rows' L2 norm) is required; it is never read off the data")
-        return check_positive(self.clip, "clip")
+    def _validated_clip(self, p: int | None = None) -> float:
+        """C: ``clip``, or ||bounds||_2 when only per-column bounds are given (the smaller when both are)."""
+        if self.clip is None and self.bounds is None:
+            raise ValidationError("clip (a public bound on the rows' L2 norm) or bounds (public per-column half-widths) "
+                                  "is required; they are never read off the data")
+        bounds = self._box(p) if p is not None else (None if self.bounds is None else np.asarray(check_bound(self.bounds, "bounds")))
+        limits = ([check_positive(self.clip, "clip")] if self.clip is not None else []) + \
+            ([float(np.linalg.norm(np.broadcast_to(bounds, (p,)) if p is not None else bounds))] if bounds is not None else [])
+        return min(limits)
+
+    def _box(self, p: int) -> np.ndarray | None:
+        """The per-column half-widths b (checked against p), or None."""
+        return None if self.bounds is None else column_bounds(self.bounds, p, "bounds")
+
+    def _center(self, p: int) -> np.ndarray:
+        if self.center is None:
+            return np.zeros(p)
+        try:
+            c = np.asarray(self.center, dtype=float)
+        except (TypeError, ValueError):
+            raise ValidationError(f"center must be a number or one number per column, got {self.center!r}") from None
+        if c.ndim > 1 or c.size not in (1, p) or not np.all(np.isfinite(c)):
+            raise ValidationError(f"center must be one finite number or {p} (one per column), got {c.size}")
+        return np.broadcast_to(c, (p,)).astype(float)
 
     def build_plan(self, n_samples: int, n_features: int) -> Plan:
         """The plan of one fit on n_samples x n_features data: public parameters only."""
-        C = self._validated_clip()
         n, p = check_int(n_samples, "n_samples", 1), check_int(n_features, "n_features", 1)
+        C = self._validated_clip(p)
+        self._center(p)
         try:
             split = [float(w) for w in self.split]
         except (TypeError, ValueError):
@@ -125,8 +160,11 @@ class DPMeanCovariance(PrivateEstimator):
         from ..rows import is_chunked, reduce_rows
 
         if is_chunked(X):
-            C = self._validated_clip()
-            total = reduce_rows(X, None, partial(chunk_moments, clip=C), with_y=False, desc="DPMeanCovariance: sums")
+            self._validated_clip()  # the public parameters, checked before any row is read
+            centre = None if self.center is None else np.asarray(self.center, dtype=float)
+            box = None if self.bounds is None else np.asarray(check_bound(self.bounds, "bounds"))
+            total = reduce_rows(X, None, partial(chunk_moments, clip=None if self.clip is None else float(self.clip), center=centre, bounds=box), with_y=False,
+                                desc="DPMeanCovariance: sums")
             n, p = int(total["n"]), int(total["p"])
             if n < 2:
                 raise ValidationError(f"X needs at least 2 rows, got {n} sample{'' if n == 1 else 's'}")
@@ -141,13 +179,14 @@ class DPMeanCovariance(PrivateEstimator):
         calibrated = self.build_plan(*shape).allocate(budget, accountant=ledger.accountant, tight=self.tight, sampler=self._sampler())
         with Run(calibrated, ledger, random_state=self.random_state, data_shape=shape, algorithm="DPMeanCovariance") as run:
             if statistics is None:
-                Xc = core.clip_rows_l2(X, self._validated_clip())
+                Xc = core.clip_rows_l2(shift_and_box(X, self._center(shape[1]), self._box(shape[1])), self._validated_clip(shape[1]))
                 statistics = (core.mean(Xc), core.second_moment(Xc))
             mean = run.release("mean", statistics[0])
             second = run.release("second_moment", statistics[1])
-        self.mean_ = mean
+        m = project_mean(mean, self._validated_clip(shape[1]), self._box(shape[1]))
+        self.mean_ = self._center(shape[1]) + m
         self.second_moment_ = second
-        self.covariance_ = core.nearest_psd(second - np.outer(mean, mean))
+        self.covariance_ = core.nearest_psd(clamp_covariance(second - np.outer(m, m), self._box(shape[1])))
         self._record_features(X_raw, shape[1])
         self.plan_ = calibrated
         self.ledger_ = ledger
@@ -155,7 +194,44 @@ class DPMeanCovariance(PrivateEstimator):
         return self
 
 
-def chunk_moments(X: np.ndarray, y: Any = None, *, clip: float) -> dict[str, Any]:
-    """One row chunk's sum and X^T X of its rows clipped to L2 norm ``clip`` (``privsdr.rows``: chunks add up)."""
+def shift_and_box(X: np.ndarray, center: np.ndarray | None, bounds: np.ndarray | None) -> np.ndarray:
+    """x - center, clipped per column to [-b_j, b_j] when public half-widths are given (a new array)."""
+    out = np.asarray(X, dtype=float) - (0.0 if center is None else np.broadcast_to(center, (np.shape(X)[1],)))
+    return out if bounds is None else np.clip(out, -np.broadcast_to(bounds, (np.shape(X)[1],)), np.broadcast_to(bounds, (np.shape(X)[1],)))
+
+
+def project_mean(mean: np.ndarray, C: float, bounds: np.ndarray | None) -> np.ndarray:
+    """The DP mean projected onto the ball ||m|| <= C, then clamped into the box |m_j| <= b_j: each a projection onto
+    a convex set that holds the true mean of the clipped rows, so neither moves the estimate away from it."""
+    m = np.asarray(core.clip_rows_l2(np.asarray(mean, dtype=float)[None, :], C)[0], dtype=float)
+    return m if bounds is None else np.clip(m, -bounds, bounds)
+
+
+def clamp_covariance(cov: np.ndarray, bounds: np.ndarray | None) -> np.ndarray:
+    """With per-column half-widths b: every entry clamped into [-b_i b_j, b_i b_j] and the variances into [0, b_j^2]
+    (Popoviciu: a variable within a range of width 2 b_j has variance <= b_j^2; |cov_ij| <= sd_i sd_j). A projection
+    onto a convex set that holds the clipped rows' covariance: it never moves the estimate away from it."""
+    if bounds is None:
+        return cov
+    limit = np.outer(bounds, bounds)
+    out = np.clip(cov, -limit, limit)
+    np.fill_diagonal(out, np.clip(np.diag(out), 0.0, bounds**2))
+    return out
+
+
+def chunk_moments(X: np.ndarray, y: Any = None, *, clip: float | None, center: np.ndarray | None = None,
+                  bounds: np.ndarray | None = None) -> dict[str, Any]:
+    """One row chunk's sum and X^T X of its rows (shifted and boxed, then) clipped to L2 norm C: ``clip``, or
+    ||bounds||_2 over the chunk's columns, the smaller of the two (as ``DPMeanCovariance._validated_clip``)."""
+    if bounds is not None and np.size(bounds) not in (1, X.shape[1]):
+        raise ValidationError(f"bounds has {np.size(bounds)} per-column values for {X.shape[1]} columns")
+    if center is not None and np.size(center) not in (1, X.shape[1]):
+        raise ValidationError(f"center must be one number or one per column ({X.shape[1]}), got {np.size(center)}")
+    X = shift_and_box(X, center, bounds) if center is not None or bounds is not None else X
+    if bounds is not None:
+        box_norm = float(np.linalg.norm(np.broadcast_to(bounds, (X.shape[1],))))
+        clip = box_norm if clip is None else min(clip, box_norm)
+    if clip is None:
+        raise ValidationError("clip or bounds is required")
     Xc = core.clip_rows_l2(X, clip)
     return {"x_sum": Xc.sum(axis=0), "xtx": Xc.T @ Xc}

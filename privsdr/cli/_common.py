@@ -222,6 +222,14 @@ def load_bounds(path: Path, names: Sequence[str], header: Sequence[str] | None =
     as |x| <= max(|lo|, |hi|) (they assume data centred at a public location). Every feature column
     needs a bound; names that are not columns of the table are refused (a typo would be silent).
     """
+    return load_ranges(path, names, header, as_ranges=False)[1]
+
+
+def load_ranges(path: Path, names: Sequence[str], header: Sequence[str] | None = None, *,
+                as_ranges: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(centres, half-widths) per column from the same JSON (``load_bounds``): ``c`` is the range [-c, c]; with
+    ``as_ranges`` a range [lo, hi] is its centre (lo + hi)/2 and half-width (hi - lo)/2 (the sensitivity then comes
+    from the width), else the centre 0 and max(|lo|, |hi|)."""
     try:
         data = json.loads(read_text(path, "--bounds"))
     except json.JSONDecodeError as exc:
@@ -235,11 +243,14 @@ def load_bounds(path: Path, names: Sequence[str], header: Sequence[str] | None =
     missing = [n for n in names if n not in data]
     if missing:
         raise ValidationError(f"--bounds {path}: no bound for column(s) {', '.join(map(repr, missing))}")
-    out = []
+    out, centres = [], []
     for name in names:
         value = data[name]
+        centre = 0.0
         if isinstance(value, list) and len(value) == 2 and all(_is_number(v) for v in value) and value[0] < value[1]:
-            c = max(abs(float(value[0])), abs(float(value[1])))
+            lo, hi = float(value[0]), float(value[1])
+            c = (hi - lo) / 2.0 if as_ranges else max(abs(lo), abs(hi))
+            centre = (lo + hi) / 2.0 if as_ranges else 0.0
         elif _is_number(value):
             c = float(value)
         else:
@@ -247,7 +258,8 @@ def load_bounds(path: Path, names: Sequence[str], header: Sequence[str] | None =
         if not (math.isfinite(c) and c > 0):
             raise ValidationError(f"--bounds {path}: column {name!r} needs a positive finite bound, got {value!r}")
         out.append(c)
-    return np.asarray(out)
+        centres.append(centre)
+    return np.asarray(centres), np.asarray(out)
 
 
 def _is_number(value: Any) -> bool:

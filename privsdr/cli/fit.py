@@ -30,6 +30,7 @@ from ._common import (
     finite_float,
     input_file,
     load_bounds,
+    load_ranges,
     open_ledger,
     optional_input_file,
     positive_int,
@@ -53,6 +54,7 @@ class FitContext:
     bounds: np.ndarray | None  #: per-column bounds from --bounds (in feature order), else None
     seed: int | None
     sampler: str = "numpy"  #: --sampler: numpy (fast) or secure (exact discrete noise, CSPRNG)
+    centres: np.ndarray | None = None  #: mean-covariance: the centres of the --bounds ranges
 
 
 @attrs.frozen
@@ -77,9 +79,9 @@ def _check_mean_covariance(args: argparse.Namespace) -> None:
 def _build_mean_covariance(args: argparse.Namespace, ctx: FitContext) -> DPMeanCovariance:
     from ..algorithms import DPMeanCovariance
 
-    clip = args.clip if ctx.bounds is None else float(np.linalg.norm(ctx.bounds))  # |x_j| <= c_j  =>  ||x|| <= ||c||
-    return DPMeanCovariance(clip=clip, budget=ctx.budget, ledger=ctx.ledger, accountant=ctx.accountant, random_state=ctx.seed,
-                            sampler=ctx.sampler)
+    # --bounds: each column clipped to its range [lo, hi] = centre +- half-width; rows then have ||x - centre|| <= ||half-widths||
+    return DPMeanCovariance(clip=args.clip, center=ctx.centres, bounds=ctx.bounds, budget=ctx.budget, ledger=ctx.ledger,
+                            accountant=ctx.accountant, random_state=ctx.seed, sampler=ctx.sampler)
 
 
 def _show_mean_covariance(est: DPMeanCovariance) -> None:
@@ -218,10 +220,13 @@ def _fit(args: argparse.Namespace) -> int:
                   ("--out", model_path)])
         ledger = open_ledger(args.journal, args.accountant)
         X, y, names = load_csv(data, target=args.target, columns=args.columns)
-        bounds = load_bounds(bounds_file, names, csv_header(data)) if bounds_file else None
-        if bounds is not None and method.name == "mean-covariance":
-            X = np.clip(X, -bounds, bounds)  # public per-column clipping before the row bound ||c||_2
-        ctx = FitContext(budget, ledger, args.accountant or "best", bounds, args.seed, args.sampler)
+        centres: np.ndarray | None = None
+        bounds: np.ndarray | None = None
+        if bounds_file and method.name == "mean-covariance":  # a range is a centre and a half-width (docs/errors.md)
+            centres, bounds = load_ranges(bounds_file, names, csv_header(data))
+        else:
+            bounds = load_bounds(bounds_file, names, csv_header(data)) if bounds_file else None
+        ctx = FitContext(budget, ledger, args.accountant or "best", bounds, args.seed, args.sampler, centres)
         est = method.build(args, ctx)
         if model_path is not None and type(est) not in model_classes().values():
             raise ValidationError(f"--out: {type(est).__name__} models cannot be saved yet; nothing was spent")
@@ -245,8 +250,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                          description="Fit METHOD on the numeric columns of a CSV (UTF-8, header row required). Public bounds "
                          "are required options, never read off the data. Every input and output is checked before any "
                          "budget is spent. Methods:\n" + "\n".join(f"  {k}: {m.summary}" for k, m in METHODS.items()) +
-                         "\n\n--bounds FILE.json maps column names to a bound c (|x| <= c) or a range [lo, hi] "
-                         "(read as |x| <= max(|lo|, |hi|)): {\"age\": 0.11, \"bmi\": [-0.09, 0.17]}.")
+                         "\n\n--bounds FILE.json maps column names to a bound c (|x| <= c) or a range [lo, hi]: "
+                         "{\"age\": 0.11, \"bmi\": [-0.09, 0.17]}. mean-covariance reads a range as its centre and "
+                         "half-width (the noise follows the width; the mean is clamped into the range); dpsir as "
+                         "|x| <= max(|lo|, |hi|).")
     fit.add_argument("method", choices=sorted(METHODS))
     fit.add_argument("--data", required=True, help="CSV file with a header row (UTF-8)")
     fit.add_argument("--target", default=None, help="response column (excluded from the features)")
