@@ -65,6 +65,8 @@ CASES = [
     ("data header names a column twice", _replace(FIT, "--data", "{d}/dup.csv"), 2, "more than once"),
     ("data with a text value", _replace(FIT, "--data", "{d}/text.csv"), 2, "not numeric"),
     ("data with NaN", _replace(FIT, "--data", "{d}/nan.csv"), 2, "missing or infinite"),
+    ("data row with an extra field", _replace(FIT, "--data", "{d}/long_row.csv"), 2, "line 12: 6 fields, but the header has 5"),
+    ("data row with a field missing", _replace(FIT, "--data", "{d}/short_row.csv"), 2, "line 12: 4 fields, but the header has 5"),
     ("target missing from the data", _replace(FIT, "--target", "zzz"), 2, "not in"),
     ("target listed among the columns", FIT + ["--columns", "x1", "y"], 2, "fitted on itself"),
     ("a column listed twice", FIT + ["--columns", "x1", "x1"], 2, "more than once"),
@@ -165,6 +167,8 @@ def _prepare(d: Path) -> None:
     (d / "header.csv").write_text(rows[0] + "\n")
     (d / "dup.csv").write_text("\n".join([rows[0].replace("x2", "x1")] + rows[1:50]) + "\n")
     (d / "text.csv").write_text("\n".join(rows[:10] + [rows[10].replace(rows[10].split(",")[1], "n/a", 1)] + rows[11:50]) + "\n")
+    (d / "long_row.csv").write_text("\n".join(rows[:11] + [rows[11] + ",1.5"] + rows[12:50]) + "\n")
+    (d / "short_row.csv").write_text("\n".join(rows[:11] + [rows[11].rsplit(",", 1)[0]] + rows[12:50]) + "\n")
     (d / "nan.csv").write_text("\n".join(rows[:10] + [rows[10].replace(rows[10].split(",")[1], "nan", 1)] + rows[11:50]) + "\n")
     (d / "other.csv").write_text("a,b\n1,2\n")
     (d / "page.html").write_text("<!doctype html><html><body>a page</body></html>")

@@ -70,6 +70,10 @@ def load_csv(path: str | Path, target: str | None = None, columns: Sequence[str]
     if not wanted:
         raise ValidationError(f"{path} has no feature columns besides the target {target!r}")
     index = {h: i for i, h in enumerate(header)}
+    for line, row in rows:  # a row with more or fewer fields than the header would be read into the wrong columns
+        if len(row) != len(header):
+            raise ValidationError(f"{path}, line {line}: {len(row)} field{'' if len(row) == 1 else 's'}, but the header has "
+                                  f"{len(header)}; every row needs one value per column")
 
     def column(name: str) -> np.ndarray:
         values = []
