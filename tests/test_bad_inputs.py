@@ -91,6 +91,7 @@ CASES = [
     ("bounds file not JSON", _drop(FIT, "--bound") + ["--bounds", "{d}/page.html"], 2, "not JSON"),
     ("epsilon 0", FIT + ["--epsilon", "0"], 2, "epsilon"),
     ("delta 1.5", FIT + ["--delta", "1.5"], 2, "delta"),
+    ("delta negative in exponent form", FIT + ["--delta", "-1e-6"], 2, "delta must satisfy"),
     ("accountant other than the journal's", FIT + ["--accountant", "rdp"], 2, "differs from the journal"),
     ("journal missing", _replace(FIT, "--journal", "{d}/nope.jsonl"), 2, "no such file"),
     ("journal edited", _replace(FIT, "--journal", "{d}/edited.jsonl"), 2, "modified"),

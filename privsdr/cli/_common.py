@@ -14,6 +14,7 @@ import argparse
 import json
 import math
 import os
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,13 @@ MODEL_SUFFIXES = (".json",)
 
 
 class Parser(argparse.ArgumentParser):
-    """Usage errors are one line (plus exit code 2), like every other bad-input error."""
+    """Usage errors are one line (plus exit code 2), like every other bad-input error. A negative number in
+    exponent form (``--delta -1e-6``) is read as a value, as ``-0.5`` is, and then refused by its own check
+    (argparse's default took it for an unknown option)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(EXIT_ERROR, f"privsdr: error: {self.prog}: {message} (see --help)\n")
