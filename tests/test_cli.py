@@ -228,3 +228,22 @@ def test_fsir_client_server_round_trip(tmp_path):
     run("fsir", "config", other, "--bound", 2, "--cut-points", -1, 0, 1)
     refused = run("fsir", "server", tmp_path / "m0.fsir", "--config", other)
     assert refused.returncode == 2 and "configuration" in refused.stderr
+
+
+def test_every_option_and_argument_of_every_command_has_help_text():
+    import argparse
+
+    from privsdr.cli import build_parser
+
+    silent = []
+
+    def walk(parser, path):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, [*path, name])
+            elif not action.help and action.dest != "help":
+                silent.append(" ".join([*path, *(action.option_strings or [action.dest])]))
+
+    walk(build_parser(), ["privsdr"])
+    assert not silent, silent

@@ -254,7 +254,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                          "{\"age\": 0.11, \"bmi\": [-0.09, 0.17]}. mean-covariance reads a range as its centre and "
                          "half-width (the noise follows the width; the mean is clamped into the range); dpsir as "
                          "|x| <= max(|lo|, |hi|).")
-    fit.add_argument("method", choices=sorted(METHODS))
+    fit.add_argument("method", choices=sorted(METHODS), help="the method (see above)")
     fit.add_argument("--data", required=True, help="CSV file with a header row (UTF-8)")
     fit.add_argument("--target", default=None, help="response column (excluded from the features)")
     fit.add_argument("--columns", nargs="+", default=None, help="feature columns (default: all but the target)")

@@ -212,13 +212,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     fconf.add_argument("--bound", type=finite_float, default=None, help="public truncation: |x_ij| <= R (linf) or ||x|| <= C (l2)")
     fconf.add_argument("--bounds", default=None, metavar="FILE.json", help="per-column bounds (linf), with --columns")
     fconf.add_argument("--columns", nargs="+", default=None, help="the feature columns, in order, every client reads")
-    fconf.add_argument("--norm", choices=("linf", "l2"), default="linf")
+    fconf.add_argument("--norm", choices=("linf", "l2"), default="linf", help="how --bound reads: per entry (linf, default) or per row (l2)")
     fconf.add_argument("--cut-points", type=finite_float, nargs="+", default=None, help="public slice boundaries for a continuous y")
     fconf.add_argument("--classes", type=finite_float, nargs="+", default=None, help="the classes of a categorical y")
-    fconf.add_argument("--mechanism", choices=("iid", "vgm", "vgm_two_stage", "none"), default="iid")
-    fconf.add_argument("--cov-mechanism", choices=("modsulq", "analyze_gauss", "none"), default="analyze_gauss")
-    fconf.add_argument("--calibration", choices=("classical", "thm3_exact", "paper_approx", "analytic"), default="analytic")
-    fconf.add_argument("--n-directions", type=positive_int, default=1)
+    fconf.add_argument("--mechanism", choices=("iid", "vgm", "vgm_two_stage", "none"), default="iid",
+                       help="noise of the slice means: iid Gaussian (default, certified), vgm (the paper's, claimed), vgm_two_stage "
+                       "(certified), none (not private)")
+    fconf.add_argument("--cov-mechanism", choices=("modsulq", "analyze_gauss", "none"), default="analyze_gauss",
+                       help="noise of the second moment (default analyze_gauss; none: not private)")
+    fconf.add_argument("--calibration", choices=("classical", "thm3_exact", "paper_approx", "analytic"), default="analytic",
+                       help="Gaussian calibration of the slice means (default analytic, the tightest)")
+    fconf.add_argument("--n-directions", type=positive_int, default=1, help="number of directions K (default 1)")
     fconf.add_argument("--center", nargs="+", default="dp", metavar="dp|none|C",
                        help="dp: centre at a DP mean (each client also releases its slice proportions); none: data assumed "
                        "centred (the paper); numbers: a public centre subtracted before truncation, one per column or one for all "
@@ -227,19 +231,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                        help="the share of each client's budget spent on the slice proportions (with --center dp or numbers)")
     fconf.set_defaults(func=_fsir_config)
     fcl = fsub.add_parser("client", help="compute one client's private upload from its own CSV")
-    fcl.add_argument("--config", required=True)
-    fcl.add_argument("--data", required=True)
-    fcl.add_argument("--target", required=True)
+    fcl.add_argument("--config", required=True, help="the shared configuration (from `fsir config`)")
+    fcl.add_argument("--data", required=True, help="this client's CSV (header row)")
+    fcl.add_argument("--target", required=True, help="the response column of the CSV")
     fcl.add_argument("--columns", nargs="+", default=None, help="feature columns (default: the configuration's, else all but the target)")
-    fcl.add_argument("--client-id", required=True)
+    fcl.add_argument("--client-id", required=True, help="this client's name (in its message and report)")
     budget_options(fcl, what="this client's upload")
     fcl.add_argument("--journal", default=None, help="charge this client's ledger journal")
     fcl.add_argument("--out", required=True, help="the upload file to send to the server (.fsir)")
     fcl.add_argument("--allow-uncertified", action="store_true", help="upload a claimed (vgm) or non-private (none) release")
     fcl.set_defaults(func=_fsir_client)
     fsv = fsub.add_parser("server", help="merge client uploads into the SDR directions")
-    fsv.add_argument("messages", nargs="+")
-    fsv.add_argument("--config", required=True)
+    fsv.add_argument("messages", nargs="+", help="the clients' message files (.fsir)")
+    fsv.add_argument("--config", required=True, help="the shared configuration (from `fsir config`)")
     fsv.add_argument("--psd-floor", type=finite_float, default=None, help="floor the merged second moment's eigenvalues (post-processing)")
     fsv.add_argument("--allow-uncertified", action="store_true", help="merge uploads whose guarantee is claimed or none")
     fsv.add_argument("--out", default=None, metavar="RESULT.json", help="also write the result as JSON")
@@ -252,9 +256,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                                       "secure computation, each client adds its own discrete Gaussian share, and only the noisy sum "
                                       "is opened: the central rate for N rows. Needs the configuration's mechanism iid and no "
                                       "screening; the report states the trust model. Install the extra: pip install 'privsdr[secure]'.")
-    fse.add_argument("--config", required=True)
+    fse.add_argument("--config", required=True, help="the shared configuration (from `fsir config`)")
     fse.add_argument("--data", nargs="+", required=True, help="one CSV per client (client-0, client-1, ... in this order)")
-    fse.add_argument("--target", required=True)
+    fse.add_argument("--target", required=True, help="the response column of every client's CSV")
     fse.add_argument("--columns", nargs="+", default=None, help="feature columns (default: the configuration's, else all but the target)")
     budget_options(fse, what="the whole fit (one central release)")
     fse.add_argument("--colluders", type=positive_int, default=1,

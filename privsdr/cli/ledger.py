@@ -63,22 +63,22 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                             "hash-chained, sealed, file-locked: docs/ledger.md). " + KEY_HELP)
     lsub = ledger.add_subparsers(dest="ledger_command", required=True, metavar="ACTION", parser_class=Parser)
     init = lsub.add_parser("init", help="create a journal with a total budget", description="Create a journal. " + KEY_HELP)
-    init.add_argument("path")
+    init.add_argument("path", help="the journal file to create (.jsonl)")
     budget_options(init, None, None, what="the journal's total budget, shared by every fit charged to it")
     init.add_argument("--accountant", choices=ACCOUNTANT_NAMES, default="best", help="how charges compose (default best)")
     init.set_defaults(func=_ledger_init)
     show = lsub.add_parser("show", help="spent, remaining and every run of a journal")
-    show.add_argument("path")
+    show.add_argument("path", help="the journal file (.jsonl)")
     show.add_argument("--json", action="store_true", help="print the summary as JSON")
     show.add_argument("--html", default=None, help="also write a ledger-level HTML report")
     show.set_defaults(func=_ledger_show)
     ver = lsub.add_parser("verify", help="check the hash chain and the sealed head (exit 1 if edited, truncated or torn)")
-    ver.add_argument("path")
+    ver.add_argument("path", help="the journal file (.jsonl)")
     ver.set_defaults(func=_ledger_verify)
     rep = lsub.add_parser("repair", help="remove a torn last line left by a crash; never lowers spent",
                           description="A process killed in the middle of writing a record leaves a torn last line, and the "
                           "journal is refused until it is removed. `repair` keeps the torn bytes in PATH.torn-<time>, "
                           "truncates to the last complete record (that record was never acknowledged, so no noise depends "
                           "on it) and re-seals the head. Anything else (an edit, a missing tail) is refused.")
-    rep.add_argument("path")
+    rep.add_argument("path", help="the journal file (.jsonl)")
     rep.set_defaults(func=_ledger_repair)

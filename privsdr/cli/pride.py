@@ -163,10 +163,11 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _protocol_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--mode", choices=("certified", "paper", "none"), default="certified")
+    p.add_argument("--mode", choices=("certified", "paper", "none"), default="certified",
+                   help="certified (default: public column ranges), paper (theta read off the data: claimed), none (DUAL-LOCO)")
     p.add_argument("--epsilon", type=float, default=None, help="each party's sketch is (epsilon, delta)-DP (entry relation)")
     p.add_argument("--delta", type=float, default=None, help="default 1e-6 (paper mode: 0.05, the paper's)")
-    p.add_argument("--accountant", choices=ACCOUNTANT_NAMES, default="best")
+    p.add_argument("--accountant", choices=ACCOUNTANT_NAMES, default="best", help="accountant of every party's ledger (default best)")
     p.add_argument("--bounds", nargs="+", default=None,
                    help="certified: public column ranges: LO HI (every column), NAME=LO:HI ..., or @FILE.json (one range per column)")
     p.add_argument("--sketch-dim", default="0.2", help="tau_subs: a fraction of each block's width, an integer, or 'full' (default 0.2)")
@@ -178,8 +179,9 @@ def _protocol_options(p: argparse.ArgumentParser) -> None:
                    help="local (default without --lam): each party on its own view, free; global: held-out predictions are "
                    "exchanged (not private, needs --allow-uncertified)")
     p.add_argument("--lambdas", type=float, nargs="+", default=None, help="the CV grid (default: a log grid)")
-    p.add_argument("--n-folds", type=int, default=5)
-    p.add_argument("--loss-scale", choices=("half", "paper_eq1"), default="half")
+    p.add_argument("--n-folds", type=int, default=5, help="folds of the cross-validation of lambda (default 5, public folds)")
+    p.add_argument("--loss-scale", choices=("half", "paper_eq1"), default="half",
+                   help="half: the 1/2-squared loss, alpha = n lambda (default); paper_eq1: the reference code's n lambda / 2")
     p.add_argument("--bias-correction", action="store_true", help="errors-in-variables correction (A9.2, beyond the paper)")
     p.add_argument("--sketch-seed", type=int, default=0, help="public seed of the parties' SRHTs (default 0)")
 
@@ -194,7 +196,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                            "folder; `pride fit` simulates all parties in one process.")
     psub = pride.add_subparsers(dest="pride_command", required=True, metavar="ACTION", parser_class=Parser)
     conf = psub.add_parser("config", help="write the shared configuration (protocol, budget, layout)")
-    conf.add_argument("out")
+    conf.add_argument("out", help="the configuration file to write (.json)")
     _protocol_options(conf)
     conf.add_argument("--party", nargs="+", default=None, help="the layout for `pride party`: NAME=N_COLUMNS in protocol order")
     conf.add_argument("--rows", type=int, default=None, help="N, the number of aligned rows (public)")

@@ -119,20 +119,24 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _protocol_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--mode", choices=("certified", "paper", "none"), default="certified")
+    p.add_argument("--mode", choices=("certified", "paper", "none"), default="certified",
+                   help="certified (default: DP with public bounds), paper (Algorithm 2 as published: claimed), none (not private)")
     p.add_argument("--rounds", type=int, default=5, help="T, rounds of BCD (default 5)")
     p.add_argument("--epsilon", type=float, default=None, help="per-record total over every party's releases")
     p.add_argument("--delta", type=float, default=None, help="certified: delta (default 1e-6); paper mode uses 0")
-    p.add_argument("--accountant", choices=ACCOUNTANT_NAMES, default="best")
+    p.add_argument("--accountant", choices=ACCOUNTANT_NAMES, default="best", help="accountant of every party's ledger (default best)")
     p.add_argument("--row-bound", nargs="+", default=None, help="certified: public bound C_i on each row of a block (one value or NAME=VALUE ...)")
     p.add_argument("--label-bound", type=float, default=None, help="certified: public bound C_y on |y|")
     p.add_argument("--coef-bound", nargs="+", default=None, help="certified: public bound B_i on each increment (one value or NAME=VALUE ...)")
     p.add_argument("--ridge", type=float, default=0.0, help="certified/none: ridge lambda (default 0)")
     p.add_argument("--remainder-clip", type=float, default=4.0, help="certified: kappa of the remainder clip (default 4)")
     p.add_argument("--gamma", type=float, default=1.2, help="paper: utility tolerance gamma > 1 (default 1.2)")
-    p.add_argument("--abort-check", choices=("both", "post", "gamma_min", "none"), default="both")
-    p.add_argument("--accounting", choices=("conservative", "paper"), default="conservative")
-    p.add_argument("--noise", choices=("radial", "gaussian"), default="radial")
+    p.add_argument("--abort-check", choices=("both", "post", "gamma_min", "none"), default="both",
+                   help="paper mode: which of the paper's abort rules run (default both; none for reproductions)")
+    p.add_argument("--accounting", choices=("conservative", "paper"), default="conservative",
+                   help="paper mode: conservative (default: half the budget for revealing the coefficients) or paper (not charged)")
+    p.add_argument("--noise", choices=("radial", "gaussian"), default="radial",
+                   help="paper mode: the objective perturbation's distribution (default radial, as published)")
     p.add_argument("--xi-floor", type=float, default=None, help="paper: public floor for xi when a residual is 0 (spec A9)")
 
 
@@ -144,7 +148,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                           "messages with the others through a shared folder; `vertical fit` simulates all parties in one process.")
     vsub = vert.add_subparsers(dest="vertical_command", required=True, metavar="ACTION", parser_class=Parser)
     conf = vsub.add_parser("config", help="write the shared configuration (protocol, budget, layout)")
-    conf.add_argument("out")
+    conf.add_argument("out", help="the configuration file to write (.json)")
     _protocol_options(conf)
     conf.add_argument("--party", nargs="+", default=None, help="the layout for `vertical party`: NAME=N_COLUMNS in protocol order")
     conf.add_argument("--rows", type=int, default=None, help="N, the number of aligned rows (public)")
