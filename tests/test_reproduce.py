@@ -11,6 +11,8 @@ def test_list_names_every_reproduction():
 
     out = run_cli("reproduce", "--list")
     assert out.returncode == 0 and "dpsir-table1" in out.stdout and "fsir-table4" in out.stdout
+    starts = {line.index(title) for line, (_, title) in zip(out.stdout.splitlines(), REPRODUCTIONS.values(), strict=True)}
+    assert len(starts) == 1  # every title in one column, the longest name (dpbcd-productivity) included
     assert set(REPRODUCTIONS) == {"dpsir-table1", "dpsir-table2", "fsir-table1", "fsir-table2", "fsir-table3", "fsir-table4",
                                   "fsir-figure2", "fsir-figure3", "fsir-flights", "dpbcd-table1", "dpbcd-table2", "dpbcd-table5",
                                   "dpbcd-forestfires", "dpbcd-productivity",

@@ -11,8 +11,9 @@ def _reproduce(args: argparse.Namespace) -> int:
     from ..reproduce import REPRODUCTIONS
 
     if args.list or not args.name:
+        width = max(map(len, REPRODUCTIONS))  # the titles start in one column, however long the names
         for name, (_, title) in REPRODUCTIONS.items():
-            print(f"{name:<14} {title}")
+            print(f"{name:<{width}}  {title}")
         return 0
     if args.name not in REPRODUCTIONS:
         raise ValueError(f"unknown reproduction {args.name!r}; see privsdr reproduce --list")
