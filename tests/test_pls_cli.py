@@ -158,3 +158,14 @@ def test_fit_adassp_prints_coefficients_writes_a_model_and_refuses_missing_bound
     y = np.array([float(row["y"]) for row in rows])
     same = AdaSSPRegression(2.0, 8.0, budget=Budget(1.0, 1e-6), random_state=3).fit(X, y)  # what the command fitted
     assert np.allclose(same.coef_, est.coef_, atol=1e-5) and 0.5 < Ledger.open(journal).spent.epsilon <= 1.0 + 1e-9
+
+
+def test_fit_prints_the_estimate_by_feature_name(table, tmp_path):
+    out = run("fit", "pls", "--data", table, "--target", "y", "--components", 2, "--bound-x", 2, "--bound-y", 8,
+              "--epsilon", 1, "--delta", 1e-6, "--seed", 1)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.split("coefficients by feature:\n")[1].splitlines()[:4]
+    assert [line.split()[0] for line in lines] == ["a", "b", "c", "d"]
+    named = np.array([float(line.split()[1]) for line in lines])
+    coef = np.array(out.stdout.split("coefficients b:")[1].split("]")[0].strip(" [\n").split(), dtype=float)
+    assert np.allclose(named, coef, atol=1e-5)

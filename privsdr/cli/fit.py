@@ -64,7 +64,7 @@ class Method:
     options: frozenset[str]
     check: Callable[[argparse.Namespace], None]
     build: Callable[[argparse.Namespace, FitContext], Any]
-    show: Callable[[Any], None]
+    show: Callable[[Any, list[str]], None]  #: prints the estimate (``names``: the feature columns, in order)
     needs_target: bool = False
 
 
@@ -84,7 +84,16 @@ def _build_mean_covariance(args: argparse.Namespace, ctx: FitContext) -> DPMeanC
                             accountant=ctx.accountant, random_state=ctx.seed, sampler=ctx.sampler)
 
 
-def _show_mean_covariance(est: DPMeanCovariance) -> None:
+def by_column(names: list[str], values: np.ndarray, header: str) -> None:
+    """One line per feature column: its name, then its row of ``values`` (a vector or a matrix with a row per column)."""
+    rows = np.asarray(values, dtype=float).reshape(len(names), -1)
+    width = max(map(len, names))
+    print(header)
+    for name, row in zip(names, rows, strict=True):
+        print(f"  {name:<{width}}  " + "  ".join(f"{v: .5f}" for v in row))
+
+
+def _show_mean_covariance(est: DPMeanCovariance, names: list[str]) -> None:
     print("mean:", est.mean_)
     print("covariance:\n", est.covariance_)
 
@@ -118,8 +127,9 @@ def _build_dpsir(args: argparse.Namespace, ctx: FitContext) -> DPSIR:
                  random_state=ctx.seed, sampler=ctx.sampler)
 
 
-def _show_dpsir(est: DPSIR) -> None:
+def _show_dpsir(est: DPSIR, names: list[str]) -> None:
     print("directions (columns, unit length):\n", est.directions_)
+    by_column(names, est.directions_, "directions by feature:")
     print("slice boundaries:", est.cut_points_)
     print("centre (public shift + DP mean):", est.center_)
     if getattr(est, "noise_error_", None) is not None:
@@ -161,17 +171,18 @@ def _build_adassp(args: argparse.Namespace, ctx: FitContext) -> Any:
                             sampler=ctx.sampler)
 
 
-def _show_adassp(est: Any) -> None:
-    print("coefficients (in the order of the columns above):", est.coef_)
+def _show_adassp(est: Any, names: list[str]) -> None:
+    by_column(names, est.coef_, "coefficients:")
     print(f"intercept: {est.intercept_:.6g}")
     print(f"ridge lambda (AdaSSP's rule from the released noise): {est.ridge_:.4g}")
     if getattr(est, "noise_ratio_", None) is not None:
         print(est.privacy_report_.diagnostics["messages"]["noise"])
 
 
-def _show_pls(est: DPPLS) -> None:
+def _show_pls(est: DPPLS, names: list[str]) -> None:
     print(f"components: {est.n_components_}")
     print("coefficients b:", est.coef_)
+    by_column(names, est.coef_, "coefficients by feature:")
     print(f"intercept: {est.intercept_:.6g}")
     if getattr(est, "noise_ratio_", None) is not None and est.privacy_report_ is not None:
         print(est.privacy_report_.diagnostics["messages"]["noise"])
@@ -233,7 +244,7 @@ def _fit(args: argparse.Namespace) -> int:
         np.set_printoptions(precision=5, suppress=True)
         print(f"columns: {', '.join(names)}")
         est.fit(X, y)
-        method.show(est)
+        method.show(est, names)
         print("\n" + est.privacy_report_.summary())
         if model_path is not None:
             from ..persistence import dumps
