@@ -76,3 +76,31 @@ def test_init_help_names_the_journal_total():
     ledger_sub = next(a for a in parser._subparsers._group_actions[0].choices["ledger"]._actions if a.dest == "ledger_command")
     text = ledger_sub.choices["init"].format_help()
     assert "total budget" in text and "of this fit" not in text
+
+
+def test_show_and_verify_work_on_read_only_storage_and_a_fit_there_is_refused(charged, cli, monkeypatch):
+    """An archived journal on storage this process cannot write (no PATH.lock can be created): show and verify read it
+    (under a shared lock on an existing lock file, or none), and a fit that would append is refused before any noise.
+    The storage is simulated (the suite may run as root, for whom permissions do not bind)."""
+    import errno
+    import os
+
+    before = charged.read_bytes()
+    (charged.parent / (charged.name + ".lock")).unlink()
+    real_open, real_access = os.open, os.access
+
+    def read_only_open(path, flags, *args):
+        if flags & (os.O_CREAT | os.O_WRONLY | os.O_RDWR | os.O_APPEND):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", read_only_open)
+    monkeypatch.setattr(os, "access", lambda path, mode, *a, **k: False if mode & os.W_OK else real_access(path, mode))
+    shown = cli("ledger", "show", charged)
+    assert shown.code == 0 and "spent ε = 1.9" in shown.out and "over 2 runs" in shown.out
+    verified = cli("ledger", "verify", charged)
+    assert verified.code == 0 and verified.out.startswith("OK")
+    refused = cli("demo", "--n", 2000, "--journal", charged)
+    assert refused.code != 0
+    monkeypatch.undo()
+    assert charged.read_bytes() == before and not (charged.parent / (charged.name + ".lock")).exists()

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
 import hashlib
 import hmac
 import json
@@ -112,6 +113,7 @@ class Journal:
     _offset: int = 0
     _lock_fd: int | None = None
     _depth: int = 0
+    _lock_writable: bool = True
 
     @classmethod
     def create(cls, path: str | os.PathLike[str], header: dict[str, Any], *, key: bytes | str | None | bool = None) -> Journal:
@@ -178,8 +180,9 @@ class Journal:
         import fcntl
 
         if self._depth == 0:
-            self._lock_fd = os.open(str(self.path) + ".lock", os.O_CREAT | os.O_RDWR, 0o644)
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            self._lock_fd = self._open_lock()
+            if self._lock_fd is not None:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX if self._lock_writable else fcntl.LOCK_SH)
         self._depth += 1
         try:
             if sync:
@@ -191,6 +194,23 @@ class Journal:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
                 os.close(self._lock_fd)
                 self._lock_fd = None
+
+    def _open_lock(self) -> int | None:
+        """The lock file, for writing; on storage this process cannot write (an archived journal), the existing lock
+        file read-only (a shared lock) or none: nothing can append through this path, so reading needs no more.
+        Anything that would append then fails on the journal itself."""
+        lock = str(self.path) + ".lock"
+        self._lock_writable = True
+        try:
+            return os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+        except OSError as exc:
+            if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM) or os.access(self.path, os.W_OK):
+                raise
+        self._lock_writable = False
+        try:
+            return os.open(lock, os.O_RDONLY)
+        except OSError:
+            return None
 
     def sync(self) -> list[dict[str, Any]]:
         """Read and verify the records appended since the last sync, then the sealed head; return them."""
