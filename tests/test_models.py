@@ -96,9 +96,10 @@ def test_every_fit_method_can_write_its_model():
     from privsdr.cli.fit import METHODS
     from privsdr.persistence import model_classes
 
-    for name, estimator in (("mean-covariance", DPMeanCovariance), ("dpsir", DPSIR), ("pls", DPPLS), ("adassp", AdaSSPRegression)):
+    for name, estimator in (("mean-covariance", DPMeanCovariance), ("dpsir", DPSIR), ("pls", DPPLS), ("adassp", AdaSSPRegression),
+                            ("sparse-dpsir", SparseDPSIR), ("sparse-pca", DPSparsePCA)):
         assert name in METHODS and model_classes()[estimator.__name__] is estimator
-    assert set(METHODS) == {"mean-covariance", "dpsir", "pls", "adassp"}
+    assert set(METHODS) == {"mean-covariance", "dpsir", "pls", "adassp", "sparse-dpsir", "sparse-pca"}
 
 
 def test_an_estimator_that_released_nothing_private_has_nothing_to_save(tmp_path):

@@ -35,7 +35,7 @@ def check_xy(X: Any, y: Any, n_slices: int, *, low_dimensional: bool, require_va
     if n < 2 * n_slices:
         raise ValidationError(f"need at least {2 * n_slices} rows for {n_slices} slices, got {n}")
     if low_dimensional and p >= n // 2:
-        raise ValidationError(f"DPSIR is the low-dimensional estimator (p < n/2); got p={p}, n={n}: use SparseDPSIR")
+        raise ValidationError(f"DPSIR is the low-dimensional estimator (p < n/2); got p={p}, n={n}: use SparseDPSIR (`privsdr fit sparse-dpsir`)")
     return X, y
 
 

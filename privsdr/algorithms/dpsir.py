@@ -437,7 +437,7 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
         if n < 2 * H:
             raise ValidationError(f"need at least {2 * H} rows for {H} slices, got {n}")
         if not self.sparse and p >= n // 2:
-            raise ValidationError(f"DPSIR is the low-dimensional estimator (p < n/2); got p={p}, n={n}: use SparseDPSIR")
+            raise ValidationError(f"DPSIR is the low-dimensional estimator (p < n/2); got p={p}, n={n}: use SparseDPSIR (`privsdr fit sparse-dpsir`)")
         bounds = column_bounds(c["bound"], p)
         center = self._center_vector(c, p)
         budget, ledger = self._resolve_budget()

@@ -43,7 +43,8 @@ if TYPE_CHECKING:  # the estimators (and scikit-learn) are imported when a fit r
 METHOD_OPTIONS = {"clip": "--clip", "bound": "--bound", "bounds": "--bounds", "n_directions": "--n-directions",
                   "n_slices": "--n-slices", "cut_points": "--cut-points", "y_grid": "--y-grid", "algorithm": "--algorithm",
                   "components": "--components", "mode": "--mode", "bound_x": "--bound-x", "bound_y": "--bound-y",
-                  "x_center": "--x-center", "y_center": "--y-center", "centering": "--centering"}
+                  "x_center": "--x-center", "y_center": "--y-center", "centering": "--centering",
+                  "sparsity": "--sparsity"}
 
 
 @attrs.frozen
@@ -136,6 +137,47 @@ def _show_dpsir(est: DPSIR, names: list[str]) -> None:
         print(f"the noise alone moves these directions by about {est.noise_error_:.3g} (a random subspace: {est.random_error_:.3g})")
 
 
+def _check_sparse_dpsir(args: argparse.Namespace) -> None:
+    if args.sparsity is None:
+        raise ValidationError("sparse-dpsir needs --sparsity s (the number of nonzero rows of the directions: public)")
+    _check_dpsir(args)
+
+
+def _build_sparse_dpsir(args: argparse.Namespace, ctx: FitContext) -> Any:
+    from ..algorithms import SparseDPSIR
+
+    grid = np.linspace(args.y_grid[0], args.y_grid[1], 1001) if args.y_grid else None
+    bound = ctx.bounds if ctx.bounds is not None else args.bound
+    return SparseDPSIR(args.n_directions or 1, sparsity=args.sparsity, bound=bound, n_slices=args.n_slices or 4,  # type: ignore[arg-type]
+                       cut_points=args.cut_points, y_grid=grid, budget=ctx.budget, ledger=ctx.ledger, accountant=ctx.accountant,
+                       random_state=ctx.seed, sampler=ctx.sampler)
+
+
+def _show_sparse(est: Any, names: list[str]) -> None:
+    support = [int(j) for j in est.support_]
+    print("selected columns:", ", ".join(names[j] for j in support))
+    weights = est.directions_ if hasattr(est, "directions_") else est.components_
+    by_column([names[j] for j in support], np.asarray(weights)[support], "directions on the selected columns (the others are 0):")
+
+
+def _check_sparse_pca(args: argparse.Namespace) -> None:
+    if args.sparsity is None:
+        raise ValidationError("sparse-pca needs --sparsity s (the number of nonzero coordinates: public)")
+    if args.bound is not None and args.bounds is not None:
+        raise ValidationError("give --bound C (the same for every column) or --bounds FILE.json (one per column), not both")
+    if args.bound is None and args.bounds is None:
+        raise ValidationError("sparse-pca needs --bound C (|x_ij| <= C for every column) or --bounds FILE.json (one bound per "
+                              "column); bounds are public and never read off the data")
+
+
+def _build_sparse_pca(args: argparse.Namespace, ctx: FitContext) -> Any:
+    from ..algorithms import DPSparsePCA
+
+    bound = ctx.bounds if ctx.bounds is not None else args.bound
+    return DPSparsePCA(args.n_directions or 1, sparsity=args.sparsity, bound=bound, budget=ctx.budget, ledger=ctx.ledger,  # type: ignore[arg-type]
+                       accountant=ctx.accountant, random_state=ctx.seed, sampler=ctx.sampler)
+
+
 def _check_pls(args: argparse.Namespace) -> None:
     paper = args.mode == "paper"
     if not paper and (args.bound_x is None or args.bound_y is None):
@@ -201,6 +243,13 @@ METHODS: dict[str, Method] = {m.name: m for m in (
            "published (NOT private; needs --allow-uncertified; --epsilon/--delta are then per release)",
            frozenset({"components", "mode", "bound_x", "bound_y", "x_center", "y_center", "centering"}), _check_pls, _build_pls,
            _show_pls, needs_target=True),
+    Method("sparse-dpsir", "DP sparse SIR (p >> n) of --target on the other columns: at most --sparsity columns enter the "
+           "directions (|x_ij| clipped to --bound or the per-column --bounds; slices as for dpsir)",
+           frozenset({"bound", "bounds", "n_directions", "n_slices", "cut_points", "y_grid", "sparsity"}), _check_sparse_dpsir,
+           _build_sparse_dpsir, _show_sparse, needs_target=True),
+    Method("sparse-pca", "DP sparse PCA of the numeric columns: --n-directions components on at most --sparsity columns "
+           "(|x_ij| clipped to --bound or the per-column --bounds)", frozenset({"bound", "bounds", "n_directions", "sparsity"}),
+           _check_sparse_pca, _build_sparse_pca, _show_sparse),
     Method("adassp", "DP linear regression (AdaSSP, Wang 2018) of --target on the other columns: noisy X^T X, X^T y and "
            "smallest eigenvalue, ridge chosen from their noise (rows clipped to ||x - x_center|| <= --bound-x, "
            "|y - y_center| <= --bound-y)", frozenset({"bound_x", "bound_y", "x_center", "y_center"}), _check_adassp,
@@ -270,14 +319,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     fit.add_argument("--target", default=None, help="response column (excluded from the features)")
     fit.add_argument("--columns", nargs="+", default=None, help="feature columns (default: all but the target)")
     fit.add_argument("--clip", type=finite_float, default=None, help="mean-covariance: public bound on each row's L2 norm")
-    fit.add_argument("--bound", type=finite_float, default=None, help="dpsir: public bound on |x_ij|, the same for every column")
+    fit.add_argument("--bound", type=finite_float, default=None, help="dpsir, sparse-dpsir, sparse-pca: public bound on |x_ij|, the same for every column")
     fit.add_argument("--bounds", default=None, metavar="FILE.json", help="public bounds per column (see above)")
-    fit.add_argument("--n-directions", type=positive_int, default=None, help="dpsir: number of directions K (default 1)")
+    fit.add_argument("--n-directions", type=positive_int, default=None,
+                     help="dpsir, sparse-dpsir: number of directions K; sparse-pca: number of components (default 1)")
+    fit.add_argument("--sparsity", type=positive_int, default=None,
+                     help="sparse-dpsir, sparse-pca: s, the public number of columns the estimate may use")
     fit.add_argument("--n-slices", type=positive_int, default=None,
-                     help="dpsir: number of slices H (default 4; inferred from --cut-points)")
-    fit.add_argument("--cut-points", type=finite_float, nargs="+", default=None, help="dpsir: public slice boundaries (H-1 values)")
+                     help="dpsir, sparse-dpsir: number of slices H (default 4; inferred from --cut-points)")
+    fit.add_argument("--cut-points", type=finite_float, nargs="+", default=None, help="dpsir, sparse-dpsir: public slice boundaries (H-1 values)")
     fit.add_argument("--y-grid", type=finite_float, nargs=2, default=None, metavar=("LO", "HI"),
-                     help="dpsir: public range of y for a DP quantile release of the slice boundaries")
+                     help="dpsir, sparse-dpsir: public range of y for a DP quantile release of the slice boundaries")
     budget_options(fit)
     fit.add_argument("--algorithm", choices=("moments", "onepass"), default=None,
                      help="dpsir: moments (default: sufficient statistics released once) or onepass (the paper's B.1 + Algorithm 2)")
