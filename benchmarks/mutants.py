@@ -317,6 +317,9 @@ MUTANTS = (
     Mutant("adassp_xty_sensitivity_without_row_bound", "X^T y declared at C_y instead of C C_y",
            "privsdr/algorithms/adassp.py", 'sens(row_bound * label_bound, "||z y|| <= C C_y")', 'sens(label_bound, "||z y|| <= C C_y")',
            ("tests/test_adassp.py",)),
+    Mutant("relation_conversion_keeps_sensitivity", "add/remove plans join a replace-one ledger without doubling their sensitivities",
+           "privsdr/plan/graph.py", "doubled = Sensitivity(2.0 * s.value, s.norm, target,", "doubled = Sensitivity(1.0 * s.value, s.norm, target,",
+           ("tests/test_one_journal.py",)),
     Mutant("adassp_solves_with_the_noise_free_gram", "the coefficients come from the noise-free Gram (the release is charged, unused)",
            "privsdr/algorithms/adassp.py", "        theta, ridge, lambda_lo = adassp_solution(released, c[\"rho\"])",
            "        theta, ridge, lambda_lo = adassp_solution(Released({**released.arrays, \"xtx\": gram}, released.scales, "

@@ -523,9 +523,13 @@ class Ledger:
 
     def _check(self, plan: Chargeable, charges: Sequence[Charge], allow_uncertified: bool) -> Preflight:
         if self.relation is not None and plan.relation != self.relation:
+            hint = ("a replace-one plan cannot be converted to add/remove (n would have to be public): give every method "
+                    "of a data set one journal created with relation 'replace_one' (`privsdr ledger init --relation "
+                    "replace_one`), to which add/remove plans are converted" if plan.relation == Relation.REPLACE_ONE
+                    else "use a separate ledger")
             raise RelationMismatchError(
                 f"plan {plan.name!r} uses the {plan.relation.value!r} relation but this ledger composes "
-                f"{self.relation.value!r} charges; use a separate ledger"
+                f"{self.relation.value!r} charges; {hint}"
             )
         for c in charges:
             if c.relation != plan.relation:

@@ -11,8 +11,9 @@ from .. import core
 from .._sklearn import SklearnEstimator
 from .._validation import check_matrix, check_positive, check_vector  # noqa: F401 (re-exported for the estimators)
 from ..accounting import Budget, Ledger, as_budget, make_accountant
-from ..errors import BudgetExceededError, InputTypeError, ValidationError
+from ..errors import BudgetExceededError, InputTypeError, PlanError, ValidationError
 from ..mechanisms.secure import SAMPLERS
+from ..plan import Plan
 
 
 class PrivateEstimator(SklearnEstimator):
@@ -50,6 +51,18 @@ class PrivateEstimator(SklearnEstimator):
                 raise ValidationError(f"accountant: {exc}") from None
             ledger = Ledger(budget, accountant=accountant)
         return budget, ledger
+
+
+def for_ledger(plan: Plan, ledger: Ledger) -> Plan:
+    """The plan under its ledger's relation when the two differ and a sound conversion exists (``Plan.converted``:
+    add/remove -> replace-one, sensitivities x 2), so one journal serves every method of a data set; otherwise the
+    plan unchanged (the ledger then refuses the mismatch and says why)."""
+    if ledger.relation is None or ledger.relation == plan.relation:
+        return plan
+    try:
+        return plan.converted(ledger.relation)
+    except PlanError:
+        return plan
 
 
 def check_random_state(random_state: Any) -> Any:

@@ -40,7 +40,7 @@ from ..mechanisms import Sensitivity
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
 from ..released import Released, from_run, regression
-from ._base import PrivateEstimator, check_matrix, check_positive, check_random_state, check_vector, diagnostic_rng
+from ._base import PrivateEstimator, check_matrix, check_positive, check_random_state, check_vector, diagnostic_rng, for_ledger
 from ._pls_queries import clip_x, clip_y
 
 RELATION = "add_remove"
@@ -201,7 +201,8 @@ class AdaSSPRegression(PrivateEstimator):
     def plan(self, n_samples: int, n_features: int) -> CalibratedPlan:
         """The calibrated plan for data of this shape: price it with ``.cost()`` before fitting."""
         budget, ledger = self._resolve_budget()
-        return self.build_plan(n_features).allocate(budget, accountant=ledger.accountant, tight=self.tight, sampler=self._sampler())
+        return for_ledger(self.build_plan(n_features), ledger).allocate(budget, accountant=ledger.accountant, tight=self.tight,
+                                                                        sampler=self._sampler())
 
     # -- fit ---------------------------------------------------------------------------------------
     def fit(self, X: Any, y: Any = None) -> AdaSSPRegression:
@@ -231,7 +232,8 @@ class AdaSSPRegression(PrivateEstimator):
             shape, statistics = X.shape, None
         c = self._checked(shape[1])
         budget, ledger = self._resolve_budget()
-        calibrated = self.build_plan(shape[1]).allocate(budget, accountant=ledger.accountant, tight=self.tight, sampler=self._sampler())
+        calibrated = for_ledger(self.build_plan(shape[1]), ledger).allocate(budget, accountant=ledger.accountant, tight=self.tight,
+                                                                            sampler=self._sampler())
         with Run(calibrated, ledger, random_state=self.random_state, data_shape=shape, algorithm="AdaSSPRegression") as run:
             if statistics is None:
                 Z = design(X, c["x_center"], c["bound_x"], c["intercept"])

@@ -30,7 +30,7 @@ from ..accounting import Budget, Ledger, as_budget, make_accountant
 from ..errors import ValidationError
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
-from ._base import PrivateEstimator, check_matrix, check_positive, diagnostic_rng
+from ._base import PrivateEstimator, check_matrix, check_positive, diagnostic_rng, for_ledger
 from ._pls_modes import (
     RELATION,
     fit_iterative,
@@ -231,7 +231,8 @@ class DPPLS(RegressorMixin, PrivateEstimator):
     def _budget_and_ledger(self, n: int, m: int) -> tuple[Budget, Ledger, CalibratedPlan]:
         if self.mode != "paper":
             budget, ledger = self._resolve_budget()
-            plan = self.build_plan(n, m, budget).allocate(budget, accountant=ledger.accountant, tight=self.tight, sampler=self._sampler())
+            plan = for_ledger(self.build_plan(n, m, budget), ledger).allocate(budget, accountant=ledger.accountant, tight=self.tight,
+                                                                              sampler=self._sampler())
             return budget, ledger, plan
         if self.budget is None:
             raise ValidationError("paper mode needs budget=(epsilon, delta): the per-release (epsilon, delta) of Algorithm E")

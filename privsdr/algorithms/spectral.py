@@ -22,7 +22,7 @@ from ..errors import ValidationError
 from ..mechanisms import Sensitivity
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
-from ._base import PrivateEstimator, check_matrix, check_positive
+from ._base import PrivateEstimator, check_matrix, check_positive, for_ledger
 
 RELATION = "add_remove"
 
@@ -91,7 +91,8 @@ class MSC(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator):
 
     def plan(self, n_features: int) -> CalibratedPlan:
         budget, ledger = self._resolve_budget()
-        return self.build_plan(n_features).allocate(budget, accountant=ledger.accountant, tight=True, sampler=self._sampler())
+        return for_ledger(self.build_plan(n_features), ledger).allocate(budget, accountant=ledger.accountant, tight=True,
+                                                                         sampler=self._sampler())
 
     def fit(self, X: Any, y: Any = None) -> MSC:
         """Fit on X (n spectra x m channels; y is ignored), or on ``privsdr.Chunks`` / a dask array (the count and
@@ -118,7 +119,7 @@ class MSC(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator):
         center = self._center(m)
         plan = self.build_plan(m)
         budget, ledger = self._resolve_budget()
-        calibrated = plan.allocate(budget, accountant=ledger.accountant, tight=True, sampler=self._sampler())
+        calibrated = for_ledger(plan, ledger).allocate(budget, accountant=ledger.accountant, tight=True, sampler=self._sampler())
         with Run(calibrated, ledger, random_state=self.random_state, data_shape=shape, algorithm="MSC (DP mean reference)") as run:
             count = max(float(run.release("count", np.array([float(shape[0])]))[0]), 1.0)
             total = run.release("sum", summed["x_sum"] if summed is not None else clipped_sum(X, center, check_positive(self.bound, "bound")))

@@ -20,7 +20,7 @@ def _ledger_init(args: argparse.Namespace) -> int:
     path = check_output(args.path, "journal")
     if path.exists() and path.stat().st_size > 0:
         raise ValidationError(f"journal {args.path} already exists")
-    ledger = Ledger.create(args.path, Budget(args.epsilon, args.delta), accountant=args.accountant)
+    ledger = Ledger.create(args.path, Budget(args.epsilon, args.delta), accountant=args.accountant, relation=args.relation)
     keyed = " (HMAC-keyed)" if key_from_environment() is not None else ""
     print(f"created {args.path}{keyed}: total budget epsilon={ledger.budget.epsilon:g}, delta={ledger.budget.delta:g}, "
           f"accountant {ledger.accountant.name}")
@@ -66,6 +66,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     init.add_argument("path", help="the journal file to create (.jsonl)")
     budget_options(init, None, None, what="the journal's total budget, shared by every fit charged to it")
     init.add_argument("--accountant", choices=ACCOUNTANT_NAMES, default="best", help="how charges compose (default best)")
+    init.add_argument("--relation", choices=("replace_one", "add_remove"), default=None,
+                      help="the neighbouring relation every charge is composed under (default: the first fit's); replace_one "
+                      "gives one journal for every method of a data set: add/remove plans (pls, adassp) are converted to it "
+                      "with their sensitivities doubled")
     init.set_defaults(func=_ledger_init)
     show = lsub.add_parser("show", help="spent, remaining and every run of a journal")
     show.add_argument("path", help="the journal file (.jsonl)")

@@ -89,6 +89,10 @@ class Node:
         }
 
 
+#: what a converted plan's public parameters say (``Plan.converted``)
+CONVERSION = "add_remove -> replace_one: every sensitivity x 2 (a replacement is a removal and an addition)"
+
+
 class Plan:
     """A DAG of release nodes; build it from public parameters, then ``allocate`` a budget."""
 
@@ -196,6 +200,32 @@ class Plan:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     # -- allocation ---------------------------------------------------------------------------------
+    def converted(self, relation: Relation | str) -> Plan:
+        """This plan under another neighbouring relation, where a sound conversion exists.
+
+        add/remove -> replace-one: a replacement is a removal followed by an addition, so for any query
+        ||f(D') - f(D)|| <= ||f(D') - f(D - x)|| + ||f(D - x) - f(D)|| <= 2 Delta (triangle inequality): every node's
+        sensitivity is doubled and the plan then calibrates and composes under replace-one like any other (one journal
+        for every method of a data set). The reverse needs n public and is refused, as are plans with row partitions
+        (a replacement may move a record between cells) and data-dependent nodes (their sensitivity is read at run
+        time)."""
+        target = Relation.parse(relation)
+        if target == self.relation:
+            return self
+        if not (self.relation == Relation.ADD_REMOVE and target == Relation.REPLACE_ONE):
+            raise PlanError(f"plan {self.name!r} uses the {self.relation.value!r} relation and cannot be converted to "
+                            f"{target.value!r}: only add/remove plans convert (to replace-one, sensitivities x 2)")
+        if self.partitions or any(n.data_dependent or n.scope != Scope.whole() for n in self.nodes.values()):
+            raise PlanError(f"plan {self.name!r} has partitioned or data-dependent nodes: it cannot be converted to "
+                            f"{target.value!r}")
+        out = Plan(self.name, target, {**self.public_params, "relation_conversion": CONVERSION})
+        for name, node in self.nodes.items():
+            s = node.sensitivity
+            doubled = Sensitivity(2.0 * s.value, s.norm, target, f"{s.derivation}; x 2 under replace-one (a replacement is "
+                                                                    "a removal and an addition)")
+            out.nodes[name] = attrs.evolve(node, sensitivity=doubled)
+        return out
+
     def allocate(self, budget: Budget | tuple[float, float], *, accountant: str | Accountant | None = None, tight: bool = False,
                  sampler: str = "numpy") -> CalibratedPlan:
         """Give every node its noise so that the plan costs at most ``budget``.
