@@ -3,6 +3,7 @@ released noise sds alone; its three releases pass a tight audit and a half-noise
 in-memory fit; bad input is refused before anything is charged."""
 from __future__ import annotations
 
+import json
 import math
 import warnings
 
@@ -225,3 +226,15 @@ def test_the_noise_ratio_is_its_formula_on_a_hand_made_release():
         d = solve(noisy)[:2] - b
         changes.append(max(d @ S @ d, 0.0))
     assert got == pytest.approx(math.sqrt(np.median(changes) / (b @ S @ b)), rel=1e-12)
+
+
+def test_under_add_remove_the_number_of_rows_is_not_published():
+    """n is not public under add/remove (one record changes it): neither the report nor ``released_`` carries it."""
+    X, y = linear_data(321, seed=6)
+    est = AdaSSPRegression(bound_x=1.0, bound_y=3.0, budget=Budget(1.0, 1e-6), random_state=0, diagnose_noise=False).fit(X, y)
+    report = est.privacy_report_
+    assert report.data_shape is None and any("number of rows is not public" in note for note in report.notes)
+    assert est.released_.n == 0 and json.loads(report.to_json())["data_shape"] is None and "not recorded" in report.to_html()
+    converted = AdaSSPRegression(bound_x=1.0, bound_y=3.0, ledger=Ledger(Budget(1.0, 1e-6), relation="replace_one"),
+                                 random_state=0, diagnose_noise=False).fit(X, y)
+    assert converted.privacy_report_.data_shape == [321, 5] and converted.released_.n == 321  # public under replace-one

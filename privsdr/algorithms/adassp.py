@@ -242,7 +242,8 @@ class AdaSSPRegression(PrivateEstimator):
             run.release("lambda_min", np.array([np.linalg.eigvalsh(gram)[0]]))
             run.release("xtx", gram)
             run.release("xty", xty)
-        released = from_run(run, NODES, n=shape[0], source=source)
+        public_n = shape[0] if calibrated.relation.value == "replace_one" else 0  # n is not public under add/remove
+        released = from_run(run, NODES, n=public_n, source=source)
         theta, ridge, lambda_lo = adassp_solution(released, c["rho"])
         m = shape[1]
         self.coef_ = theta[:m]

@@ -387,6 +387,18 @@ def _names(names: list[str], shown: int = 6) -> str:
     return ", ".join(names) if len(names) <= shown else f"{', '.join(names[:shown])}, ... ({len(names)} nodes)"
 
 
+def _public_shape(shape: list[int] | None, relation: Relation) -> list[int] | None:
+    """The data's shape as the report may print it: under add/remove the number of rows is not public (adding or
+    removing one record changes it), so the report does not record the shape (the width is a public parameter)."""
+    return None if relation == Relation.ADD_REMOVE else shape
+
+
+def _shape_notes(shape: list[int] | None, relation: Relation) -> list[str]:
+    if shape is None or relation != Relation.ADD_REMOVE:
+        return []
+    return ["under add/remove the number of rows is not public: this report does not record the data's shape"]
+
+
 def _sampler_notes(plan: CalibratedPlan) -> list[str]:
     """Which sampler drew the noise: a secure run names the nodes that still used numpy (selection)."""
     if plan.sampler != "secure":
@@ -487,7 +499,7 @@ def build_report(run: Run) -> PrivacyReport:
         plan_hash=plan.plan.plan_hash(),
         relation=plan.relation.value,
         public_parameters=dict(plan.plan.public_params),
-        data_shape=run.data_shape,
+        data_shape=_public_shape(run.data_shape, plan.relation),
         budget={
             "total": ledger.budget.as_cost().to_dict(),
             "requested": plan.budget.as_cost().to_dict(),
@@ -505,5 +517,5 @@ def build_report(run: Run) -> PrivacyReport:
                                                      "and no seed reproduces it" if plan.sampler == "secure" else ""),
         timestamps={"started": run._started, "finished": _utc_now()},
         library_versions=versions,
-        notes=run.notes + _sampler_notes(plan) + _at_close_notes(at_close),
+        notes=run.notes + _sampler_notes(plan) + _at_close_notes(at_close) + _shape_notes(run.data_shape, plan.relation),
     )

@@ -39,7 +39,7 @@ class Released:
 
     arrays: Mapping[str, np.ndarray] = attrs.field(converter=_arrays)
     scales: Mapping[str, float] = attrs.field(converter=_floats)  #: public noise sd of each array (real units)
-    n: int
+    n: int  #: the number of rows when it is public (replace-one); 0 under add/remove, where it is not
     relation: str
     source: str  #: "in memory", "chunks", "dask", "secure aggregation", ...
     nodes: Mapping[str, str] = attrs.field(factory=dict, converter=lambda v: {str(k): str(x) for k, x in dict(v).items()})  #: array -> node

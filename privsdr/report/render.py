@@ -119,7 +119,7 @@ def to_markdown(report: PrivacyReport) -> str:
         "",
         _md_table(("public parameter", "value"), [(k, _f(v)) for k, v in report.public_parameters.items()]),
         "",
-        f"Data shape: {report.data_shape}. Seed policy: {report.seed_policy}. "
+        f"Data shape: {report.data_shape if report.data_shape is not None else 'not recorded'}. Seed policy: {report.seed_policy}. "
         f"Started {report.timestamps.get('started')}, finished {report.timestamps.get('finished')}.",
     ]
     if report.diagnostics.get("messages"):
@@ -224,7 +224,7 @@ def to_html(report: PrivacyReport) -> str:
            if report.trust_model else "")
         + "<h2>Public parameters</h2>"
         + _html_table(("parameter", "value"), [(k, _f(v)) for k, v in report.public_parameters.items()])
-        + f"<p class='meta'>Data shape {html.escape(str(report.data_shape))}. Seed policy: {html.escape(report.seed_policy)}. "
+        + f"<p class='meta'>Data shape {html.escape(str(report.data_shape) if report.data_shape is not None else 'not recorded')}. Seed policy: {html.escape(report.seed_policy)}. "
         f"Started {html.escape(str(report.timestamps.get('started')))}, finished {html.escape(str(report.timestamps.get('finished')))}.</p>"
         + (f"<p class='meta'>Model file {html.escape(str(report.model.get('format')))}, digest "
            f"<code>{html.escape(str(report.model.get('digest')))}</code>.</p>" if report.model else "")
