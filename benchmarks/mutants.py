@@ -272,10 +272,10 @@ MUTANTS = (
            "privsdr/algorithms/pls.py", "        # no \"y is constant\" refusal: a chunked fit is certified",
            "        if np.allclose(total[\"xty\"], total[\"y_sum\"] / total[\"count\"] * total[\"x_sum\"]):\n"
            "            raise ValidationError(\"y is constant\")\n        # no \"y is constant\" refusal: a chunked fit is certified",
-           ("tests/test_replay.py",)),
+           ("tests/test_bad_inputs.py", "tests/test_replay.py")),
     Mutant("dpbcd_certified_rank_refusal", "certified DP-BCD refuses a rank-deficient block (a refusal one record can flip)",
            "privsdr/vertical/dpbcd.py", "            if self.config.mode != \"certified\" and full_rank(party.X) < m:",
-           "            if full_rank(party.X) < m:", ("tests/test_replay.py",)),
+           "            if full_rank(party.X) < m:", ("tests/test_bad_inputs.py", "tests/test_replay.py")),
     Mutant("early_stop_priced_on_releases", "a run that stops early is charged only the nodes it released",
            "privsdr/accounting/ledger.py", "        if not self.charged or self.closed:\n            return []",
            "        if True:\n            return []", ("tests/test_ledger.py", "tests/test_journal.py")),
