@@ -20,6 +20,11 @@ settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
     settings.load_profile("ci")
 
+# The processes the suite starts (xdist workers, CLI, party and docs subprocesses) keep compiled bytecode: with
+# PYTHONDONTWRITEBYTECODE set (as on some machines of ours), each of them compiled every module it imported again.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
 from privsdr import Ledger
 from privsdr.cli import main
 
