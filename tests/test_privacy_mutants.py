@@ -105,7 +105,7 @@ def _sparse_step_audit(samples: int, seed: int):
 
 
 def test_sparse_dpsir_step_noise_is_calibrated_to_the_batch_size(linear_step_query):
-    ok = _sparse_step_audit(samples=100, seed=11)
+    ok = _sparse_step_audit(samples=50, seed=11)  # the pass side needs no power (the mutant test below has its own)
     assert ok.passed, ok.summary()
 
 
