@@ -147,7 +147,7 @@ def test_the_three_releases_pass_a_tight_audit_and_the_half_noise_mutant_fails(m
         return np.concatenate([r["lambda_min"] / scales["lambda_min"], r["xtx"][iu] / scales["xtx"], r["xty"] / scales["xty"]])
 
     assert np.linalg.norm(reference(D1) - reference(D0)) == pytest.approx(claim.mu, rel=1e-6)  # worst case pair
-    ok = audit_estimator(fit(AUD_BUDGET), D0, D1, reference=reference, claim=claim, samples=100, alpha=ALPHA, seed=4)
+    ok = audit_estimator(fit(AUD_BUDGET), D0, D1, reference=reference, claim=claim, samples=50, alpha=ALPHA, seed=4)
     assert ok.passed, ok.summary()
     monkeypatch.setattr(adassp_module, "Run", HalvedNoiseRun)
     bad = audit_estimator(fit(AUD_BUDGET), D0, D1, reference=reference, claim=claim, samples=250, alpha=ALPHA, seed=5)

@@ -709,7 +709,7 @@ def test_dpsir_audit_b1_releases_pass_and_dropped_p_factor_mutant_fails(monkeypa
     monkeypatch.setattr(dpsir_module, "Run", RecordingRun)
     reference = lambda D: _release_fit(Budget.infinite(), whiten)(D, np.random.default_rng(1))
     ok = audit_estimator(_release_fit(AUD_BUDGET, whiten), D0, D1, reference=reference, claim=claim, kind="vector",
-                         samples=100, alpha=ALPHA, seed=1)
+                         samples=50, alpha=ALPHA, seed=1)
     assert ok.passed, ok.summary()
     monkeypatch.setattr(dpsir_module, "Run", DroppedPFactorRun)
     # 200 samples per side: mu >= 2.49 against the claimed 2.05 (150 is the least that still rejects at these seeds)

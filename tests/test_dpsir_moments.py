@@ -230,7 +230,7 @@ def _moments_audit(monkeypatch, run_class, samples, seed):
 
 
 def test_moments_release_passes_its_audit_and_a_halved_sensitivity_fails(monkeypatch):
-    ok = _moments_audit(monkeypatch, _RecordingRun, samples=100, seed=41)
+    ok = _moments_audit(monkeypatch, _RecordingRun, samples=50, seed=41)
     assert ok.passed, ok.summary()
     bad = _moments_audit(monkeypatch, _HalvedSumsRun, samples=200, seed=42)  # mu >= 1.15 against the claimed 0.92
     assert not bad.passed, bad.summary()

@@ -207,7 +207,7 @@ def test_ssp_releases_pass_a_tight_audit_and_the_halved_noise_mutant_fails(monke
     reference = lambda D: fit(Budget.infinite())(D, None)  # noqa: E731
     shift = np.linalg.norm(reference(D1) - reference(D0))
     assert shift == pytest.approx(claim.mu, rel=1e-6)  # the pair is worst case: every release moves by its sensitivity
-    ok = audit_estimator(fit(AUD_BUDGET), D0, D1, reference=reference, claim=claim, samples=100, alpha=ALPHA, seed=4)
+    ok = audit_estimator(fit(AUD_BUDGET), D0, D1, reference=reference, claim=claim, samples=50, alpha=ALPHA, seed=4)
     assert ok.passed, ok.summary()
     monkeypatch.setattr(pls_module, "Run", HalvedNoiseRun)
     bad = audit_estimator(fit(AUD_BUDGET), D0, D1, reference=reference, claim=claim, samples=250, alpha=ALPHA, seed=5)
@@ -229,7 +229,7 @@ def test_iterative_first_release_passes_a_tight_audit_and_the_mutant_fails(monke
     monkeypatch.setattr(pls_module, "Run", RecordingRun)
     free = lambda D: DPPLS(1, **{**kw, "budget": Budget.infinite()}).fit(*D) and RecordingRun.last["u_1"] / node.noise_scale  # noqa: E731
     assert np.linalg.norm(free(D1) - free(D0)) == pytest.approx(claim.mu, rel=1e-9)
-    ok = audit_estimator(fit, D0, D1, reference=free, claim=claim, samples=100, alpha=ALPHA, seed=6)
+    ok = audit_estimator(fit, D0, D1, reference=free, claim=claim, samples=50, alpha=ALPHA, seed=6)
     assert ok.passed, ok.summary()
     monkeypatch.setattr(pls_module, "Run", HalvedRecordingRun)
     bad = audit_estimator(fit, D0, D1, reference=free, claim=claim, samples=250, alpha=ALPHA, seed=7)

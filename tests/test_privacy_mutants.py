@@ -280,7 +280,7 @@ def _mean_cov_audit(node: str, samples: int, seed: int):
 
 @pytest.mark.parametrize("node", ["second_moment", "mean"])
 def test_mean_covariance_audit_on_a_pair_that_moves_each_release(node):
-    ok = _mean_cov_audit(node, samples=100, seed=31)
+    ok = _mean_cov_audit(node, samples=50, seed=31)
     assert ok.passed, ok.summary()
 
 

@@ -296,7 +296,7 @@ def _chunked_moments_audit(monkeypatch, halve, seed, samples=200):
 
 
 def test_the_chunked_fit_passes_its_audit_and_a_halved_sensitivity_fails(monkeypatch):
-    ok = _chunked_moments_audit(monkeypatch, (), seed=41, samples=100)
+    ok = _chunked_moments_audit(monkeypatch, (), seed=41, samples=50)
     assert ok.passed, ok.summary()
     bad = _chunked_moments_audit(monkeypatch, ("slice_sums",), seed=42)
     assert not bad.passed, bad.summary()
