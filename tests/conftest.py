@@ -29,6 +29,16 @@ from privsdr import Ledger
 from privsdr.cli import main
 
 
+def pytest_configure(config):
+    """As scikit-learn's own suite does: each xdist worker gets its share of the cores for BLAS (threadpoolctl ships
+    with scikit-learn), so n workers on n cores do not each start n BLAS threads and fight over them."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(max((os.cpu_count() or 1) // int(workers), 1))
+
+
 def run_cli(*args, cwd=None) -> subprocess.CompletedProcess:
     """``privsdr ARGS`` run in this process, as ``subprocess.run(..., capture_output=True, text=True)`` would report
     it (returncode, stdout, stderr): the parser, every check, the fits and the files are the command's own; only
