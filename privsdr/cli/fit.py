@@ -117,15 +117,18 @@ def _check_dpsir(args: argparse.Namespace) -> None:
         raise ValidationError(f"--y-grid LO HI needs LO < HI, got {args.y_grid[0]:g} {args.y_grid[1]:g}")
 
 
+def _sliced(args: argparse.Namespace, ctx: FitContext) -> dict[str, Any]:
+    """What dpsir and sparse-dpsir share: the bounds (one, or one per column), the slices and the budget."""
+    grid = np.linspace(args.y_grid[0], args.y_grid[1], 1001) if args.y_grid else None
+    bound = ctx.bounds if ctx.bounds is not None else args.bound
+    return {"bound": bound, "n_slices": args.n_slices or 4, "cut_points": args.cut_points, "y_grid": grid, "budget": ctx.budget,
+            "ledger": ctx.ledger, "accountant": ctx.accountant, "random_state": ctx.seed, "sampler": ctx.sampler}
+
+
 def _build_dpsir(args: argparse.Namespace, ctx: FitContext) -> DPSIR:
     from ..algorithms import DPSIR
 
-    grid = np.linspace(args.y_grid[0], args.y_grid[1], 1001) if args.y_grid else None
-    bound = ctx.bounds if ctx.bounds is not None else args.bound
-    # DPSIR takes one bound per column too; its annotation (float | None) is corrected in issue 17 phase 2
-    return DPSIR(args.n_directions or 1, algorithm=args.algorithm, bound=bound, n_slices=args.n_slices or 4,  # type: ignore[arg-type]
-                 cut_points=args.cut_points, y_grid=grid, budget=ctx.budget, ledger=ctx.ledger, accountant=ctx.accountant,
-                 random_state=ctx.seed, sampler=ctx.sampler)
+    return DPSIR(args.n_directions or 1, algorithm=args.algorithm, **_sliced(args, ctx))
 
 
 def _show_dpsir(est: DPSIR, names: list[str]) -> None:
@@ -146,11 +149,7 @@ def _check_sparse_dpsir(args: argparse.Namespace) -> None:
 def _build_sparse_dpsir(args: argparse.Namespace, ctx: FitContext) -> Any:
     from ..algorithms import SparseDPSIR
 
-    grid = np.linspace(args.y_grid[0], args.y_grid[1], 1001) if args.y_grid else None
-    bound = ctx.bounds if ctx.bounds is not None else args.bound
-    return SparseDPSIR(args.n_directions or 1, sparsity=args.sparsity, bound=bound, n_slices=args.n_slices or 4,  # type: ignore[arg-type]
-                       cut_points=args.cut_points, y_grid=grid, budget=ctx.budget, ledger=ctx.ledger, accountant=ctx.accountant,
-                       random_state=ctx.seed, sampler=ctx.sampler)
+    return SparseDPSIR(args.n_directions or 1, sparsity=args.sparsity, **_sliced(args, ctx))
 
 
 def _show_sparse(est: Any, names: list[str]) -> None:
