@@ -99,12 +99,17 @@ def _show_mean_covariance(est: DPMeanCovariance, names: list[str]) -> None:
     print("covariance:\n", est.covariance_)
 
 
-def _check_dpsir(args: argparse.Namespace) -> None:
+def _check_bound_or_bounds(args: argparse.Namespace, method: str) -> None:
+    """--bound (one for every column) or --bounds (one per column): exactly one of them."""
     if args.bound is not None and args.bounds is not None:
         raise ValidationError("give --bound C (the same for every column) or --bounds FILE.json (one per column), not both")
     if args.bound is None and args.bounds is None:
-        raise ValidationError("dpsir needs --bound C (|x_ij| <= C for every column) or --bounds FILE.json (one bound per "
+        raise ValidationError(f"{method} needs --bound C (|x_ij| <= C for every column) or --bounds FILE.json (one bound per "
                               "column); bounds are public and never read off the data")
+
+
+def _check_dpsir(args: argparse.Namespace) -> None:
+    _check_bound_or_bounds(args, "dpsir")
     if args.cut_points is not None and args.y_grid is not None:
         raise ValidationError("give --cut-points (public slice boundaries) or --y-grid LO HI (a DP quantile release), not both")
     if args.cut_points is not None:
@@ -162,11 +167,7 @@ def _show_sparse(est: Any, names: list[str]) -> None:
 def _check_sparse_pca(args: argparse.Namespace) -> None:
     if args.sparsity is None:
         raise ValidationError("sparse-pca needs --sparsity s (the number of nonzero coordinates: public)")
-    if args.bound is not None and args.bounds is not None:
-        raise ValidationError("give --bound C (the same for every column) or --bounds FILE.json (one per column), not both")
-    if args.bound is None and args.bounds is None:
-        raise ValidationError("sparse-pca needs --bound C (|x_ij| <= C for every column) or --bounds FILE.json (one bound per "
-                              "column); bounds are public and never read off the data")
+    _check_bound_or_bounds(args, "sparse-pca")
 
 
 def _build_sparse_pca(args: argparse.Namespace, ctx: FitContext) -> Any:
