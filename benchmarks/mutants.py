@@ -248,7 +248,8 @@ MUTANTS = (
     # part of the records it reads; refusals one record can flip; runs that stop early; committed batches
     Mutant("moments_noise_free_proportions", "the DPSIR moments kernel uses the noise-free slice proportions",
            "privsdr/algorithms/sir_moments.py", "    return MomentRelease.from_released(from_run(run, MOMENT_NODES, n=n, source=source))",
-           "    return attrs.evolve(MomentRelease.from_released(from_run(run, MOMENT_NODES, n=n, source=source)), proportions=counts / n)",
+           "    return __import__(\"attrs\").evolve(MomentRelease.from_released(from_run(run, MOMENT_NODES, n=n, source=source)), "
+           "proportions=counts / n)",
            ("tests/test_replay.py",)),
     Mutant("dpbcd_sends_noise_free_gram", "a DP-BCD party sends its noise-free Gram while the noisy one is charged",
            "privsdr/vertical/dpbcd.py", '{**state, "gram": gram, "gram_raw": out, "gram_scale": spec.scale}',

@@ -131,9 +131,9 @@ NOISE_WARNING_SHARE = 0.5
 
 def noise_message(noise: float, random: float, K: int, p: int) -> str:
     verdict = ("cannot be told reliably from a random subspace: more data or more budget is needed"
-               if noise > NOISE_WARNING_SHARE * random else "well above the noise")
+               if noise > NOISE_WARNING_SHARE * random else "is well above the noise")
     return (f"the noise alone moves the estimated {K}-dimensional subspace by about {noise:.3g} (||P - P'||_F, parametric "
-            f"bootstrap of the released statistics); a random subspace of R^{p} lies {random:.3g} away: the estimate is {verdict}")
+            f"bootstrap of the released statistics); a random subspace of R^{p} lies {random:.3g} away: the estimate {verdict}")
 
 
 def with_diagnostics(report: Any, noise: float, random: float, K: int, p: int) -> Any:

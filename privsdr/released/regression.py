@@ -73,9 +73,9 @@ def noise_message(ratio: float) -> str:
         return ("the released statistics give the fitted slopes no positive spread of predictions: the model cannot be "
                 "told from the constant prediction")
     verdict = ("cannot be told reliably from the constant prediction: more data or more budget is needed"
-               if ratio > NOISE_WARNING_SHARE else "well above the noise")
+               if ratio > NOISE_WARNING_SHARE else "is well above the noise")
     return (f"the noise alone moves the fitted predictions by about {ratio:.3g} times their own spread (parametric "
-            f"bootstrap of the released statistics): the model is {verdict}")
+            f"bootstrap of the released statistics): the model {verdict}")
 
 
 def with_diagnostics(report: Any, ratio: float) -> Any:
