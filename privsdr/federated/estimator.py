@@ -300,6 +300,12 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
         if (config.screening == "ccmd" or config.mechanism == "none" or budget.is_infinite
                 or result.privacy["status"] == "none"):  # CCMD screening, or the non-private baseline: no guarantee
             result = attrs.evolve(result, privacy=without_guarantee(result.privacy))
+        return self._store(config, result, messages=messages, active=active, privacy=result.privacy, report=run.report,
+                           ledger=ledger, X_raw=X_raw, p=p)
+
+    def _store(self, config: FSIRConfig, result: Any, *, messages: list[Any], active: Any, privacy: dict[str, Any], report: Any,
+               ledger: Ledger, X_raw: Any, p: int) -> FederatedSIR:
+        """The fitted attributes both aggregations set (``result``: the local merge's or the secure release's)."""
         self.config_ = config
         self.messages_ = messages
         self.directions_ = result.directions
@@ -307,8 +313,8 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
         self.active_ = active
         self.public_center_ = config.public_center(p)
         self.center_ = result.center
-        self.privacy_ = result.privacy
-        self.privacy_report_ = run.report
+        self.privacy_ = privacy
+        self.privacy_report_ = report
         self._record_features(X_raw, p)
         self.ledger_ = ledger
         return self
@@ -326,28 +332,19 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
         result = fit_secure(config, clients, ids, budget, ledger, colluders=int(self.colluders), timeout=float(self.timeout),
                             accountant=self.accountant, random_state=self.random_state, n_directions=config.n_directions,
                             allow_uncertified=self.allow_uncertified)
-        self.config_ = config
-        self.messages_ = []  # nothing is uploaded: the clients took part in the secure computation
         self.screening_messages_ = None
-        self.directions_ = result.directions
-        self.n_directions_ = result.n_directions
         self.eigenvalues_ = result.eigenvalues
-        self.active_ = None
-        self.public_center_ = config.public_center(p)
-        self.center_ = result.center
         self.noise_error_ = result.noise_error
         self.random_error_ = result.random_error
         self.released_ = result.released
         warn_if_noise_wins(result.noise_error, result.random_error, stacklevel=4)  # DPSIR's rule, read off the release
         report = result.report
         spent = report.budget["spent_by_run"]
-        self.privacy_ = {"status": report.status, "aggregation": "secure", "clients": list(ids),
-                         "per_record": {"epsilon": spent["epsilon"], "delta": spent["delta"]}, "trust_model": report.trust_model,
-                         "field_bits": result.bits}  # the run's duration is in the report's timestamps
-        self.privacy_report_ = report
-        self._record_features(X_raw, p)
-        self.ledger_ = ledger
-        return self
+        privacy = {"status": report.status, "aggregation": "secure", "clients": list(ids),
+                   "per_record": {"epsilon": spent["epsilon"], "delta": spent["delta"]}, "trust_model": report.trust_model,
+                   "field_bits": result.bits}  # the run's duration is in the report's timestamps
+        # nothing is uploaded (messages_ = []): the clients took part in the secure computation
+        return self._store(config, result, messages=[], active=None, privacy=privacy, report=report, ledger=ledger, X_raw=X_raw, p=p)
 
     def transform(self, X: Any) -> np.ndarray:
         """Project rows on ``directions_``: (truncate(X - public centre) - DP mean) @ directions_, the rows
