@@ -65,6 +65,22 @@ def for_ledger(plan: Plan, ledger: Ledger) -> Plan:
         return plan
 
 
+def public_center(value: Any, p: int, name: str = "center") -> np.ndarray:
+    """A public centre the rows are shifted by before clipping: None (zeros), one number, or one per column, finite.
+    Never read off the data."""
+    if value is None:
+        return np.zeros(p)
+    try:
+        vec = np.asarray(value, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise ValidationError(f"{name} must be a number or one number per column, got {value!r}") from None
+    if vec.size not in (1, p):
+        raise ValidationError(f"{name} has {vec.size} values for {p} columns")
+    if not np.all(np.isfinite(vec)):
+        raise ValidationError(f"{name} must be finite")
+    return np.broadcast_to(vec, (p,)).astype(float)
+
+
 def check_random_state(random_state: Any) -> Any:
     """None, a non-negative int, a SeedSequence or a Generator (what the plan's seeding accepts)."""
     if random_state is None or isinstance(random_state, (np.random.Generator, np.random.SeedSequence)):

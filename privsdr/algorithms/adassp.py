@@ -40,7 +40,16 @@ from ..mechanisms import Sensitivity
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
 from ..released import Released, from_run, regression
-from ._base import PrivateEstimator, check_matrix, check_positive, check_random_state, check_vector, diagnostic_rng, for_ledger
+from ._base import (
+    PrivateEstimator,
+    check_matrix,
+    check_positive,
+    check_random_state,
+    check_vector,
+    diagnostic_rng,
+    for_ledger,
+    public_center,
+)
 from ._pls_queries import clip_x, clip_y
 
 RELATION = "add_remove"
@@ -156,17 +165,7 @@ class AdaSSPRegression(PrivateEstimator):
         y_center = check_vector([self.y_center], "y_center")[0] if np.ndim(self.y_center) == 0 else None
         if y_center is None or not math.isfinite(y_center):
             raise ValidationError(f"y_center must be one finite number, got {self.y_center!r}")
-        if m is None:
-            x_center = None
-        elif self.x_center is None:
-            x_center = np.zeros(m)
-        else:
-            x_center = np.broadcast_to(check_vector(np.atleast_1d(self.x_center), "x_center"), (m,)).astype(float) \
-                if np.size(self.x_center) in (1, m) else None
-            if x_center is None:
-                raise ValidationError(f"x_center must be one number or one per column ({m}), got {np.size(self.x_center)}")
-            if not np.all(np.isfinite(x_center)):
-                raise ValidationError("x_center must be finite")
+        x_center = None if m is None else public_center(self.x_center, m, "x_center")
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
             raise ValidationError(f"fit_intercept must be True or False, got {self.fit_intercept!r}")
         rho = check_positive(self.failure_probability, "failure_probability")
@@ -287,7 +286,5 @@ class AdaSSPRegression(PrivateEstimator):
 def _chunk(X: np.ndarray, y: np.ndarray | None, *, x_center: Any, y_center: float, bound_x: float, bound_y: float,
            intercept: bool) -> dict[str, Any]:
     """``chunk_statistics`` with the public centre broadcast to the chunk's width (picklable for Dask)."""
-    if np.size(x_center) not in (1, X.shape[1]):
-        raise ValidationError(f"x_center must be one number or one per column ({X.shape[1]}), got {np.size(x_center)}")
-    centre = np.broadcast_to(np.asarray(x_center, dtype=float), (X.shape[1],))
-    return chunk_statistics(X, y, x_center=centre, y_center=y_center, bound_x=bound_x, bound_y=bound_y, intercept=intercept)
+    return chunk_statistics(X, y, x_center=public_center(x_center, X.shape[1], "x_center"), y_center=y_center, bound_x=bound_x,
+                            bound_y=bound_y, intercept=intercept)

@@ -31,7 +31,7 @@ from ..errors import ValidationError
 from ..mechanisms import Sensitivity, get_mechanism
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
-from ._base import PrivateEstimator, check_bound, check_matrix, check_positive, check_random_state, column_bounds
+from ._base import PrivateEstimator, check_bound, check_matrix, check_positive, check_random_state, column_bounds, public_center
 from ._sir_common import check_int
 
 
@@ -104,15 +104,7 @@ class DPMeanCovariance(PrivateEstimator):
         return None if self.bounds is None else column_bounds(self.bounds, p, "bounds")
 
     def _center(self, p: int) -> np.ndarray:
-        if self.center is None:
-            return np.zeros(p)
-        try:
-            c = np.asarray(self.center, dtype=float)
-        except (TypeError, ValueError):
-            raise ValidationError(f"center must be a number or one number per column, got {self.center!r}") from None
-        if c.ndim > 1 or c.size not in (1, p) or not np.all(np.isfinite(c)):
-            raise ValidationError(f"center must be one finite number or {p} (one per column), got {c.size}")
-        return np.broadcast_to(c, (p,)).astype(float)
+        return public_center(self.center, p)
 
     def build_plan(self, n_samples: int, n_features: int) -> Plan:
         """The plan of one fit on n_samples x n_features data: public parameters only."""
@@ -225,8 +217,7 @@ def chunk_moments(X: np.ndarray, y: Any = None, *, clip: float | None, center: n
     ||bounds||_2 over the chunk's columns, the smaller of the two (as ``DPMeanCovariance._validated_clip``)."""
     if bounds is not None and np.size(bounds) not in (1, X.shape[1]):
         raise ValidationError(f"bounds has {np.size(bounds)} per-column values for {X.shape[1]} columns")
-    if center is not None and np.size(center) not in (1, X.shape[1]):
-        raise ValidationError(f"center must be one number or one per column ({X.shape[1]}), got {np.size(center)}")
+    center = None if center is None else public_center(center, X.shape[1])
     X = shift_and_box(X, center, bounds) if center is not None or bounds is not None else X
     if bounds is not None:
         box_norm = float(np.linalg.norm(np.broadcast_to(bounds, (X.shape[1],))))

@@ -30,7 +30,7 @@ from ..accounting import Budget, Ledger, as_budget, make_accountant
 from ..errors import ValidationError
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
-from ._base import PrivateEstimator, check_matrix, check_positive, diagnostic_rng, for_ledger
+from ._base import PrivateEstimator, check_matrix, check_positive, diagnostic_rng, for_ledger, public_center
 from ._pls_modes import (
     RELATION,
     fit_iterative,
@@ -176,7 +176,7 @@ class DPPLS(RegressorMixin, PrivateEstimator):
         if self.centering not in CENTERINGS:
             raise ValidationError(f"centering must be one of {CENTERINGS}, got {self.centering!r}")
         c["dp_centring"] = self.centering == "dp"
-        c["x_center"] = self._public_center(m)
+        c["x_center"] = public_center(self.x_center, m, "x_center")
         yc = 0.0 if self.y_center is None else self.y_center
         if isinstance(yc, bool) or not isinstance(yc, (int, float, np.floating, np.integer)) or not np.isfinite(yc):
             raise ValidationError(f"y_center must be a finite number, got {self.y_center!r}")
@@ -192,17 +192,6 @@ class DPPLS(RegressorMixin, PrivateEstimator):
             raise ValidationError(f"ridge must be 'noise' or a finite number >= 0, got {self.ridge!r}")
         c["weights"] = self._weights()
         return c
-
-    def _public_center(self, m: int) -> np.ndarray:
-        if self.x_center is None:
-            return np.zeros(m)
-        try:
-            center = np.broadcast_to(np.asarray(self.x_center, dtype=float), (m,)).copy()
-        except (TypeError, ValueError):
-            raise ValidationError(f"x_center must be a number or a vector of {m} values") from None
-        if not np.all(np.isfinite(center)):
-            raise ValidationError("x_center must be finite")
-        return center
 
     def _weights(self) -> dict[str, float]:
         weights = dict(DEFAULT_WEIGHTS)

@@ -37,7 +37,7 @@ def chunk_sums(X: np.ndarray, y: np.ndarray, *, cuts: np.ndarray, bound: Any, ce
 
     ``bound``: the public bound(s) as given; ``center``: None or the public centre as given (checked per chunk
     against its number of columns)."""
-    from ._base import column_bounds
+    from ._base import column_bounds, public_center
 
     p = X.shape[1]
     bounds = column_bounds(bound, p)
@@ -52,18 +52,6 @@ def chunk_grid_counts(X: np.ndarray, y: np.ndarray, *, grid: np.ndarray) -> dict
     from ._sir_common import grid_counts
 
     return {"grid_counts": grid_counts(y, grid)}
-
-
-def public_center(center: Any, p: int) -> np.ndarray:
-    """The public vector rows are shifted by before clipping (zeros for None)."""
-    if center is None:
-        return np.zeros(p)
-    vec = np.asarray(center, dtype=float).ravel()
-    if vec.size not in (1, p):
-        from ..errors import ValidationError
-
-        raise ValidationError(f"center has {vec.size} values for {p} columns")
-    return np.broadcast_to(vec, (p,)).astype(float)
 
 
 MOMENT_NODES = ("slice_sums", "slice_counts", "second_moment")

@@ -22,7 +22,7 @@ from ..errors import ValidationError
 from ..mechanisms import Sensitivity
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
-from ._base import PrivateEstimator, check_matrix, check_positive, for_ledger
+from ._base import PrivateEstimator, check_matrix, check_positive, for_ledger, public_center
 
 RELATION = "add_remove"
 
@@ -135,12 +135,7 @@ class MSC(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator):
         return ref
 
     def _center(self, m: int) -> np.ndarray:
-        if self.center is None:
-            return np.zeros(m)
-        center = np.broadcast_to(np.asarray(self.center, dtype=float), (m,)).copy()
-        if not np.all(np.isfinite(center)):
-            raise ValidationError("center must be finite")
-        return center
+        return public_center(self.center, m)
 
     def transform(self, X: Any) -> np.ndarray:
         self._check_fitted("reference_")
