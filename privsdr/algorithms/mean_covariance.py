@@ -94,9 +94,10 @@ class DPMeanCovariance(PrivateEstimator):
         if self.clip is None and self.bounds is None:
             raise ValidationError("clip (a public bound on the rows' L2 norm) or bounds (public per-column half-widths) "
                                   "is required; they are never read off the data")
-        bounds = self._box(p) if p is not None else (None if self.bounds is None else np.asarray(check_bound(self.bounds, "bounds")))
-        limits = ([check_positive(self.clip, "clip")] if self.clip is not None else []) + \
-            ([float(np.linalg.norm(np.broadcast_to(bounds, (p,)) if p is not None else bounds))] if bounds is not None else [])
+        limits = [] if self.clip is None else [check_positive(self.clip, "clip")]
+        if self.bounds is not None:  # p unknown (before the chunks are read): the bounds are only checked
+            box = column_bounds(self.bounds, p, "bounds") if p is not None else np.asarray(check_bound(self.bounds, "bounds"))
+            limits.append(float(np.linalg.norm(box)))
         return min(limits)
 
     def _box(self, p: int) -> np.ndarray | None:
