@@ -294,11 +294,11 @@ MUTANTS = (
            "privsdr/mechanisms/distributed.py", "    return parties, colluders, parties - colluders",
            "    return parties, colluders, parties", ("tests/test_secure.py", "tests/test_fsir_secure.py")),
     Mutant("secure_party_sends_noise_free", "a party sends its rounded statistic without its noise share",
-           "privsdr/secure/party.py", "            q = q + e.astype(np.int64)", "            q = q + 0 * e.astype(np.int64)",
-           ("tests/test_secure.py",)),
+           "privsdr/secure/party.py", "            part = part + e.astype(np.int64)", "            part = part + 0 * e.astype(np.int64)",
+           ("tests/test_secure.py", "tests/test_secure_vertical.py")),
     Mutant("secure_release_opens_noise_free_sum", "the release is the noise-free sum of the contributions",
            "privsdr/secure/aggregate.py", "        values[node.name] = value\n",
-           "        values[node.name] = value = np.asarray(plain, dtype=float).reshape(np.shape(value))\n",
+           "        values[node.name] = value = np.asarray(plain[node.name], dtype=float).reshape(np.shape(value))\n",
            ("tests/test_secure.py",)),
     Mutant("secure_charged_after_the_parties", "nodes charged only when the parties succeed (a dropout is free)",
            "privsdr/secure/aggregate.py", "    run.issue(*names)  # write-ahead", "    pass  # write-ahead",
@@ -326,6 +326,25 @@ MUTANTS = (
            "        theta, ridge, lambda_lo = adassp_solution(Released({**released.arrays, \"xtx\": gram}, released.scales, "
            "released.n, released.relation, released.source), c[\"rho\"])",
            ("tests/test_adassp.py", "tests/test_replay.py")),
+    # issue 23: the secure vertical Gram (cross-products of secret-shared columns)
+    Mutant("secure_vertical_gram_half_sensitivity", "the secure Gram declares ||z||^2 / 2 (half its sensitivity): half its noise",
+           "privsdr/vertical/secure_regression.py", 'Sensitivity(C * C, "l2", RELATION,', 'Sensitivity(C * C / 2, "l2", RELATION,',
+           ("tests/test_secure_vertical.py",)),
+    Mutant("secure_vertical_xty_sensitivity_without_row_bound", "the secure X^T y declares C_y instead of C C_y",
+           "privsdr/vertical/secure_regression.py", 'Sensitivity(C * Cy, "l2", RELATION,', 'Sensitivity(Cy, "l2", RELATION,',
+           ("tests/test_secure_vertical.py",)),
+    Mutant("secure_vertical_clip_without_rounding_room", "a party clips its rows to its bound and then rounds (rows can exceed it)",
+           "privsdr/secure/crossproducts.py", "    room = bound - math.sqrt(X.shape[1]) * gamma / 2.0\n", "    room = bound\n",
+           ("tests/test_secure_vertical.py",)),
+    Mutant("secure_vertical_helper_adds_no_share", "the helper takes part without a noise share (the calibration counts it)",
+           "privsdr/secure/party.py", "            if name in job.inputs:  # a helper adds a noise share",
+           "            if name in job.products.parties:  # a helper adds a noise share", ("tests/test_secure_vertical.py",)),
+    Mutant("secure_vertical_solves_with_the_noise_free_gram", "the coefficients come from the noise-free Gram (the release is charged, unused)",
+           "privsdr/vertical/secure_regression.py", "        released = from_run(run, NODES, n=0, source=\"secure vertical Gram\")\n",
+           "        released = from_run(run, NODES, n=0, source=\"secure vertical Gram\")\n"
+           "        Zp = np.column_stack([blocks[k] for k in names] + ([np.full(N, c[\"constant\"])] if c[\"intercept\"] else [])) * 2.0**e\n"
+           "        released = Released({**released.arrays, \"xtx\": Zp.T @ Zp}, released.scales, 0, released.relation, released.source)\n",
+           ("tests/test_secure_vertical.py", "tests/test_replay.py")),
 )
 
 

@@ -52,6 +52,7 @@ _EXPORTS = {
     "Chunks": "privsdr.rows",
     "DPBCDRegression": "privsdr.vertical",
     "PRIDERegressor": "privsdr.vertical",
+    "SecureVerticalRegression": "privsdr.vertical",
 }
 
 __all__ = [
@@ -87,6 +88,7 @@ __all__ = [
     "Release",
     "Run",
     "Scope",
+    "SecureVerticalRegression",
     "Sensitivity",
     "SparseDPSIR",
     "Status",
@@ -134,4 +136,4 @@ if TYPE_CHECKING:  # static checkers see the eager imports
     from .plan import Plan, Release, Run, execute
     from .report import PrivacyReport
     from .rows import Chunks
-    from .vertical import DPBCDRegression, PRIDERegressor
+    from .vertical import DPBCDRegression, PRIDERegressor, SecureVerticalRegression

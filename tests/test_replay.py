@@ -111,6 +111,7 @@ def _certified_modes(cls) -> set[str]:
         "FederatedSIR": {"iid", "vgm_two_stage", "screening", "secure"},
         "DPBCDRegression": {"certified"},
         "PRIDERegressor": {"certified"},
+        "SecureVerticalRegression": {"certified", "pls"},
     }
     return known[name]
 

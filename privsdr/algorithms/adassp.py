@@ -74,13 +74,22 @@ def add_adassp_nodes(plan: Plan, row_bound: float, label_bound: float, weights: 
 
 def adassp_solution(released: Released, failure_probability: float = 0.05) -> tuple[np.ndarray, float, float]:
     """(theta, ridge lambda, lambda_lo) from a release with arrays ``lambda_min``, ``xtx``, ``xty`` and their noise
-    sds (module docstring): post-processing of the release and its public scales only."""
+    sds (module docstring): post-processing of the release and its public scales only.
+
+    Without a ``lambda_min`` release (the secure vertical Gram, where an eigenvalue inside the secure computation
+    would cost more than it saves) the lower bound comes from the noisy Gram itself: with b = s_G sqrt(d log(2 d^2 /
+    rho)) >= ||E||_2, lambda_lo = max(lambda_min(X^T X~) - b, 0) (Weyl), at no privacy cost."""
     gram, xty = released["xtx"], released["xty"].ravel()
     d = gram.shape[0]
     rho = float(failure_probability)
-    s_lambda, s_gram = released.scales["lambda_min"], released.scales["xtx"]
-    lambda_lo = max(float(released["lambda_min"].ravel()[0]) - s_lambda * math.sqrt(2.0 * math.log(3.0 / rho)), 0.0)
-    ridge = max(0.0, s_gram * math.sqrt(d * math.log(2.0 * d * d / rho)) - lambda_lo)
+    s_gram = released.scales["xtx"]
+    spectral = s_gram * math.sqrt(d * math.log(2.0 * d * d / rho))
+    if "lambda_min" in released.arrays:
+        s_lambda = released.scales["lambda_min"]
+        lambda_lo = max(float(released["lambda_min"].ravel()[0]) - s_lambda * math.sqrt(2.0 * math.log(3.0 / rho)), 0.0)
+    else:
+        lambda_lo = max(float(np.linalg.eigvalsh((gram + gram.T) / 2.0)[0]) - spectral, 0.0)
+    ridge = max(0.0, spectral - lambda_lo)
     # lstsq: the noisy Gram + ridge is positive definite with probability >= 1 - rho; on the rest it still returns
     # a (least-squares) answer instead of refusing on something one record can change
     theta = np.linalg.lstsq(gram + ridge * np.eye(d), xty, rcond=None)[0]

@@ -35,7 +35,7 @@ from ..plan import tap
 
 #: attributes that are the run's bookkeeping, not its estimate (compared through ``report_view`` instead)
 BOOKKEEPING = frozenset({"privacy_report_", "ledger_", "plan_", "ledgers_", "messages_", "screening_messages_",
-                         "screening_report_", "reports_", "run_", "plans_"})
+                         "screening_report_", "reports_", "run_", "plans_", "secure_cost_"})
 #: keys of reports and summaries that differ between two runs of the same releases (ids, clocks)
 VOLATILE_KEYS = frozenset({"run_id", "timestamps", "started", "finished", "report_json", "report", "before", "after",
                            "time", "seed_policy"})

@@ -115,7 +115,7 @@ def print_simulated_run(outcome: Any, as_json: bool) -> None:
 
 
 def add_party_and_fit(sub: Any, party_fn: Any, fit_fn: Any, *, party_target_help: str, fit_target_help: str,
-                      allow_help: str) -> None:
+                      allow_help: str, mailbox_required: bool = True) -> tuple[Any, Any]:
     """The ``party`` and ``fit`` actions every vertical protocol command has (their options only differ in help)."""
     party = sub.add_parser("party", help="run one party from its own CSV (messages through --mailbox)")
     party.add_argument("--config", required=True, help="the shared configuration (from `config`)")
@@ -123,7 +123,7 @@ def add_party_and_fit(sub: Any, party_fn: Any, fit_fn: Any, *, party_target_help
     party.add_argument("--data", required=True, help="this party's CSV (header row; the same rows in the same order as the others')")
     party.add_argument("--target", default=None, help=party_target_help)
     party.add_argument("--columns", nargs="+", default=None, help="this party's feature columns (default: the layout's)")
-    party.add_argument("--mailbox", required=True, help="a folder every party can read and write")
+    party.add_argument("--mailbox", required=mailbox_required, default=None, help="a folder every party can read and write")
     party.add_argument("--journal", default=None, help="charge this party's ledger journal")
     party.add_argument("--report", default=None, help="write this party's privacy report (.html, .md or .json)")
     party.add_argument("--allow-uncertified", action="store_true", help=allow_help)
@@ -138,3 +138,4 @@ def add_party_and_fit(sub: Any, party_fn: Any, fit_fn: Any, *, party_target_help
     fit.add_argument("--json", action="store_true", help="print the result as JSON")
     fit.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
     fit.set_defaults(func=fit_fn)
+    return party, fit

@@ -69,9 +69,14 @@ def _layout(specs: list[str], rows: int, label: str) -> Any:
 
 
 def _config(args: argparse.Namespace) -> int:
+    layout = _layout(args.party, args.rows, args.label) if args.party else None
+    if args.secure:
+        from . import vertical_secure
+
+        vertical_secure.write_config(args, _bounds(args.row_bound), _budget("certified", args.epsilon, args.delta), layout)
+        return 0
     config = _config_from_args(args)
     budget = _budget(args.mode, args.epsilon, args.delta)
-    layout = _layout(args.party, args.rows, args.label) if args.party else None
     write_shared(args.out, SHARED, config, args.accountant, budget, layout)
     print(f"wrote {args.out}: give it to every party (mode {config.mode}, T = {config.n_rounds})")
     return 0
@@ -86,6 +91,12 @@ def _read_shared(path: str) -> tuple[Any, Budget, str, Any]:
 def _party(args: argparse.Namespace) -> int:
     from ..vertical import DPBCDProtocol, format_revealed, run_party
 
+    if args.secure:
+        from . import vertical_secure
+
+        return vertical_secure.party(args, args.name, True)
+    if not args.mailbox:
+        raise ValidationError("--mailbox is required (a folder every party can read and write), or run with --secure")
     config, budget, accountant, layout = _read_shared(args.config)
     if layout is None:
         raise ValidationError("the configuration has no layout: write it with `privsdr vertical config ... --party NAME=N ... --rows N --label NAME`")
@@ -106,6 +117,10 @@ def _party(args: argparse.Namespace) -> int:
 def _fit(args: argparse.Namespace) -> int:
     from ..vertical import DPBCDProtocol, run_protocol
 
+    if args.secure:
+        from . import vertical_secure
+
+        return vertical_secure.fit(args)
     config, budget, accountant, _ = _read_shared(args.config)
     parties = load_parties(args.data, args.target)
     outcome = run_protocol(DPBCDProtocol(config), parties, budget, accountant=accountant, random_state=args.seed,
@@ -142,10 +157,17 @@ def _protocol_options(p: argparse.ArgumentParser) -> None:
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     vert = sub.add_parser("vertical", formatter_class=FORMATTER,
-                          help="DP-BCD regression among parties holding different columns of the same rows",
-                          description="Parties hold column blocks of the same N aligned rows (one also holds y). `vertical config` "
-                          "writes the shared public configuration; `vertical party` runs one party from its own CSV, exchanging "
-                          "messages with the others through a shared folder; `vertical fit` simulates all parties in one process.")
+                          help="regression among parties holding different columns of the same rows (secure Gram or DP-BCD)",
+                          description="Parties hold column blocks of the same N aligned rows (one also holds y). Two estimators:\n"
+                          "  --secure  X^T X and X^T y computed inside a secure computation (MPyC) and released once with central "
+                          "noise, then ridge (AdaSSP's rule) or PLS: as accurate as DP regression on the pooled rows; needs an honest "
+                          "majority (two data parties run a helper: `vertical helper`).\n"
+                          "  DP-BCD    (default) block coordinate descent, each party noising its own messages: no secure computation, "
+                          "the local price of privacy.\n"
+                          "Which one to use: docs/vertical.md, 'Which estimator for vertically partitioned data?'.\n"
+                          "`vertical config` writes the shared public configuration; `vertical party` runs one party from its own CSV "
+                          "(DP-BCD: messages through a shared folder; --secure: its own MPyC process on 127.0.0.1); `vertical fit` "
+                          "runs all parties on this machine.")
     vsub = vert.add_subparsers(dest="vertical_command", required=True, metavar="ACTION", parser_class=Parser)
     conf = vsub.add_parser("config", help="write the shared configuration (protocol, budget, layout)")
     conf.add_argument("out", help="the configuration file to write (.json)")
@@ -153,7 +175,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     conf.add_argument("--party", nargs="+", default=None, help="the layout for `vertical party`: NAME=N_COLUMNS in protocol order")
     conf.add_argument("--rows", type=int, default=None, help="N, the number of aligned rows (public)")
     conf.add_argument("--label", default=None, help="the party that holds y")
+    from .vertical_secure import add_config_options, add_helper
+
+    add_config_options(conf)
     conf.set_defaults(func=_config)
-    add_party_and_fit(vsub, _party, _fit, party_target_help="the label column (only in the label holder's CSV)",
-                      fit_target_help="the label column (in exactly one party's CSV)",
-                      allow_help="run paper/none mode (claimed or no guarantee)")
+    party, fit = add_party_and_fit(vsub, _party, _fit, party_target_help="the label column (only in the label holder's CSV)",
+                                   fit_target_help="the label column (in exactly one party's CSV)",
+                                   allow_help="run paper/none mode (claimed or no guarantee)", mailbox_required=False)
+    for p in (party, fit):
+        p.add_argument("--secure", action="store_true",
+                       help="the configuration is a --secure one: X^T X and X^T y inside MPyC, one process per party on 127.0.0.1")
+    add_helper(vsub)

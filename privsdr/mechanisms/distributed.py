@@ -74,10 +74,18 @@ class ShareNoise:
 
 
 def share_noise(spec: NoiseSpec) -> ShareNoise:
-    """The grid and the per-party share of a distributed node's spec (public quantities only)."""
+    """The grid and the per-party share of a distributed node's spec (public quantities only). An optional param
+    ``grid_exponent`` k puts the release on the finer grid 2^k (a statistic computed exactly in those units inside
+    the secure computation, e.g. cross-products of rounded columns); it must not be coarser than the default grid."""
     parties, _, honest = shares_of(spec.params)
     d = int(spec.params["dimension"])
     gamma, sigma = secure.grid_noise(spec.noise_multiplier, spec.sensitivity.value, d, "l2")
+    if spec.params.get("grid_exponent") is not None:
+        fine = 2.0 ** int(spec.params["grid_exponent"])
+        if fine > gamma:
+            raise ValueError(f"grid 2^{int(spec.params['grid_exponent'])} is coarser than the release's default grid {gamma:g}")
+        gamma = fine
+        sigma = Fraction(spec.noise_multiplier) * (Fraction(spec.sensitivity.value) / Fraction(gamma) + secure._spread(d, "l2"))
     return ShareNoise(gamma, float(Fraction(spec.sensitivity.value) / Fraction(gamma) + secure._spread(d, "l2")), float(sigma),
                       sigma * sigma / honest, parties, honest, d)
 

@@ -15,7 +15,7 @@ journal says so), nothing else is released, and every party process has been end
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -25,8 +25,9 @@ import numpy as np
 from ..errors import PrivsdrError, ValidationError
 from ..mechanisms.distributed import SAMPLER, from_upper_triangle, share_noise
 from ..plan import Run, tap
+from .crossproducts import CrossProducts
 from .job import AggregationJob, NodeJob
-from .launch import Opened, PartyFailed, run_parties
+from .launch import Opened, PartyFailed, run_own_party, run_parties
 from .trust import trust_model
 
 SYMMETRIC = "distributed_symmetric_gaussian"
@@ -86,9 +87,52 @@ def secure_release(run: Run, names: Sequence[str], contributions: Mapping[str, M
     MPyC party in order (the contributors and, e.g., a server that contributes nothing)."""
     contributors = [p for p in parties if p in contributions]
     job = build_job(run, names, bounds, parties=parties, contributors=contributors, threshold=threshold, timeout=timeout)
+    plain: dict[str, np.ndarray] = {name: np.sum([np.asarray(c[name], dtype=float) for c in contributions.values()], axis=0)
+                                    for name in names}
+    return _run(run, job, lambda j: run_parties(j, contributions, record_view=record_view), plain, server)
+
+
+def secure_gram_release(run: Run, products: CrossProducts, blocks: Mapping[str, np.ndarray], label: np.ndarray | None, *,
+                        parties: Sequence[str], threshold: int, bound: float, timeout: float = 60.0, helper: str | None = None,
+                        record_view: bool = False, own: str | None = None, ports: Sequence[int] | None = None,
+                        progress: Any = None) -> SecureRelease:
+    """Release the nodes ``xtx`` and ``xty`` as a secure Gram (``crossproducts``) of the data parties' integer
+    ``blocks`` (clipped and rounded by each party) and the label holder's integer ``label``; every party of
+    ``parties`` (data parties and a helper) adds a noise share. ``bound``: a public bound on every entry of the
+    Gram in real units (it sizes the field).
+
+    ``own``: run only this party (``blocks``/``label`` hold its own data only, or nothing for a helper); the others
+    run the same job elsewhere on ``ports`` of 127.0.0.1; ``progress(line)`` hears while it waits."""
+    job = build_job(run, ("xtx", "xty"), {"xtx": bound, "xty": bound}, parties=parties, contributors=list(parties),
+                    threshold=threshold, timeout=timeout)
+    job = attrs.evolve(job, products=products)
+    holders = products.parties if own is None else [own] if own in products.parties else []
+    inputs: dict[str, dict[str, np.ndarray]] = {name: {"block": blocks[name]} for name in holders}
+    if products.label in inputs:
+        if label is None:
+            raise ValidationError(f"the label holder {products.label!r} has no label")
+        inputs[products.label]["label"] = label
+    if own is not None:
+        if ports is None:
+            raise ValidationError("one party's run needs the parties' loopback ports")
+        mine = inputs.get(own)
+        return _run(run, job, lambda j: run_own_party(j, own, mine, list(ports), progress=progress), None, helper)
+    # the noise-free Gram, for the replay audit's tap only (this process holds every block in a simulated fit)
+    Z = np.column_stack([blocks[name] for name in products.parties]
+                        + ([np.full(products.rows, products.intercept)] if products.intercept else [])).astype(object)
+    scale = 2.0 ** (2 * products.exponent)
+    plain = {"xtx": np.array(Z.T @ Z, dtype=float) * scale, "xty": np.array(Z.T @ np.asarray(label).astype(object), dtype=float) * scale}
+    return _run(run, job, lambda j: run_parties(j, inputs, record_view=record_view), plain, helper)
+
+
+def _run(run: Run, job: AggregationJob, parties: Callable[[AggregationJob], Opened], plain: Mapping[str, np.ndarray] | None,
+         server: str | None) -> SecureRelease:
+    """Charge the job's nodes (write-ahead), run the parties, accept the opened values (real units). ``plain``: the
+    noise-free values when this process holds every input (the replay audit's tap), else None."""
+    names = [node.name for node in job.nodes]
     run.issue(*names)  # write-ahead: every node charged before any share exists
     try:
-        opened = run_parties(job, contributions, record_view=record_view)
+        opened = parties(job)
     except PartyFailed as exc:
         raise SecureAggregationError(str(exc), exc.party, exc.pids) from None
     values: dict[str, np.ndarray] = {}
@@ -97,10 +141,9 @@ def secure_release(run: Run, names: Sequence[str], contributions: Mapping[str, M
         chunk = opened.aggregate[at:at + node.dimension].astype(float) * node.gamma
         at += node.dimension
         value = from_upper_triangle(chunk, node.square) if node.square is not None else chunk
-        # the replay audit's tap sees the noise-free sum (known here only because this process holds every contribution)
-        plain = sum(np.asarray(c[node.name], dtype=float) for c in contributions.values())
-        value = tap.release_seen((run.algorithm, node.name), np.asarray(plain).reshape(np.shape(value)) if node.square is None
-                                 else plain, value, run.plan.specs[node.name])
+        if plain is not None:  # the replay audit's tap sees the noise-free value
+            clean = np.asarray(plain[node.name], dtype=float).reshape(np.shape(value)) if node.square is None else plain[node.name]
+            value = tap.release_seen((run.algorithm, node.name), clean, value, run.plan.specs[node.name])
         values[node.name] = value
         run.accept(node.name, value, run.plan.specs[node.name])
     run.trust_model = trust_model(job, server)

@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 
 from ..errors import ValidationError
+from .crossproducts import CrossProducts
 
 #: a party's noise share beyond this many standard deviations is refused by the party itself
 SHARE_TAIL = 40
@@ -88,6 +89,7 @@ class AggregationJob:
     threshold: int
     nodes: tuple[NodeJob, ...] = attrs.field(converter=_nodes)
     timeout: float = 60.0
+    products: CrossProducts | None = None  #: a secure Gram of vertically partitioned columns (``crossproducts``)
 
     def __attrs_post_init__(self) -> None:
         m = len(self.parties)
@@ -101,6 +103,12 @@ class AggregationJob:
             raise ValidationError("a job needs at least one node, with distinct names")
         if not (self.timeout > 0 and math.isfinite(self.timeout)):
             raise ValidationError(f"timeout must be a positive number of seconds, got {self.timeout!r}")
+        if self.products is not None:
+            if not set(self.products.parties) <= set(self.parties):
+                raise ValidationError(f"the data parties {list(self.products.parties)} must be parties of {list(self.parties)}")
+            dims = self.products.dimensions
+            if [(n.name, n.dimension) for n in self.nodes] != list(dims.items()):
+                raise ValidationError(f"a secure Gram releases the nodes {dims} in this order")
         field_bits(self)  # refuses a grid too fine for the field before any party starts
 
     @property
@@ -116,7 +124,8 @@ class AggregationJob:
 
     def to_dict(self) -> dict[str, Any]:
         return {"parties": list(self.parties), "inputs": list(self.inputs), "threshold": self.threshold, "timeout": self.timeout,
-                "nodes": [{**attrs.asdict(n), "sigma_local2": list(n.sigma_local2)} for n in self.nodes], "bits": self.bits}
+                "nodes": [{**attrs.asdict(n), "sigma_local2": list(n.sigma_local2)} for n in self.nodes], "bits": self.bits,
+                "products": None if self.products is None else self.products.to_dict()}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)
@@ -125,7 +134,8 @@ class AggregationJob:
     def from_json(cls, text: str) -> AggregationJob:
         data = json.loads(text)
         nodes = tuple(NodeJob(**{**n, "sigma_local2": tuple(n["sigma_local2"])}) for n in data["nodes"])
-        job = cls(data["parties"], data["inputs"], int(data["threshold"]), nodes, float(data["timeout"]))
+        products = None if data.get("products") is None else CrossProducts.from_dict(data["products"])
+        job = cls(data["parties"], data["inputs"], int(data["threshold"]), nodes, float(data["timeout"]), products)
         if job.bits != data.get("bits", job.bits):
             raise ValidationError("the job's field size does not follow from its nodes")
         return job

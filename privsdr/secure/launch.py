@@ -80,10 +80,78 @@ def _last_line(path: Path) -> str:
     return lines[-1] if lines else ""
 
 
+def _start(job: AggregationJob, i: int, folder: Path, inputs: Mapping[str, np.ndarray] | None, addresses: list[str],
+           record_view: bool, python: str | None) -> subprocess.Popen[bytes]:
+    """Start party ``i`` (its statistics, if any, written into the private folder first)."""
+    command = [python or sys.executable, "-m", "privsdr.secure.party", "--job", str(folder / "job.json"), "--index", str(i),
+               "--output", str(folder / f"out{i}.npz"), "--status", str(folder / f"status{i}.jsonl")]
+    if inputs is not None:
+        arrays: dict[str, Any] = {k: np.asarray(v) if np.asarray(v).dtype.kind in "iu" else np.asarray(v, dtype=float)
+                                  for k, v in inputs.items()}
+        np.savez(folder / f"in{i}.npz", **arrays)
+        command += ["--input", str(folder / f"in{i}.npz")]
+    if record_view:
+        command.append("--record-view")
+    command += ["-M", str(len(job.parties)), "-I", str(i), "-T", str(job.threshold), *addresses]
+    with open(folder / f"err{i}.txt", "wb") as err:
+        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+
+
+def loopback_addresses(ports: list[int]) -> list[str]:
+    """MPyC's ``-P`` arguments for parties listening on these ports of 127.0.0.1."""
+    return [arg for port in ports for arg in ("-P", f"127.0.0.1:{int(port)}")]
+
+
+def run_own_party(job: AggregationJob, name: str, inputs: Mapping[str, np.ndarray] | None, ports: list[int], *,
+                  progress: Any = None, every: float = 5.0, python: str | None = None) -> Opened:
+    """Run only party ``name`` of ``job`` (the others run elsewhere, each with the same job and ``ports`` on
+    127.0.0.1): start its process, report its stage to ``progress(line)`` every ``every`` seconds while it waits
+    for the others, bound the wait by the job's timeout, end the process (by PID) whatever happens."""
+    if len(ports) != len(job.parties):
+        raise PrivsdrError(f"need one port per party ({len(job.parties)}), got {len(ports)}")
+    i = job.index(name)
+    folder = Path(tempfile.mkdtemp(prefix="privsdr-secure-"))
+    os.chmod(folder, 0o700)
+    start = time.monotonic()
+    proc = None
+    try:
+        (folder / "job.json").write_text(job.to_json())
+        proc = _start(job, i, folder, inputs, loopback_addresses(ports), False, python)
+        deadline, told = start + job.timeout + GRACE, start
+        while proc.poll() is None:
+            now = time.monotonic()
+            if now > deadline:
+                break
+            if progress is not None and now - told >= every:
+                stages = _stages(folder / f"status{i}.jsonl")
+                where = "connected, computing" if "connected" in stages else "waiting for the other parties to connect"
+                progress(f"[{name}] {where} ({now - start:.0f} s of at most {job.timeout:g} s)")
+                told = now
+            time.sleep(0.05)
+        if proc.poll() != 0:
+            stages = _stages(folder / f"status{i}.jsonl")
+            why = _last_line(folder / f"err{i}.txt") or ", ".join(stages) or "no output"
+            if proc.poll() is None or "timed out" in stages:
+                why = ("timed out: " if "connected" in stages else "timed out waiting for the other parties: ") + why
+            raise PartyFailed(f"party {name!r} did not finish ({why}); its process was ended", name, (proc.pid,))
+        with np.load(folder / f"out{i}.npz") as data:
+            aggregate, sent = np.array(data["aggregate"], dtype=np.int64), int(data["bytes_sent"])
+        return Opened(aggregate, {}, time.monotonic() - start, {name: sent}, (proc.pid,))
+    finally:
+        if proc is not None:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, 9)
+                except ProcessLookupError:
+                    pass
+            proc.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def run_parties(job: AggregationJob, inputs: Mapping[str, Mapping[str, np.ndarray]], *, record_view: bool = False,
                 python: str | None = None) -> Opened:
     """Run the aggregation ``job`` with each contributor's statistics ``inputs[party][node]`` (module docstring)."""
-    missing = [p for p in job.inputs if p not in inputs]
+    missing = [p for p in (job.inputs if job.products is None else job.products.parties) if p not in inputs]
     if missing:
         raise PrivsdrError(f"no statistics for the contributing parties {missing}")
     folder = Path(tempfile.mkdtemp(prefix="privsdr-secure-"))
@@ -93,19 +161,9 @@ def run_parties(job: AggregationJob, inputs: Mapping[str, Mapping[str, np.ndarra
     try:
         (folder / "job.json").write_text(job.to_json())
         ports = free_ports(len(job.parties))
-        addresses = [arg for port in ports for arg in ("-P", f"127.0.0.1:{port}")]
+        addresses = loopback_addresses(ports)
         for i, name in enumerate(job.parties):
-            command = [python or sys.executable, "-m", "privsdr.secure.party", "--job", str(folder / "job.json"), "--index", str(i),
-                       "--output", str(folder / f"out{i}.npz"), "--status", str(folder / f"status{i}.jsonl")]
-            if name in job.inputs:
-                arrays: dict[str, Any] = {k: np.asarray(v, dtype=float) for k, v in inputs[name].items()}
-                np.savez(folder / f"in{i}.npz", **arrays)
-                command += ["--input", str(folder / f"in{i}.npz")]
-            if record_view:
-                command.append("--record-view")
-            command += ["-M", str(len(job.parties)), "-I", str(i), "-T", str(job.threshold), *addresses]
-            with open(folder / f"err{i}.txt", "wb") as err:
-                procs[name] = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+            procs[name] = _start(job, i, folder, inputs.get(name), addresses, record_view, python)
         deadline = start + job.timeout + GRACE
         while True:
             failed = [(n, p.returncode) for n, p in procs.items() if p.poll() not in (None, 0)]

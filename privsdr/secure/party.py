@@ -9,18 +9,25 @@ secure computation; every party (contributing or not) inputs the same secure typ
 bit length, so that the parties agree on it; the vectors are added on their Shamir shares and only the sum is
 opened, to every party. Nothing else leaves the party: its statistic and its share stay in its process.
 
+A job with ``products`` (a secure Gram of vertically partitioned columns, ``crossproducts``): each data party's
+input file holds its integer block (``block``, already clipped and rounded) and, for the label holder, ``label``;
+it adds its own diagonal block and its noise shares as above, and also inputs its block as a secret-shared
+matrix; the cross-blocks between parties are computed on the shares, and only the noisy total is opened. A helper
+(a party without columns) adds a noise share and sees shares only.
+
 MPyC listens on every interface by default; this program binds its listening socket to 127.0.0.1 (the event loop
 is replaced before MPyC is imported), and the launcher gives 127.0.0.1 addresses for every party. A watchdog ends
 the process after the job's timeout (exit code 4), so a party whose peers dropped out never waits for ever.
 
-``--record-view`` also writes what this party received for each other contributor's vector (its Shamir share, a
-field element per coordinate): the tests check that it does not depend on that contributor's data.
+``--record-view`` also writes what this party received for each other contributor's vector and block (its Shamir
+shares, a field element per coordinate): the tests check that they do not depend on that contributor's data.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import math
 import os
 import sys
 import threading
@@ -58,15 +65,46 @@ def local_vector(job: AggregationJob, values: Mapping[str, Any]) -> np.ndarray:
             raise ShareRefused(f"{node.name!r} must be {node.dimension} finite numbers, got {x.size}")
         if np.any(np.abs(x) > node.bound * (1.0 + 1e-12)):
             raise ShareRefused(f"{node.name!r} exceeds its public bound {node.bound:g}: the statistic must be clipped first")
-        q = np.array([round(float(v) / node.gamma) for v in x], dtype=np.int64)
+        parts.append(np.array([round(float(v) / node.gamma) for v in x], dtype=np.int64))
+    return with_shares(job, np.concatenate(parts).astype(np.int64))
+
+
+def with_shares(job: AggregationJob, q: np.ndarray) -> np.ndarray:
+    """The integer vector ``q`` (every node, concatenated, in grid units) plus this party's own noise shares."""
+    parts, at = [], 0
+    for node in job.nodes:
+        part = np.asarray(q[at:at + node.dimension], dtype=np.int64)
+        at += node.dimension
         num, den = node.sigma_local2
         if num > 0:
             e = np.array([exact._discrete_gaussian(num, den) for _ in range(node.dimension)], dtype=object)
             if np.any(np.abs(e) > node.share_bound):  # probability below exp(-800): decided by the noise alone
                 raise ShareRefused(f"the noise share of {node.name!r} fell beyond {node.share_bound}; run again")
-            q = q + e.astype(np.int64)
-        parts.append(q)
+            part = part + e.astype(np.int64)
+        parts.append(part)
     return np.concatenate(parts).astype(np.int64)
+
+
+def gram_input(job: AggregationJob, name: str, data: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """A secure Gram's party: (its local statistics plus noise shares, its integer block, its integer label)."""
+    products = job.products
+    assert products is not None
+    block = label = None
+    if name in products.parties:
+        if "block" not in data:
+            raise ShareRefused("no column block ('block') in this party's input")
+        block = np.asarray(data["block"])
+        if block.dtype.kind not in "iu" or block.shape != (products.rows, products.width_of(name)):
+            raise ShareRefused(f"the block must be a {products.rows} x {products.width_of(name)} integer matrix on the grid")
+        if name == products.label:
+            if "label" not in data or np.asarray(data["label"]).dtype.kind not in "iu":
+                raise ShareRefused("the label holder's input has no integer 'label'")
+            label = np.asarray(data["label"], dtype=np.int64)
+        limit = max(n.grid_bound for n in job.nodes)  # no entry beyond sqrt of the largest product bound
+        if np.any(np.abs(block) > math.isqrt(limit) + 1) or (label is not None and np.any(np.abs(label) > math.isqrt(limit) + 1)):
+            raise ShareRefused("the block exceeds the public bounds: it must be clipped and rounded first (crossproducts.party_block)")
+    own = products.local_statistics(name, block, label)
+    return with_shares(job, np.concatenate([own["xtx"], own["xty"]])), block, label
 
 
 def _status(path: str | None, stage: str, **extra: Any) -> None:
@@ -85,8 +123,8 @@ def _loopback_event_loop() -> None:
     asyncio.set_event_loop(LoopbackLoop())
 
 
-async def _aggregate(mpc: Any, job: AggregationJob, vector: np.ndarray | None, record_view: bool,
-                     status: str | None) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
+async def _aggregate(mpc: Any, job: AggregationJob, vector: np.ndarray | None, record_view: bool, status: str | None,
+                     block: np.ndarray | None = None, label: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
     await mpc.start()
     _status(status, "connected")
     secint = mpc.SecInt(job.bits)
@@ -104,11 +142,43 @@ async def _aggregate(mpc: Any, job: AggregationJob, vector: np.ndarray | None, r
     total = shares[0]
     for share in shares[1:]:
         total = total + share
+    if job.products is not None:
+        cross, blocks = _cross_products(mpc, secint, job, block, label)
+        total = total + cross
+        if record_view:  # what this party holds of the other data parties' blocks: their Shamir shares
+            for name, shared in blocks.items():
+                if job.index(name) != mpc.pid:
+                    received = await mpc.gather(shared.share)
+                    view[f"block:{name}"] = np.array([int(v) for v in np.asarray(received.value).ravel()], dtype=object)
+        _status(status, "products")
     opened = await mpc.output(total)
     _status(status, "opened")
-    sent = sum(peer.protocol.nbytes_sent for peer in mpc.parties if peer.pid != mpc.pid and peer.protocol is not None)
+    sent = sum(peer.protocol.nbytes_sent for peer in mpc.parties if peer.protocol is not None and peer.pid != mpc.pid)
     await mpc.shutdown()
     return np.asarray(opened, dtype=np.int64).ravel(), view, int(sent)
+
+
+def _cross_products(mpc: Any, secint: Any, job: AggregationJob, block: np.ndarray | None,
+                    label: np.ndarray | None) -> tuple[Any, dict[str, Any]]:
+    """The secure Gram's cross-blocks (``crossproducts``): every data party inputs its integer block (the label
+    holder also its label), the products of blocks held by different parties are computed on the shares (MPyC's
+    matrix product reshares once per output entry), and public 0/1 matrices place them in the released vector."""
+    products = job.products
+    assert products is not None
+    N = products.rows
+    shared = {}
+    for name, width in products.blocks:
+        own = block if job.index(name) == mpc.pid else None
+        shared[name] = mpc.input(secint.array(own if own is not None else np.zeros((N, width), dtype=np.int64)),
+                                 senders=job.index(name))
+    holder = job.index(products.label)
+    y = mpc.input(secint.array(label if label is not None and holder == mpc.pid else np.zeros(N, dtype=np.int64)), senders=holder)
+    total = None
+    for node, a, b in products.products():
+        product = shared[a].T @ (shared[b] if node == "xtx" else y)
+        placed = products.scatter(node, a, b) @ product.reshape(-1)
+        total = placed if total is None else total + placed
+    return (total if total is not None else secint.array(np.zeros(job.dimension, dtype=np.int64))), shared
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -130,24 +200,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     watchdog = threading.Timer(job.timeout, expire)
     watchdog.daemon = True
     watchdog.start()
-    vector = None
-    if name in job.inputs:
-        if args.input is None:
-            print(f"party {name!r} contributes to this aggregation: give --input", file=sys.stderr)
-            return 2
-        with np.load(args.input) as data:
-            try:
-                vector = local_vector(job, {k: data[k] for k in data.files})
-            except ShareRefused as exc:
-                _status(args.status, "refused", why=str(exc))
-                print(f"party {name!r} refused: {exc}", file=sys.stderr)
-                return EXIT_REFUSED
+    vector = block = label = None
+    holds_data = name in job.inputs if job.products is None else name in job.products.parties
+    if holds_data and args.input is None:
+        print(f"party {name!r} contributes to this computation: give --input", file=sys.stderr)
+        return 2
+    try:
+        data: dict[str, Any] = {}
+        if args.input is not None:
+            with np.load(args.input) as stored:
+                data = {k: stored[k] for k in stored.files}
+        if job.products is not None:
+            if name in job.inputs:  # a helper adds a noise share and no statistic
+                vector, block, label = gram_input(job, name, data)
+        elif name in job.inputs:
+            vector = local_vector(job, data)
+    except ShareRefused as exc:
+        _status(args.status, "refused", why=str(exc))
+        print(f"party {name!r} refused: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
     os.environ.setdefault("MPYC_NOUVLOOP", "1")
     _loopback_event_loop()
     sys.argv = [sys.argv[0], *mpc_argv, "--no-log"]
     from mpyc.runtime import mpc  # parses sys.argv: -M, -I, -T, -P
 
-    opened, view, sent = mpc.run(_aggregate(mpc, job, vector, args.record_view, args.status))
+    opened, view, sent = mpc.run(_aggregate(mpc, job, vector, args.record_view, args.status, block, label))
     arrays = {"aggregate": opened, "bytes_sent": np.array(sent, dtype=np.int64), **{f"view/{k}": v.astype(str) for k, v in view.items()}}
     tmp = args.output + ".tmp.npz"
     np.savez(tmp, **arrays)

@@ -13,8 +13,20 @@ def trust_model(job: AggregationJob, server: str | None = None) -> dict[str, Any
     viewers = {name: ("the opened noisy sums only" if name not in job.inputs else
                       "its own statistics, Shamir shares (uniformly random field elements) of the other contributors' vectors, "
                       "and the opened noisy sums") for name in job.parties}
+    setting = "secure aggregation on MPyC: Shamir secret sharing over a prime field (BGW-style, honest majority)"
+    if job.products is not None:
+        data = set(job.products.parties)
+        viewers = {name: (f"its own columns{' and the label' if name == job.products.label else ''}, Shamir shares (uniformly "
+                          "random field elements) of the other parties' rounded columns and noise vectors, and the opened noisy "
+                          "Gram and X^T y" if name in data else
+                          "Shamir shares (uniformly random field elements) of every party's rounded columns and noise vectors, and "
+                          "the opened noisy Gram and X^T y; it holds no data and adds a noise share")
+                   for name in job.parties}
+        setting = ("secure Gram on MPyC: every data party secret-shares its clipped, rounded columns (Shamir, prime field, "
+                   "BGW-style, honest majority); the cross-products are computed on the shares and only the noisy X^T X and "
+                   "X^T y are opened; rows are aligned by a public row order, so every party knows N and which row is whose")
     return {
-        "setting": "secure aggregation on MPyC: Shamir secret sharing over a prime field (BGW-style, honest majority)",
+        "setting": setting,
         "parties": list(job.parties),
         "contributors": list(job.inputs),
         "server": server,

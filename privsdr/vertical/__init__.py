@@ -2,6 +2,8 @@
 
 The party layer (``layout``, ``messages``, ``engine``) runs any protocol whose every message is a
 plan node's release or post-processing of one; DP-BCD (``dpbcd``) is the first protocol on it, PRIDE (``pride``, issue 14) the second.
+``SecureVerticalRegression`` (``secure_regression``, issue 23) does not use the party layer: the parties compute
+X^T X and X^T y inside a secure computation (``privsdr.secure``) and the model is post-processing of that release.
 """
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +31,8 @@ from .messages import Mailbox, PartyMessage, message_id
 from .party_process import PartyOutcome, run_party
 from .pride import LargeDeltaWarning, PRIDEConfig, PRIDEProtocol, PRIDEResult
 
-_ESTIMATORS = {"DPBCDRegression": ".estimator", "PRIDERegressor": ".pride_estimator", "posterior_bound": ".audit",
+_ESTIMATORS = {"DPBCDRegression": ".estimator", "PRIDERegressor": ".pride_estimator", "SecureVerticalRegression": ".secure_regression",
+               "posterior_bound": ".audit",
                "zero_row_audit": ".audit", "zero_row_pair": ".audit"}
 
 
@@ -49,12 +52,13 @@ if TYPE_CHECKING:
     from .audit import posterior_bound, zero_row_audit, zero_row_pair
     from .estimator import DPBCDRegression
     from .pride_estimator import PRIDERegressor
+    from .secure_regression import SecureVerticalRegression
 
 __all__ = [
     "Action", "ActionResult", "check_ledger_reuse", "check_parties", "commit_parts", "DegenerateResidualError", "DPBCDConfig", "DPBCDProtocol",
     "DPBCDRegression", "DPBCDResult", "format_revealed", "LargeDeltaWarning", "Layout", "Mailbox",
     "message_id", "Outgoing", "Party", "PartyInfo", "PartyMessage", "PartyOutcome", "per_record_line",
     "posterior_bound", "PRIDEConfig", "PRIDEProtocol", "PRIDERegressor", "PRIDEResult", "ProtocolAbort",
-    "ProtocolAborted", "ProtocolRun", "revealed_entry", "run_party", "run_protocol", "split_plan", "Stage", "VerticalProtocol",
+    "ProtocolAborted", "ProtocolRun", "revealed_entry", "run_party", "run_protocol", "SecureVerticalRegression", "split_plan", "Stage", "VerticalProtocol",
     "zero_row_audit", "zero_row_pair",
 ]

@@ -109,32 +109,7 @@ class DPBCDRegression(RegressorMixin, PrivateEstimator):
     _requires_y = True
 
     def _parties(self, X: Any, y: Any) -> list[Party]:
-        if isinstance(X, (list, tuple)) and X and all(isinstance(p, Party) for p in X):
-            if y is not None:
-                raise ValidationError("with Party objects, y belongs to its party: do not pass y to fit")
-            return list(X)
-        if not is_block_list(X):
-            X = self._pooled_blocks(X)
-        y = pooled_label(y)
-        if not X:
-            raise ValidationError("fit takes a list of Party objects, or a list of column blocks and y")
-        if y is None:
-            raise ValidationError("fit([X_1, ..., X_k], y): y is required (the first block's party holds it): DPBCDRegression "
-                                  "requires y to be passed, but the target y is None")
-        return [Party(f"party{i}", block, y if i == 0 else None) for i, block in enumerate(X)]
-
-    def _pooled_blocks(self, X: Any) -> list[np.ndarray]:
-        """A pooled X split into ``n_parties`` contiguous column blocks (the simulation scikit-learn's tools need)."""
-        k = self.n_parties
-        if k is None:
-            raise ValidationError("fit takes a list of Party objects, a list of column blocks and y, or a pooled X and y with n_parties=K")
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:
-            raise ValidationError(f"n_parties must be an integer >= 2, got {k!r}")
-        arr = check_matrix(X, "X", min_rows=2)
-        if arr.shape[1] < k:
-            raise ValidationError(f"X has {arr.shape[1]} feature(s) (n_features = {arr.shape[1]}), fewer than n_parties = {k}: "
-                                  "every party needs a column")
-        return split_columns(arr, int(k))
+        return as_parties(X, y, self.n_parties, type(self).__name__)
 
     def plan(self, n_rows: int, widths: Sequence[int] | Mapping[str, int], label_party: int | str = 0) -> CalibratedPlan:
         """The global calibrated plan for N rows and these block widths (a list, parties named party0, party1,
@@ -186,3 +161,32 @@ class DPBCDRegression(RegressorMixin, PrivateEstimator):
             raise ValidationError("per_party_epsilon must be positive and finite")
         return Budget(per_party_epsilon * n_parties, 0.0)
 
+
+def as_parties(X: Any, y: Any, n_parties: Any, who: str) -> list[Party]:
+    """The parties of a vertical fit: ``Party`` objects; or column blocks and y (the first block's party holds y);
+    or a pooled X and y split into ``n_parties`` contiguous column blocks (the simulation scikit-learn's tools need)."""
+    if isinstance(X, (list, tuple)) and X and all(isinstance(p, Party) for p in X):
+        if y is not None:
+            raise ValidationError("with Party objects, y belongs to its party: do not pass y to fit")
+        return list(X)
+    if not is_block_list(X):
+        X = _pooled_blocks(X, n_parties)
+    y = pooled_label(y)
+    if not X:
+        raise ValidationError("fit takes a list of Party objects, or a list of column blocks and y")
+    if y is None:
+        raise ValidationError(f"fit([X_1, ..., X_k], y): y is required (the first block's party holds it): {who} "
+                              "requires y to be passed, but the target y is None")
+    return [Party(f"party{i}", block, y if i == 0 else None) for i, block in enumerate(X)]
+
+
+def _pooled_blocks(X: Any, k: Any) -> list[np.ndarray]:
+    if k is None:
+        raise ValidationError("fit takes a list of Party objects, a list of column blocks and y, or a pooled X and y with n_parties=K")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:
+        raise ValidationError(f"n_parties must be an integer >= 2, got {k!r}")
+    arr = check_matrix(X, "X", min_rows=2)
+    if arr.shape[1] < k:
+        raise ValidationError(f"X has {arr.shape[1]} feature(s) (n_features = {arr.shape[1]}), fewer than n_parties = {k}: "
+                              "every party needs a column")
+    return split_columns(arr, int(k))

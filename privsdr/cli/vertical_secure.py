@@ -1,0 +1,174 @@
+"""``privsdr vertical ... --secure``: regression on vertically partitioned data from X^T X and X^T y computed inside
+a secure computation (``SecureVerticalRegression``; MPyC, one process per party on 127.0.0.1).
+
+    privsdr vertical config shared.json --secure --party alice=5 bob=5 --rows N --label alice --epsilon 1 \\
+        --row-bound 3 --label-bound 10            # ports for every party on 127.0.0.1 are written into the file
+    privsdr vertical helper --config shared.json  # two data parties need a helper (it holds no data)
+    privsdr vertical party --secure --config shared.json --name alice --data alice.csv --target y
+    privsdr vertical party --secure --config shared.json --name bob --data bob.csv
+    privsdr vertical fit --secure --config shared.json --data alice=alice.csv bob=bob.csv --target y   # all here
+
+Contract: the configuration file is ``{"format": "privsdr.vertical-secure-run", "estimator", "accountant", "budget",
+"layout", "ports"}``; every party reads the same file. Each party charges its own journal (``--journal``) before
+its process starts; every party ends with the same opened statistics and prints the same model.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..accounting import Budget, Ledger
+from ..errors import ValidationError
+from ._common import write_report
+from ._parties import load_parties, load_party
+
+SECURE = "privsdr.vertical-secure-run"
+HELPER_CHOICES = {"auto": "auto", "yes": True, "no": False}
+
+
+def estimator_params(args: argparse.Namespace, row_bound: Any) -> dict[str, Any]:
+    if args.row_bound is None or args.label_bound is None:
+        raise ValidationError("--secure needs the public bounds --row-bound (per party) and --label-bound")
+    return {"row_bound": row_bound, "label_bound": args.label_bound, "y_center": args.y_center, "n_components": args.components,
+            "colluders": args.colluders, "helper": args.helper, "timeout": args.timeout}
+
+
+def write_config(args: argparse.Namespace, row_bound: Any, budget: Budget, layout: Any) -> None:
+    """``vertical config --secure``: the public configuration, with a free port on 127.0.0.1 for every party."""
+    from ..secure.launch import free_ports
+    from ..vertical.secure_regression import SecureVerticalRegression
+
+    if budget.is_infinite:
+        raise ValidationError("--secure is certified only: give --epsilon (and --delta)")
+    params = estimator_params(args, row_bound)
+    est = _estimator(params, budget, None)
+    if layout is not None:
+        parties = est.parties_for(layout)
+        est.build_plan({p.name: p.n_columns for p in layout.parties})  # checks every public parameter now
+        ports = list(args.ports) if args.ports else free_ports(len(parties))
+        if len(ports) != len(parties):
+            raise ValidationError(f"--ports needs one port per party ({', '.join(parties)}), got {len(ports)}")
+    else:
+        ports = []
+    assert isinstance(est, SecureVerticalRegression)
+    shared = {"format": SECURE, "estimator": params, "accountant": args.accountant,
+              "budget": {"epsilon": budget.epsilon, "delta": budget.delta}, "layout": None if layout is None else layout.to_dict(),
+              "ports": ports}
+    Path(args.out).write_text(json.dumps(shared, indent=2))
+    parties = f" (parties {', '.join(est.parties_for(layout))} on 127.0.0.1 ports {', '.join(map(str, ports))})" if layout else ""
+    print(f"wrote {args.out}: give it to every party; secure vertical regression{parties}")
+
+
+def read_config(path: str) -> dict[str, Any]:
+    from ..vertical import Layout
+
+    try:
+        shared = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValidationError(f"not a privsdr secure vertical configuration: {exc}") from None
+    if not isinstance(shared, dict) or shared.get("format") != SECURE:
+        raise ValidationError(f"{path} is not a secure vertical configuration (write one with `privsdr vertical config ... --secure`)")
+    shared["budget"] = Budget(shared["budget"]["epsilon"], shared["budget"]["delta"])
+    shared["layout"] = None if shared.get("layout") is None else Layout.from_dict(shared["layout"])
+    return shared
+
+
+def is_secure_config(path: str) -> bool:
+    try:
+        return json.loads(Path(path).read_text()).get("format") == SECURE
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _estimator(params: dict[str, Any], budget: Budget, ledger: Ledger | None, accountant: str = "best") -> Any:
+    from ..vertical.secure_regression import SecureVerticalRegression
+
+    row_bound = params["row_bound"]
+    return SecureVerticalRegression(**{**params, "row_bound": row_bound, "helper": HELPER_CHOICES.get(params["helper"], params["helper"])},
+                                    budget=None if ledger is not None else budget, ledger=ledger, accountant=accountant)
+
+
+def _ledger(journal: str | None, budget: Budget, accountant: str) -> Ledger | None:
+    if not journal:
+        return None
+    return Ledger.open(journal) if Path(journal).exists() else Ledger(budget, accountant=accountant, journal=journal)
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def party(args: argparse.Namespace, name: str, holds_data: bool) -> int:
+    """``vertical party --secure`` (``holds_data``) and ``vertical helper``: run this party's process only."""
+    shared = read_config(args.config)
+    layout = shared["layout"]
+    if layout is None or not shared["ports"]:
+        raise ValidationError("the configuration has no layout: write it with `privsdr vertical config ... --secure --party NAME=N ... "
+                              "--rows N --label NAME`")
+    budget, accountant = shared["budget"], shared["accountant"]
+    est = _estimator(shared["estimator"], budget, _ledger(args.journal, budget, accountant), accountant)
+    data = load_party(name, args.data, args.target, args.columns) if holds_data else None
+    if not holds_data and name not in est.parties_for(layout):
+        raise ValidationError("this configuration has no helper: its parties are " + ", ".join(est.parties_for(layout)))
+    est.fit_party(layout, name, data, list(shared["ports"]), progress=_progress)
+    _print_result(args, est, name)
+    return 0
+
+
+def fit(args: argparse.Namespace) -> int:
+    """``vertical fit --secure``: every party (and the helper) as its own process on this machine."""
+    shared = read_config(args.config)
+    budget, accountant = shared["budget"], shared["accountant"]
+    est = _estimator(shared["estimator"], budget, None, accountant)
+    est.fit(load_parties(args.data, args.target))
+    _print_result(args, est, None)
+    return 0
+
+
+def _print_result(args: argparse.Namespace, est: Any, name: str | None) -> None:
+    report = est.privacy_report_
+    columns = [c for p in est.layout_.parties for c in (p.columns or [f"{p.name}.x{j}" for j in range(p.n_columns)])]
+    if getattr(args, "json", False):
+        print(json.dumps({"coefficients": dict(zip(columns, est.coef_.tolist(), strict=True)), "intercept": est.intercept_,
+                          "party": name, "report": report.to_dict()}, indent=2, default=str))
+    else:
+        print(report.summary())
+        print("\nwhat each party sees (nothing else is revealed to anyone):")
+        for who, what in report.trust_model["what_each_party_sees"].items():
+            print(f"  {who:<12} {what}")
+        print(f"\ntime {est.secure_cost_['seconds']:.1f} s; bytes sent: "
+              + ", ".join(f"{k} {v}" for k, v in est.secure_cost_["bytes_sent"].items()))
+        print("\npublished coefficients:")
+        for col, value in zip(columns, est.coef_, strict=True):
+            print(f"  {col:<24} {value: .6g}")
+        print(f"  {'(intercept)':<24} {est.intercept_: .6g}")
+    if getattr(args, "report_dir", None):
+        Path(args.report_dir).mkdir(parents=True, exist_ok=True)
+        write_report(report, str(Path(args.report_dir) / "report.html"))
+    write_report(report, getattr(args, "report", None))
+
+
+def add_config_options(conf: argparse.ArgumentParser) -> None:
+    conf.add_argument("--secure", action="store_true",
+                      help="secure vertical regression: X^T X and X^T y computed inside MPyC, released once (central rate); "
+                      "needs --row-bound, --label-bound, --epsilon")
+    conf.add_argument("--colluders", type=int, default=1, help="--secure: collusion threshold t (t < parties/2; default 1)")
+    conf.add_argument("--helper", choices=tuple(HELPER_CHOICES), default="auto",
+                      help="--secure: add a helper party that holds no data (auto: when fewer than 3 data parties)")
+    conf.add_argument("--components", type=int, default=None, help="--secure: fit PLS with this many components (default: ridge)")
+    conf.add_argument("--timeout", type=float, default=120.0, help="--secure: seconds a party waits for the others (default 120)")
+    conf.add_argument("--y-center", type=float, default=0.0, help="--secure: public centre of y (|y - centre| <= --label-bound)")
+    conf.add_argument("--ports", nargs="+", type=int, default=None,
+                      help="--secure: one port on 127.0.0.1 per party in MPyC's order, helper first (default: free ports now)")
+
+
+def add_helper(vsub: Any) -> None:
+    helper = vsub.add_parser("helper", help="run the helper of a --secure fit (it holds no data, adds a noise share, sees shares only)")
+    helper.add_argument("--config", required=True, help="the shared configuration (from `config --secure`)")
+    helper.add_argument("--journal", default=None, help="charge this ledger journal (the helper's own account of the run)")
+    helper.add_argument("--report", default=None, help="write the privacy report (.html, .md or .json)")
+    helper.add_argument("--json", action="store_true", help="print the result as JSON")
+    helper.set_defaults(func=lambda args: party(args, "helper", False), data=None, target=None, columns=None)

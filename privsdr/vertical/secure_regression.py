@@ -1,0 +1,345 @@
+"""``SecureVerticalRegression``: linear regression on vertically partitioned data at the central rate (issue 23).
+
+The parties hold column blocks of the same N aligned rows (one also holds y). Each clips its own rows to its public
+bound C_i (the whole row then has ||x|| <= C = sqrt(sum C_i^2)) and rounds them to a public fixed-point grid; the
+Gram Z^T Z and Z^T y of Z = [X_1 ... X_k, c 1] (c <= C, the intercept's constant column) are computed inside a
+secure computation on MPyC (``privsdr.secure.crossproducts``: the cross-blocks on Shamir shares), every party adds a
+discrete Gaussian noise share, and only the noisy statistics are opened -- once, for all N rows. These are AdaSSP's
+sufficient statistics (Wang 2018; ``privsdr.algorithms.adassp``), released with the same calibration as on pooled
+data (add/remove one row; node sensitivities ||z||^2 <= 2 C^2 and ||z y|| <= sqrt(2) C C_y with an intercept), so
+the fit pays the central price of privacy, times sqrt(m / (m - t)) on the noise sd for tolerating t colluders among
+the m parties (every party, the helper included, adds a share).
+
+Post-processing (free): ``n_components=None``: ridge with AdaSSP's noise-aware lambda, its lower bound on
+lambda_min taken from the noisy Gram itself (no third release: ``adassp_solution``); ``n_components=k``: DPPLS S2's
+kernel PLS1 on the same release, centred at the DP means the intercept column carries (``_pls_modes.ssp_postprocess``).
+
+Trust: semi-honest parties, at most t colluding (t < m/2); two data parties need a third, non-colluding helper (it
+holds no data, adds a noise share and sees Shamir shares only). Row alignment is public: every party knows N and
+which row is whose; nothing else about the other parties' columns is revealed beyond the opened noisy statistics.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from sklearn.base import RegressorMixin
+
+from ..accounting import Budget, Ledger
+from ..algorithms._base import PrivateEstimator, check_matrix, check_positive, check_random_state, diagnostic_rng, for_ledger
+from ..algorithms._pls_modes import ssp_postprocess
+from ..algorithms.adassp import adassp_solution
+from ..errors import ValidationError
+from ..mechanisms import Sensitivity
+from ..persistence import model_class
+from ..plan import CalibratedPlan, Plan, Run
+from ..released import Released, from_run, regression
+from ..secure import crossproducts
+from ..secure.aggregate import secure_gram_release
+from .layout import Layout, Party, check_parties, is_block_list
+
+RELATION = "add_remove"
+NODES = ("xtx", "xty")
+HELPER = "helper"
+#: a public cap on N: the fixed-point grid is set from it (never from the data's own N)
+MAX_ROWS = 2**24
+
+
+@model_class
+class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
+    """Ridge/OLS (or PLS) on vertically partitioned data from securely computed X^T X and X^T y (module docstring).
+
+    Parameters
+    ----------
+    row_bound: public bound C_i on the norm of every row of a party's block (one number for every party, or a mapping
+        party -> number); rows beyond it are scaled down by their party. Required.
+    label_bound: public bound C_y on |y - y_center| (clipped by the label holder). Required.
+    x_center: public centres of the columns (pooled order; default 0); y_center: public centre of y.
+    fit_intercept: the constant column c (its coefficient times c is the intercept).
+    n_components: None (ridge, AdaSSP's rule) or k >= 1 (PLS with k components, DPPLS S2's post-processing).
+    colluders: t, the collusion threshold (MPyC's Shamir threshold; the noise is calibrated without t shares).
+    helper: add a helper party that holds no data ("auto": when fewer than 3 data parties, for an honest majority).
+    timeout: seconds a party process waits for the others. max_rows: the public cap on N that sets the grid.
+    failure_probability: rho of AdaSSP's ridge rule. weights: budget weights of ``xtx`` and ``xty`` (default equal).
+    n_parties: with a pooled X, the number of contiguous column blocks (the first holds y).
+    diagnose_noise, budget, ledger, accountant, tight, random_state: as for ``AdaSSPRegression``.
+
+    After ``fit``: ``coef_`` (pooled column order), ``coef_blocks_``, ``intercept_``, ``ridge_``, ``released_``
+    (the opened statistics and their public noise sds), ``privacy_report_`` (with ``trust_model``), ``secure_cost_``
+    (the secure computation's seconds, bytes each party sent, field size), ``noise_ratio_``.
+    """
+
+    model_attributes = ("coef_", "intercept_", "ridge_", "x_center_", "y_center_", "noise_ratio_", "n_features_in_")
+    model_required = ("coef_", "intercept_")
+    _requires_y = True
+
+    def __init__(self, row_bound: Any = None, label_bound: float | None = None, *, x_center: Any = None, y_center: float = 0.0,
+                 fit_intercept: bool = True, n_components: int | None = None, colluders: int = 1, helper: Any = "auto",
+                 timeout: float = 120.0, max_rows: int = MAX_ROWS, failure_probability: float = 0.05,
+                 weights: Mapping[str, float] | None = None, n_parties: int | None = None, diagnose_noise: bool = True,
+                 budget: Budget | tuple[float, float] | None = None, ledger: Ledger | None = None, accountant: str = "best",
+                 tight: bool = True, random_state: Any = None) -> None:
+        self.row_bound = row_bound
+        self.label_bound = label_bound
+        self.x_center = x_center
+        self.y_center = y_center
+        self.fit_intercept = fit_intercept
+        self.n_components = n_components
+        self.colluders = colluders
+        self.helper = helper
+        self.timeout = timeout
+        self.max_rows = max_rows
+        self.failure_probability = failure_probability
+        self.weights = weights
+        self.n_parties = n_parties
+        self.diagnose_noise = diagnose_noise
+        self.budget = budget
+        self.ledger = ledger
+        self.accountant = accountant
+        self.tight = tight
+        self.random_state = random_state
+
+    # -- public parameters -------------------------------------------------------------------------
+    def _bounds(self, names: list[str]) -> dict[str, float]:
+        if self.row_bound is None or self.label_bound is None:
+            raise ValidationError("row_bound (C_i per party) and label_bound (C_y) are required public bounds; they are never read off the data")
+        if isinstance(self.row_bound, Mapping):
+            missing = [n for n in names if n not in self.row_bound]
+            if missing:
+                raise ValidationError(f"row_bound has no bound for the parties {missing}")
+            return {n: check_positive(self.row_bound[n], f"row_bound[{n!r}]") for n in names}
+        return {n: check_positive(self.row_bound, "row_bound") for n in names}
+
+    def _parties_of(self, names: list[str]) -> tuple[list[str], int]:
+        """The MPyC parties in order (the helper first, if any) and t, checked (honest majority)."""
+        t = self.colluders
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 1:
+            raise ValidationError(f"colluders (the collusion threshold t) must be an integer >= 1, got {t!r}")
+        if self.helper not in ("auto", True, False):
+            raise ValidationError(f"helper must be 'auto', True or False, got {self.helper!r}")
+        if HELPER in names:
+            raise ValidationError(f"{HELPER!r} is the helper's name; rename that data party")
+        with_helper = self.helper is True or (self.helper == "auto" and len(names) < 3)
+        parties = ([HELPER] if with_helper else []) + names
+        if 2 * int(t) >= len(parties):
+            raise ValidationError(f"{len(parties)} parties ({', '.join(parties)}) tolerate t < {len(parties) / 2:g} colluders, not {t}: "
+                                  + ("add a helper (helper=True)" if not with_helper else "use fewer colluders or more parties"))
+        return parties, int(t)
+
+    def _checked(self, names: list[str], widths: list[int]) -> dict[str, Any]:
+        bounds = self._bounds(names)
+        label_bound = check_positive(self.label_bound, "label_bound")
+        m = sum(widths)
+        x_center = np.zeros(m) if self.x_center is None else np.asarray(self.x_center, dtype=float).reshape(-1)
+        if x_center.shape != (m,) or not np.all(np.isfinite(x_center)):
+            raise ValidationError(f"x_center must be {m} finite public numbers (one per column, pooled order)")
+        if np.ndim(self.y_center) != 0 or not math.isfinite(float(self.y_center)):
+            raise ValidationError(f"y_center must be one finite number, got {self.y_center!r}")
+        if not isinstance(self.fit_intercept, (bool, np.bool_)) or not isinstance(self.diagnose_noise, (bool, np.bool_)):
+            raise ValidationError("fit_intercept and diagnose_noise must be True or False")
+        k = self.n_components
+        if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= m):
+            raise ValidationError(f"n_components must be None (ridge) or an integer in [1, {m}], got {k!r}")
+        rho = check_positive(self.failure_probability, "failure_probability")
+        if not rho < 1:
+            raise ValidationError(f"failure_probability must be in (0, 1), got {rho}")
+        weights = {"xtx": 1.0, "xty": 1.0}
+        for name, value in dict(self.weights or {}).items():
+            if name not in weights:
+                raise ValidationError(f"unknown weight {name!r}; expected some of {sorted(weights)}")
+            weights[name] = check_positive(value, f"weights[{name!r}]")
+        max_rows = self.max_rows
+        if isinstance(max_rows, bool) or not isinstance(max_rows, (int, np.integer)) or max_rows < 1:
+            raise ValidationError(f"max_rows must be a positive integer, got {max_rows!r}")
+        timeout = check_positive(self.timeout, "timeout")
+        check_random_state(self.random_state)
+        parties, t = self._parties_of(names)
+        C = math.sqrt(sum(b * b for b in bounds.values()))
+        exponent = crossproducts.grid_exponent(int(max_rows), max(C, label_bound), len(parties))
+        constant = math.floor(C / 2.0**exponent) if self.fit_intercept else 0  # c <= C on the grid
+        row_bound = math.hypot(C, constant * 2.0**exponent) if self.fit_intercept else C
+        return {"bounds": bounds, "label_bound": label_bound, "x_center": x_center, "y_center": float(self.y_center), "rho": rho,
+                "weights": weights, "parties": parties, "t": t, "exponent": exponent, "constant": constant, "row_bound": row_bound,
+                "timeout": timeout, "max_rows": int(max_rows), "intercept": bool(self.fit_intercept), "n_components": k}
+
+    def build_plan(self, widths: Mapping[str, int]) -> Plan:
+        """The release plan for blocks of these widths (party -> width, column order): public parameters only."""
+        names, w = list(widths), [int(v) for v in widths.values()]
+        c = self._checked(names, w)
+        return self._plan(c, names, w)
+
+    def _plan(self, c: dict[str, Any], names: list[str], widths: list[int]) -> Plan:
+        P = sum(widths) + (1 if c["intercept"] else 0)
+        public = {"blocks": dict(zip(names, widths, strict=True)), "row_bounds": c["bounds"], "label_bound": c["label_bound"],
+                  "fit_intercept": c["intercept"], "parties": c["parties"], "colluders": c["t"], "max_rows": c["max_rows"],
+                  "grid_exponent": c["exponent"], "aggregation": "secure vertical Gram (MPyC)"}
+        plan = Plan("secure_vertical_regression", RELATION, public)
+        share = {"parties": len(c["parties"]), "colluders": c["t"], "grid_exponent": 2 * c["exponent"]}
+        C, Cy = c["row_bound"], c["label_bound"]
+        plan.add("xtx", "distributed_symmetric_gaussian",
+                 Sensitivity(C * C, "l2", RELATION, "||z z^T||_F = ||z||^2 <= C^2 (every party's block clipped, then rounded)"),
+                 weight=c["weights"]["xtx"], calibration="analytic", params={**share, "dimension": P * (P + 1) // 2},
+                 description="Z^T Z of the clipped, rounded rows (cross-blocks computed on secret shares)")
+        plan.add("xty", "distributed_gaussian", Sensitivity(C * Cy, "l2", RELATION, "||z y|| <= C C_y"), weight=c["weights"]["xty"],
+                 calibration="analytic", params={**share, "dimension": P}, description="Z^T y of the clipped, rounded rows")
+        return plan
+
+    def plan(self, widths: Mapping[str, int]) -> CalibratedPlan:
+        """The calibrated plan for blocks of these widths: ``.cost()`` prices it before any data is read."""
+        budget, ledger = self._resolve_budget()
+        return for_ledger(self.build_plan(widths), ledger).allocate(budget, accountant=ledger.accountant, tight=self.tight)
+
+    # -- fit ---------------------------------------------------------------------------------------
+    def fit(self, X: Any, y: Any = None) -> SecureVerticalRegression:
+        """Fit on ``Party`` objects, a list of column blocks and y, or a pooled X and y with ``n_parties``: every party
+        runs as its own process on 127.0.0.1. Everything is checked before anything is charged; the nodes are charged
+        before any party process starts."""
+        from .estimator import as_parties
+
+        X_raw = X
+        parties, layout = check_parties(as_parties(X, y, self.n_parties, type(self).__name__), min_rows=1)
+        labels = [p for p in parties if p.holds_label]
+        if len(labels) != 1:
+            raise ValidationError(f"exactly one party must hold y, got {len(labels)}")
+        self._fit_layout(layout, {p.name: p for p in parties}, None, None, None)
+        self._record_features(X_raw if not is_block_list(X_raw) and not _is_party_list(X_raw) else None,
+                              sum(p.n_columns for p in layout.parties))
+        return self
+
+    def fit_party(self, layout: Layout, name: str, party: Party | None, ports: list[int], progress: Any = None) -> SecureVerticalRegression:
+        """Run one party of the fit in this process (``privsdr vertical party --secure``): ``layout`` is the public
+        layout every party shares, ``party`` this party's own data (None for the helper), ``ports`` the loopback
+        ports of every party in MPyC's order (``parties_for``). The other parties run the same call elsewhere with
+        the same public configuration; every one of them ends with the same opened statistics and the same model."""
+        if party is not None and party.name != name:
+            raise ValidationError(f"the data belong to {party.name!r}, not {name!r}")
+        if party is not None:
+            info = {p.name: p for p in layout.parties}.get(name)
+            if info is None:
+                raise ValidationError(f"{name!r} is not a party of the layout {[p.name for p in layout.parties]}")
+            party = check_parties([party], min_rows=1)[0][0]
+            if party.X.shape != (layout.n_rows, info.n_columns) or party.holds_label != info.holds_label:
+                raise ValidationError(f"{name!r} must hold {layout.n_rows} rows and {info.n_columns} columns"
+                                      + (" and the label" if info.holds_label else " and no label")
+                                      + f" (the layout), got {party.X.shape[0]} x {party.X.shape[1]}"
+                                      + (" with a label" if party.holds_label else ""))
+        self._fit_layout(layout, {} if party is None else {name: party}, name, ports, progress)
+        return self
+
+    def parties_for(self, layout: Layout) -> list[str]:
+        """The MPyC parties of a fit on this layout, in order (the helper first when there is one)."""
+        return self._parties_of([p.name for p in layout.parties])[0]
+
+    def _fit_layout(self, layout: Layout, data: dict[str, Party], own: str | None, ports: list[int] | None, progress: Any) -> None:
+        names, widths = [p.name for p in layout.parties], [p.n_columns for p in layout.parties]
+        labels = [p.name for p in layout.parties if p.holds_label]
+        if len(labels) != 1:
+            raise ValidationError(f"exactly one party must hold y, got {len(labels)}")
+        c = self._checked(names, widths)
+        if own is not None and own not in c["parties"]:
+            raise ValidationError(f"{own!r} is not one of the parties {c['parties']}")
+        N = layout.n_rows
+        if N > c["max_rows"]:
+            raise ValidationError(f"{N} rows exceed max_rows = {c['max_rows']} (the public cap that sets the fixed-point grid): raise max_rows")
+        budget, ledger = self._resolve_budget()
+        calibrated = for_ledger(self._plan(c, names, widths), ledger).allocate(budget, accountant=ledger.accountant, tight=self.tight)
+        e = c["exponent"]
+        blocks, label, at = {}, None, 0
+        for name, w in zip(names, widths, strict=True):
+            if name in data:
+                blocks[name] = crossproducts.party_block(data[name].X - c["x_center"][at:at + w], c["bounds"][name], e)
+                if data[name].holds_label:
+                    label = crossproducts.label_vector(np.asarray(data[name].y, dtype=float) - c["y_center"], c["label_bound"], e)
+            at += w
+        products = crossproducts.CrossProducts(N, list(zip(names, widths, strict=True)), labels[0], e, c["constant"])
+        P = products.width
+        bound = N * max(c["row_bound"], c["label_bound"]) ** 2
+        with Run(calibrated, ledger, random_state=self.random_state, data_shape=None, algorithm="SecureVerticalRegression",
+                 notes=["X^T X and X^T y were computed inside a secure computation (MPyC) from the parties' clipped, rounded "
+                        "columns; every party added a discrete Gaussian share and only the noisy statistics were opened"]) as run:
+            done = secure_gram_release(run, products, blocks, label, parties=c["parties"], threshold=c["t"], bound=bound,
+                                       timeout=c["timeout"], helper=HELPER if HELPER in c["parties"] else None, own=own,
+                                       ports=ports, progress=progress)
+        released = from_run(run, NODES, n=0, source="secure vertical Gram")
+        self._post_process(released, c, P)
+        self.coef_blocks_ = {}
+        at = 0
+        for name, w in zip(names, widths, strict=True):
+            self.coef_blocks_[name] = self.coef_[at:at + w]
+            at += w
+        self.released_ = released
+        self.plan_ = calibrated
+        self.ledger_ = ledger
+        self.parties_ = c["parties"]
+        self.layout_ = layout
+        self.secure_cost_ = {"seconds": done.opened.seconds, "bytes_sent": dict(done.opened.bytes_sent), "field_bits": done.job.bits}
+        report = run.report
+        if self.diagnose_noise:
+            # unseeded, the bootstrap is seeded by the opened statistics: every party computes the same diagnostic
+            rng = diagnostic_rng(self.random_state if self.random_state is not None else _release_seed(released))
+            metric = regression.slope_gram(released["xtx"] + self.ridge_ * np.eye(P), c["intercept"])
+            m = sum(widths)
+            self.noise_ratio_ = regression.noise_ratio(released, lambda r: self._solve(r, c)[0][:m], metric, rng)
+            report = regression.with_diagnostics(report, self.noise_ratio_)
+            regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=4)
+        self.privacy_report_ = report
+
+    def _solve(self, released: Released, c: dict[str, Any]) -> tuple[np.ndarray, float]:
+        """(theta on the columns of Z, ridge) from the release: AdaSSP's ridge, or PLS on the DP-centred statistics."""
+        if c["n_components"] is None:
+            theta, ridge, _ = adassp_solution(released, c["rho"])
+            return theta, ridge
+        gram, xty = released["xtx"], released["xty"].ravel()
+        if c["intercept"]:
+            const = c["constant"] * 2.0 ** c["exponent"]
+            n_t = max(gram[-1, -1] / const**2, 1.0)
+            x_shift, y_shift = gram[:-1, -1] / const / n_t, xty[-1] / const / n_t
+            S = gram[:-1, :-1] - n_t * np.outer(x_shift, x_shift)
+            u = xty[:-1] - n_t * y_shift * x_shift
+        else:
+            x_shift, y_shift, S, u = np.zeros(gram.shape[0]), 0.0, gram, xty
+        settings = {"dp_centring": False, "ridge": "noise", "psd_repair": True, "A": int(c["n_components"]), "auto": False,
+                    "x_center": x_shift, "y_center": y_shift}
+        fitted = ssp_postprocess({"xtx": S, "xty": u}, released.scales["xtx"], settings)
+        slopes = fitted["coef_path"][:, -1] if fitted["coef_path"].shape[1] else np.zeros(S.shape[0])
+        if c["intercept"]:  # back to the columns of Z: the constant column carries y_shift - x_shift^T slopes
+            const = c["constant"] * 2.0 ** c["exponent"]
+            return np.append(slopes, (y_shift - float(x_shift @ slopes)) / const), released.scales["xtx"] * math.sqrt(S.shape[0])
+        return slopes, released.scales["xtx"] * math.sqrt(S.shape[0])
+
+    def _post_process(self, released: Released, c: dict[str, Any], P: int) -> None:
+        theta, ridge = self._solve(released, c)
+        m = P - (1 if c["intercept"] else 0)
+        const = c["constant"] * 2.0 ** c["exponent"]
+        self.coef_ = theta[:m]
+        self.intercept_ = c["y_center"] + (float(theta[m]) * const if c["intercept"] else 0.0) - float(c["x_center"] @ theta[:m])
+        self.ridge_ = ridge
+        self.x_center_ = c["x_center"]
+        self.y_center_ = c["y_center"]
+
+    # -- prediction --------------------------------------------------------------------------------
+    def predict(self, X: Any) -> np.ndarray:
+        """x^T coef_ + intercept_ for the pooled columns (N x m) or a list of the parties' blocks."""
+        self._check_fitted("coef_", "intercept_")
+        X_raw = X
+        if is_block_list(X) or _is_party_list(X):
+            X_raw = X = np.hstack([np.asarray(getattr(b, "X", b), dtype=float) for b in X])
+        X = check_matrix(X, "X")
+        self._check_features(X_raw, X.shape[1])
+        if X.shape[1] != self.coef_.shape[0]:
+            raise ValidationError(f"X has {X.shape[1]} features, but SecureVerticalRegression is expecting {self.coef_.shape[0]}")
+        return X @ self.coef_ + float(self.intercept_)
+
+
+def _release_seed(released: Released) -> int:
+    """A seed read off the opened statistics (public): the same at every party of one run."""
+    import hashlib
+
+    digest = hashlib.sha256(b"".join(np.ascontiguousarray(released[k], dtype=float).tobytes() for k in NODES)).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+def _is_party_list(X: Any) -> bool:
+    return isinstance(X, (list, tuple)) and bool(X) and all(isinstance(p, Party) for p in X)
