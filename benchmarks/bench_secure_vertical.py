@@ -1,7 +1,7 @@
 """SecureVerticalRegression (issue 23): vertical regression from securely computed X^T X and X^T y, beside AdaSSP on
 the pooled rows (the central baseline), on the DP-BCD paper's simulation; the cost of the secure Gram against N.
 
-    python benchmarks/bench_secure_vertical.py simulation [--seeds 10]   # n in {1e3, 1e4, 1e5} x eps in {0.5, 1, 2, 8}
+    python benchmarks/bench_secure_vertical.py simulation [--seeds 10] [--sizes 1000 10000 100000]   # x eps in {0.5, 1, 2, 8}
     python benchmarks/bench_secure_vertical.py cost                      # N = 2.5e4, 5e4, 1e5 rows x 10 columns
     python benchmarks/bench_secure_vertical.py real [--splits 100]       # forest fires and garments, eps = 1
 
@@ -25,12 +25,12 @@ from privsdr.vertical.secure_regression import SecureVerticalRegression
 EPSILONS = (0.5, 1.0, 2.0, 8.0)
 
 
-def simulation(seeds: int) -> None:
+def simulation(seeds: int, sizes: tuple[int, ...] = (1_000, 10_000, 100_000)) -> None:
     p = 10
     print(f"DP-BCD simulation (p = {p}, two parties of 5 columns, correlation 0.3), delta = 1e-6, median test R^2 over {seeds} seeds")
     print("| n | OLS | " + " | ".join(f"eps={e:g}: secure vertical / AdaSSP pooled" for e in EPSILONS) + " | largest gap |")
     print("|---|---|" + "---|" * (len(EPSILONS) + 1))
-    for n in (1_000, 10_000, 100_000):
+    for n in sizes:
         cells: dict[str, list[float]] = {}
         for seed in range(seeds):
             data = dpbcd_synthetic(2 * n, p, seed=seed)
@@ -113,10 +113,11 @@ def main() -> None:
     parser.add_argument("what", choices=("simulation", "cost", "real"))
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--splits", type=int, default=100)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000], help="simulation: the n of the grid")
     args = parser.parse_args()
     start = time.perf_counter()
     if args.what == "simulation":
-        simulation(args.seeds)
+        simulation(args.seeds, tuple(args.sizes))
     elif args.what == "cost":
         cost()
     else:

@@ -1,0 +1,127 @@
+"""``privsdr vertical ... --secure``: a shared configuration with loopback ports, the helper and the parties as
+separate CLI processes (started and ended by PID here), the one-machine fit, refusals and timeouts."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from conftest import run_cli
+
+from privsdr import Ledger
+
+pytest.importorskip("mpyc")
+
+CLI = [sys.executable, "-m", "privsdr"]
+
+
+def write_csvs(folder, n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4)) * 0.5
+    y = X @ np.array([1.0, -1.0, 0.5, 0.2]) + 0.3 * rng.normal(size=n) + 1.0
+    alice, bob = folder / "alice.csv", folder / "bob.csv"
+    np.savetxt(alice, np.column_stack([X[:, :2], y]), delimiter=",", header="a1,a2,y", comments="")
+    np.savetxt(bob, X[:, 2:], delimiter=",", header="b1,b2", comments="")
+    return X, y, alice, bob
+
+
+def config(tmp_path, *extra, rows=400):
+    cfg = tmp_path / "shared.json"
+    done = run_cli("vertical", "config", cfg, "--secure", "--party", "alice=2", "bob=2", "--rows", rows, "--label", "alice",
+                   "--epsilon", 4, "--row-bound", 2, "--label-bound", 4, "--y-center", 1, *extra)
+    assert done.returncode == 0, done.stderr
+    return cfg
+
+
+def test_the_help_leads_to_the_secure_estimator_and_the_docs_table():
+    done = run_cli("vertical", "--help")
+    assert "--secure" in done.stdout and "Which estimator for vertically partitioned data?" in done.stdout
+
+
+def test_every_party_as_its_own_process_prints_the_same_model_and_charges_its_own_journal(tmp_path):
+    _, _, alice, bob = write_csvs(tmp_path)
+    cfg = config(tmp_path)
+    shared = json.loads(cfg.read_text())
+    assert len(shared["ports"]) == 3 and shared["format"] == "privsdr.vertical-secure-run"
+    commands = {
+        "helper": ["vertical", "helper", "--config", cfg, "--json", "--journal", tmp_path / "helper.jsonl"],
+        "bob": ["vertical", "party", "--secure", "--config", cfg, "--name", "bob", "--data", bob, "--json", "--journal", tmp_path / "bob.jsonl"],
+        "alice": ["vertical", "party", "--secure", "--config", cfg, "--name", "alice", "--data", alice, "--target", "y", "--json",
+                  "--journal", tmp_path / "alice.jsonl", "--report", tmp_path / "alice.md"],
+    }
+    procs = {}
+    try:
+        for name, args in commands.items():
+            procs[name] = subprocess.Popen([*CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                           start_new_session=True)
+        outputs = {name: p.communicate(timeout=120) for name, p in procs.items()}
+    finally:
+        for p in procs.values():  # exactly the processes started here
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    results = {}
+    for name, (out, err) in outputs.items():
+        assert procs[name].returncode == 0, err
+        results[name] = json.JSONDecoder().raw_decode(out)[0]  # the JSON, then the line naming the report
+    coefs = [results[n]["coefficients"] for n in ("helper", "alice", "bob")]
+    assert coefs[0] == coefs[1] == coefs[2] and list(coefs[0]) == ["alice.x0", "alice.x1", "bob.x0", "bob.x1"]
+    for name in ("helper", "alice", "bob"):
+        ledger = Ledger.open(tmp_path / f"{name}.jsonl")
+        assert [c.label for c in ledger.charges] == ["xtx", "xty"] and ledger.spent.epsilon == pytest.approx(4.0, rel=1e-3)
+    assert "Trust model" in (tmp_path / "alice.md").read_text()
+    assert results["alice"]["report"]["trust_model"]["parties"] == ["helper", "alice", "bob"]
+
+
+def test_the_one_machine_fit_runs_every_party_and_prints_what_each_party_sees(tmp_path):
+    X, y, alice, bob = write_csvs(tmp_path, n=3000)
+    cfg = config(tmp_path, rows=3000)
+    done = run_cli("vertical", "fit", "--secure", "--config", cfg, "--data", f"alice={alice}", f"bob={bob}", "--target", "y",
+                   "--report-dir", tmp_path / "reports")
+    assert done.returncode == 0, done.stderr
+    assert "CERTIFIED (secure aggregation, <= 1 colluding parties)" in done.stdout
+    assert "what each party sees" in done.stdout and "holds no data" in done.stdout
+    assert "a1" in done.stdout and "b2" in done.stdout and (tmp_path / "reports" / "report.html").exists()
+
+
+def test_a_party_whose_data_do_not_match_the_layout_is_refused_before_anything_is_charged(tmp_path):
+    _, _, alice, bob = write_csvs(tmp_path, n=399)
+    cfg = config(tmp_path)  # the layout says 400 rows
+    journal = tmp_path / "bob.jsonl"
+    done = run_cli("vertical", "party", "--secure", "--config", cfg, "--name", "bob", "--data", bob, "--journal", journal)
+    assert done.returncode != 0 and "400 rows" in done.stderr
+    assert not journal.exists() or not Ledger.open(journal).charges
+
+
+def test_a_party_alone_times_out_ends_its_process_and_its_journal_says_what_was_charged(tmp_path):
+    _, _, _, bob = write_csvs(tmp_path)
+    cfg = config(tmp_path, "--timeout", 1.5)
+    journal = tmp_path / "bob.jsonl"
+    start = time.monotonic()
+    done = run_cli("vertical", "party", "--secure", "--config", cfg, "--name", "bob", "--data", bob, "--journal", journal)
+    assert done.returncode != 0 and "timed out waiting for the other parties" in done.stderr
+    assert time.monotonic() - start < 60  # bounded by the timeout (plus the launcher's grace), not by the peers
+    assert [c.label for c in Ledger.open(journal).charges] == ["xtx", "xty"]  # write-ahead: charged, and the journal says so
+
+
+def test_a_config_without_a_helper_has_no_helper_to_run(tmp_path):
+    cfg = tmp_path / "three.json"
+    done = run_cli("vertical", "config", cfg, "--secure", "--party", "a=1", "b=1", "c=1", "--rows", 50, "--label", "a",
+                   "--epsilon", 1, "--row-bound", 1, "--label-bound", 1)
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(cfg.read_text())["ports"]) == 3  # three data parties: an honest majority without a helper
+    refused = run_cli("vertical", "helper", "--config", cfg)
+    assert refused.returncode != 0 and "no helper" in refused.stderr
+
+
+def test_secure_needs_its_bounds_and_a_budget(tmp_path):
+    done = run_cli("vertical", "config", tmp_path / "c.json", "--secure", "--party", "a=1", "b=1", "--rows", 50, "--label", "a",
+                   "--epsilon", 1)
+    assert done.returncode != 0 and "--row-bound" in done.stderr
+    done = run_cli("vertical", "config", tmp_path / "c.json", "--secure", "--row-bound", 1, "--label-bound", 1)
+    assert done.returncode != 0 and "--epsilon" in done.stderr
