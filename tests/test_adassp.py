@@ -12,7 +12,7 @@ import pytest
 from sklearn.linear_model import LinearRegression
 
 import privsdr
-from privsdr import AdaSSPRegression, Budget, Ledger, ValidationError
+from privsdr import AdaSSPRegression, Budget, Ledger, NoiseDominatesWarning, ValidationError
 from privsdr.algorithms import adassp as adassp_module
 from privsdr.algorithms.adassp import adassp_solution
 from privsdr.audit import GDP, audit_estimator, claim_from_report
@@ -238,3 +238,18 @@ def test_under_add_remove_the_number_of_rows_is_not_published():
     converted = AdaSSPRegression(bound_x=1.0, bound_y=3.0, ledger=Ledger(Budget(1.0, 1e-6), relation="replace_one"),
                                  random_state=0, diagnose_noise=False).fit(X, y)
     assert converted.privacy_report_.data_shape == [321, 5] and converted.released_.n == 321  # public under replace-one
+
+
+def test_the_intercept_comes_from_the_dp_mean_of_y_not_from_the_public_centre():
+    """y around 10 with a public centre 0 and range +-20: the slopes are ridge on the centred release and the
+    intercept y_bar - x_bar^T beta is not shrunk, so it stays near the DP mean of y (the constant column's row of the
+    release) at small n and eps; before, the ridge pulled it to the centre 0 (AdaSSP penalises every column)."""
+    for seed in range(5):
+        X, y = linear_data(1000, seed=seed)
+        with pytest.warns(NoiseDominatesWarning):
+            est = AdaSSPRegression(bound_x=1.0, bound_y=20.0, budget=Budget(0.3, 1e-6), random_state=seed).fit(X, y + 10.0)
+        r = est.released_
+        dp_mean = r["xty"][-1] / r["xtx"][-1, -1]  # (c sum y) / (n c^2) times c, c = bound_x = 1
+        x_bar = r["xtx"][:-1, -1] / r["xtx"][-1, -1]
+        assert est.intercept_ + x_bar @ est.coef_ == pytest.approx(dp_mean, rel=1e-9)
+        assert 8.0 < est.intercept_ < 12.5

@@ -15,7 +15,7 @@ from scipy import stats
 from sklearn.base import clone
 from sklearn.cross_decomposition import PLSRegression
 
-from privsdr import Budget, Ledger, SecureVerticalRegression, ValidationError
+from privsdr import Budget, Ledger, SecureVerticalRegression, ValidationError, load_model
 from privsdr.audit import GDP, audit_estimator
 from privsdr.secure import SecureAggregationError
 from privsdr.secure.aggregate import node_job
@@ -71,12 +71,14 @@ def test_noise_off_it_is_pooled_ols_to_the_fixed_point_resolution_for_two_and_th
     assert set(cost["bytes_sent"]) == set(est.parties_) and cost["seconds"] > 0 and cost["field_bits"] <= 62
 
 
-def test_noise_off_with_components_it_is_pls_on_the_pooled_rows():
+def test_noise_off_with_components_it_is_pls_on_the_pooled_rows(tmp_path):
     blocks, y = data()
     X = np.hstack(blocks)
     est = exact(n_components=2).fit(blocks, y)
     reference = PLSRegression(2, scale=False).fit(X, y)
     assert np.allclose(est.predict(X), reference.predict(X).ravel(), atol=2e-3)
+    est.save(tmp_path / "model.json")  # a fitted model is kept without pickle and predicts the same after loading
+    assert np.array_equal(load_model(tmp_path / "model.json").predict(X), est.predict(X))
     full = exact(n_components=5).fit(blocks, y)  # every component: least squares
     theta = np.linalg.lstsq(np.column_stack([X, np.ones(len(y))]), y, rcond=None)[0]
     assert np.allclose(full.coef_, theta[:-1], atol=1e-3)

@@ -72,28 +72,48 @@ def add_adassp_nodes(plan: Plan, row_bound: float, label_bound: float, weights: 
              calibration="analytic", description="Z^T y of the clipped rows")
 
 
-def adassp_solution(released: Released, failure_probability: float = 0.05) -> tuple[np.ndarray, float, float]:
-    """(theta, ridge lambda, lambda_lo) from a release with arrays ``lambda_min``, ``xtx``, ``xty`` and their noise
-    sds (module docstring): post-processing of the release and its public scales only.
+def adassp_solution(released: Released, failure_probability: float = 0.05, constant: float | None = None,
+                    label_bound: float | None = None) -> tuple[np.ndarray, float, float]:
+    """(theta, ridge lambda, lambda_lo) from a release with arrays ``lambda_min`` (optional), ``xtx``, ``xty`` and their
+    noise sds (module docstring): post-processing of the release and its public scales only.
 
     Without a ``lambda_min`` release (the secure vertical Gram, where an eigenvalue inside the secure computation
     would cost more than it saves) the lower bound comes from the noisy Gram itself: with b = s_G sqrt(d log(2 d^2 /
-    rho)) >= ||E||_2, lambda_lo = max(lambda_min(X^T X~) - b, 0) (Weyl), at no privacy cost."""
+    rho)) >= ||E||_2, lambda_lo = max(lambda_min(X^T X~) - b, 0) (Weyl), at no privacy cost.
+
+    ``constant`` c: the last column of Z is the constant c (the intercept). Its row of the release carries the noisy
+    count n~ = G_cc / c^2 and sums, i.e. DP means x_bar, y_bar (y_bar clamped into +-``label_bound``); the slopes are
+    the ridge solution of the centred statistics S = G_xx - n~ x_bar x_bar^T, v = g_xy - n~ y_bar x_bar, and the
+    intercept y_bar - x_bar^T beta is not shrunk: when the noise wins, the fit falls back to the DP mean of y, never
+    to the public centre (lambda_lo of the full Gram bounds lambda_min(S) from below: S^-1 is a block of G^-1).
+    theta is returned in Z's columns (theta_c = intercept / c)."""
     gram, xty = released["xtx"], released["xty"].ravel()
-    d = gram.shape[0]
     rho = float(failure_probability)
     s_gram = released.scales["xtx"]
+    if constant is not None:
+        n_t = max(float(gram[-1, -1]) / constant**2, 1.0)
+        x_bar = gram[:-1, -1] / constant / n_t
+        y_bar = float(xty[-1]) / constant / n_t
+        if label_bound is not None:
+            y_bar = float(np.clip(y_bar, -label_bound, label_bound))
+        metric = gram[:-1, :-1] - n_t * np.outer(x_bar, x_bar)
+        target = xty[:-1] - n_t * y_bar * x_bar
+    else:
+        metric, target = gram, xty
+    d = metric.shape[0]
     spectral = s_gram * math.sqrt(d * math.log(2.0 * d * d / rho))
     if "lambda_min" in released.arrays:
         s_lambda = released.scales["lambda_min"]
         lambda_lo = max(float(released["lambda_min"].ravel()[0]) - s_lambda * math.sqrt(2.0 * math.log(3.0 / rho)), 0.0)
     else:
-        lambda_lo = max(float(np.linalg.eigvalsh((gram + gram.T) / 2.0)[0]) - spectral, 0.0)
+        lambda_lo = max(float(np.linalg.eigvalsh((metric + metric.T) / 2.0)[0]) - spectral, 0.0)
     ridge = max(0.0, spectral - lambda_lo)
     # lstsq: the noisy Gram + ridge is positive definite with probability >= 1 - rho; on the rest it still returns
     # a (least-squares) answer instead of refusing on something one record can change
-    theta = np.linalg.lstsq(gram + ridge * np.eye(d), xty, rcond=None)[0]
-    return theta, ridge, lambda_lo
+    beta = np.linalg.lstsq(metric + ridge * np.eye(d), target, rcond=None)[0]
+    if constant is None:
+        return beta, ridge, lambda_lo
+    return np.append(beta, (y_bar - float(x_bar @ beta)) / constant), ridge, lambda_lo
 
 
 def chunk_statistics(X: np.ndarray, y: np.ndarray | None, *, x_center: np.ndarray, y_center: float, bound_x: float,
@@ -252,7 +272,8 @@ class AdaSSPRegression(PrivateEstimator):
             run.release("xty", xty)
         public_n = shape[0] if calibrated.relation.value == "replace_one" else 0  # n is not public under add/remove
         released = from_run(run, NODES, n=public_n, source=source)
-        theta, ridge, lambda_lo = adassp_solution(released, c["rho"])
+        constant = c["bound_x"] if c["intercept"] else None
+        theta, ridge, lambda_lo = adassp_solution(released, c["rho"], constant, c["bound_y"])
         m = shape[1]
         self.coef_ = theta[:m]
         self.intercept_ = c["y_center"] + (float(theta[m]) * c["bound_x"] if c["intercept"] else 0.0) - float(c["x_center"] @ theta[:m])
@@ -268,8 +289,9 @@ class AdaSSPRegression(PrivateEstimator):
         if self.diagnose_noise:
             rng = diagnostic_rng(self.random_state)
             rho = c["rho"]
-            metric = regression.slope_gram(released["xtx"] + ridge * np.eye(len(theta)), c["intercept"])
-            self.noise_ratio_ = regression.noise_ratio(released, lambda r: adassp_solution(r, rho)[0][:m], metric, rng)
+            metric = regression.slope_gram(released["xtx"], c["intercept"]) + ridge * np.eye(m)
+            self.noise_ratio_ = regression.noise_ratio(released, lambda r: adassp_solution(r, rho, constant, c["bound_y"])[0][:m],
+                                                       metric, rng)
             self.privacy_report_ = regression.with_diagnostics(run.report, self.noise_ratio_)
             regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=2)
         return self

@@ -279,7 +279,7 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         if self.diagnose_noise:
             # unseeded, the bootstrap is seeded by the opened statistics: every party computes the same diagnostic
             rng = diagnostic_rng(self.random_state if self.random_state is not None else _release_seed(released))
-            metric = regression.slope_gram(released["xtx"] + self.ridge_ * np.eye(P), c["intercept"])
+            metric = regression.slope_gram(released["xtx"], c["intercept"]) + self.ridge_ * np.eye(P - (1 if c["intercept"] else 0))
             m = sum(widths)
             self.noise_ratio_ = regression.noise_ratio(released, lambda r: self._solve(r, c)[0][:m], metric, rng)
             report = regression.with_diagnostics(report, self.noise_ratio_)
@@ -288,14 +288,15 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
 
     def _solve(self, released: Released, c: dict[str, Any]) -> tuple[np.ndarray, float]:
         """(theta on the columns of Z, ridge) from the release: AdaSSP's ridge, or PLS on the DP-centred statistics."""
+        const = c["constant"] * 2.0 ** c["exponent"]
         if c["n_components"] is None:
-            theta, ridge, _ = adassp_solution(released, c["rho"])
+            theta, ridge, _ = adassp_solution(released, c["rho"], const if c["intercept"] else None, c["label_bound"])
             return theta, ridge
         gram, xty = released["xtx"], released["xty"].ravel()
         if c["intercept"]:
-            const = c["constant"] * 2.0 ** c["exponent"]
             n_t = max(gram[-1, -1] / const**2, 1.0)
-            x_shift, y_shift = gram[:-1, -1] / const / n_t, xty[-1] / const / n_t
+            x_shift = gram[:-1, -1] / const / n_t
+            y_shift = float(np.clip(xty[-1] / const / n_t, -c["label_bound"], c["label_bound"]))
             S = gram[:-1, :-1] - n_t * np.outer(x_shift, x_shift)
             u = xty[:-1] - n_t * y_shift * x_shift
         else:
@@ -305,7 +306,6 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         fitted = ssp_postprocess({"xtx": S, "xty": u}, released.scales["xtx"], settings)
         slopes = fitted["coef_path"][:, -1] if fitted["coef_path"].shape[1] else np.zeros(S.shape[0])
         if c["intercept"]:  # back to the columns of Z: the constant column carries y_shift - x_shift^T slopes
-            const = c["constant"] * 2.0 ** c["exponent"]
             return np.append(slopes, (y_shift - float(x_shift @ slopes)) / const), released.scales["xtx"] * math.sqrt(S.shape[0])
         return slopes, released.scales["xtx"] * math.sqrt(S.shape[0])
 
