@@ -311,9 +311,9 @@ MUTANTS = (
            "privsdr/algorithms/adassp.py", 'plan.add("lambda_min", "gaussian", sens(c2,', 'plan.add("lambda_min", "gaussian", sens(c2 / 2,',
            ("tests/test_adassp.py",)),
     Mutant("adassp_ridge_from_noise_free_lambda_min", "the ridge rule reads the noise-free lambda_min (its released twin unused)",
-           "privsdr/algorithms/adassp.py", "        theta, ridge, lambda_lo = adassp_solution(released, c[\"rho\"])",
+           "privsdr/algorithms/adassp.py", "        theta, ridge, lambda_lo = adassp_solution(released, c[\"rho\"], constant, c[\"bound_y\"])",
            "        released = Released({**released.arrays, \"lambda_min\": [np.linalg.eigvalsh(gram)[0]]}, released.scales, "
-           "released.n, released.relation, released.source)\n        theta, ridge, lambda_lo = adassp_solution(released, c[\"rho\"])",
+           "released.n, released.relation, released.source)\n        theta, ridge, lambda_lo = adassp_solution(released, c[\"rho\"], constant, c[\"bound_y\"])",
            ("tests/test_adassp.py", "tests/test_replay.py")),
     Mutant("adassp_xty_sensitivity_without_row_bound", "X^T y declared at C_y instead of C C_y",
            "privsdr/algorithms/adassp.py", 'sens(row_bound * label_bound, "||z y|| <= C C_y")', 'sens(label_bound, "||z y|| <= C C_y")',
@@ -322,9 +322,9 @@ MUTANTS = (
            "privsdr/plan/graph.py", "doubled = Sensitivity(2.0 * s.value, s.norm, target,", "doubled = Sensitivity(1.0 * s.value, s.norm, target,",
            ("tests/test_one_journal.py",)),
     Mutant("adassp_solves_with_the_noise_free_gram", "the coefficients come from the noise-free Gram (the release is charged, unused)",
-           "privsdr/algorithms/adassp.py", "        theta, ridge, lambda_lo = adassp_solution(released, c[\"rho\"])",
+           "privsdr/algorithms/adassp.py", "        theta, ridge, lambda_lo = adassp_solution(released, c[\"rho\"], constant, c[\"bound_y\"])",
            "        theta, ridge, lambda_lo = adassp_solution(Released({**released.arrays, \"xtx\": gram}, released.scales, "
-           "released.n, released.relation, released.source), c[\"rho\"])",
+           "released.n, released.relation, released.source), c[\"rho\"], constant, c[\"bound_y\"])",
            ("tests/test_adassp.py", "tests/test_replay.py")),
     # issue 23: the secure vertical Gram (cross-products of secret-shared columns)
     Mutant("secure_vertical_gram_half_sensitivity", "the secure Gram declares ||z||^2 / 2 (half its sensitivity): half its noise",

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -102,10 +101,8 @@ def test_a_party_alone_times_out_ends_its_process_and_its_journal_says_what_was_
     _, _, _, bob = write_csvs(tmp_path)
     cfg = config(tmp_path, "--timeout", 1.5)
     journal = tmp_path / "bob.jsonl"
-    start = time.monotonic()
     done = run_cli("vertical", "party", "--secure", "--config", cfg, "--name", "bob", "--data", bob, "--journal", journal)
     assert done.returncode != 0 and "timed out waiting for the other parties" in done.stderr
-    assert time.monotonic() - start < 60  # bounded by the timeout (plus the launcher's grace), not by the peers
     assert [c.label for c in Ledger.open(journal).charges] == ["xtx", "xty"]  # write-ahead: charged, and the journal says so
 
 
