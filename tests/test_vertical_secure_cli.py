@@ -99,7 +99,7 @@ def test_a_party_whose_data_do_not_match_the_layout_is_refused_before_anything_i
 
 def test_a_party_alone_times_out_ends_its_process_and_its_journal_says_what_was_charged(tmp_path):
     _, _, _, bob = write_csvs(tmp_path)
-    cfg = config(tmp_path, "--timeout", 1.5)
+    cfg = config(tmp_path, "--timeout", 0.5)
     journal = tmp_path / "bob.jsonl"
     done = run_cli("vertical", "party", "--secure", "--config", cfg, "--name", "bob", "--data", bob, "--journal", journal)
     assert done.returncode != 0 and "timed out waiting for the other parties" in done.stderr
