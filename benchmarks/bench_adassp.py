@@ -25,6 +25,16 @@ def r2(y: np.ndarray, pred: np.ndarray) -> float:
     return 1.0 - float(np.sum((y - pred) ** 2)) / float(np.sum((y - y.mean()) ** 2))
 
 
+def simulated_split(n: int, p: int, seed: int) -> tuple[tuple[np.ndarray, ...], float, float]:
+    """One data set of the simulation: (train X, y, test X, y), OLS's test R^2, and the design's public sd of y."""
+    data = dpbcd_synthetic(2 * n, p, seed=seed)
+    X, y = np.hstack(data.blocks), data.y
+    Xtr, ytr, Xte, yte = X[:n], y[:n], X[n:], y[n:]
+    theta = np.linalg.lstsq(np.column_stack([Xtr, np.ones(n)]), ytr, rcond=None)[0]
+    y_sd = math.sqrt(float(data.beta @ (0.7 * np.eye(p) + 0.3) @ data.beta) / 0.3)  # public: the design's sd of y
+    return (Xtr, ytr, Xte, yte), r2(yte, Xte @ theta[:p] + theta[p]), y_sd
+
+
 def simulation(seeds: int = 10) -> None:
     p = 10
     print(f"DP-BCD simulation (p = {p}, correlation 0.3, population R^2 0.3), delta = 1e-6, median test R^2 over {seeds} seeds")
@@ -33,13 +43,8 @@ def simulation(seeds: int = 10) -> None:
     for n in (1_000, 10_000, 100_000):
         cells: dict[str, list[float]] = {}
         for seed in range(seeds):
-            data = dpbcd_synthetic(2 * n, p, seed=seed)
-            X, y = np.hstack(data.blocks), data.y
-            Xtr, ytr, Xte, yte = X[:n], y[:n], X[n:], y[n:]
-            Z = np.column_stack([Xtr, np.ones(n)])
-            theta = np.linalg.lstsq(Z, ytr, rcond=None)[0]
-            cells.setdefault("ols", []).append(r2(yte, Xte @ theta[:p] + theta[p]))
-            y_sd = math.sqrt(float(data.beta @ (0.7 * np.eye(p) + 0.3) @ data.beta) / 0.3)  # public: the design's sd of y
+            (Xtr, ytr, Xte, yte), ols, y_sd = simulated_split(n, p, seed)
+            cells.setdefault("ols", []).append(ols)
             for eps in (0.5, 1.0, 2.0, 8.0):
                 est = AdaSSPRegression(bound_x=2.5 * math.sqrt(p), bound_y=3.0 * y_sd, budget=Budget(eps, 1e-6),
                                        random_state=seed).fit(Xtr, ytr)

@@ -17,9 +17,9 @@ import time
 import warnings
 
 import numpy as np
+from bench_adassp import simulated_split  # benchmarks/ is on sys.path when this script runs
 
 from privsdr import AdaSSPRegression, Budget
-from privsdr.datasets.vertical import dpbcd_synthetic
 from privsdr.vertical.secure_regression import SecureVerticalRegression
 
 EPSILONS = (0.5, 1.0, 2.0, 8.0)
@@ -33,14 +33,8 @@ def simulation(seeds: int, sizes: tuple[int, ...] = (1_000, 10_000, 100_000)) ->
     for n in sizes:
         cells: dict[str, list[float]] = {}
         for seed in range(seeds):
-            data = dpbcd_synthetic(2 * n, p, seed=seed)
-            X, y = np.hstack(data.blocks), data.y
-            Xtr, ytr, Xte, yte = X[:n], y[:n], X[n:], y[n:]
-            Z = np.column_stack([Xtr, np.ones(n)])
-            theta = np.linalg.lstsq(Z, ytr, rcond=None)[0]
-            resid = yte - Xte @ theta[:p] - theta[p]
-            cells.setdefault("ols", []).append(1.0 - float(resid @ resid) / float(np.sum((yte - yte.mean()) ** 2)))
-            y_sd = math.sqrt(float(data.beta @ (0.7 * np.eye(p) + 0.3) @ data.beta) / 0.3)  # public: the design's sd of y
+            (Xtr, ytr, Xte, yte), ols, y_sd = simulated_split(n, p, seed)  # the same data sets as bench_adassp.py
+            cells.setdefault("ols", []).append(ols)
             for eps in EPSILONS:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")

@@ -115,3 +115,16 @@ def spent(path: Path):
 def leftovers(folder: Path) -> list[str]:
     """Temp files an interrupted atomic write would leave behind."""
     return sorted(p.name for p in folder.rglob("*.tmp"))
+
+
+def gone(pids) -> bool:
+    """True when none of these processes exists any more (the tests that start party processes check it)."""
+    import os
+
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        return False
+    return True

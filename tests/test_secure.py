@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
 import socket
 from fractions import Fraction
 
 import numpy as np
 import pytest
+from conftest import gone
 from scipy import stats
 
 from privsdr import Budget, Ledger, Plan, Run, Sensitivity, ValidationError
@@ -36,16 +36,6 @@ def plan_of(budget, d=6, parties=2, colluders=1, sensitivity=0.05, symmetric_p=N
         plan.add("m", "distributed_symmetric_gaussian", Sensitivity(sensitivity, "l2"),
                  params={"parties": parties, "colluders": colluders, "dimension": symmetric_p * (symmetric_p + 1) // 2})
     return plan.allocate(budget)
-
-
-def gone(pids):
-    for pid in pids:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            continue
-        return False
-    return True
 
 
 # -- the public job: sizes, refusals ---------------------------------------------------------------------------

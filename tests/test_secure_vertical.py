@@ -4,13 +4,13 @@ bad input and failures."""
 from __future__ import annotations
 
 import math
-import os
 import warnings
 from types import SimpleNamespace
 
 import attrs
 import numpy as np
 import pytest
+from conftest import gone
 from scipy import stats
 from sklearn.base import clone
 from sklearn.cross_decomposition import PLSRegression
@@ -28,16 +28,6 @@ from privsdr.vertical import Party
 pytest.importorskip("mpyc")
 
 ALPHA = 1e-3
-
-
-def gone(pids):
-    for pid in pids:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            continue
-        return False
-    return True
 
 
 def data(n=400, widths=(3, 2), seed=0):

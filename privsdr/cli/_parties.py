@@ -27,16 +27,22 @@ def write_shared(path: str, tag: str, config: Any, accountant: str, budget: Budg
     Path(path).write_text(json.dumps(shared, indent=2))
 
 
-def read_shared(path: str, tag: str, config_class: Any, what: str, hint: str = "") -> tuple[Any, Budget, str, Any]:
-    """(config, budget, accountant, layout or None) of a file written by ``write_shared`` with ``tag``."""
-    from ..vertical import Layout
-
+def read_tagged(path: str, tag: str, what: str, hint: str = "") -> dict[str, Any]:
+    """The JSON object of a configuration file whose ``format`` is ``tag``; one clear line for anything else."""
     try:
         shared = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise ValidationError(f"not a privsdr {what} configuration: {exc}") from None
     if not isinstance(shared, dict) or shared.get("format") != tag:
         raise ValidationError(f"{path} is not a privsdr {what} configuration{hint}")
+    return shared
+
+
+def read_shared(path: str, tag: str, config_class: Any, what: str, hint: str = "") -> tuple[Any, Budget, str, Any]:
+    """(config, budget, accountant, layout or None) of a file written by ``write_shared`` with ``tag``."""
+    from ..vertical import Layout
+
+    shared = read_tagged(path, tag, what, hint)
     config = config_class.from_json(json.dumps(shared["config"]))
     budget = Budget.infinite() if shared["budget"] is None else Budget(shared["budget"]["epsilon"], shared["budget"]["delta"])
     layout = None if shared.get("layout") is None else Layout.from_dict(shared["layout"])

@@ -23,7 +23,7 @@ from typing import Any
 from ..accounting import Budget, Ledger
 from ..errors import ValidationError
 from ._common import write_report
-from ._parties import load_parties, load_party
+from ._parties import load_parties, load_party, read_tagged
 
 SECURE = "privsdr.vertical-secure-run"
 HELPER_CHOICES = {"auto": "auto", "yes": True, "no": False}
@@ -65,22 +65,10 @@ def write_config(args: argparse.Namespace, row_bound: Any, budget: Budget, layou
 def read_config(path: str) -> dict[str, Any]:
     from ..vertical import Layout
 
-    try:
-        shared = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ValidationError(f"not a privsdr secure vertical configuration: {exc}") from None
-    if not isinstance(shared, dict) or shared.get("format") != SECURE:
-        raise ValidationError(f"{path} is not a secure vertical configuration (write one with `privsdr vertical config ... --secure`)")
+    shared = read_tagged(path, SECURE, "secure vertical", " (write one with `privsdr vertical config ... --secure`)")
     shared["budget"] = Budget(shared["budget"]["epsilon"], shared["budget"]["delta"])
     shared["layout"] = None if shared.get("layout") is None else Layout.from_dict(shared["layout"])
     return shared
-
-
-def is_secure_config(path: str) -> bool:
-    try:
-        return json.loads(Path(path).read_text()).get("format") == SECURE
-    except (OSError, ValueError, AttributeError):
-        return False
 
 
 def _estimator(params: dict[str, Any], budget: Budget, ledger: Ledger | None, accountant: str = "best") -> Any:

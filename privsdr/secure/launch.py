@@ -97,6 +97,16 @@ def _start(job: AggregationJob, i: int, folder: Path, inputs: Mapping[str, np.nd
         return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
 
 
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """End a party process this module started (its own process group, by PID) and reap it."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, 9)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+
+
 def loopback_addresses(ports: list[int]) -> list[str]:
     """MPyC's ``-P`` arguments for parties listening on these ports of 127.0.0.1."""
     return [arg for port in ports for arg in ("-P", f"127.0.0.1:{int(port)}")]
@@ -139,12 +149,7 @@ def run_own_party(job: AggregationJob, name: str, inputs: Mapping[str, np.ndarra
         return Opened(aggregate, {}, time.monotonic() - start, {name: sent}, (proc.pid,))
     finally:
         if proc is not None:
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, 9)
-                except ProcessLookupError:
-                    pass
-            proc.wait()
+            _end(proc)
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -197,10 +202,5 @@ def run_parties(job: AggregationJob, inputs: Mapping[str, Mapping[str, np.ndarra
         return Opened(opened[0], views, seconds, sent, tuple(p.pid for p in procs.values()))
     finally:
         for proc in procs.values():  # exactly the processes started here
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, 9)
-                except ProcessLookupError:
-                    pass
-            proc.wait()
+            _end(proc)
         shutil.rmtree(folder, ignore_errors=True)
