@@ -33,17 +33,24 @@ def _report(est):
     return getattr(est, "privacy_report_", None)
 
 
-@pytest.fixture(scope="module")
-def recorded():
-    """Each case fitted once on its data, with every release and message recorded (shared by the checks)."""
-    out = {}
-    for case in CASES:
+class _Recorded(dict):
+    """Case name -> (data, fitted estimator, recording, warnings), each case fitted on first use only: a worker of
+    the parallel suite fits the cases it runs, not all of them."""
+
+    def __missing__(self, name: str):
+        case = next(c for c in CASES if c.name == name)
         D = case.data(0)
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
-            est, recording = record(lambda case=case, D=D: case.fit(case.make(), D))
-        out[case.name] = (D, est, recording, _warned(seen))
-    return out
+            est, recording = record(lambda: case.fit(case.make(), D))
+        self[name] = value = (D, est, recording, _warned(seen))
+        return value
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    """Each case fitted once on its data, with every release and message recorded (shared by the checks)."""
+    return _Recorded()
 
 
 def _warned(seen) -> list[tuple[str, str]]:
