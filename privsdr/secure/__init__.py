@@ -14,22 +14,17 @@ What is secret-shared: each party's rounded statistic plus its noise share. What
 only. The noise of the sum is priced by ``DistributedDiscreteGaussianEvent`` (Kairouz, Liu & Steinke, ICML 2021),
 with a collusion threshold t: the shares of the parties outside any coalition of t meet the calibration.
 """
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_getattr
 
 _NAMES = {"SecureAggregationError": ".aggregate", "secure_release": ".aggregate", "secure_gram_release": ".aggregate",
           "AggregationJob": ".job", "NodeJob": ".job", "field_bits": ".job", "trust_model": ".trust"}
 
 
-def __getattr__(name: str) -> Any:
-    """Names are loaded on first use: a party process (``python -m privsdr.secure.party``) imports the job and the
-    sampler only, not the plan and release machinery of ``aggregate`` (a tenth of a second per process)."""
-    if name in _NAMES:
-        import importlib
-
-        value = getattr(importlib.import_module(_NAMES[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# names are loaded on first use: a party process (``python -m privsdr.secure.party``) imports the job and the sampler
+# only, not the plan and release machinery of ``aggregate``
+__getattr__ = lazy_getattr(__name__, _NAMES, globals())
 
 
 if TYPE_CHECKING:

@@ -5,8 +5,9 @@ plan node's release or post-processing of one; DP-BCD (``dpbcd``) is the first p
 ``SecureVerticalRegression`` (``secure_regression``, issue 23) does not use the party layer: the parties compute
 X^T X and X^T y inside a secure computation (``privsdr.secure``) and the model is post-processing of that release.
 """
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .._lazy import lazy_getattr
 from .dpbcd import DPBCDConfig, DPBCDProtocol, DPBCDResult
 from .dpbcd_steps import DegenerateResidualError
 from .engine import (
@@ -36,16 +37,9 @@ _ESTIMATORS = {"DPBCDRegression": ".estimator", "PRIDERegressor": ".pride_estima
                "zero_row_audit": ".audit", "zero_row_pair": ".audit"}
 
 
-def __getattr__(name: str) -> Any:
-    """The scikit-learn estimators and the audits are loaded on first use: a party process (``privsdr vertical
-    party``) runs the protocol without importing scikit-learn or scipy.stats."""
-    if name in _ESTIMATORS:
-        import importlib
-
-        value = getattr(importlib.import_module(_ESTIMATORS[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the scikit-learn estimators and the audits are loaded on first use: a party process (``privsdr vertical party``)
+# runs the protocol without importing scikit-learn or scipy.stats
+__getattr__ = lazy_getattr(__name__, _ESTIMATORS, globals())
 
 
 if TYPE_CHECKING:
