@@ -91,13 +91,7 @@ def adassp_solution(released: Released, failure_probability: float = 0.05, const
     rho = float(failure_probability)
     s_gram = released.scales["xtx"]
     if constant is not None:
-        n_t = max(float(gram[-1, -1]) / constant**2, 1.0)
-        x_bar = gram[:-1, -1] / constant / n_t
-        y_bar = float(xty[-1]) / constant / n_t
-        if label_bound is not None:
-            y_bar = float(np.clip(y_bar, -label_bound, label_bound))
-        metric = gram[:-1, :-1] - n_t * np.outer(x_bar, x_bar)
-        target = xty[:-1] - n_t * y_bar * x_bar
+        x_bar, y_bar, metric, target = regression.dp_centred(gram, xty, constant, label_bound)
     else:
         metric, target = gram, xty
     d = metric.shape[0]

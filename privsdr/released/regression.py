@@ -51,6 +51,19 @@ def slope_gram(gram: np.ndarray, intercept: bool) -> np.ndarray:
     return gram[:-1, :-1] - np.outer(g, g) / c if c > 0 else gram[:-1, :-1]
 
 
+def dp_centred(gram: np.ndarray, xty: np.ndarray, constant: float, label_bound: float | None = None
+               ) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
+    """(x_bar, y_bar, S, v) from a release whose last column is the constant c: the noisy count n~ = G_cc / c^2
+    (at least 1) and sums give the DP means x_bar = G_xc / (c n~), y_bar = (Z^T y)_c / (c n~) (clamped into
+    +-``label_bound``), and the centred statistics S = G_xx - n~ x_bar x_bar^T, v = (Z^T y)_x - n~ y_bar x_bar."""
+    n_t = max(float(gram[-1, -1]) / constant**2, 1.0)
+    x_bar = gram[:-1, -1] / constant / n_t
+    y_bar = float(xty[-1]) / constant / n_t
+    if label_bound is not None:
+        y_bar = float(np.clip(y_bar, -label_bound, label_bound))
+    return x_bar, y_bar, gram[:-1, :-1] - n_t * np.outer(x_bar, x_bar), xty[:-1] - n_t * y_bar * x_bar
+
+
 def noise_ratio(released: Released, slopes: Callable[[Released], np.ndarray], metric: np.ndarray, rng: np.random.Generator,
                 reps: int = 30, symmetric: Iterable[str] = ("xtx",)) -> float:
     """sqrt(noise / signal) of the module docstring: ``slopes(release)`` refits the slopes from a release, ``metric``

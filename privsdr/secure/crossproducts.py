@@ -43,14 +43,14 @@ def grid_exponent(max_rows: int, coordinate_bound: float, parties: int) -> int:
 def party_block(X: np.ndarray, bound: float, exponent: int) -> np.ndarray:
     """One party's rows, centred already, clipped to ||x|| <= bound - sqrt(w) 2^e / 2 and rounded to the grid 2^e:
     the integer matrix Q_i (its rows, times 2^e, have norm <= bound)."""
+    from ..core import clip_rows_l2  # here, not at the top: a party process imports this module and never clips
+
     X = np.asarray(X, dtype=float)
     gamma = 2.0**exponent
     room = bound - math.sqrt(X.shape[1]) * gamma / 2.0
     if room <= 0:
         raise ValidationError(f"the bound {bound:g} is below the grid's resolution {gamma:g}")
-    norms = np.linalg.norm(X, axis=1)
-    scale = np.minimum(1.0, room / np.maximum(norms, 1e-300))
-    return np.rint(X * scale[:, None] / gamma).astype(np.int64)
+    return np.rint(clip_rows_l2(X, room) / gamma).astype(np.int64)
 
 
 def label_vector(y: np.ndarray, bound: float, exponent: int) -> np.ndarray:

@@ -200,9 +200,6 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
 
         X_raw = X
         parties, layout = check_parties(as_parties(X, y, self.n_parties, type(self).__name__), min_rows=1)
-        labels = [p for p in parties if p.holds_label]
-        if len(labels) != 1:
-            raise ValidationError(f"exactly one party must hold y, got {len(labels)}")
         self._fit_layout(layout, {p.name: p for p in parties}, None, None, None)
         self._record_features(X_raw if not is_block_list(X_raw) and not _is_party_list(X_raw) else None,
                               sum(p.n_columns for p in layout.parties))
@@ -279,8 +276,8 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         if self.diagnose_noise:
             # unseeded, the bootstrap is seeded by the opened statistics: every party computes the same diagnostic
             rng = diagnostic_rng(self.random_state if self.random_state is not None else _release_seed(released))
-            metric = regression.slope_gram(released["xtx"], c["intercept"]) + self.ridge_ * np.eye(P - (1 if c["intercept"] else 0))
             m = sum(widths)
+            metric = regression.slope_gram(released["xtx"], c["intercept"]) + self.ridge_ * np.eye(m)
             self.noise_ratio_ = regression.noise_ratio(released, lambda r: self._solve(r, c)[0][:m], metric, rng)
             report = regression.with_diagnostics(report, self.noise_ratio_)
             regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=4)
@@ -294,11 +291,7 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
             return theta, ridge
         gram, xty = released["xtx"], released["xty"].ravel()
         if c["intercept"]:
-            n_t = max(gram[-1, -1] / const**2, 1.0)
-            x_shift = gram[:-1, -1] / const / n_t
-            y_shift = float(np.clip(xty[-1] / const / n_t, -c["label_bound"], c["label_bound"]))
-            S = gram[:-1, :-1] - n_t * np.outer(x_shift, x_shift)
-            u = xty[:-1] - n_t * y_shift * x_shift
+            x_shift, y_shift, S, u = regression.dp_centred(gram, xty, const, c["label_bound"])
         else:
             x_shift, y_shift, S, u = np.zeros(gram.shape[0]), 0.0, gram, xty
         settings = {"dp_centring": False, "ridge": "noise", "psd_repair": True, "A": int(c["n_components"]), "auto": False,
