@@ -39,7 +39,6 @@ def estimator_params(args: argparse.Namespace, row_bound: Any) -> dict[str, Any]
 def write_config(args: argparse.Namespace, row_bound: Any, budget: Budget, layout: Any) -> None:
     """``vertical config --secure``: the public configuration, with a free port on 127.0.0.1 for every party."""
     from ..secure.launch import free_ports
-    from ..vertical.secure_regression import SecureVerticalRegression
 
     if budget.is_infinite:
         raise ValidationError("--secure is certified only: give --epsilon (and --delta)")
@@ -52,14 +51,13 @@ def write_config(args: argparse.Namespace, row_bound: Any, budget: Budget, layou
         if len(ports) != len(parties):
             raise ValidationError(f"--ports needs one port per party ({', '.join(parties)}), got {len(ports)}")
     else:
-        ports = []
-    assert isinstance(est, SecureVerticalRegression)
+        parties, ports = [], []
     shared = {"format": SECURE, "estimator": params, "accountant": args.accountant,
               "budget": {"epsilon": budget.epsilon, "delta": budget.delta}, "layout": None if layout is None else layout.to_dict(),
               "ports": ports}
     Path(args.out).write_text(json.dumps(shared, indent=2))
-    parties = f" (parties {', '.join(est.parties_for(layout))} on 127.0.0.1 ports {', '.join(map(str, ports))})" if layout else ""
-    print(f"wrote {args.out}: give it to every party; secure vertical regression{parties}")
+    where = f" (parties {', '.join(parties)} on 127.0.0.1 ports {', '.join(map(str, ports))})" if layout else ""
+    print(f"wrote {args.out}: give it to every party; secure vertical regression{where}")
 
 
 def read_config(path: str) -> dict[str, Any]:
@@ -74,8 +72,7 @@ def read_config(path: str) -> dict[str, Any]:
 def _estimator(params: dict[str, Any], budget: Budget, ledger: Ledger | None, accountant: str = "best") -> Any:
     from ..vertical.secure_regression import SecureVerticalRegression
 
-    row_bound = params["row_bound"]
-    return SecureVerticalRegression(**{**params, "row_bound": row_bound, "helper": HELPER_CHOICES.get(params["helper"], params["helper"])},
+    return SecureVerticalRegression(**{**params, "helper": HELPER_CHOICES.get(params["helper"], params["helper"])},
                                     budget=None if ledger is not None else budget, ledger=ledger, accountant=accountant)
 
 
@@ -99,8 +96,9 @@ def party(args: argparse.Namespace, name: str, holds_data: bool) -> int:
     budget, accountant = shared["budget"], shared["accountant"]
     est = _estimator(shared["estimator"], budget, _ledger(args.journal, budget, accountant), accountant)
     data = load_party(name, args.data, args.target, args.columns) if holds_data else None
-    if not holds_data and name not in est.parties_for(layout):
-        raise ValidationError("this configuration has no helper: its parties are " + ", ".join(est.parties_for(layout)))
+    parties = est.parties_for(layout)
+    if not holds_data and name not in parties:
+        raise ValidationError("this configuration has no helper: its parties are " + ", ".join(parties))
     est.fit_party(layout, name, data, list(shared["ports"]), progress=_progress)
     _print_result(args, est, name)
     return 0
