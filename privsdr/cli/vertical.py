@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+import attrs
+
 from ..accounting import Budget, Ledger
 from ..accounting.accountants import ACCOUNTANT_NAMES
 from ..errors import ValidationError
@@ -90,6 +92,7 @@ def _read_shared(path: str) -> tuple[Any, Budget, str, Any]:
 
 def _party(args: argparse.Namespace) -> int:
     from ..vertical import DPBCDProtocol, format_revealed, run_party
+    from ..vertical.dpbcd import diagnosed
 
     if args.secure:
         from . import vertical_secure
@@ -105,17 +108,20 @@ def _party(args: argparse.Namespace) -> int:
     outcome = run_party(DPBCDProtocol(config), party, layout, budget, args.mailbox, ledger=ledger, accountant=accountant,
                         allow_uncertified=args.allow_uncertified)
     revealed = sent_by_party(outcome, lambda m: m.report.status if m.report_json else "post-processing")
+    report = diagnosed({args.name: outcome.report}, outcome.result)[args.name]
     if not args.json:
-        print(outcome.report.summary())
+        print(report.summary())
         print("\nwhat this party sent:\n" + format_revealed(revealed))
         print("\npublished coefficients:")
-    print_coefficients(layout, dict(outcome.result.coef_blocks), args.json, {"party": args.name, "report": outcome.report.to_dict()}, party)
-    write_report(outcome.report, args.report)
+    print_coefficients(layout, dict(outcome.result.coef_blocks), args.json, {"party": args.name, "report": report.to_dict()}, party)
+    print_noise(outcome.result, args.json)
+    write_report(report, args.report)
     return 0
 
 
 def _fit(args: argparse.Namespace) -> int:
     from ..vertical import DPBCDProtocol, run_protocol
+    from ..vertical.dpbcd import diagnosed
 
     if args.secure:
         from . import vertical_secure
@@ -129,8 +135,20 @@ def _fit(args: argparse.Namespace) -> int:
     if not args.json:
         print("\npublished coefficients:")
     print_coefficients(outcome.layout, dict(outcome.result.coef_blocks), args.json, {"privacy": outcome.privacy})
-    write_run_reports(args.report_dir, outcome)
+    print_noise(outcome.result, args.json)
+    write_run_reports(args.report_dir, attrs.evolve(outcome, reports=diagnosed(outcome.reports, outcome.result)))
     return 0
+
+
+def print_noise(result: Any, as_json: bool) -> None:
+    """The certified fit's noise diagnostic (stdout) and, when the noise wins, the warning (stderr)."""
+    if result.noise_ratio is None:
+        return
+    from ..released import regression
+
+    if not as_json:
+        print("\n" + regression.noise_message(result.noise_ratio))
+    regression.warn_if_noise_wins(result.noise_ratio, stacklevel=2)
 
 
 def _protocol_options(p: argparse.ArgumentParser) -> None:

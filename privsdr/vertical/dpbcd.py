@@ -39,6 +39,8 @@ from .layout import Layout, Party
 from .messages import PartyMessage, message_id
 
 MODES = ("certified", "paper", "none")
+#: certified mode's post-processing of each step: the noise-aware James-Stein factor (default) or none (issue 23's fit)
+SHRINKAGES = ("james_stein", "none")
 ABORT_CHECKS = ("both", "post", "gamma_min", "none")
 ACCOUNTINGS = ("conservative", "paper")
 NOISES = ("radial", "gaussian")
@@ -89,10 +91,14 @@ class DPBCDConfig:
     remainder_clip: float = 4.0
     split: tuple[float, float, float] = attrs.field(default=(0.5, 0.5, 1.0), converter=lambda s: tuple(float(x) for x in s))
     calibration: str = "analytic"
+    shrinkage: str = "james_stein"
+    y_center: float = attrs.field(default=0.0, converter=float)
 
     def __attrs_post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValidationError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.shrinkage not in SHRINKAGES:
+            raise ValidationError(f"shrinkage must be one of {SHRINKAGES}, got {self.shrinkage!r}")
         if isinstance(self.n_rounds, bool) or not isinstance(self.n_rounds, int) or self.n_rounds < 1:
             raise ValidationError(f"n_rounds (T) must be an integer >= 1, got {self.n_rounds!r}")
         if not (isinstance(self.gamma, (int, float)) and math.isfinite(self.gamma) and self.gamma > 1):
@@ -116,6 +122,8 @@ class DPBCDConfig:
                 raise ValidationError("split must be three positive weights (gram, statistic, remainder)")
             if not (math.isfinite(self.remainder_clip) and self.remainder_clip > 0):
                 raise ValidationError("remainder_clip (kappa) must be positive")
+        if not math.isfinite(self.y_center):
+            raise ValidationError(f"y_center must be a finite public number, got {self.y_center!r}")
 
     @property
     def certified_label_bound(self) -> float:
@@ -155,12 +163,35 @@ class DPBCDConfig:
         return cls(**data["config"])
 
 
+def noise_ratio_of(published: Sequence[Mapping[str, Any]]) -> float:
+    """sqrt(sum of the kept steps' noise energies / sum_i beta_i^T G~_i beta_i) over the published blocks: about the
+    root-mean-square change of the predictions that the noise alone induces, relative to their own spread (the meaning
+    of ``privsdr.released.regression``'s ratio; cross-block terms left out). inf when noise was added and every block
+    shrank to 0: the fit is then the trivial model."""
+    signal = sum(float(m.get("signal_energy", 0.0)) for m in published)
+    noise = sum(float(m.get("noise_energy", 0.0)) for m in published)
+    if not signal > 0:
+        return math.inf if any(m.get("noisy") for m in published) else 0.0
+    return math.sqrt(noise / signal)
+
+
+def diagnosed(reports: Mapping[str, Any], result: DPBCDResult) -> dict[str, Any]:
+    """The parties' reports with the certified fit's noise diagnostic attached (post-processing of published values)."""
+    if result.noise_ratio is None:
+        return dict(reports)
+    from ..released import regression
+
+    return {name: regression.with_diagnostics(report, result.noise_ratio) for name, report in reports.items()}
+
+
 @attrs.frozen(eq=False)
 class DPBCDResult:
-    """The published coefficients per party (protocol order)."""
+    """The published coefficients per party (protocol order) and, in certified mode, the noise diagnostic
+    ``noise_ratio`` (``noise_ratio_of``; None in the other modes)."""
 
     coef_blocks: Mapping[str, np.ndarray]
     order: tuple[str, ...]
+    noise_ratio: float | None = None
 
     @property
     def coef(self) -> np.ndarray:
@@ -208,10 +239,13 @@ class DPBCDProtocol(VerticalProtocol):
 
     def prepare(self, party: Party) -> Party:
         """Certified mode clips once, up front (the actions clip again; on clipped data that is a no-op)."""
+        y = party.y
+        if y is not None and self.config.y_center != 0.0:
+            y = np.asarray(y, dtype=float) - self.config.y_center  # the public centre: the model is y - c = X beta
         if self.config.mode != "certified":
-            return party
+            return party if y is party.y else Party(party.name, party.X, y, party.columns)
         X = steps.clip_block(party.X, self.config.bound("row_bound", party.name))
-        y = None if party.y is None else steps.clip_label(party.y, self.config.certified_label_bound)
+        y = None if y is None else steps.clip_label(y, self.config.certified_label_bound)
         return Party(party.name, X, y, party.columns)
 
     def check(self, parties: Sequence[Party], layout: Layout) -> None:
@@ -445,11 +479,16 @@ class DPBCDProtocol(VerticalProtocol):
             label_bound = signal
             base = u
         released[stat_node] = (s, s_spec)
-        d = steps.certified_increment(state["gram"], s, state["beta"], c.ridge, c.bound("coef_bound", party.name))
-        new_state = {**state, "beta": state["beta"] + d}
+        remainder_var = steps.unabsorbed_variance(acc_sd**2, state.get("seen_var", 0.0), state.get("unabsorbed_var", 0.0),
+                                                  state.get("factor", 0.0))
+        d, kept = steps.certified_increment(state["gram"], s, state["beta"], c.ridge, c.bound("coef_bound", party.name),
+                                            steps.StepNoise(float(s_spec.scale), math.sqrt(remainder_var)),
+                                            shrink=c.shrinkage == "james_stein")
+        new_state = {**state, "beta": state["beta"] + d, "seen_var": acc_sd**2, "unabsorbed_var": remainder_var,
+                     "factor": kept.factor, "noise_energy": state.get("noise_energy", 0.0) + kept.factor**2 * kept.noise_energy}
         # the noise-free remainder's entries stay within C_y + sum_j C_j ||beta_j||: swap in this party's new term
         signal = signal - C * float(np.linalg.norm(state["beta"])) + C * float(np.linalg.norm(new_state["beta"]))
-        arrays = {"statistic": s, "increment": d}
+        arrays = {"statistic": s, "increment": d, "shrinkage": np.array([kept.factor, kept.energy, kept.noise_energy])}
         if "gram_sent" not in state:
             arrays["gram"] = state["gram_raw"]
             new_state["gram_sent"] = True
@@ -482,6 +521,11 @@ class DPBCDProtocol(VerticalProtocol):
                                               "counts the learning phase only, spec A5)")}
             if self.config.mode == "paper":
                 meta["status"] = "claimed, not charged (accounting='paper')"
+        if self.config.mode == "certified" and "gram" in state:
+            # the noise diagnostic's two sums for this block (post-processing of its released Gram and steps)
+            meta["signal_energy"] = float(beta @ state["gram"] @ beta)
+            meta["noise_energy"] = float(state.get("noise_energy", 0.0))
+            meta["noisy"] = bool(state["gram_scale"] > 0)
         return ActionResult(state, released, (Outgoing("coefficients", others, {"coef": beta}, meta, action.nodes),))
 
     def final_reads(self, layout: Layout, party: str) -> tuple[str, ...]:
@@ -490,7 +534,8 @@ class DPBCDProtocol(VerticalProtocol):
 
     def finish(self, layout: Layout, states: Mapping[str, Any], messages: Sequence[PartyMessage]) -> DPBCDResult:
         published = {m.sender: np.asarray(m.arrays["coef"]) for m in messages if m.kind == "coefficients"}
-        return DPBCDResult(published, layout.names)
+        ratio = noise_ratio_of([m.meta for m in messages if m.kind == "coefficients"]) if self.config.mode == "certified" else None
+        return DPBCDResult(published, layout.names, ratio)
 
     def notes(self, party: str) -> list[str]:
         if self.config.mode == "paper":

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 
+import attrs
 import numpy as np
 
 from ..core import BlockSolver, clip_rows_l2, eigen_floor, local_residual
@@ -152,12 +153,78 @@ def floored_gram(G: np.ndarray, noise_scale: float) -> np.ndarray:
     return eigen_floor(G, 2.0 * math.sqrt(G.shape[0]) * noise_scale)
 
 
-def certified_increment(G: np.ndarray, statistic: np.ndarray, beta: np.ndarray, ridge: float, bound: float) -> np.ndarray:
-    """d~ = (G~ + lam I)^-1 (s~ - lam beta), projected on the public ball ||d~|| <= B (post-processing)."""
+def certified_increment(G: np.ndarray, statistic: np.ndarray, beta: np.ndarray, ridge: float, bound: float,
+                        noise: StepNoise | None = None, shrink: bool = True) -> tuple[np.ndarray, StepShrinkage]:
+    """d~ = alpha (G~ + lam I)^-1 (s~ - lam beta), projected on the public ball ||d~|| <= B (post-processing).
+
+    alpha is the positive-part James-Stein factor (James & Stein 1961; Baranchik 1964) in the metric of the
+    predictions, ||X_i d||^2 ~ d^T G~ d: with A = G~ + lam I, the released noise e ~ N(0, sigma_s^2 I) of s~ and the
+    noise w ~ N(0, sd_acc^2 I_N) the incoming public remainder carries (X_i^T w ~ N(0, sd_acc^2 G)),
+
+        E = sigma_s^2 tr(A^-1 G~ A^-1) + sd_acc^2 tr((A^-1 G~)^2),     alpha = max(0, 1 - E / d^T G~ d),
+
+    the share of the step's predicted change that the noise alone explains, removed. Every input is released or
+    public; with no noise (or ``noise=None``) alpha = 1; ``shrink=False`` keeps alpha = 1 and still measures E."""
     A = G + ridge * np.eye(G.shape[0]) if ridge else G
     try:
         d = np.linalg.solve(A, statistic - ridge * beta)
     except np.linalg.LinAlgError:
         d = np.linalg.lstsq(A, statistic - ridge * beta, rcond=None)[0]
+    shrinkage = step_shrinkage(G, A, d, noise)
+    if not shrink:
+        shrinkage = attrs.evolve(shrinkage, factor=1.0)
+    d = shrinkage.factor * d
     norm = float(np.linalg.norm(d))
-    return d * (bound / norm) if norm > bound else d
+    return (d * (bound / norm) if norm > bound else d), shrinkage
+
+
+@attrs.frozen
+class StepNoise:
+    """The public noise of one certified step: sd of the released statistic, sd per entry of the incoming remainder."""
+
+    statistic_sd: float
+    remainder_sd: float = 0.0
+
+
+@attrs.frozen
+class StepShrinkage:
+    """What the step kept: the James-Stein factor, and the predicted-change energies d^T G~ d (before shrinking)
+    and E (the noise's expected share of it)."""
+
+    factor: float = 1.0
+    energy: float = 0.0
+    noise_energy: float = 0.0
+
+
+def step_shrinkage(G: np.ndarray, A: np.ndarray, d: np.ndarray, noise: StepNoise | None) -> StepShrinkage:
+    """The factor of ``certified_increment`` (its docstring has the formula)."""
+    energy = max(float(d @ G @ d), 0.0)
+    if noise is None or (noise.statistic_sd == 0.0 and noise.remainder_sd == 0.0):
+        return StepShrinkage(1.0, energy, 0.0)
+    try:
+        M = np.linalg.solve(A, G)  # A^-1 G
+        A_inv = np.linalg.inv(A)
+    except np.linalg.LinAlgError:
+        M = np.linalg.pinv(A) @ G
+        A_inv = np.linalg.pinv(A)
+    expected = noise.statistic_sd**2 * float(np.trace(M @ A_inv)) + noise.remainder_sd**2 * float(np.trace(M @ M))
+    expected = max(expected, 0.0)
+    keep = energy > pretest_threshold(G.shape[0]) * expected
+    factor = max(0.0, 1.0 - expected / energy) if keep else 0.0
+    return StepShrinkage(factor, energy, expected)
+
+
+def unabsorbed_variance(accumulated: float, seen_before: float, unabsorbed_before: float, factor_before: float) -> float:
+    """The variance per entry of the remainder noise that still reaches this party's statistic: the noise added since
+    its last step (``accumulated - seen_before``: the public accumulated variances) and the share (1 - alpha)^2 of
+    what reached it then that its last step, of factor alpha, did not take out (a full step removes the noise's
+    projection on the party's columns from the remainder it sends on). All public."""
+    return max(accumulated - seen_before, 0.0) + (1.0 - factor_before) ** 2 * unabsorbed_before
+
+
+def pretest_threshold(m: int) -> float:
+    """A step is kept only when its predicted-change energy exceeds 1 + 3 sqrt(2/m) times the noise's expected share:
+    pure noise of m dimensions carries about chi^2_m / m times it, whose sd is sqrt(2/m), so a step of noise alone is
+    dropped with high probability (a pre-test estimator: Sclove, Morris & Radhakrishnan 1972), where the plain
+    positive-part factor would keep part of it about half the time."""
+    return 1.0 + 3.0 * math.sqrt(2.0 / max(m, 1))

@@ -21,7 +21,7 @@ from ..algorithms._base import PrivateEstimator, check_matrix
 from ..core import split_columns
 from ..errors import ValidationError
 from ..plan import CalibratedPlan
-from .dpbcd import DPBCDConfig, DPBCDProtocol
+from .dpbcd import DPBCDConfig, DPBCDProtocol, diagnosed
 from .engine import run_protocol
 from .layout import Layout, Party, PartyInfo, is_block_list, pooled_label
 
@@ -45,11 +45,19 @@ class DPBCDRegression(RegressorMixin, PrivateEstimator):
     row_bound, label_bound, coef_bound: certified mode's public bounds: C_i on every row of a
         party's block (a number or a mapping party -> number), C_y on |y|, B_i on each increment.
     ridge, remainder_clip, split, calibration: certified mode (see ``DPBCDConfig``).
+    shrinkage: certified mode's post-processing of each step: ``"james_stein"`` (default) shrinks the step towards 0
+        by the share of its predicted change that the released noise alone explains (``dpbcd_steps.certified_increment``),
+        so a step whose statistic is noise adds nothing; ``"none"``: the unshrunk step (issue 23's fit).
+    y_center: a public centre c of y: the model is y - c = X beta, and ``predict`` adds c (``intercept_``). The
+        trivial model (every coefficient 0) then predicts c; choose it from public knowledge (e.g. the middle of the
+        label's public range), never from the data.
     gamma, abort_check, gamma_min_variant, accounting, noise, xi_floor: paper mode (spec §6, §9).
     n_parties: with a pooled ``X``, the number of contiguous column blocks (the first holds y).
     executor, random_state, allow_uncertified, message_reports: execution.
 
-    After ``fit``: ``coef_`` (all columns, in the order of the parties given), ``coef_blocks_``,
+    After ``fit``: ``coef_`` (all columns, in the order of the parties given), ``intercept_`` (= y_center),
+    ``noise_ratio_`` (certified: about how far the noise alone moves the predictions, relative to their spread; over
+    1/2 the fit warns ``NoiseDominatesWarning``; the reports carry it), ``coef_blocks_``,
     ``privacy_`` (what each party revealed to whom, costs, per-record composition),
     ``privacy_reports_`` (one ``PrivacyReport`` per party), ``messages_``, ``plans_``, ``layout_``.
     """
@@ -58,6 +66,7 @@ class DPBCDRegression(RegressorMixin, PrivateEstimator):
                  ledgers: Mapping[str, Ledger] | None = None, ledger: Ledger | None = None, accountant: str | None = None,
                  row_bound: Any = None, label_bound: float | None = None, coef_bound: Any = None, ridge: float = 0.0,
                  remainder_clip: float = 4.0, split: Sequence[float] = (0.5, 0.5, 1.0), calibration: str = "analytic",
+                 shrinkage: str = "james_stein", y_center: float = 0.0,
                  gamma: float = 1.2, abort_check: str = "both", gamma_min_variant: str = "keep_label",
                  accounting: str = "conservative", noise: str = "radial", xi_floor: float | None = None,
                  n_parties: int | None = None, executor: Any = None, random_state: Any = None, allow_uncertified: bool = False,
@@ -75,6 +84,8 @@ class DPBCDRegression(RegressorMixin, PrivateEstimator):
         self.remainder_clip = remainder_clip
         self.split = split
         self.calibration = calibration
+        self.shrinkage = shrinkage
+        self.y_center = y_center
         self.gamma = gamma
         self.abort_check = abort_check
         self.gamma_min_variant = gamma_min_variant
@@ -92,7 +103,7 @@ class DPBCDRegression(RegressorMixin, PrivateEstimator):
                            gamma_min_variant=self.gamma_min_variant, accounting=self.accounting, noise=self.noise,
                            xi_floor=self.xi_floor, row_bound=self.row_bound, label_bound=self.label_bound,
                            coef_bound=self.coef_bound, ridge=self.ridge, remainder_clip=self.remainder_clip, split=tuple(self.split),
-                           calibration=self.calibration)
+                           calibration=self.calibration, shrinkage=self.shrinkage, y_center=self.y_center)
 
     def _budget(self) -> Budget:
         if self.mode == "none":
@@ -137,22 +148,29 @@ class DPBCDRegression(RegressorMixin, PrivateEstimator):
         self.layout_ = outcome.layout
         self.coef_blocks_ = dict(result.coef_blocks)
         self.coef_ = result.coef
+        self.intercept_ = float(config.y_center)
         self._record_features(X_raw, int(self.coef_.shape[0]))
         self.messages_ = outcome.messages
         self.privacy_ = outcome.privacy
-        self.privacy_reports_ = dict(outcome.reports)
+        self.privacy_reports_ = diagnosed(outcome.reports, result)
+        self.noise_ratio_ = result.noise_ratio
+        if result.noise_ratio is not None:
+            from ..released import regression
+
+            regression.warn_if_noise_wins(result.noise_ratio, stacklevel=2)
         self.plans_ = dict(outcome.plans)
         return self
 
     def predict(self, X: Any) -> np.ndarray:
-        """X @ coef_ for the pooled columns (N x m) or a list of the parties' blocks (no intercept, A21)."""
+        """X @ coef_ + intercept_ for the pooled columns (N x m) or a list of the parties' blocks (the intercept is
+        the public y_center, 0 by default: the paper's model has none, A21)."""
         self._check_fitted("coef_")
         X_raw = X
         if is_block_list(X):
             X_raw = X = np.hstack([np.asarray(getattr(b, "X", b), dtype=float) for b in X])
         X = check_matrix(X, "X")
         self._check_features(X_raw, X.shape[1])
-        return X @ self.coef_
+        return X @ self.coef_ + getattr(self, "intercept_", 0.0)
 
     @staticmethod
     def paper_budget(per_party_epsilon: float, n_parties: int = 2) -> Budget:
