@@ -154,7 +154,7 @@ def s1_references(D: dict[str, Any], est: Any) -> dict[str, Callable[[Released, 
 
 
 def dpbcd_references(D: dict[str, Any], est: Any) -> dict[str, Callable[[Released, Recorder], Any]]:
-    """Certified DP-BCD: stat = X_i^T u with u = clip(y) first, then clip(RELEASED incoming remainder, C_v);
+    """Certified DP-BCD: stat = X_i^T u with u = clip(clip(y) - DP mean) first, then clip(RELEASED incoming remainder, C_v);
     remainder = u - X_i d with d the increment the party sends (a function of released values: check (b))."""
     names = list(est.layout_.names)
     blocks = dict(zip(names, D["blocks"], strict=True))
@@ -172,8 +172,9 @@ def dpbcd_references(D: dict[str, Any], est: Any) -> dict[str, Callable[[Release
 
     def u_of(r: Released, rec: Recorder) -> np.ndarray:
         message = incoming(r, rec)
-        if message is None:
-            return np.clip(D["y"], -Cy, Cy)
+        if message is None:  # the label holder's first step: the clipped labels less the (published, shrunk) DP mean
+            shift = next((float(m.meta["y_shift"]) for m in rec.messages if m.kind == "coefficients" and "y_shift" in m.meta), 0.0)
+            return np.clip(np.clip(D["y"], -Cy, Cy) - shift, -Cy, Cy)
         C_v = float(message.meta["signal_bound"]) + kappa * float(message.meta["noise_sd_accumulated"])
         return np.clip(np.asarray(message.arrays["remainder"]), -C_v, C_v)
 

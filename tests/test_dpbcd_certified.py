@@ -36,7 +36,7 @@ def small(n=40, seed=0):
 
 def test_noise_off_equals_bcd_on_the_clipped_data_and_converges_to_ols_and_ridge():
     d = dpbcd_synthetic(2000, 10, seed=3)
-    big = dict(row_bound=1e3, label_bound=1e4, coef_bound=1e6)
+    big = dict(row_bound=1e3, label_bound=1e4, coef_bound=1e6, dp_intercept=False)  # the paper's model: no intercept
     est = certified(Budget.infinite(), **big).fit(list(d.blocks), d.y)
     ref = bcd(list(d.blocks), d.y, 5).coef
     assert np.linalg.norm(est.coef_ - ref) < 1e-10 * np.linalg.norm(ref)
@@ -46,7 +46,7 @@ def test_noise_off_equals_bcd_on_the_clipped_data_and_converges_to_ols_and_ridge
     ridge = np.linalg.solve(d.X.T @ d.X + 500.0 * np.eye(10), d.X.T @ d.y)
     assert np.linalg.norm(certified(Budget.infinite(), n_rounds=80, ridge=500.0, **big).fit(list(d.blocks), d.y).coef_ - ridge) < 1e-9 * np.linalg.norm(ridge)
     # with the public bounds binding, the reference is BCD on the clipped data
-    clipped = certified(Budget.infinite(), row_bound=1.5, label_bound=30.0, coef_bound=1e6).fit(list(d.blocks), d.y)
+    clipped = certified(Budget.infinite(), row_bound=1.5, label_bound=30.0, coef_bound=1e6, dp_intercept=False).fit(list(d.blocks), d.y)
     ref_c = bcd([clip_rows_l2(b, 1.5) for b in d.blocks], np.clip(d.y, -30, 30), 5).coef
     assert np.linalg.norm(clipped.coef_ - ref_c) < 1e-10 * np.linalg.norm(ref_c)
 
@@ -110,6 +110,11 @@ def test_probe_every_certified_node_through_the_production_action():
     r = probe_sensitivity(lambda D: value(gram_action, gram, D, y, state=protocol.initial_state("a", layout))[0], block_pairs(Xa),
                           plan.specs[gram].sensitivity, mechanism="symmetric_gaussian")
     assert r.passed and r.max_change > 0.99 * r.declared, r.summary()  # tight: sqrt(2) C^2
+    y_sum = gram_action.nodes[1]  # the label holder's DP intercept: the sum of its clipped labels
+    assert y_sum == "a/y_sum"
+    r = probe_sensitivity(lambda D: value(gram_action, y_sum, *D, state=protocol.initial_state("a", layout))[0], label_pairs(Xa, y),
+                          plan.specs[y_sum].sensitivity)
+    assert r.passed and r.max_change > 0.99 * r.declared, r.summary()  # tight: 2 C_y
 
     stat1, rem1 = first.nodes
     r = probe_sensitivity(lambda D: value(first, stat1, *D)[0], label_pairs(Xa, y), plan.specs[stat1].sensitivity)
@@ -140,6 +145,8 @@ def worst_pair(kind, Xa, y, d):
     unit = d / np.linalg.norm(d)
     if kind == "remainder":  # (y = C_y, x = -C d/|d|) -> (y = -C_y, x = C d/|d|): 2 (C_y + C |d|)
         X0[0], X1[0], y0[0], y1[0] = -C * unit, C * unit, CY, -CY
+    elif kind == "y_sum":  # y = C_y -> -C_y: 2 C_y
+        y0[0], y1[0] = CY, -CY
     elif kind == "statistic":  # (x = C e1, y = C_y) -> (x = -C e1, y = C_y): 2 C C_y
         X0[0], X1[0], y0[0], y1[0] = [C, 0, 0], [-C, 0, 0], CY, CY
     else:  # gram: C e1 -> C e2: sqrt(2) C^2
@@ -151,13 +158,13 @@ LATER_U = np.random.default_rng(1).normal(0, 3.0, 40)
 LATER_U[0] = 50.0  # beyond C_v = 6 + 4 * 1.5: clipped, so row 0 moves the statistic by the full 2 C C_v
 
 
-@pytest.mark.parametrize("kind", ["remainder", "statistic", "gram", "later_statistic", "later_remainder"])
+@pytest.mark.parametrize("kind", ["remainder", "statistic", "gram", "y_sum", "later_statistic", "later_remainder"])
 def test_audit_of_each_node_kind_passes_and_a_half_noise_mutant_fails(kind):
     Xa, Xb, y, layout, protocol, plan, schedule = step_setup(Budget(20.0, 1e-6), split=(1, 1, 1))  # per-node mu ~ 1
     later = kind.startswith("later")
-    action = schedule[0].actions[0] if kind == "gram" else schedule[3 if later else 1].actions[0]
-    state = protocol.initial_state("a", layout) if kind == "gram" else state_for(protocol, layout, "a", Xa)
-    node = action.nodes[-1] if kind.endswith("remainder") else action.nodes[0]
+    action = schedule[0].actions[0] if kind in ("gram", "y_sum") else schedule[3 if later else 1].actions[0]
+    state = protocol.initial_state("a", layout) if kind in ("gram", "y_sum") else state_for(protocol, layout, "a", Xa)
+    node = action.nodes[-1] if kind.endswith("remainder") or kind == "y_sum" else action.nodes[0]
     stat = np.array([0.8, -0.4, 0.2])
     fixed = {action.nodes[0]: stat} if kind.endswith("remainder") else {}
     inbox = incoming(LATER_U.copy()) if later else {}
@@ -285,7 +292,10 @@ def test_serial_threads_processes_and_dask_give_the_same_bits(mode):
         assert np.array_equal(serial.coef_, other.coef_)
         for a, b in zip(serial.messages_, other.messages_, strict=True):
             assert a.id == b.id and all(np.array_equal(a.arrays[k], b.arrays[k]) for k in a.arrays)
-    assert not np.array_equal(serial.coef_, make(seed=43).fit(list(d.blocks), d.y).coef_)
+    def first_array(est):
+        return next(iter(est.messages_[0].arrays.values()))
+
+    assert not np.array_equal(first_array(serial), first_array(make(seed=43).fit(list(d.blocks), d.y)))
 
 
 def test_certified_error_falls_with_n():

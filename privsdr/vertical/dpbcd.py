@@ -41,6 +41,8 @@ from .messages import PartyMessage, message_id
 MODES = ("certified", "paper", "none")
 #: certified mode's post-processing of each step: the noise-aware James-Stein factor (default) or none (issue 23's fit)
 SHRINKAGES = ("james_stein", "none")
+#: the DP label sum's weight, as a share of a statistic's
+Y_SUM_WEIGHT = 1.0
 ABORT_CHECKS = ("both", "post", "gamma_min", "none")
 ACCOUNTINGS = ("conservative", "paper")
 NOISES = ("radial", "gaussian")
@@ -93,6 +95,7 @@ class DPBCDConfig:
     calibration: str = "analytic"
     shrinkage: str = "james_stein"
     y_center: float = attrs.field(default=0.0, converter=float)
+    dp_intercept: bool = True
 
     def __attrs_post_init__(self) -> None:
         if self.mode not in MODES:
@@ -192,6 +195,7 @@ class DPBCDResult:
     coef_blocks: Mapping[str, np.ndarray]
     order: tuple[str, ...]
     noise_ratio: float | None = None
+    intercept: float = 0.0
 
     @property
     def coef(self) -> np.ndarray:
@@ -329,6 +333,13 @@ class DPBCDProtocol(VerticalProtocol):
             plan.add(f"{name}/gram", "symmetric_gaussian",
                      Sensitivity(steps.gram_sensitivity(C), "l2", "replace_one", "||xx^T - x'x'^T||_F <= sqrt(2) C_i^2"),
                      weight=w_gram, calibration=c.calibration, description="X_i^T X_i of the clipped block, released once")
+        if c.dp_intercept:
+            plan.add(f"{label}/y_sum", "gaussian",
+                     Sensitivity(steps.label_sum_sensitivity(c.certified_label_bound), "l2", "replace_one",
+                                 "|clip(y_r - c) - clip(y'_r - c)| <= 2 C_y"),
+                     weight=Y_SUM_WEIGHT * w_stat, calibration=c.calibration,
+                     description="the sum of the clipped, centred labels, released once: the DP mean (N is public) is the "
+                                 "intercept and the trivial model's prediction")
         sequence = self.steps(layout)
         previous_remainder: str | None = None
         for index, (t, name) in enumerate(sequence):
@@ -354,7 +365,9 @@ class DPBCDProtocol(VerticalProtocol):
         c = self.config
         stages: list[Stage] = []
         if c.mode == "certified":
-            stages.append(Stage(0, "gram", tuple(Action(n, "gram", (f"{n}/gram",)) for n in layout.names)))
+            label = layout.label_holders[0]
+            stages.append(Stage(0, "gram", tuple(Action(n, "gram", (f"{n}/gram",) + ((f"{n}/y_sum",) if c.dp_intercept and n == label else ()))
+                                                 for n in layout.names)))
         sequence = self.steps(layout)
         previous: str | None = None
         for index, (t, name) in enumerate(sequence):
@@ -448,11 +461,20 @@ class DPBCDProtocol(VerticalProtocol):
         return action.step == f"t{self.config.n_rounds}" and action.party == state["order"][-1]
 
     def _gram(self, party: Party, state: Any, tickets: Mapping[str, NoiseTicket]) -> ActionResult:
-        (node,) = tickets
+        gram_node = f"{party.name}/gram"
+        sum_node = next((n for n in tickets if n.endswith("/y_sum")), None)
         C = self.config.bound("row_bound", party.name)
-        out, spec = tickets[node].release(steps.gram_query(steps.clip_block(party.X, C)))
+        out, spec = tickets[gram_node].release(steps.gram_query(steps.clip_block(party.X, C)))
         gram = steps.floored_gram(out, spec.scale)
-        return ActionResult({**state, "gram": gram, "gram_raw": out, "gram_scale": spec.scale}, {node: (out, spec)})
+        new_state = {**state, "gram": gram, "gram_raw": out, "gram_scale": spec.scale}
+        released: dict[str, tuple[Any, Any]] = {gram_node: (out, spec)}
+        if sum_node is not None:
+            assert party.y is not None
+            total, sum_spec = tickets[sum_node].release(np.array([float(np.sum(steps.clip_label(party.y, self.config.certified_label_bound)))]))
+            released[sum_node] = (total, sum_spec)
+            new_state["y_shift"] = steps.dp_label_mean(float(total[0]), float(sum_spec.scale), party.X.shape[0],
+                                                       self.config.certified_label_bound)
+        return ActionResult(new_state, released)
 
     def _certified_step(self, action: Action, party: Party, state: Any, inbox: Mapping[str, PartyMessage],
                         tickets: Mapping[str, NoiseTicket]) -> ActionResult:
@@ -474,7 +496,7 @@ class DPBCDProtocol(VerticalProtocol):
         else:
             acc_sd = 0.0
             signal = c.certified_label_bound
-            u = steps.clip_label(self._incoming(party, inbox), signal)
+            u = steps.clip_label(self._incoming(party, inbox) - state.get("y_shift", 0.0), signal)
             s, s_spec = tickets[stat_node].release(steps.statistic_query(Xc, u))
             label_bound = signal
             base = u
@@ -526,6 +548,8 @@ class DPBCDProtocol(VerticalProtocol):
             meta["signal_energy"] = float(beta @ state["gram"] @ beta)
             meta["noise_energy"] = float(state.get("noise_energy", 0.0))
             meta["noisy"] = bool(state["gram_scale"] > 0)
+            if "y_shift" in state:
+                meta["y_shift"] = float(state["y_shift"])
         return ActionResult(state, released, (Outgoing("coefficients", others, {"coef": beta}, meta, action.nodes),))
 
     def final_reads(self, layout: Layout, party: str) -> tuple[str, ...]:
@@ -534,8 +558,10 @@ class DPBCDProtocol(VerticalProtocol):
 
     def finish(self, layout: Layout, states: Mapping[str, Any], messages: Sequence[PartyMessage]) -> DPBCDResult:
         published = {m.sender: np.asarray(m.arrays["coef"]) for m in messages if m.kind == "coefficients"}
-        ratio = noise_ratio_of([m.meta for m in messages if m.kind == "coefficients"]) if self.config.mode == "certified" else None
-        return DPBCDResult(published, layout.names, ratio)
+        metas = [m.meta for m in messages if m.kind == "coefficients"]
+        ratio = noise_ratio_of(metas) if self.config.mode == "certified" else None
+        shift = sum(float(m.get("y_shift", 0.0)) for m in metas)
+        return DPBCDResult(published, layout.names, ratio, self.config.y_center + shift)
 
     def notes(self, party: str) -> list[str]:
         if self.config.mode == "paper":

@@ -9,7 +9,8 @@ Paper mode (Algorithm 2, one party-step on the incoming remainder v):
 Certified mode (replace-one, rows of block i clipped to ||x|| <= C_i, |y| <= C_y, all in public):
 
     gram G~_i = X_i^T X_i + E            sensitivity sqrt(2) C_i^2 (upper triangle, Frobenius)
-    statistic s~ = X_i^T u + e          u = clip(y, C_y) at the label holder's first step: 2 C_i C_y;
+    label sum  t~ = sum_r clip(y_r - c) + e    (label holder, once; c the public y_center): 2 C_y; mu~ = t~ / N
+    statistic s~ = X_i^T u + e          u = clip(clip(y - c) - mu~, C_y) at the label holder's first step: 2 C_i C_y;
                                          otherwise u = clip(v~, +-C_v) of the PUBLIC incoming
                                          remainder, C_v = C_y + sum_j C_j ||beta_j|| + kappa sd_acc
                                          (public: coefficients and noise scales are released): 2 C_i C_v
@@ -128,6 +129,19 @@ def label_statistic_sensitivity(row_bound: float, label_bound: float) -> float:
     return 2.0 * row_bound * label_bound
 
 
+def label_sum_sensitivity(label_bound: float) -> float:
+    """|clip(y_r) - clip(y'_r)| <= 2 C_y: replacing one row moves the sum of the clipped labels by at most this."""
+    return 2.0 * label_bound
+
+
+def dp_label_mean(noisy_sum: float, noise_sd: float, n_rows: int, label_bound: float) -> float:
+    """The DP mean of the clipped, centred labels: the released sum over the public N, clamped into [-C_y, C_y], and
+    shrunk towards 0 (the public centre) by ``shrinkage_factor`` with its noise variance (noise_sd / N)^2."""
+    mean = float(np.clip(noisy_sum / n_rows, -label_bound, label_bound))
+    variance = (noise_sd / n_rows) ** 2
+    return shrinkage_factor(mean * mean, variance, variance**2) * mean
+
+
 def statistic_sensitivity(row_bound: float, remainder_bound: float) -> float:
     """||(x - x') u_r|| <= 2 C_i C_v for the public, clipped remainder u."""
     return max(2.0 * row_bound * remainder_bound, TINY)
@@ -197,21 +211,41 @@ class StepShrinkage:
 
 
 def step_shrinkage(G: np.ndarray, A: np.ndarray, d: np.ndarray, noise: StepNoise | None) -> StepShrinkage:
-    """The factor of ``certified_increment`` (its docstring has the formula)."""
+    """The factor of ``certified_increment`` (its docstring has the formula): with the noise's covariance in the
+    metric of the predictions, K = A^-1 (sigma_s^2 I + sd_acc^2 G~) A^-1 G~, E = tr K and tr K^2 give the pre-test."""
     energy = max(float(d @ G @ d), 0.0)
     if noise is None or (noise.statistic_sd == 0.0 and noise.remainder_sd == 0.0):
         return StepShrinkage(1.0, energy, 0.0)
+    m = G.shape[0]
     try:
-        M = np.linalg.solve(A, G)  # A^-1 G
         A_inv = np.linalg.inv(A)
     except np.linalg.LinAlgError:
-        M = np.linalg.pinv(A) @ G
         A_inv = np.linalg.pinv(A)
-    expected = noise.statistic_sd**2 * float(np.trace(M @ A_inv)) + noise.remainder_sd**2 * float(np.trace(M @ M))
-    expected = max(expected, 0.0)
-    keep = energy > pretest_threshold(G.shape[0]) * expected
-    factor = max(0.0, 1.0 - expected / energy) if keep else 0.0
-    return StepShrinkage(factor, energy, expected)
+    K = A_inv @ (noise.statistic_sd**2 * np.eye(m) + noise.remainder_sd**2 * G) @ A_inv @ G
+    expected = max(float(np.trace(K)), 0.0)
+    spread = max(float(np.trace(K @ K)), 0.0)
+    return StepShrinkage(shrinkage_factor(energy, expected, spread), energy, expected)
+
+
+#: a step of noise alone passes the pre-test with at most this probability
+PRETEST_LEVEL = 1e-3
+
+
+def shrinkage_factor(energy: float, expected: float, spread: float) -> float:
+    """1 - E / energy when the energy passes the pre-test, else 0 (1 with no noise).
+
+    Pre-test (Sclove, Morris & Radhakrishnan 1972): the energy of noise alone, sum_j lambda_j chi^2_1 with
+    sum lambda = E and sum lambda^2 = ``spread``, is approximated by (spread / E) chi^2_nu, nu = E^2 / spread
+    (Satterthwaite 1946); the step is kept only above its 1 - PRETEST_LEVEL quantile, so that a fit of T k steps
+    keeps a step of pure noise with probability about T k / 1000 at most, where the plain positive-part factor would
+    keep part of one about half the time."""
+    if expected == 0.0:
+        return 1.0
+    from scipy.stats import chi2
+
+    nu = expected**2 / spread if spread > 0 else 1.0
+    threshold = spread / expected * float(chi2.ppf(1.0 - PRETEST_LEVEL, nu)) if spread > 0 else expected
+    return max(0.0, 1.0 - expected / energy) if energy > max(threshold, expected) else 0.0
 
 
 def unabsorbed_variance(accumulated: float, seen_before: float, unabsorbed_before: float, factor_before: float) -> float:
@@ -222,9 +256,3 @@ def unabsorbed_variance(accumulated: float, seen_before: float, unabsorbed_befor
     return max(accumulated - seen_before, 0.0) + (1.0 - factor_before) ** 2 * unabsorbed_before
 
 
-def pretest_threshold(m: int) -> float:
-    """A step is kept only when its predicted-change energy exceeds 1 + 3 sqrt(2/m) times the noise's expected share:
-    pure noise of m dimensions carries about chi^2_m / m times it, whose sd is sqrt(2/m), so a step of noise alone is
-    dropped with high probability (a pre-test estimator: Sclove, Morris & Radhakrishnan 1972), where the plain
-    positive-part factor would keep part of it about half the time."""
-    return 1.0 + 3.0 * math.sqrt(2.0 / max(m, 1))

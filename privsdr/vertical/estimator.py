@@ -48,14 +48,16 @@ class DPBCDRegression(RegressorMixin, PrivateEstimator):
     shrinkage: certified mode's post-processing of each step: ``"james_stein"`` (default) shrinks the step towards 0
         by the share of its predicted change that the released noise alone explains (``dpbcd_steps.certified_increment``),
         so a step whose statistic is noise adds nothing; ``"none"``: the unshrunk step (issue 23's fit).
-    y_center: a public centre c of y: the model is y - c = X beta, and ``predict`` adds c (``intercept_``). The
-        trivial model (every coefficient 0) then predicts c; choose it from public knowledge (e.g. the middle of the
-        label's public range), never from the data.
+    y_center: a public centre c of y (e.g. the middle of the label's public range, never read off the data): labels
+        are clipped to c +- label_bound.
+    dp_intercept: certified mode (default True): the label holder also releases the sum of its clipped labels once
+        (a small share of the budget), the model is y - c - mu~ = X beta with mu~ the DP mean, and ``intercept_`` is
+        c + mu~: the trivial model (every coefficient 0) predicts the DP mean. False: ``intercept_`` = c.
     gamma, abort_check, gamma_min_variant, accounting, noise, xi_floor: paper mode (spec §6, §9).
     n_parties: with a pooled ``X``, the number of contiguous column blocks (the first holds y).
     executor, random_state, allow_uncertified, message_reports: execution.
 
-    After ``fit``: ``coef_`` (all columns, in the order of the parties given), ``intercept_`` (= y_center),
+    After ``fit``: ``coef_`` (all columns, in the order of the parties given), ``intercept_`` (c + the DP mean, or c),
     ``noise_ratio_`` (certified: about how far the noise alone moves the predictions, relative to their spread; over
     1/2 the fit warns ``NoiseDominatesWarning``; the reports carry it), ``coef_blocks_``,
     ``privacy_`` (what each party revealed to whom, costs, per-record composition),
@@ -66,7 +68,7 @@ class DPBCDRegression(RegressorMixin, PrivateEstimator):
                  ledgers: Mapping[str, Ledger] | None = None, ledger: Ledger | None = None, accountant: str | None = None,
                  row_bound: Any = None, label_bound: float | None = None, coef_bound: Any = None, ridge: float = 0.0,
                  remainder_clip: float = 4.0, split: Sequence[float] = (0.5, 0.5, 1.0), calibration: str = "analytic",
-                 shrinkage: str = "james_stein", y_center: float = 0.0,
+                 shrinkage: str = "james_stein", y_center: float = 0.0, dp_intercept: bool = True,
                  gamma: float = 1.2, abort_check: str = "both", gamma_min_variant: str = "keep_label",
                  accounting: str = "conservative", noise: str = "radial", xi_floor: float | None = None,
                  n_parties: int | None = None, executor: Any = None, random_state: Any = None, allow_uncertified: bool = False,
@@ -86,6 +88,7 @@ class DPBCDRegression(RegressorMixin, PrivateEstimator):
         self.calibration = calibration
         self.shrinkage = shrinkage
         self.y_center = y_center
+        self.dp_intercept = dp_intercept
         self.gamma = gamma
         self.abort_check = abort_check
         self.gamma_min_variant = gamma_min_variant
@@ -103,7 +106,8 @@ class DPBCDRegression(RegressorMixin, PrivateEstimator):
                            gamma_min_variant=self.gamma_min_variant, accounting=self.accounting, noise=self.noise,
                            xi_floor=self.xi_floor, row_bound=self.row_bound, label_bound=self.label_bound,
                            coef_bound=self.coef_bound, ridge=self.ridge, remainder_clip=self.remainder_clip, split=tuple(self.split),
-                           calibration=self.calibration, shrinkage=self.shrinkage, y_center=self.y_center)
+                           calibration=self.calibration, shrinkage=self.shrinkage, y_center=self.y_center,
+                           dp_intercept=self.dp_intercept)
 
     def _budget(self) -> Budget:
         if self.mode == "none":
@@ -148,7 +152,7 @@ class DPBCDRegression(RegressorMixin, PrivateEstimator):
         self.layout_ = outcome.layout
         self.coef_blocks_ = dict(result.coef_blocks)
         self.coef_ = result.coef
-        self.intercept_ = float(config.y_center)
+        self.intercept_ = float(result.intercept)
         self._record_features(X_raw, int(self.coef_.shape[0]))
         self.messages_ = outcome.messages
         self.privacy_ = outcome.privacy
@@ -162,8 +166,8 @@ class DPBCDRegression(RegressorMixin, PrivateEstimator):
         return self
 
     def predict(self, X: Any) -> np.ndarray:
-        """X @ coef_ + intercept_ for the pooled columns (N x m) or a list of the parties' blocks (the intercept is
-        the public y_center, 0 by default: the paper's model has none, A21)."""
+        """X @ coef_ + intercept_ for the pooled columns (N x m) or a list of the parties' blocks (the paper's model
+        has no intercept, A21: in paper and none mode ``intercept_`` is the public y_center, 0 by default)."""
         self._check_fitted("coef_")
         X_raw = X
         if is_block_list(X):

@@ -1,0 +1,100 @@
+"""Never worse than nothing (issue 24): test R^2 of the certified regressions before and after the noise-aware
+shrinkage, beside the trivial model (R^2 = 0 up to the test split) and the share of fits that warn.
+
+    python benchmarks/bench_never_worse.py dpbcd      # the DP-BCD simulation, n in {1e3, 1e4, 1e5} x eps in {0.5, 1, 2, 8}
+    python benchmarks/bench_never_worse.py diabetes   # DP-BCD on diabetes (2 parties), 20 random 80/20 splits
+
+Cells: median test R^2 over ``--seeds`` data sets, "before / after" (``shrinkage="none"``, issue 23's fit / the
+default), then the smallest R^2 of the after-fits and the share of after-fits that warned ``NoiseDominatesWarning``.
+Public bounds as in ``bench_adassp.py`` (never read off the data).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import warnings
+
+import numpy as np
+from bench_adassp import r2, simulated_split
+
+from privsdr import Budget, DPBCDRegression, NoiseDominatesWarning
+
+EPSILONS = (0.5, 1.0, 2.0, 8.0)
+
+
+def dpbcd(X: np.ndarray, y: np.ndarray, eps: float, seed: int, row_bound: float, label_bound: float, coef_bound: float,
+          shrinkage: str, y_center: float = 0.0) -> tuple[DPBCDRegression, bool]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = DPBCDRegression("certified", n_parties=2, budget=Budget(eps, 1e-6), row_bound=row_bound, label_bound=label_bound,
+                              coef_bound=coef_bound, y_center=y_center, shrinkage=shrinkage, message_reports=False,
+                              random_state=seed).fit(X, y)
+    return est, any(issubclass(w.category, NoiseDominatesWarning) for w in caught)
+
+
+def cell(before: list[float], after: list[float], warned: list[bool]) -> str:
+    return f"{np.median(before):.3f} / {np.median(after):.3f} (min {min(after):.3f}, warned {np.mean(warned):.0%})"
+
+
+def simulation(seeds: int) -> None:
+    p, m = 10, 5
+    print(f"Certified DP-BCD on the DP-BCD simulation (p = {p}, two parties of {m} columns), delta = 1e-6, {seeds} seeds:")
+    print("median test R^2 before / after (smallest after; share of after-fits warning)\n")
+    print("| n | OLS | " + " | ".join(f"eps = {e:g}" for e in EPSILONS) + " |")
+    print("|---|---|" + "---|" * len(EPSILONS))
+    for n in (1_000, 10_000, 100_000):
+        runs: dict[float, tuple[list[float], list[float], list[bool]]] = {e: ([], [], []) for e in EPSILONS}
+        ols = []
+        for seed in range(seeds):
+            (Xtr, ytr, Xte, yte), ols_r2, y_sd = simulated_split(n, p, seed)
+            ols.append(ols_r2)
+            bounds = dict(row_bound=2.5 * math.sqrt(m), label_bound=3.0 * y_sd, coef_bound=6.5 * math.sqrt(m))
+            for eps in EPSILONS:
+                before, _ = dpbcd(Xtr, ytr, eps, seed, shrinkage="none", **bounds)
+                after, warned = dpbcd(Xtr, ytr, eps, seed, shrinkage="james_stein", **bounds)
+                runs[eps][0].append(r2(yte, before.predict(Xte)))
+                runs[eps][1].append(r2(yte, after.predict(Xte)))
+                runs[eps][2].append(warned)
+        print(f"| {n:.0e} | {np.median(ols):.3f} | " + " | ".join(cell(*runs[e]) for e in EPSILONS) + " |", flush=True)
+
+
+def diabetes(splits: int) -> None:
+    from sklearn.datasets import load_diabetes
+
+    X, y = load_diabetes(return_X_y=True)
+    # documented scaling: every column has norm 1 over 442 rows, so ||x|| <= 0.35 for every row (public); the target's
+    # documented range 25..346: centre 185.5, half-width 160.5
+    bounds = dict(row_bound=0.35, label_bound=160.5, coef_bound=2000.0, y_center=185.5)
+    print(f"Certified DP-BCD on diabetes (n = 442, 2 parties of 5 columns), delta = 1e-6, {splits} random 80/20 splits:")
+    print("median test R^2 before / after (smallest after; share warning); OLS with intercept for reference\n")
+    print("| OLS | " + " | ".join(f"eps = {e:g}" for e in EPSILONS) + " |")
+    print("|---|" + "---|" * len(EPSILONS))
+    runs: dict[float, tuple[list[float], list[float], list[bool]]] = {e: ([], [], []) for e in EPSILONS}
+    ols = []
+    for seed in range(splits):
+        order = np.random.default_rng(seed).permutation(len(y))
+        train, test = order[: int(0.8 * len(y))], order[int(0.8 * len(y)):]
+        theta = np.linalg.lstsq(np.column_stack([X[train], np.ones(len(train))]), y[train], rcond=None)[0]
+        ols.append(r2(y[test], X[test] @ theta[:-1] + theta[-1]))
+        for eps in EPSILONS:
+            before, _ = dpbcd(X[train], y[train], eps, seed, shrinkage="none", **bounds)
+            after, warned = dpbcd(X[train], y[train], eps, seed, shrinkage="james_stein", **bounds)
+            runs[eps][0].append(r2(y[test], before.predict(X[test])))
+            runs[eps][1].append(r2(y[test], after.predict(X[test])))
+            runs[eps][2].append(warned)
+    print(f"| {np.median(ols):.3f} | " + " | ".join(cell(*runs[e]) for e in EPSILONS) + " |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=("dpbcd", "diabetes"))
+    parser.add_argument("--seeds", type=int, default=10)
+    args = parser.parse_args()
+    if args.what == "dpbcd":
+        simulation(args.seeds)
+    else:
+        diabetes(2 * args.seeds)
+
+
+if __name__ == "__main__":
+    main()
