@@ -51,7 +51,12 @@ def test_fit_runs_every_party_from_its_own_csv(tmp_path):
     assert "alice/remainder1" in out.stdout and "bob_1" in out.stdout
     assert (tmp_path / "reports" / "alice.html").exists() and json.loads((tmp_path / "reports" / "protocol.json").read_text())["status"] == "certified"
     js = run("vertical", "fit", "--config", cfg, "--data", f"alice={paths['alice']}", f"bob={paths['bob']}", "--target", "y", "--json")
-    assert set(json.loads(js.stdout)["coefficients"]) == {"alice", "bob"}
+    fitted = json.loads(js.stdout)
+    assert set(fitted["coefficients"]) == {"alice", "bob"}
+    # the noise diagnostic and the DP intercept: printed, in the JSON and in each party's report
+    assert "intercept: " in out.stdout and "the constant prediction" in out.stdout
+    assert isinstance(fitted["intercept"], float) and "noise_ratio" in fitted
+    assert "the constant prediction" in (tmp_path / "reports" / "alice.html").read_text()
 
 
 def test_two_party_processes_talk_through_a_mailbox(tmp_path):
@@ -68,6 +73,8 @@ def test_two_party_processes_talk_through_a_mailbox(tmp_path):
     assert alice.returncode == 0 and bob.returncode == 0, (a_err, bob.stderr)
     a, b = json.loads(a_out), json.loads(bob.stdout)
     assert a["coefficients"] == b["coefficients"]  # both hold the same published coefficients
+    assert a["intercept"] == b["intercept"] and a["noise_ratio"] == b["noise_ratio"]  # from the published values alone
+    assert a["report"]["diagnostics"]["messages"]["noise"] == b["report"]["diagnostics"]["messages"]["noise"]
     assert a["report"]["status"] == b["report"]["status"] == "certified"
     spent = Ledger.open(journal).spent
     assert 0 < spent.epsilon == pytest.approx(b["report"]["budget"]["spent_by_run"]["epsilon"])

@@ -45,7 +45,8 @@ def _config_from_args(args: argparse.Namespace) -> Any:
 
     return DPBCDConfig(mode=args.mode, n_rounds=args.rounds, gamma=args.gamma, abort_check=args.abort_check, accounting=args.accounting,
                        noise=args.noise, xi_floor=args.xi_floor, row_bound=_bounds(args.row_bound), label_bound=args.label_bound,
-                       coef_bound=_bounds(args.coef_bound), ridge=args.ridge, remainder_clip=args.remainder_clip)
+                       coef_bound=_bounds(args.coef_bound), ridge=args.ridge, remainder_clip=args.remainder_clip,
+                       shrinkage=args.shrinkage, y_center=args.y_center, dp_intercept=not args.no_intercept)
 
 
 def _budget(mode: str, epsilon: float | None, delta: float | None) -> Budget:
@@ -113,7 +114,8 @@ def _party(args: argparse.Namespace) -> int:
         print(report.summary())
         print("\nwhat this party sent:\n" + format_revealed(revealed))
         print("\npublished coefficients:")
-    print_coefficients(layout, dict(outcome.result.coef_blocks), args.json, {"party": args.name, "report": report.to_dict()}, party)
+    print_coefficients(layout, dict(outcome.result.coef_blocks), args.json,
+                       {"party": args.name, "report": report.to_dict(), **model_extras(outcome.result)}, party)
     print_noise(outcome.result, args.json)
     write_report(report, args.report)
     return 0
@@ -134,14 +136,20 @@ def _fit(args: argparse.Namespace) -> int:
     print_simulated_run(outcome, args.json)
     if not args.json:
         print("\npublished coefficients:")
-    print_coefficients(outcome.layout, dict(outcome.result.coef_blocks), args.json, {"privacy": outcome.privacy})
+    print_coefficients(outcome.layout, dict(outcome.result.coef_blocks), args.json, {"privacy": outcome.privacy, **model_extras(outcome.result)})
     print_noise(outcome.result, args.json)
     write_run_reports(args.report_dir, attrs.evolve(outcome, reports=diagnosed(outcome.reports, outcome.result)))
     return 0
 
 
+def model_extras(result: Any) -> dict[str, Any]:
+    return {"intercept": result.intercept, "noise_ratio": result.noise_ratio}
+
+
 def print_noise(result: Any, as_json: bool) -> None:
-    """The certified fit's noise diagnostic (stdout) and, when the noise wins, the warning (stderr)."""
+    """The intercept and the certified fit's noise diagnostic (stdout) and, when the noise wins, the warning (stderr)."""
+    if not as_json:
+        print(f"intercept: {result.intercept:.6g}")
     if result.noise_ratio is None:
         return
     from ..released import regression
@@ -163,6 +171,12 @@ def _protocol_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--coef-bound", nargs="+", default=None, help="certified: public bound B_i on each increment (one value or NAME=VALUE ...)")
     p.add_argument("--ridge", type=float, default=0.0, help="certified/none: ridge lambda (default 0)")
     p.add_argument("--remainder-clip", type=float, default=4.0, help="certified: kappa of the remainder clip (default 4)")
+    p.add_argument("--shrinkage", choices=("james_stein", "none"), default="james_stein",
+                   help="certified: shrink each step by the share of it its released noise explains, dropping steps of noise "
+                        "alone (default james_stein), or keep every step (none)")
+    p.add_argument("--no-intercept", action="store_true",
+                   help="certified: no DP intercept (default: the label holder releases its clipped label sum once, and the "
+                        "trivial model predicts the DP mean)")
     p.add_argument("--gamma", type=float, default=1.2, help="paper: utility tolerance gamma > 1 (default 1.2)")
     p.add_argument("--abort-check", choices=("both", "post", "gamma_min", "none"), default="both",
                    help="paper mode: which of the paper's abort rules run (default both; none for reproductions)")

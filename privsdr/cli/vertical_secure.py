@@ -146,7 +146,7 @@ def add_config_options(conf: argparse.ArgumentParser) -> None:
                       help="--secure: add a helper party that holds no data (auto: when fewer than 3 data parties)")
     conf.add_argument("--components", type=int, default=None, help="--secure: fit PLS with this many components (default: ridge)")
     conf.add_argument("--timeout", type=float, default=120.0, help="--secure: seconds a party waits for the others (default 120)")
-    conf.add_argument("--y-center", type=float, default=0.0, help="--secure: public centre of y (|y - centre| <= --label-bound)")
+    conf.add_argument("--y-center", type=float, default=0.0, help="public centre of y: labels are clipped to centre +- --label-bound (--secure and DP-BCD)")
     conf.add_argument("--ports", nargs="+", type=int, default=None,
                       help="--secure: one port on 127.0.0.1 per party in MPyC's order, helper first (default: free ports now)")
 
