@@ -112,7 +112,15 @@ def test_probe_every_certified_node_through_the_production_action():
     assert r.passed and r.max_change > 0.99 * r.declared, r.summary()  # tight: sqrt(2) C^2
     y_sum = gram_action.nodes[1]  # the label holder's DP intercept: the sum of its clipped labels
     assert y_sum == "a/y_sum"
-    r = probe_sensitivity(lambda D: value(gram_action, y_sum, *D, state=protocol.initial_state("a", layout))[0], label_pairs(Xa, y),
+    labels = [CY, -CY, 0.0, 0.5 * CY, 10 * CY, -10 * CY]
+
+    def label_only_pairs():  # the sum reads the labels only: row 0's label replaced, its x kept
+        for la, lb in itertools.combinations(labels, 2):
+            y0, y1 = y.copy(), y.copy()
+            y0[0], y1[0] = la, lb
+            yield (Xa, y0), (Xa, y1)
+
+    r = probe_sensitivity(lambda D: value(gram_action, y_sum, *D, state=protocol.initial_state("a", layout))[0], label_only_pairs(),
                           plan.specs[y_sum].sensitivity)
     assert r.passed and r.max_change > 0.99 * r.declared, r.summary()  # tight: 2 C_y
 
