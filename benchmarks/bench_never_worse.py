@@ -1,8 +1,9 @@
 """Never worse than nothing (issue 24): test R^2 of the certified regressions before and after the noise-aware
-shrinkage, beside the trivial model (R^2 = 0 up to the test split) and the share of fits that warn.
+shrinkage (DP-BCD, DPPLS), beside the trivial model (R^2 = 0 up to the test split) and the share of fits that warn.
 
     python benchmarks/bench_never_worse.py dpbcd      # the DP-BCD simulation, n in {1e3, 1e4, 1e5} x eps in {0.5, 1, 2, 8}
     python benchmarks/bench_never_worse.py diabetes   # DP-BCD on diabetes (2 parties), 20 random 80/20 splits
+    python benchmarks/bench_never_worse.py pls        # DPPLS(2) on diabetes, 5-fold CV over 8 shuffles
 
 Cells: median test R^2 over ``--seeds`` data sets, "before / after" (issue 23's fit: ``shrinkage="none"``, no DP
 intercept / the default), then the smallest R^2 of the after-fits and the share of after-fits that warned ``NoiseDominatesWarning``.
@@ -17,7 +18,7 @@ import warnings
 import numpy as np
 from bench_adassp import r2, simulated_split
 
-from privsdr import Budget, DPBCDRegression, NoiseDominatesWarning
+from privsdr import DPPLS, Budget, DPBCDRegression, NoiseDominatesWarning
 
 EPSILONS = (0.5, 1.0, 2.0, 8.0)
 
@@ -86,13 +87,42 @@ def diabetes(splits: int) -> None:
     print(f"| {np.median(ols):.3f} | " + " | ".join(cell(*runs[e]) for e in EPSILONS) + " |")
 
 
+def pls(shuffles: int) -> None:
+    """DPPLS(2) (certified S2) on diabetes with shrinkage "none" and "snr": median and worst test R^2, and the share
+    of folds within 0.05 of the DP-mean predictor (the fit's own DP mean, every slope 0)."""
+    from sklearn.datasets import load_diabetes
+    from sklearn.model_selection import KFold
+
+    X, y = load_diabetes(return_X_y=True)
+    print(f"DPPLS(2) on diabetes, 5-fold CV over {shuffles} shuffles, ||x|| <= 0.35, y in 185.5 +- 160.5, delta = 1e-6\n")
+    print("| eps | shrinkage | median test R^2 | worst | within 0.05 of the DP mean predictor | warned |")
+    print("|---|---|---|---|---|---|")
+    for eps in (0.25, 0.5, 1.0, 2.0, 8.0):
+        for shrinkage in ("none", "snr"):
+            scores, relative, warned = [], [], []
+            for seed in range(shuffles):
+                for train, test in KFold(5, shuffle=True, random_state=seed).split(X):
+                    with warnings.catch_warnings(record=True) as caught:
+                        warnings.simplefilter("always")
+                        est = DPPLS(2, bound_x=0.35, bound_y=160.5, y_center=185.5, budget=Budget(eps, 1e-6), random_state=seed,
+                                    shrinkage=shrinkage).fit(X[train], y[train])
+                    score = r2(y[test], est.predict(X[test]))
+                    scores.append(score)
+                    relative.append(score - r2(y[test], np.full(len(test), est.y_mean_)))
+                    warned.append(any(issubclass(w.category, NoiseDominatesWarning) for w in caught))
+            print(f"| {eps:g} | {shrinkage} | {np.median(scores):.3f} | {min(scores):.3f} | "
+                  f"{np.mean(np.array(relative) >= -0.05):.0%} | {np.mean(warned):.0%} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("dpbcd", "diabetes"))
+    parser.add_argument("what", choices=("dpbcd", "diabetes", "pls"))
     parser.add_argument("--seeds", type=int, default=10)
     args = parser.parse_args()
     if args.what == "dpbcd":
         simulation(args.seeds)
+    elif args.what == "pls":
+        pls(8)
     else:
         diabetes(2 * args.seeds)
 

@@ -43,6 +43,7 @@ def test_fit_pls_certified_and_paper(table, tmp_path):
     assert "coefficients b" in out.stdout and out.stdout.count("CERTIFIED") == 1
     coef = np.array(out.stdout.split("coefficients b:")[1].split("]")[0].strip(" [\n").split(), dtype=float)
     assert np.allclose(coef, [1.0, -2.0, 0.5, 3.0], atol=0.5)
+    assert "shrinkage (never worse than the DP mean):" in out.stdout and "the noise alone moves" in out.stdout
     # the paper mode is refused without the opt-in, and spends nothing
     before = journal.read_bytes()
     refused = run("fit", "pls", "--data", table, "--target", "y", "--mode", "paper", "--epsilon", 1, "--delta", 0.01, "--journal", journal)

@@ -21,6 +21,7 @@ All three use the add/remove-one relation of the paper (spec §4.1).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -135,18 +136,28 @@ def release_ssp(run: Run, stats: dict[str, np.ndarray], c: dict[str, Any]) -> di
     """S2 from the clipped statistics of all rows (in memory, or summed over chunks: ``privsdr.rows``)."""
     names = (CENTRING_NODES if c["dp_centring"] else ()) + ("xtx", "xty")
     noisy = {name: run.release(name, stats[name]) for name in names}
-    return ssp_postprocess(noisy, run.plan.specs["xtx"].scale, c)
+    return ssp_postprocess(noisy, run.plan.specs["xtx"].scale, c, {name: run.plan.specs[name].scale for name in names})
 
 
-def ssp_postprocess(noisy: dict[str, np.ndarray], sigma: float, c: dict[str, Any]) -> dict[str, Any]:
-    """S2's post-processing of the released statistics (``sigma``: the public noise sd of X^T X): centre at the DP
-    means, ridge, PSD repair, kernel PLS1, the SNR-based choice of A. Reads nothing but its arguments."""
+def ssp_postprocess(noisy: dict[str, np.ndarray], sigma: float, c: dict[str, Any], scales: Mapping[str, float] | None = None
+                    ) -> dict[str, Any]:
+    """S2's post-processing of the released statistics (``sigma``: the public noise sd of X^T X; ``scales``: every
+    released statistic's, for the pre-test): centre at the DP means, ridge, PSD repair, kernel PLS1, the SNR-based
+    choice of A. Reads nothing but its arguments.
+
+    With ``c["shrinkage"] == "snr"`` (certified default; issue 24) A is a maximum: the leading components whose SNR
+    exceeds 1 are kept (at least one), and none when the centred X^T y cannot be told from its noise
+    (``signal_in_xty``): the fit is then the trivial model, the DP mean."""
     S, u = noisy["xtx"], noisy["xty"]
     x_shift, y_shift = np.zeros(S.shape[0]), 0.0
+    scales = dict(scales or {})
+    var_u: float | np.ndarray = scales.get("xty", 0.0) ** 2
     if c["dp_centring"]:
         n_t, x_shift, y_shift = dp_means(noisy, c["bound_x"], c["bound_y"])
         S = S - n_t * np.outer(x_shift, x_shift)
         u = u - n_t * y_shift * x_shift
+        # u = X^T y - sum_y sum_x / n: to first order the sums' noise enters as y_bar e_xsum + x_bar e_ysum
+        var_u = var_u + (y_shift * scales.get("x_sum", 0.0)) ** 2 + (x_shift * scales.get("y_sum", 0.0)) ** 2
     ridge = c["ridge"] if c["ridge"] != "noise" else sigma * math.sqrt(S.shape[0])
     if ridge > 0:
         S = S + ridge * np.eye(S.shape[0])
@@ -155,13 +166,26 @@ def ssp_postprocess(noisy: dict[str, np.ndarray], sigma: float, c: dict[str, Any
     kernel = core.kernel_pls1(S, u, c["A"])
     snr = component_snr(kernel, ridge, 2.0 * sigma * math.sqrt(S.shape[0]))
     keep = kernel.n_components
-    if c["auto"]:  # the leading components whose variance stands above the noise (post-processing)
+    if c["auto"] or c.get("shrinkage") == "snr":  # the leading components whose variance stands above the noise
         keep = max(1, int(np.argmin(np.append(snr, 0.0) > 1.0))) if kernel.n_components else 0
+    if c.get("shrinkage") == "snr" and not signal_in_xty(u, np.broadcast_to(var_u, u.shape)):
+        keep = 0
     return {
         "weights": kernel.weights[:, :keep], "loadings": kernel.loadings[:, :keep], "y_loadings": kernel.y_loadings[:keep],
         "coef_path": kernel.coef_path[:, :keep], "x_mean": c["x_center"] + x_shift, "y_mean": c["y_center"] + y_shift,
         "statistics": noisy, "snr": snr, "metric": S,
     }
+
+
+def signal_in_xty(u: np.ndarray, variances: np.ndarray) -> bool:
+    """Does the (centred) released X^T y stand above its own noise? ||u||^2 against sum_j v_j chi^2_1 at the pre-test
+    level (``released.regression.stands_above_noise``), v_j the variance of u_j's noise (with DP centring, to first
+    order sigma_xty^2 + y_bar^2 sigma_xsum^2 + x_bar_j^2 sigma_ysum^2). PLS1's first weight is u / ||u||, so when u
+    is noise every component is fitted to noise."""
+    from ..released.regression import stands_above_noise
+
+    expected = float(np.sum(variances))
+    return expected == 0.0 or stands_above_noise(float(u @ u), expected, float(np.sum(np.square(variances))))
 
 
 def component_snr(kernel: core.KernelPLS1, ridge: float, noise_norm: float) -> np.ndarray:

@@ -16,6 +16,7 @@ public centre (``x_center``, ``y_center``; default 0) to the public bounds befor
 """
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Mapping
 from numbers import Integral
@@ -47,6 +48,8 @@ from ._pls_queries import chunk_ssp
 
 MODES = ("certified", "certified_iterative", "paper")
 CENTERINGS = ("dp", "public")
+#: certified (S2) post-processing: "snr" keeps the leading components above the noise, none when X^T y is noise
+SHRINKAGES = ("snr", "none")
 AUTO_MAX_COMPONENTS = 30
 DEFAULT_WEIGHTS = {"xtx": 1.0, "xty": 1.0, "count": 0.25, "x_sum": 0.25, "y_sum": 0.25}
 
@@ -77,6 +80,12 @@ class DPPLS(RegressorMixin, PrivateEstimator):
     legacy_std_is_variance: paper mode only: draw noise with std sigma^2, the reference code's bug
         (spec A13), to reproduce the paper's figures.
     random_state, allow_uncertified, sampler: as everywhere in privsdr (sampler="secure": exact discrete noise).
+    shrinkage: certified (S2) mode (issue 24): ``"snr"`` (default) makes ``n_components`` a maximum: the leading
+        components whose ``component_snr_`` exceeds 1 are kept (at least one), and none when the centred X^T y cannot
+        be told from its own noise (a pre-test at level 0.05: ``_pls_modes.signal_in_xty``): the fit then predicts
+        the DP mean; the slopes are then scaled by ``shrinkage_factor_`` = max(0, 1 - noise_ratio_^2), the share of
+        the predictions' spread the noise does not explain (positive-part James-Stein, from the parametric bootstrap
+        of ``diagnose_noise``). Post-processing; noise off it changes nothing. ``"none"``: exactly ``n_components``.
     diagnose_noise: certified (S2) mode: measure ``noise_ratio_``, how far the noise alone moves the fitted
         predictions relative to their spread (a parametric bootstrap of the release, 30 draws, 8 for m > 200:
         ``privsdr.released.regression``), and warn ``NoiseDominatesWarning`` above 1/2. Free.
@@ -93,8 +102,13 @@ class DPPLS(RegressorMixin, PrivateEstimator):
     """
 
     model_attributes = ("coef_", "intercept_", "x_weights_", "x_loadings_", "y_loadings_", "coef_path_", "x_mean_", "y_mean_",
-                        "n_components_", "condition_number_", "component_snr_", "noise_ratio_", "n_features_in_")
+                        "n_components_", "condition_number_", "component_snr_", "noise_ratio_", "shrinkage_factor_",
+                        "n_features_in_")
     model_required = ("coef_", "coef_path_", "x_mean_", "y_mean_", "n_components_")
+    coef_: np.ndarray
+    coef_path_: np.ndarray
+    x_mean_: np.ndarray
+    y_mean_: float
 
     def __init__(
         self,
@@ -119,8 +133,10 @@ class DPPLS(RegressorMixin, PrivateEstimator):
         allow_uncertified: bool = False,
         sampler: str = "numpy",
         diagnose_noise: bool = True,
+        shrinkage: str = "snr",
     ) -> None:
         self.diagnose_noise = diagnose_noise
+        self.shrinkage = shrinkage
         self.n_components = n_components
         self.mode = mode
         self.bound_x = bound_x
@@ -182,6 +198,9 @@ class DPPLS(RegressorMixin, PrivateEstimator):
             raise ValidationError(f"y_center must be a finite number, got {self.y_center!r}")
         c["y_center"] = float(yc)
         c["psd_repair"] = bool(self.psd_repair)
+        if self.shrinkage not in SHRINKAGES:
+            raise ValidationError(f"shrinkage must be one of {SHRINKAGES}, got {self.shrinkage!r}")
+        c["shrinkage"] = self.shrinkage
         if not isinstance(getattr(self, "diagnose_noise", True), (bool, np.bool_)):
             raise ValidationError(f"diagnose_noise must be True or False, got {self.diagnose_noise!r}")
         if self.ridge == "noise":
@@ -335,12 +354,15 @@ class DPPLS(RegressorMixin, PrivateEstimator):
         self.plan_ = calibrated
         self.ledger_ = ledger
         self.privacy_report_ = run.report
-        if self.mode == "certified" and self.diagnose_noise:
+        if self.mode == "certified" and (self.diagnose_noise or c["shrinkage"] == "snr"):
             self._diagnose(run, out, c, n)
         return self
 
     def _diagnose(self, run: Run, out: dict[str, Any], c: dict[str, Any], n: int) -> None:
-        """``noise_ratio_``, the report's diagnostic and the warning (``privsdr.released.regression``; free)."""
+        """``noise_ratio_`` r (``privsdr.released.regression``; free); with ``shrinkage="snr"`` the slopes are then
+        scaled by the positive-part James-Stein factor ``shrinkage_factor_`` = max(0, 1 - r^2): r^2 is the share of the
+        predictions' spread the noise alone explains. With ``diagnose_noise`` also the report's diagnostic and the
+        warning."""
         from ..released import from_run, regression
 
         released = from_run(run, list(out["statistics"]), n=n, source="DPPLS S2")
@@ -348,14 +370,21 @@ class DPPLS(RegressorMixin, PrivateEstimator):
         m = self.n_features_in_
 
         def slopes(r: Any) -> np.ndarray:
-            path = ssp_postprocess(dict(r.arrays), sigma, c)["coef_path"]
+            path = ssp_postprocess(dict(r.arrays), sigma, c, r.scales)["coef_path"]
             return path[:, -1] if path.shape[1] else np.zeros(m)
 
         rng = diagnostic_rng(self.random_state)
         reps = 30 if m <= 200 else 8  # each draw refits (an m x m eigendecomposition): fewer for wide spectra
         self.noise_ratio_ = regression.noise_ratio(released, slopes, out["metric"], rng, reps=reps)
-        self.privacy_report_ = regression.with_diagnostics(run.report, self.noise_ratio_)
-        regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=3)
+        if c["shrinkage"] == "snr":
+            ratio = self.noise_ratio_
+            self.shrinkage_factor_ = max(0.0, 1.0 - ratio * ratio) if math.isfinite(ratio) else 0.0
+            self.coef_path_ = self.shrinkage_factor_ * self.coef_path_
+            self.coef_ = self.shrinkage_factor_ * self.coef_
+            self.intercept_ = self.y_mean_ - float(self.x_mean_ @ self.coef_)
+        if self.diagnose_noise:
+            self.privacy_report_ = regression.with_diagnostics(run.report, self.noise_ratio_)
+            regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=3)
 
     def _store(self, out: dict[str, Any], m: int) -> None:
         A = out["weights"].shape[1]

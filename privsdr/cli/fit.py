@@ -226,7 +226,11 @@ def _show_pls(est: DPPLS, names: list[str]) -> None:
     print("coefficients b:", est.coef_)
     by_column(names, est.coef_, "coefficients by feature:")
     print(f"intercept: {est.intercept_:.6g}")
-    if getattr(est, "noise_ratio_", None) is not None and est.privacy_report_ is not None:
+    factor = getattr(est, "shrinkage_factor_", None)
+    if factor is not None:
+        print(f"shrinkage (never worse than the DP mean): {est.n_components_} component(s) above the noise, slopes kept at "
+              f"{factor:.3g} of their fitted size" + (" -- the fit is the DP mean" if factor == 0 or est.n_components_ == 0 else ""))
+    if getattr(est, "noise_ratio_", None) is not None and "noise" in est.privacy_report_.diagnostics.get("messages", {}):
         print(est.privacy_report_.diagnostics["messages"]["noise"])
 
 

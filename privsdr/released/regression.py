@@ -28,6 +28,34 @@ from .record import Released
 NOISE_WARNING_SHARE = 0.5
 
 
+#: a fit keeps something fitted to noise alone with at most this probability: the level of its pre-tests together
+#: (one test: this level; k tests, as DP-BCD's steps: this level / k each, Bonferroni)
+PRETEST_LEVEL = 0.05
+
+
+def stands_above_noise(energy: float, expected: float, spread: float, level: float = PRETEST_LEVEL) -> bool:
+    """The pre-test of a noise-aware shrinkage (Sclove, Morris & Radhakrishnan 1972): is ``energy`` above the 1 - level
+    quantile of the energy of noise alone, sum_j lambda_j chi^2_1 with sum lambda = ``expected`` and sum lambda^2 =
+    ``spread``, approximated by (spread / expected) chi^2_nu, nu = expected^2 / spread (Satterthwaite 1946)?"""
+    if expected <= 0.0:
+        return energy > 0.0
+    from scipy.stats import chi2
+
+    nu = expected**2 / spread if spread > 0 else 1.0
+    threshold = spread / expected * float(chi2.ppf(1.0 - level, nu)) if spread > 0 else expected
+    return energy > max(threshold, expected)
+
+
+def shrunk_scalar(value: float, variance: float, level: float = PRETEST_LEVEL) -> float:
+    """A noisy scalar (a DP mean, as an offset from its public centre) shrunk towards 0: (1 - var / value^2) value when
+    value^2 passes the pre-test (``stands_above_noise``, one degree of freedom: |value| > 1.96 sd at level 0.05), else
+    0, the public centre; unchanged with no noise."""
+    if variance <= 0.0:
+        return value
+    energy = value * value
+    return (1.0 - variance / energy) * value if stands_above_noise(energy, variance, variance**2, level) else 0.0
+
+
 def renoised(released: Released, rng: np.random.Generator, symmetric: Iterable[str] = ("xtx",)) -> Released:
     """The release with fresh noise at its public scales added to every array (one parametric-bootstrap draw);
     arrays named in ``symmetric`` get symmetric noise (upper triangle drawn, mirrored)."""

@@ -473,8 +473,13 @@ class DPBCDProtocol(VerticalProtocol):
             total, sum_spec = tickets[sum_node].release(np.array([float(np.sum(steps.clip_label(party.y, self.config.certified_label_bound)))]))
             released[sum_node] = (total, sum_spec)
             new_state["y_shift"] = steps.dp_label_mean(float(total[0]), float(sum_spec.scale), party.X.shape[0],
-                                                       self.config.certified_label_bound)
+                                                       self.config.certified_label_bound, self._pretests(state))
         return ActionResult(new_state, released)
+
+    def _pretests(self, state: Any) -> int:
+        """The pre-tests of one certified fit (one per step, and the DP mean's): each runs at PRETEST_LEVEL / this, so
+        that the fit keeps anything fitted to noise alone with probability at most PRETEST_LEVEL (Bonferroni)."""
+        return self.config.n_rounds * len(state["order"]) + (1 if self.config.dp_intercept else 0)
 
     def _certified_step(self, action: Action, party: Party, state: Any, inbox: Mapping[str, PartyMessage],
                         tickets: Mapping[str, NoiseTicket]) -> ActionResult:
@@ -505,7 +510,7 @@ class DPBCDProtocol(VerticalProtocol):
                                                   state.get("factor", 0.0))
         d, kept = steps.certified_increment(state["gram"], s, state["beta"], c.ridge, c.bound("coef_bound", party.name),
                                             steps.StepNoise(float(s_spec.scale), math.sqrt(remainder_var)),
-                                            shrink=c.shrinkage == "james_stein")
+                                            shrink=c.shrinkage == "james_stein", n_steps=self._pretests(state))
         new_state = {**state, "beta": state["beta"] + d, "seen_var": acc_sd**2, "unabsorbed_var": remainder_var,
                      "factor": kept.factor, "noise_energy": state.get("noise_energy", 0.0) + kept.factor**2 * kept.noise_energy}
         # the noise-free remainder's entries stay within C_y + sum_j C_j ||beta_j||: swap in this party's new term

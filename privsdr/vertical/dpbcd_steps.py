@@ -27,6 +27,7 @@ import numpy as np
 
 from ..core import BlockSolver, clip_rows_l2, eigen_floor, local_residual
 from ..errors import ValidationError
+from ..released.regression import PRETEST_LEVEL, shrunk_scalar, stands_above_noise
 
 #: a positive stand-in for a zero sensitivity (the release then equals public data: any noise is enough)
 TINY = 1e-300
@@ -134,12 +135,12 @@ def label_sum_sensitivity(label_bound: float) -> float:
     return 2.0 * label_bound
 
 
-def dp_label_mean(noisy_sum: float, noise_sd: float, n_rows: int, label_bound: float) -> float:
+def dp_label_mean(noisy_sum: float, noise_sd: float, n_rows: int, label_bound: float, n_tests: int = 1) -> float:
     """The DP mean of the clipped, centred labels: the released sum over the public N, clamped into [-C_y, C_y], and
-    shrunk towards 0 (the public centre) by ``shrinkage_factor`` with its noise variance (noise_sd / N)^2."""
+    shrunk towards 0 (the public centre) with its noise variance (noise_sd / N)^2 (``released.regression.shrunk_scalar``,
+    one of the fit's ``n_tests`` pre-tests)."""
     mean = float(np.clip(noisy_sum / n_rows, -label_bound, label_bound))
-    variance = (noise_sd / n_rows) ** 2
-    return shrinkage_factor(mean * mean, variance, variance**2) * mean
+    return shrunk_scalar(mean, (noise_sd / n_rows) ** 2, PRETEST_LEVEL / n_tests)
 
 
 def statistic_sensitivity(row_bound: float, remainder_bound: float) -> float:
@@ -168,7 +169,7 @@ def floored_gram(G: np.ndarray, noise_scale: float) -> np.ndarray:
 
 
 def certified_increment(G: np.ndarray, statistic: np.ndarray, beta: np.ndarray, ridge: float, bound: float,
-                        noise: StepNoise | None = None, shrink: bool = True) -> tuple[np.ndarray, StepShrinkage]:
+                        noise: StepNoise | None = None, shrink: bool = True, n_steps: int = 1) -> tuple[np.ndarray, StepShrinkage]:
     """d~ = alpha (G~ + lam I)^-1 (s~ - lam beta), projected on the public ball ||d~|| <= B (post-processing).
 
     alpha is the positive-part James-Stein factor (James & Stein 1961; Baranchik 1964) in the metric of the
@@ -184,7 +185,7 @@ def certified_increment(G: np.ndarray, statistic: np.ndarray, beta: np.ndarray, 
         d = np.linalg.solve(A, statistic - ridge * beta)
     except np.linalg.LinAlgError:
         d = np.linalg.lstsq(A, statistic - ridge * beta, rcond=None)[0]
-    shrinkage = step_shrinkage(G, A, d, noise)
+    shrinkage = step_shrinkage(G, A, d, noise, n_steps)
     if not shrink:
         shrinkage = attrs.evolve(shrinkage, factor=1.0)
     d = shrinkage.factor * d
@@ -210,7 +211,7 @@ class StepShrinkage:
     noise_energy: float = 0.0
 
 
-def step_shrinkage(G: np.ndarray, A: np.ndarray, d: np.ndarray, noise: StepNoise | None) -> StepShrinkage:
+def step_shrinkage(G: np.ndarray, A: np.ndarray, d: np.ndarray, noise: StepNoise | None, n_steps: int = 1) -> StepShrinkage:
     """The factor of ``certified_increment`` (its docstring has the formula): with the noise's covariance in the
     metric of the predictions, K = A^-1 (sigma_s^2 I + sd_acc^2 G~) A^-1 G~, E = tr K and tr K^2 give the pre-test."""
     energy = max(float(d @ G @ d), 0.0)
@@ -224,28 +225,17 @@ def step_shrinkage(G: np.ndarray, A: np.ndarray, d: np.ndarray, noise: StepNoise
     K = A_inv @ (noise.statistic_sd**2 * np.eye(m) + noise.remainder_sd**2 * G) @ A_inv @ G
     expected = max(float(np.trace(K)), 0.0)
     spread = max(float(np.trace(K @ K)), 0.0)
-    return StepShrinkage(shrinkage_factor(energy, expected, spread), energy, expected)
+    return StepShrinkage(shrinkage_factor(energy, expected, spread, PRETEST_LEVEL / n_steps), energy, expected)
 
 
-#: a step of noise alone passes the pre-test with at most this probability
-PRETEST_LEVEL = 1e-3
-
-
-def shrinkage_factor(energy: float, expected: float, spread: float) -> float:
-    """1 - E / energy when the energy passes the pre-test, else 0 (1 with no noise).
-
-    Pre-test (Sclove, Morris & Radhakrishnan 1972): the energy of noise alone, sum_j lambda_j chi^2_1 with
-    sum lambda = E and sum lambda^2 = ``spread``, is approximated by (spread / E) chi^2_nu, nu = E^2 / spread
-    (Satterthwaite 1946); the step is kept only above its 1 - PRETEST_LEVEL quantile, so that a fit of T k steps
-    keeps a step of pure noise with probability about T k / 1000 at most, where the plain positive-part factor would
-    keep part of one about half the time."""
+def shrinkage_factor(energy: float, expected: float, spread: float, level: float = PRETEST_LEVEL) -> float:
+    """1 - E / energy when the energy passes the pre-test (``released.regression.stands_above_noise``; a fit of T k
+    steps tests each at PRETEST_LEVEL / (T k), so it keeps a step of pure noise with probability at most
+    PRETEST_LEVEL, where the plain positive-part factor would keep part of one about half the time), else 0
+    (1 with no noise)."""
     if expected == 0.0:
         return 1.0
-    from scipy.stats import chi2
-
-    nu = expected**2 / spread if spread > 0 else 1.0
-    threshold = spread / expected * float(chi2.ppf(1.0 - PRETEST_LEVEL, nu)) if spread > 0 else expected
-    return max(0.0, 1.0 - expected / energy) if energy > max(threshold, expected) else 0.0
+    return max(0.0, 1.0 - expected / energy) if stands_above_noise(energy, expected, spread, level) else 0.0
 
 
 def unabsorbed_variance(accumulated: float, seen_before: float, unabsorbed_before: float, factor_before: float) -> float:
