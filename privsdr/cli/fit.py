@@ -230,8 +230,9 @@ def _show_pls(est: DPPLS, names: list[str]) -> None:
     if factor is not None:
         print(f"shrinkage (never worse than the DP mean): {est.n_components_} component(s) above the noise, slopes kept at "
               f"{factor:.3g} of their fitted size" + (" -- the fit is the DP mean" if factor == 0 or est.n_components_ == 0 else ""))
-    if getattr(est, "noise_ratio_", None) is not None and "noise" in est.privacy_report_.diagnostics.get("messages", {}):
-        print(est.privacy_report_.diagnostics["messages"]["noise"])
+    report = est.privacy_report_
+    if getattr(est, "noise_ratio_", None) is not None and report is not None and "noise" in report.diagnostics.get("messages", {}):
+        print(report.diagnostics["messages"]["noise"])
 
 
 METHODS: dict[str, Method] = {m.name: m for m in (
