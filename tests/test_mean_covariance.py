@@ -408,3 +408,25 @@ def test_the_cli_reads_a_range_as_a_centre_and_a_half_width(tmp_path):
     report = json.loads((tmp_path / "r.json").read_text())
     sens = {n["name"]: n["sensitivity"]["value"] for n in report["nodes"]}
     assert sens["mean"] == pytest.approx(2 * np.linalg.norm([30.0, 0.5, 110.0]) / 300, rel=1e-9)  # the widths, not 79/2/310
+
+
+def test_noise_diagnostic_warns_where_the_noise_hides_the_moments_and_is_silent_where_it_does_not():
+    """Issue 24: noise_ratio_ (public scales only) over 1/2 warns and is in the report; noise off it is 0."""
+    import warnings
+
+    from privsdr import NoiseDominatesWarning
+
+    rng = np.random.default_rng(0)
+    Z = rng.uniform(-1.0, 1.0, (50_000, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NoiseDominatesWarning)
+        big = DPMeanCovariance(bounds=1.0, budget=Budget(1.0, 1e-6), random_state=0).fit(Z)
+        off = DPMeanCovariance(bounds=1.0, budget=Budget.infinite()).fit(Z)
+    assert 0 < big.noise_ratio_ < 0.01 and off.noise_ratio_ == 0.0
+    assert big.privacy_report_.diagnostics["noise_ratio"] == big.noise_ratio_
+    with pytest.warns(NoiseDominatesWarning, match="tightest column"):
+        small = DPMeanCovariance(bounds=[1.0, 1.0, 1.0, 0.05], budget=Budget(0.5, 1e-6), random_state=0).fit(Z[:100])
+    # the ratio is the larger of mean sd / b_min and covariance sd / b_min^2, from the plan's public scales
+    specs = small.plan_.specs
+    assert small.noise_ratio_ == pytest.approx(max(specs["mean"].scale / 0.05, specs["second_moment"].scale / 0.05**2))
+    assert "cannot be told reliably" in small.privacy_report_.diagnostics["messages"]["noise"]

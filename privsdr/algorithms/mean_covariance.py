@@ -19,6 +19,7 @@ clipped rows' true mean or covariance): the DP mean is projected onto the ball |
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -55,9 +56,14 @@ class DPMeanCovariance(PrivateEstimator):
         alone, C = ||b||_2; ``clip`` may then be omitted.
     sampler: "numpy" (fast floating-point noise) or "secure" (exact discrete noise on a public grid with
         CSPRNG randomness, priced by its own zCDP/pure bound: docs/accounting.md "Secure sampling").
+
+    After ``fit``: ``mean_``, ``second_moment_``, ``covariance_``, and ``noise_ratio_`` (issue 24: the larger of the noise
+    sd of a released mean over its column's public half-width and of a covariance entry over its public bound, at the
+    tightest column; over 1/2 the fit warns
+    ``NoiseDominatesWarning`` and the report says so; public scales only, so it is known before the fit: ``plan``).
     """
 
-    model_attributes = ("mean_", "second_moment_", "covariance_", "n_features_in_")
+    model_attributes = ("mean_", "second_moment_", "covariance_", "noise_ratio_", "n_features_in_")
     model_required = ("mean_", "covariance_")
 
     def __init__(
@@ -183,8 +189,46 @@ class DPMeanCovariance(PrivateEstimator):
         self._record_features(X_raw, shape[1])
         self.plan_ = calibrated
         self.ledger_ = ledger
-        self.privacy_report_ = run.report
+        ratios = noise_ratios(calibrated.specs["mean"].scale, calibrated.specs["second_moment"].scale,
+                              self._validated_clip(shape[1]), self._box(shape[1]))
+        self.noise_ratio_ = max(ratios)
+        self.privacy_report_ = with_noise_diagnostic(run.report, *ratios)
+        if self.noise_ratio_ > NOISE_WARNING_SHARE:
+            from ..errors import NoiseDominatesWarning
+
+            warnings.warn(noise_message(*ratios), NoiseDominatesWarning, stacklevel=2)
         return self
+
+
+#: warn when the noise sd of a released mean (covariance entry) exceeds this share of its public scale
+NOISE_WARNING_SHARE = 0.5
+
+
+def noise_ratios(mean_sd: float, second_sd: float, clip: float, bounds: np.ndarray | None) -> tuple[float, float]:
+    """The noise diagnostic (issue 24), from public scales only, at the tightest column: the noise sd of a column's DP
+    mean over its public half-width b_j (the clip C without ``bounds``), and of a covariance entry over b_j^2 (C^2).
+    Over 1/2 the release cannot tell that column's mean from its public centre (its variance from 0) reliably."""
+    scale = float(np.min(bounds)) if bounds is not None else float(clip)
+    return mean_sd / scale, second_sd / scale**2
+
+
+def noise_message(mean_ratio: float, covariance_ratio: float) -> str:
+    ratio = max(mean_ratio, covariance_ratio)
+    verdict = ("some column's DP moments cannot be told reliably from the trivial answer (its public centre, a zero "
+               "covariance): more data, more budget or tighter public ranges are needed" if ratio > NOISE_WARNING_SHARE
+               else "the released moments stand above the noise")
+    return (f"at the tightest column the noise sd of the DP mean is {mean_ratio:.3g} times its public half-width, and of a "
+            f"covariance entry {covariance_ratio:.3g} times its public bound: {verdict}")
+
+
+def with_noise_diagnostic(report: Any, mean_ratio: float, covariance_ratio: float) -> Any:
+    """The run's report with the noise diagnostic attached (post-processing: no cost)."""
+    import attrs
+
+    messages = {**report.diagnostics.get("messages", {}), "noise": noise_message(mean_ratio, covariance_ratio)}
+    return attrs.evolve(report, diagnostics={**report.diagnostics, "noise_ratio": max(mean_ratio, covariance_ratio),
+                                             "mean_noise_ratio": mean_ratio, "covariance_noise_ratio": covariance_ratio,
+                                             "messages": messages})
 
 
 def shift_and_box(X: np.ndarray, center: np.ndarray | None, bounds: np.ndarray | None) -> np.ndarray:

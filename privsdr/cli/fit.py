@@ -97,6 +97,9 @@ def by_column(names: list[str], values: np.ndarray, header: str) -> None:
 def _show_mean_covariance(est: DPMeanCovariance, names: list[str]) -> None:
     print("mean:", est.mean_)
     print("covariance:\n", est.covariance_)
+    report = est.privacy_report_
+    if report is not None and "noise" in report.diagnostics.get("messages", {}):
+        print(report.diagnostics["messages"]["noise"])
 
 
 def _check_bound_or_bounds(args: argparse.Namespace, method: str) -> None:
