@@ -188,7 +188,7 @@ def test_same_seed_same_output_different_seed_different():
     """O-13 for every mode."""
     X, y = regression_data(50, 10, seed=5)
     # S2 without the shrinkage: at n = 50 the default falls back to the DP mean, whose slopes are 0 at every seed
-    for kw in ({"mode": "certified", "shrinkage": "none", **BOUNDS}, {"mode": "certified_iterative", **BOUNDS},
+    for kw in ({"mode": "certified", "shrinkage": "none", **BOUNDS}, {"mode": "certified_iterative", "shrinkage": "none", **BOUNDS},
                {"mode": "paper", "allow_uncertified": True}):
         fits = [DPPLS(3, budget=Budget(2.0, 1e-3), random_state=s, **kw).fit(X, y).coef_ for s in (7, 7, 8)]
         assert np.array_equal(fits[0], fits[1]) and not np.allclose(fits[0], fits[2])

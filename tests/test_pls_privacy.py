@@ -144,8 +144,7 @@ def test_certified_modes_pass_the_canary_audit(canary, mode):
     with_canary, without, w_ref = canary
     # the audit observes the first PLS weight of the release (shrinkage="none": the default may drop the component,
     # post-processing that cannot add to the privacy loss)
-    kw = dict(mode=mode, bound_x=1.0, bound_y=1.0, budget=Budget(1.0, 0.01), diagnose_noise=False,
-              **({"shrinkage": "none"} if mode == "certified" else {}))
+    kw = dict(mode=mode, bound_x=1.0, bound_y=1.0, budget=Budget(1.0, 0.01), diagnose_noise=False, shrinkage="none")
     report = DPPLS(1, random_state=0, **kw).fit(*without).privacy_report_
     assert report.status == "certified" and report.spent[0] <= 1.0 + 1e-9
     claim = claim_from_report(report)

@@ -156,8 +156,9 @@ def ssp_postprocess(noisy: dict[str, np.ndarray], sigma: float, c: dict[str, Any
         n_t, x_shift, y_shift = dp_means(noisy, c["bound_x"], c["bound_y"])
         S = S - n_t * np.outer(x_shift, x_shift)
         u = u - n_t * y_shift * x_shift
-        # u = X^T y - sum_y sum_x / n: to first order the sums' noise enters as y_bar e_xsum + x_bar e_ysum
-        var_u = var_u + (y_shift * scales.get("x_sum", 0.0)) ** 2 + (x_shift * scales.get("y_sum", 0.0)) ** 2
+        # u = X^T y - sum_y sum_x / n: the sums' noise enters as y_bar e_xsum + x_bar e_ysum + e_xsum e_ysum / n
+        s_x, s_y = scales.get("x_sum", 0.0), scales.get("y_sum", 0.0)
+        var_u = var_u + (y_shift * s_x) ** 2 + (x_shift * s_y) ** 2 + (s_x * s_y / n_t) ** 2
     ridge = c["ridge"] if c["ridge"] != "noise" else sigma * math.sqrt(S.shape[0])
     if ridge > 0:
         S = S + ridge * np.eye(S.shape[0])
@@ -179,8 +180,8 @@ def ssp_postprocess(noisy: dict[str, np.ndarray], sigma: float, c: dict[str, Any
 
 def signal_in_xty(u: np.ndarray, variances: np.ndarray) -> bool:
     """Does the (centred) released X^T y stand above its own noise? ||u||^2 against sum_j v_j chi^2_1 at the pre-test
-    level (``released.regression.stands_above_noise``), v_j the variance of u_j's noise (with DP centring, to first
-    order sigma_xty^2 + y_bar^2 sigma_xsum^2 + x_bar_j^2 sigma_ysum^2). PLS1's first weight is u / ||u||, so when u
+    level (``released.regression.stands_above_noise``), v_j the variance of u_j's noise (with DP centring,
+    sigma_xty^2 + y_bar^2 sigma_xsum^2 + x_bar_j^2 sigma_ysum^2 + (sigma_xsum sigma_ysum / n)^2). PLS1's first weight is u / ||u||, so when u
     is noise every component is fitted to noise."""
     from ..released.regression import stands_above_noise
 
@@ -201,27 +202,50 @@ def fit_iterative(run: Run, X: np.ndarray, y: np.ndarray, c: dict[str, Any]) -> 
     """S1: per component, noisy E^T f -> w, noisy (E^T s, s^T s, f^T s) -> p, c; deflate and re-clip."""
     Cx, Cy = c["bound_x"], c["bound_y"]
     x_mean, y_mean = c["x_center"].copy(), float(c["y_center"])
+    offset_sd = 0.0  # sd per entry of E^T f's spurious part n (x_bar - mean x)(y_bar - mean y) from the DP means' noise
     if c["dp_centring"]:
         stats = ssp_statistics(X, y, c["x_center"], c["y_center"], Cx, Cy)
-        _, x_shift, y_shift = dp_means({name: run.release(name, stats[name]) for name in CENTRING_NODES}, Cx, Cy)
+        n_t, x_shift, y_shift = dp_means({name: run.release(name, stats[name]) for name in CENTRING_NODES}, Cx, Cy)
         x_mean, y_mean = x_mean + x_shift, y_mean + y_shift
+        offset_sd = run.plan.specs["x_sum"].scale * run.plan.specs["y_sum"].scale / n_t
     E, f = clip_x(X, x_mean, Cx), clip_y(y, y_mean, Cy)
     A, m = c["A"], X.shape[1]
     W, P, cl = np.zeros((m, A)), np.zeros((m, A)), np.zeros(A)
     h_floor = run.plan.specs["h_1"].scale
+    keep = A
     for a in range(1, A + 1):
         u = run.release(f"u_{a}", weight_statistic(E, f))
+        u_sd = math.hypot(run.plan.specs[f"u_{a}"].scale, offset_sd if a == 1 else 0.0)
+        if keep == A and c.get("shrinkage") == "snr" and not component_signal(u, u_sd, A):
+            keep = a - 1  # this component's E^T f is noise: it and the later ones are dropped (post-processing)
         norm = float(np.linalg.norm(u))
         w = u / norm if norm > 0 else np.eye(m)[0]
         stats_a = iterative_statistics(E, f, w)
         g = run.release(f"g_{a}", stats_a["g"])
-        h = max(float(run.release(f"h_{a}", stats_a["h"])[0]), h_floor, 1e-300)
+        h_released = float(run.release(f"h_{a}", stats_a["h"])[0])
+        if keep == A and c.get("shrinkage") == "snr" and not (
+                component_signal(np.array([h_released]), h_floor, A)
+                and component_signal(np.array([float(g @ w)]), run.plan.specs[f"g_{a}"].scale, A)):
+            keep = a - 1  # s^T s = ||E w||^2 (or w^T E^T s, the same) is noise: p = g/h, c = r/h would be noise over noise
+        h = max(h_released, h_floor, 1e-300)
         r = float(run.release(f"r_{a}", stats_a["r"])[0])
         p, ca = g / h, r / h
         E, f = iterative_deflate(E, f, w, p, ca, Cx, Cy)
         root = math.sqrt(h)  # to the unit-score convention: p ||s||, c ||s||
         W[:, a - 1], P[:, a - 1], cl[a - 1] = w, p * root, ca * root
-    return {"weights": W, "loadings": P, "y_loadings": cl, "coef_path": coef_path(W, P, cl), "x_mean": x_mean, "y_mean": y_mean}
+    W, P, cl = W[:, :keep], P[:, :keep], cl[:keep]
+    path = coef_path(W, P, cl) if keep else np.zeros((m, 0))
+    return {"weights": W, "loadings": P, "y_loadings": cl, "coef_path": path, "x_mean": x_mean, "y_mean": y_mean}
+
+
+def component_signal(u: np.ndarray, sigma: float, n_components: int) -> bool:
+    """S1's pre-test (issue 24): does a component's released E^T f (or its s^T s) stand above its noise N(0, sigma^2 I)?
+    Each test runs at PRETEST_LEVEL / A (``released.regression.stands_above_noise``). The data are centred before u is
+    computed, so its noise is the release's own."""
+    from ..released.regression import PRETEST_LEVEL, stands_above_noise
+
+    m = u.shape[0]
+    return sigma == 0.0 or stands_above_noise(float(u @ u), m * sigma**2, m * sigma**4, PRETEST_LEVEL / n_components)
 
 
 def fit_paper(run: Run, X: np.ndarray, y: np.ndarray, c: dict[str, Any]) -> dict[str, Any]:

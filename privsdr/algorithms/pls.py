@@ -80,7 +80,9 @@ class DPPLS(RegressorMixin, PrivateEstimator):
     legacy_std_is_variance: paper mode only: draw noise with std sigma^2, the reference code's bug
         (spec A13), to reproduce the paper's figures.
     random_state, allow_uncertified, sampler: as everywhere in privsdr (sampler="secure": exact discrete noise).
-    shrinkage: certified (S2) mode (issue 24): ``"snr"`` (default) makes ``n_components`` a maximum: the leading
+    shrinkage: certified modes (issue 24). S1: ``"snr"`` (default) keeps the components up to the first whose released
+        E^T f cannot be told from its noise (a pre-test per component at level 0.05 / A); none kept: the DP mean and a
+        ``NoiseDominatesWarning``. S2: ``"snr"`` makes ``n_components`` a maximum: the leading
         components whose ``component_snr_`` exceeds 1 are kept (at least one), and none when the centred X^T y cannot
         be told from its own noise (a pre-test at level 0.05: ``_pls_modes.signal_in_xty``): the fit then predicts
         the DP mean; the slopes are then scaled by ``shrinkage_factor_`` = max(0, 1 - noise_ratio_^2), the share of
@@ -356,7 +358,24 @@ class DPPLS(RegressorMixin, PrivateEstimator):
         self.privacy_report_ = run.report
         if self.mode == "certified" and (self.diagnose_noise or c["shrinkage"] == "snr"):
             self._diagnose(run, out, c, n)
+        if self.mode == "certified_iterative" and c["shrinkage"] == "snr" and self.n_components_ == 0:
+            self._trivial_s1(run)
         return self
+
+    def _trivial_s1(self, run: Run) -> None:
+        """S1 with every component's released E^T f below its noise: the fit is the DP mean; the report and a
+        ``NoiseDominatesWarning`` say so."""
+        import attrs
+
+        from ..errors import NoiseDominatesWarning
+
+        message = ("the first component's released X^T y cannot be told from its noise: the fit is the DP mean (the trivial "
+                   "model); more data or more budget is needed")
+        report = run.report
+        assert report is not None  # the run has ended
+        self.privacy_report_ = attrs.evolve(report, diagnostics={**report.diagnostics, "messages": {
+            **report.diagnostics.get("messages", {}), "noise": message}})
+        warnings.warn(message, NoiseDominatesWarning, stacklevel=3)
 
     def _diagnose(self, run: Run, out: dict[str, Any], c: dict[str, Any], n: int) -> None:
         """``noise_ratio_`` r (``privsdr.released.regression``; free); with ``shrinkage="snr"`` the slopes are then

@@ -110,7 +110,7 @@ def audit_rows(samples: int, seed: int) -> list[dict[str, Any]]:
         "paper": dict(mode="paper", budget=Budget(1.0, DELTA), allow_uncertified=True),
         "certified S2": dict(mode="certified", bound_x=1.0, bound_y=1.0, budget=Budget(1.0, DELTA), diagnose_noise=False,
                              shrinkage="none"),  # the audit observes the release's first weight (the default may drop it)
-        "certified S1": dict(mode="certified_iterative", bound_x=1.0, bound_y=1.0, budget=Budget(1.0, DELTA)),
+        "certified S1": dict(mode="certified_iterative", bound_x=1.0, bound_y=1.0, budget=Budget(1.0, DELTA), shrinkage="none"),
     }
     rows = []
     for name, kw in progress(list(configs.items()), len(configs), "canary audit", min_total=1):
