@@ -4,6 +4,7 @@ shrinkage (DP-BCD, DPPLS), beside the trivial model (R^2 = 0 up to the test spli
     python benchmarks/bench_never_worse.py dpbcd      # the DP-BCD simulation, n in {1e3, 1e4, 1e5} x eps in {0.5, 1, 2, 8}
     python benchmarks/bench_never_worse.py diabetes   # DP-BCD on diabetes (2 parties), 20 random 80/20 splits
     python benchmarks/bench_never_worse.py pls        # DPPLS(2) on diabetes, 5-fold CV over 8 shuffles
+    python benchmarks/bench_never_worse.py forecast   # est.plan(n, p).forecast() against the measured excess risk
 
 Cells: median test R^2 over ``--seeds`` data sets, "before / after" (issue 23's fit: ``shrinkage="none"``, no DP
 intercept / the default), then the smallest R^2 of the after-fits and the share of after-fits that warned ``NoiseDominatesWarning``.
@@ -19,7 +20,8 @@ import warnings
 import numpy as np
 from bench_adassp import r2, simulated_split
 
-from privsdr import DPPLS, Budget, DPBCDRegression, NoiseDominatesWarning
+from privsdr import DPPLS, AdaSSPRegression, Budget, DPBCDRegression, NoiseDominatesWarning
+from privsdr.datasets.vertical import dpbcd_synthetic
 
 EPSILONS = (0.5, 1.0, 2.0, 8.0)
 
@@ -114,15 +116,52 @@ def pls(shuffles: int) -> None:
               f"{np.mean(np.array(relative) >= -0.05):.0%} | {np.mean(warned):.0%} |", flush=True)
 
 
+def forecast(seeds: int) -> None:
+    """The forecast (``est.plan(n, p).forecast()``: an isotropic public synthetic problem, signal 0.3) against the
+    excess risk measured on the DP-BCD simulation (correlation 0.3, population R^2 0.3), computed exactly from the
+    design's beta and covariance: ((b - beta)^T Sigma (b - beta) + intercept^2) / var(y), median over seeds."""
+    p = 10
+    sigma = 0.7 * np.eye(p) + 0.3
+    print(f"forecast / measured excess risk (median of {seeds} seeds; ratio), p = {p}, delta = 1e-6\n")
+    print("| estimator | n | " + " | ".join(f"eps = {e:g}" for e in EPSILONS) + " |")
+    print("|---|---|" + "---|" * len(EPSILONS))
+    for name in ("AdaSSPRegression", "DPPLS(2)"):
+        for n in (1_000, 10_000, 100_000):
+            cells = []
+            for eps in EPSILONS:
+                measured = []
+                for seed in range(seeds):
+                    d = dpbcd_synthetic(n, p, seed=seed)
+                    var_y = float(d.beta @ sigma @ d.beta) / 0.3
+                    est = make_regression(name, eps, 3.0 * math.sqrt(var_y), seed)
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        est.fit(np.hstack(d.blocks), d.y)
+                    miss = est.coef_ - d.beta
+                    measured.append(float((miss @ sigma @ miss + est.intercept_**2) / var_y))
+                predicted = est.plan(n, p).forecast(signal=0.3, search=False).private_error
+                cells.append(f"{predicted:.3g} / {np.median(measured):.3g} ({predicted / np.median(measured):.2f})")
+            print(f"| {name} | {n:.0e} | " + " | ".join(cells) + " |", flush=True)
+
+
+def make_regression(name: str, eps: float, bound_y: float, seed: int) -> object:
+    bound_x = 2.5 * math.sqrt(10)
+    if name == "AdaSSPRegression":
+        return AdaSSPRegression(bound_x=bound_x, bound_y=bound_y, budget=Budget(eps, 1e-6), random_state=seed)
+    return DPPLS(2, bound_x=bound_x, bound_y=bound_y, budget=Budget(eps, 1e-6), random_state=seed)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("dpbcd", "diabetes", "pls"))
+    parser.add_argument("what", choices=("dpbcd", "diabetes", "pls", "forecast"))
     parser.add_argument("--seeds", type=int, default=10)
     args = parser.parse_args()
     if args.what == "dpbcd":
         simulation(args.seeds)
     elif args.what == "pls":
         pls(8)
+    elif args.what == "forecast":
+        forecast(args.seeds)
     else:
         diabetes(2 * args.seeds)
 

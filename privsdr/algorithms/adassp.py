@@ -51,6 +51,7 @@ from ._base import (
     public_center,
 )
 from ._pls_queries import clip_x, clip_y
+from .forecast import forecast_regression
 
 RELATION = "add_remove"
 NODES = ("lambda_min", "xtx", "xty")
@@ -221,10 +222,13 @@ class AdaSSPRegression(PrivateEstimator):
         return plan
 
     def plan(self, n_samples: int, n_features: int) -> CalibratedPlan:
-        """The calibrated plan for data of this shape: price it with ``.cost()`` before fitting."""
+        """The calibrated plan for data of this shape: price it with ``.cost()`` and forecast its accuracy with
+        ``.forecast()`` (``privsdr.algorithms.forecast``) before fitting."""
         budget, ledger = self._resolve_budget()
-        return for_ledger(self.build_plan(n_features), ledger).allocate(budget, accountant=ledger.accountant, tight=self.tight,
-                                                                        sampler=self._sampler())
+        calibrated = for_ledger(self.build_plan(n_features), ledger).allocate(budget, accountant=ledger.accountant, tight=self.tight,
+                                                                              sampler=self._sampler())
+        calibrated.forecaster = partial(forecast_regression, self, int(n_samples), int(n_features))
+        return calibrated
 
     # -- fit ---------------------------------------------------------------------------------------
     def fit(self, X: Any, y: Any = None) -> AdaSSPRegression:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping
+from functools import partial
 from numbers import Integral
 from typing import Any
 
@@ -45,6 +46,7 @@ from ._pls_modes import (
     ssp_postprocess,
 )
 from ._pls_queries import chunk_ssp
+from .forecast import forecast_regression
 
 MODES = ("certified", "certified_iterative", "paper")
 CENTERINGS = ("dp", "public")
@@ -259,8 +261,12 @@ class DPPLS(RegressorMixin, PrivateEstimator):
         return per_release, Ledger(Budget(claimed.epsilon, claimed.delta), accountant=make_accountant(self.accountant, claimed.delta)), plan
 
     def plan(self, n_samples: int, n_features: int) -> CalibratedPlan:
-        """The calibrated plan of a fit on data of this shape; ``.cost()`` prices it before any data is read."""
-        return self._budget_and_ledger(int(n_samples), int(n_features))[2]
+        """The calibrated plan of a fit on data of this shape; ``.cost()`` prices it and, in certified (S2) mode,
+        ``.forecast()`` forecasts its accuracy (``privsdr.algorithms.forecast``) before any data is read."""
+        calibrated = self._budget_and_ledger(int(n_samples), int(n_features))[2]
+        if self.mode == "certified":
+            calibrated.forecaster = partial(forecast_regression, self, int(n_samples), int(n_features))
+        return calibrated
 
     # -- fitting ------------------------------------------------------------------------------------
     def _check_xy(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -350,6 +350,17 @@ class CalibratedPlan:
         self.budget = budget
         self.allocation = allocation
         self.pricing = pricing  #: the accountant the plan was calibrated for (a ledger's, when allocated for one)
+        #: set by an estimator whose accuracy can be forecast from public parameters (``forecast``)
+        self.forecaster: Callable[..., Any] | None = None
+
+    def forecast(self, **options: Any) -> Any:
+        """The estimator's expected accuracy at this plan's public parameters, before any data is read (issue 24:
+        ``privsdr.algorithms.forecast``); ``options`` go to the estimator's forecaster (e.g. ``signal``, ``reps``)."""
+        if self.forecaster is None:
+            from ..errors import ValidationError
+
+            raise ValidationError(f"plan {self.name!r} has no accuracy forecast yet (AdaSSPRegression and DPPLS have one)")
+        return self.forecaster(**options)
 
     @property
     def name(self) -> str:
