@@ -5,6 +5,7 @@ shrinkage (DP-BCD, DPPLS), beside the trivial model (R^2 = 0 up to the test spli
     python benchmarks/bench_never_worse.py diabetes   # DP-BCD on diabetes (2 parties), 20 random 80/20 splits
     python benchmarks/bench_never_worse.py pls        # DPPLS(2) on diabetes, 5-fold CV over 8 shuffles
     python benchmarks/bench_never_worse.py forecast   # est.plan(n, p).forecast() against the measured excess risk
+    python benchmarks/bench_never_worse.py adassp     # AdaSSPRegression on diabetes against its DP mean predictor
 
 Cells: median test R^2 over ``--seeds`` data sets, "before / after" (issue 23's fit: ``shrinkage="none"``, no DP
 intercept / the default), then the smallest R^2 of the after-fits and the share of after-fits that warned ``NoiseDominatesWarning``.
@@ -151,9 +152,37 @@ def make_regression(name: str, eps: float, bound_y: float, seed: int) -> object:
     return DPPLS(2, bound_x=bound_x, bound_y=bound_y, budget=Budget(eps, 1e-6), random_state=seed)
 
 
+def adassp(shuffles: int) -> None:
+    """AdaSSPRegression on diabetes, 5-fold CV over ``shuffles`` shuffles: median and worst test R^2 and the share of
+    folds within 0.05 of the DP mean predictor (the DP mean of y the release's constant column carries)."""
+    from sklearn.datasets import load_diabetes
+    from sklearn.model_selection import KFold
+
+    from privsdr.released.regression import dp_centred
+
+    X, y = load_diabetes(return_X_y=True)
+    print(f"AdaSSPRegression on diabetes, 5-fold CV over {shuffles} shuffles, ||x|| <= 0.35, y in 185.5 +- 160.5\n")
+    print("| eps | median test R^2 | worst | within 0.05 of the DP mean predictor |")
+    print("|---|---|---|---|")
+    for eps in (0.25, 0.5, 1.0, 2.0, 8.0):
+        scores, relative = [], []
+        for seed in range(shuffles):
+            for train, test in KFold(5, shuffle=True, random_state=seed).split(X):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    est = AdaSSPRegression(bound_x=0.35, bound_y=160.5, y_center=185.5, budget=Budget(eps, 1e-6),
+                                           random_state=seed).fit(X[train], y[train])
+                released = est.released_
+                y_bar = dp_centred(released["xtx"], released["xty"].ravel(), 0.35, 160.5)[1]
+                score = r2(y[test], est.predict(X[test]))
+                scores.append(score)
+                relative.append(score - r2(y[test], np.full(len(test), 185.5 + y_bar)))
+        print(f"| {eps:g} | {np.median(scores):.3f} | {min(scores):.3f} | {np.mean(np.array(relative) >= -0.05):.0%} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("dpbcd", "diabetes", "pls", "forecast"))
+    parser.add_argument("what", choices=("dpbcd", "diabetes", "pls", "forecast", "adassp"))
     parser.add_argument("--seeds", type=int, default=10)
     args = parser.parse_args()
     if args.what == "dpbcd":
@@ -162,6 +191,8 @@ def main() -> None:
         pls(8)
     elif args.what == "forecast":
         forecast(args.seeds)
+    elif args.what == "adassp":
+        adassp(8)
     else:
         diabetes(2 * args.seeds)
 
