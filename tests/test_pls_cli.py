@@ -170,3 +170,27 @@ def test_fit_prints_the_estimate_by_feature_name(table, tmp_path):
     named = np.array([float(line.split()[1]) for line in lines])
     coef = np.array(out.stdout.split("coefficients b:")[1].split("]")[0].strip(" [\n").split(), dtype=float)
     assert np.allclose(named, coef, atol=1e-5)
+
+
+def test_fit_dry_run_prices_and_forecasts_from_the_header_alone(table, tmp_path):
+    """--dry-run (issue 24): the plan's cost and, for adassp and pls, the forecast; no row is read, nothing is spent."""
+    journal = tmp_path / "dry.jsonl"
+    assert run("ledger", "init", journal, "--epsilon", 2, "--delta", 1e-5).returncode == 0
+    before = journal.read_bytes()
+    headers_only = tmp_path / "header.csv"
+    headers_only.write_text("a,b,c,d,y\nnot,a,number,at,all\n")  # no row is read: a broken row cannot matter
+    out = run("fit", "adassp", "--data", headers_only, "--target", "y", "--bound-x", 2, "--bound-y", 8, "--epsilon", 1,
+              "--delta", 1e-6, "--journal", journal, "--dry-run", "--rows", 3000)  # pls: the same path (tests/test_forecast.py)
+    assert out.returncode == 0, out.stderr
+    assert "nothing is read or spent" in out.stdout and "cost: Cost(epsilon=" in out.stdout
+    assert "forecast at n = 3000, p = 4" in out.stdout and "excess risk" in out.stdout
+    assert journal.read_bytes() == before
+    no_forecast = run("fit", "mean-covariance", "--data", headers_only, "--target", "y", "--clip", 2, "--epsilon", 1, "--delta",
+                      1e-6, "--dry-run", "--rows", 3000)
+    assert no_forecast.returncode == 0 and "no accuracy forecast" in no_forecast.stdout
+    missing = run("fit", "adassp", "--data", table, "--target", "y", "--bound-x", 2, "--bound-y", 8, "--epsilon", 1, "--delta",
+                  1e-6, "--dry-run")
+    assert missing.returncode == 2 and "--rows" in missing.stderr
+    stray = run("fit", "adassp", "--data", table, "--target", "y", "--bound-x", 2, "--bound-y", 8, "--epsilon", 1, "--delta",
+                1e-6, "--rows", 3000)
+    assert stray.returncode == 2 and "--dry-run" in stray.stderr

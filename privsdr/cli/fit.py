@@ -279,6 +279,10 @@ def _fit(args: argparse.Namespace) -> int:
     method = METHODS[args.method]
     check_method_options(method, args)
     budget = Budget(args.epsilon, args.delta)
+    if args.dry_run:
+        return _dry_run(args, method, budget)
+    if args.rows is not None:
+        raise ValidationError("--rows is for --dry-run (the public row count of a plan); a fit counts the rows it reads")
     with Outputs() as outputs:
         report_path = outputs.add(args.report, "--report", REPORT_SUFFIXES)
         model_path = outputs.add(args.out, "--out", MODEL_SUFFIXES)
@@ -313,6 +317,39 @@ def _fit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dry_run(args: argparse.Namespace, method: Method, budget: Budget) -> int:
+    """The plan's price and, where the estimator has one, its accuracy forecast, from public parameters and the CSV's
+    header only: no row is read, nothing is spent or written (issue 24)."""
+    import csv
+
+    if args.rows is None:
+        raise ValidationError("--dry-run needs --rows N, the public number of rows (no row of --data is read)")
+    data = input_file(args.data, "--data")
+    with open(data, newline="", encoding="utf-8") as fh:
+        header = next(csv.reader(fh), [])
+    names = list(args.columns) if args.columns else [h for h in header if h != args.target]
+    missing = [c for c in names + ([args.target] if args.target else []) if c not in header]
+    if missing or not names:
+        raise ValidationError(f"columns {missing or names} are not in the header of {data} (columns: {', '.join(header)})")
+    bounds_file = optional_input_file(args.bounds, "--bounds")
+    centres: np.ndarray | None = None
+    bounds: np.ndarray | None = None
+    if bounds_file and method.name == "mean-covariance":
+        centres, bounds = load_ranges(bounds_file, names, header)
+    elif bounds_file:
+        bounds = load_bounds(bounds_file, names, header)
+    ledger = Ledger(budget)  # in memory: the journal (if any) is not opened, nothing is charged
+    est = method.build(args, FitContext(budget, ledger, args.accountant or "best", bounds, args.seed, args.sampler, centres))
+    plan = est.plan(args.rows, len(names))
+    print(f"dry run: `fit {method.name}` on {args.rows} rows x {len(names)} columns ({', '.join(names)}); nothing is read or spent")
+    print(f"cost: {plan.cost()}")
+    if plan.forecaster is None:
+        print(f"no accuracy forecast for `fit {method.name}` yet (adassp and pls have one)")
+    else:
+        print(plan.forecast().summary())
+    return 0
+
+
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     fit = sub.add_parser("fit", formatter_class=FORMATTER, help="fit a method on a CSV file under a budget",
                          description="Fit METHOD on the numeric columns of a CSV (UTF-8, header row required). Public bounds "
@@ -323,6 +360,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                          "half-width (the noise follows the width; the mean is clamped into the range); dpsir as "
                          "|x| <= max(|lo|, |hi|).")
     fit.add_argument("method", choices=sorted(METHODS), help="the method (see above)")
+    fit.add_argument("--dry-run", action="store_true",
+                     help="print the plan's cost and (adassp, pls) its accuracy forecast on a public synthetic problem; reads "
+                          "only the CSV header, spends nothing (needs --rows)")
+    fit.add_argument("--rows", type=positive_int, default=None, help="--dry-run: the public number of rows")
     fit.add_argument("--data", required=True, help="CSV file with a header row (UTF-8)")
     fit.add_argument("--target", default=None, help="response column (excluded from the features)")
     fit.add_argument("--columns", nargs="+", default=None, help="feature columns (default: all but the target)")
