@@ -1,5 +1,5 @@
 """Certified DP-BCD never does worse than the trivial model: each step is shrunk by the share of its predicted
-change that its released noise explains (``dpbcd_steps.certified_increment``), a step of noise alone is dropped, and
+change that its released noise explains (``dpbcd_shrinkage.certified_increment``), a step of noise alone is dropped, and
 the fit warns ``NoiseDominatesWarning`` when the noise wins (issue 24)."""
 import math
 import warnings
@@ -9,7 +9,7 @@ import pytest
 
 from privsdr import Budget, DPBCDRegression, NoiseDominatesWarning
 from privsdr.datasets import dpbcd_synthetic
-from privsdr.vertical import dpbcd_steps as steps
+from privsdr.vertical import dpbcd_shrinkage as shrinkage
 
 P, M = 10, 5
 ROW, COEF = 2.5 * math.sqrt(M), 6.5 * math.sqrt(M)
@@ -37,15 +37,15 @@ def test_a_step_of_noise_alone_is_dropped_and_a_clear_signal_is_kept_almost_whol
     A = rng.normal(size=(5, 5))
     G = A @ A.T + 5 * np.eye(5)
     sd = 2.0
-    dropped = sum(steps.certified_increment(G, sd * rng.standard_normal(5), np.zeros(5), 0.0, 1e9,
-                                            steps.StepNoise(sd), n_steps=10)[1].factor == 0.0 for _ in range(400))
+    dropped = sum(shrinkage.certified_increment(G, sd * rng.standard_normal(5), np.zeros(5), 0.0, 1e9,
+                                            shrinkage.StepNoise(sd), n_steps=10)[1].factor == 0.0 for _ in range(400))
     assert dropped >= 0.98 * 400  # pre-registered: one of 10 steps passes at level 0.05 / 10, about 0.5 % of the time
     signal = G @ np.full(5, 10.0)
-    d, kept = steps.certified_increment(G, signal + sd * rng.standard_normal(5), np.zeros(5), 0.0, 1e9, steps.StepNoise(sd))
+    d, kept = shrinkage.certified_increment(G, signal + sd * rng.standard_normal(5), np.zeros(5), 0.0, 1e9, shrinkage.StepNoise(sd))
     assert 0.95 < kept.factor < 1.0 and np.linalg.norm(d - 10.0) < 1.0
     # no noise: no shrinkage; shrink=False keeps the step and still measures its noise
-    assert steps.certified_increment(G, signal, np.zeros(5), 0.0, 1e9, steps.StepNoise(0.0))[1].factor == 1.0
-    unshrunk = steps.certified_increment(G, sd * rng.standard_normal(5), np.zeros(5), 0.0, 1e9, steps.StepNoise(sd), shrink=False)[1]
+    assert shrinkage.certified_increment(G, signal, np.zeros(5), 0.0, 1e9, shrinkage.StepNoise(0.0))[1].factor == 1.0
+    unshrunk = shrinkage.certified_increment(G, sd * rng.standard_normal(5), np.zeros(5), 0.0, 1e9, shrinkage.StepNoise(sd), shrink=False)[1]
     assert unshrunk.factor == 1.0 and unshrunk.noise_energy > 0
 
 

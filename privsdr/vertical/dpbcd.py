@@ -33,6 +33,7 @@ from ..core import BlockSolver, gamma_min
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity
 from ..plan import NoiseTicket, Plan
+from . import dpbcd_shrinkage as shrinkage
 from . import dpbcd_steps as steps
 from .engine import Action, ActionResult, Outgoing, ProtocolAbort, Stage, VerticalProtocol
 from .layout import Layout, Party
@@ -472,7 +473,7 @@ class DPBCDProtocol(VerticalProtocol):
             assert party.y is not None
             total, sum_spec = tickets[sum_node].release(np.array([float(np.sum(steps.clip_label(party.y, self.config.certified_label_bound)))]))
             released[sum_node] = (total, sum_spec)
-            new_state["y_shift"] = steps.dp_label_mean(float(total[0]), float(sum_spec.scale), party.X.shape[0],
+            new_state["y_shift"] = shrinkage.dp_label_mean(float(total[0]), float(sum_spec.scale), party.X.shape[0],
                                                        self.config.certified_label_bound, self._pretests(state))
         return ActionResult(new_state, released)
 
@@ -506,10 +507,10 @@ class DPBCDProtocol(VerticalProtocol):
             label_bound = signal
             base = u
         released[stat_node] = (s, s_spec)
-        remainder_var = steps.unabsorbed_variance(acc_sd**2, state.get("seen_var", 0.0), state.get("unabsorbed_var", 0.0),
+        remainder_var = shrinkage.unabsorbed_variance(acc_sd**2, state.get("seen_var", 0.0), state.get("unabsorbed_var", 0.0),
                                                   state.get("factor", 0.0))
-        d, kept = steps.certified_increment(state["gram"], s, state["beta"], c.ridge, c.bound("coef_bound", party.name),
-                                            steps.StepNoise(float(s_spec.scale), math.sqrt(remainder_var)),
+        d, kept = shrinkage.certified_increment(state["gram"], s, state["beta"], c.ridge, c.bound("coef_bound", party.name),
+                                            shrinkage.StepNoise(float(s_spec.scale), math.sqrt(remainder_var)),
                                             shrink=c.shrinkage == "james_stein", n_steps=self._pretests(state))
         new_state = {**state, "beta": state["beta"] + d, "seen_var": acc_sd**2, "unabsorbed_var": remainder_var,
                      "factor": kept.factor, "noise_energy": state.get("noise_energy", 0.0) + kept.factor**2 * kept.noise_energy}

@@ -46,7 +46,7 @@ class DPBCDRegression(RegressorMixin, PrivateEstimator):
         party's block (a number or a mapping party -> number), C_y on |y|, B_i on each increment.
     ridge, remainder_clip, split, calibration: certified mode (see ``DPBCDConfig``).
     shrinkage: certified mode's post-processing of each step: ``"james_stein"`` (default) shrinks the step towards 0
-        by the share of its predicted change that the released noise alone explains (``dpbcd_steps.certified_increment``),
+        by the share of its predicted change that the released noise alone explains (``dpbcd_shrinkage.certified_increment``),
         so a step whose statistic is noise adds nothing; ``"none"``: the unshrunk step (issue 23's fit).
     y_center: a public centre c of y (e.g. the middle of the label's public range, never read off the data): labels
         are clipped to c +- label_bound.
