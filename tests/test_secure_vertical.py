@@ -71,6 +71,19 @@ def test_noise_off_with_components_it_is_pls_on_the_pooled_rows(tmp_path):
     assert np.array_equal(load_model(tmp_path / "model.json").predict(X), est.predict(X))
 
 
+def test_with_components_a_release_that_is_noise_gives_the_dp_mean_and_warns():
+    """Issue 24: DPPLS's rule on the secure release. At n = 200 and eps = 0.1 the centred X^T y cannot be told from
+    its noise: every slope is 0, the prediction is the DP mean of y the constant column carries, and the fit warns."""
+    from privsdr import NoiseDominatesWarning
+
+    blocks, y = data(n=200)
+    with pytest.warns(NoiseDominatesWarning):
+        est = SecureVerticalRegression(row_bound=2.0, label_bound=3.0, n_components=2, budget=Budget(0.1, 1e-6), timeout=60.0,
+                                       random_state=0).fit(blocks, y)
+    assert est.shrinkage_factor_ == 0.0 and np.all(est.coef_ == 0.0)
+    assert np.allclose(est.predict(np.hstack(blocks)), est.intercept_) and abs(est.intercept_) <= 3.0  # the clamped DP mean
+
+
 def test_rows_beyond_a_partys_bound_are_clipped_by_that_party_never_refused():
     blocks, y = data(n=200)
     blocks[1][:5] *= 1e4  # five rows far beyond party1's bound

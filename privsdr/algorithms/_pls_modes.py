@@ -139,10 +139,10 @@ def release_ssp(run: Run, stats: dict[str, np.ndarray], c: dict[str, Any]) -> di
     return ssp_postprocess(noisy, run.plan.specs["xtx"].scale, c, {name: run.plan.specs[name].scale for name in names})
 
 
-def ssp_postprocess(noisy: dict[str, np.ndarray], sigma: float, c: dict[str, Any], scales: Mapping[str, float] | None = None
+def ssp_postprocess(noisy: dict[str, np.ndarray], sigma: float, c: dict[str, Any], scales: Mapping[str, Any] | None = None
                     ) -> dict[str, Any]:
     """S2's post-processing of the released statistics (``sigma``: the public noise sd of X^T X; ``scales``: every
-    released statistic's, for the pre-test): centre at the DP means, ridge, PSD repair, kernel PLS1, the SNR-based
+    released statistic's, for the pre-test, or ``u_variance``, u's noise variance per entry): centre at the DP means, ridge, PSD repair, kernel PLS1, the SNR-based
     choice of A. Reads nothing but its arguments.
 
     With ``c["shrinkage"] == "snr"`` (certified default; issue 24) A is a maximum: the leading components whose SNR
@@ -152,6 +152,8 @@ def ssp_postprocess(noisy: dict[str, np.ndarray], sigma: float, c: dict[str, Any
     x_shift, y_shift = np.zeros(S.shape[0]), 0.0
     scales = dict(scales or {})
     var_u: float | np.ndarray = scales.get("xty", 0.0) ** 2
+    if "u_variance" in scales:  # a caller that centred the statistics itself gives u's noise variance per entry
+        var_u = np.asarray(scales["u_variance"], dtype=float)
     if c["dp_centring"]:
         n_t, x_shift, y_shift = dp_means(noisy, c["bound_x"], c["bound_y"])
         S = S - n_t * np.outer(x_shift, x_shift)

@@ -58,7 +58,9 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
     label_bound: public bound C_y on |y - y_center| (clipped by the label holder). Required.
     x_center: public centres of the columns (pooled order; default 0); y_center: public centre of y.
     fit_intercept: the constant column c (its coefficient times c is the intercept).
-    n_components: None (ridge, AdaSSP's rule) or k >= 1 (PLS with k components, DPPLS S2's post-processing).
+    n_components: None (ridge, AdaSSP's rule) or k >= 1 (PLS with at most k components, DPPLS S2's post-processing
+        with its ``shrinkage="snr"`` rule, issue 24: the components above the noise, none when the centred X^T y is
+        noise, slopes scaled by ``shrinkage_factor_`` = max(0, 1 - noise_ratio_^2)).
     colluders: t, the collusion threshold (MPyC's Shamir threshold; the noise is calibrated without t shares).
     helper: add a helper party that holds no data ("auto": when fewer than 3 data parties, for an honest majority).
     timeout: seconds a party process waits for the others. max_rows: the public cap on N that sets the grid.
@@ -71,7 +73,11 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
     (the secure computation's seconds, bytes each party sent, field size), ``noise_ratio_``.
     """
 
-    model_attributes = ("coef_", "intercept_", "ridge_", "x_center_", "y_center_", "noise_ratio_", "n_features_in_")
+    model_attributes = ("coef_", "intercept_", "ridge_", "x_center_", "y_center_", "noise_ratio_", "shrinkage_factor_",
+                        "n_features_in_")
+    coef_: np.ndarray
+    intercept_: float
+    ridge_: float
     model_required = ("coef_", "intercept_")
     _requires_y = True
 
@@ -273,15 +279,30 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         self.layout_ = layout
         self.secure_cost_ = {"seconds": done.opened.seconds, "bytes_sent": dict(done.opened.bytes_sent), "field_bits": done.job.bits}
         report = run.report
-        if self.diagnose_noise:
+        pls = c["n_components"] is not None
+        if self.diagnose_noise or pls:
             # unseeded, the bootstrap is seeded by the opened statistics: every party computes the same diagnostic
             rng = diagnostic_rng(self.random_state if self.random_state is not None else _release_seed(released))
             m = sum(widths)
             metric = regression.slope_gram(released["xtx"], c["intercept"]) + self.ridge_ * np.eye(m)
             self.noise_ratio_ = regression.noise_ratio(released, lambda r: self._solve(r, c)[0][:m], metric, rng)
-            report = regression.with_diagnostics(report, self.noise_ratio_)
-            regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=4)
+            if pls:  # DPPLS's rule (issue 24): the slopes scaled by the share of their spread the noise does not explain
+                self._shrink(released, c, self.noise_ratio_)
+            if self.diagnose_noise:
+                report = regression.with_diagnostics(report, self.noise_ratio_)
+                regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=4)
         self.privacy_report_ = report
+
+    def _shrink(self, released: Released, c: dict[str, Any], ratio: float) -> None:
+        """coef_ times max(0, 1 - ratio^2) (``shrinkage_factor_``); the intercept keeps the prediction at the DP means."""
+        factor = max(0.0, 1.0 - ratio * ratio) if math.isfinite(ratio) else 0.0
+        x_mean = c["x_center"]
+        if c["intercept"]:
+            const = c["constant"] * 2.0 ** c["exponent"]
+            x_mean = x_mean + regression.dp_centred(released["xtx"], released["xty"].ravel(), const, c["label_bound"])[0]
+        self.intercept_ = float(self.intercept_) + (1.0 - factor) * float(self.coef_ @ x_mean)
+        self.coef_ = factor * self.coef_
+        self.shrinkage_factor_ = factor
 
     def _solve(self, released: Released, c: dict[str, Any]) -> tuple[np.ndarray, float]:
         """(theta on the columns of Z, ridge) from the release: AdaSSP's ridge, or PLS on the DP-centred statistics."""
@@ -295,8 +316,9 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         else:
             x_shift, y_shift, S, u = np.zeros(gram.shape[0]), 0.0, gram, xty
         settings = {"dp_centring": False, "ridge": "noise", "psd_repair": True, "A": int(c["n_components"]), "auto": False,
-                    "x_center": x_shift, "y_center": y_shift}
-        fitted = ssp_postprocess({"xtx": S, "xty": u}, released.scales["xtx"], settings)
+                    "x_center": x_shift, "y_center": y_shift, "shrinkage": "snr"}
+        fitted = ssp_postprocess({"xtx": S, "xty": u}, released.scales["xtx"], settings,
+                                 {"u_variance": centred_xty_variance(released, x_shift, y_shift, const if c["intercept"] else None)})
         slopes = fitted["coef_path"][:, -1] if fitted["coef_path"].shape[1] else np.zeros(S.shape[0])
         if c["intercept"]:  # back to the columns of Z: the constant column carries y_shift - x_shift^T slopes
             return np.append(slopes, (y_shift - float(x_shift @ slopes)) / const), released.scales["xtx"] * math.sqrt(S.shape[0])
@@ -324,6 +346,16 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         if X.shape[1] != self.coef_.shape[0]:
             raise ValidationError(f"X has {X.shape[1]} features, but SecureVerticalRegression is expecting {self.coef_.shape[0]}")
         return X @ self.coef_ + float(self.intercept_)
+
+
+def centred_xty_variance(released: Released, x_shift: np.ndarray, y_shift: float, constant: float | None) -> np.ndarray:
+    """The noise variance per entry of the DP-centred X^T y, u = g_xy - G_xc g_cy / (c^2 n~), for DPPLS's pre-test
+    (issue 24): to first order s_y^2 + (x_bar_j s_y / c)^2 + (y_bar s_G / c)^2, plus (s_G s_y / (c^2 n~))^2."""
+    s_y, s_g = released.scales["xty"], released.scales["xtx"]
+    if constant is None:
+        return np.full(x_shift.shape[0], s_y**2)
+    n_t = max(float(released["xtx"][-1, -1]) / constant**2, 1.0)
+    return s_y**2 + (x_shift * s_y / constant) ** 2 + (y_shift * s_g / constant) ** 2 + (s_g * s_y / (constant**2 * n_t)) ** 2
 
 
 def _release_seed(released: Released) -> int:
