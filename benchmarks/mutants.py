@@ -206,7 +206,7 @@ MUTANTS = (
            "        var_u = var_u + (y_shift * s_x) ** 2 + (x_shift * s_y) ** 2 + (s_x * s_y / n_t) ** 2",
            "        var_u = var_u + 0.0 * x_shift", ('tests/test_pls_shrinkage.py',)),
     Mutant("dppls_no_james_stein", "certified DPPLS keeps its slopes whole however much of them the noise explains",
-           "privsdr/algorithms/pls.py", "self.shrinkage_factor_ = max(0.0, 1.0 - ratio * ratio) if math.isfinite(ratio) else 0.0",
+           "privsdr/algorithms/pls.py", "self.shrinkage_factor_ = regression.shrinkage_factor(1.0, self.noise_ratio_**2)",
            "self.shrinkage_factor_ = 1.0", ('tests/test_pls_shrinkage.py',)),
     Mutant("dppls_s1_pretest_off", "certified DPPLS S1 keeps a component whose released E^T f is noise",
            "privsdr/algorithms/_pls_modes.py", '        if keep == A and c.get("shrinkage") == "snr" and not component_signal(u, u_sd, A):',

@@ -181,14 +181,12 @@ def ssp_postprocess(noisy: dict[str, np.ndarray], sigma: float, c: dict[str, Any
 
 
 def signal_in_xty(u: np.ndarray, variances: np.ndarray) -> bool:
-    """Does the (centred) released X^T y stand above its own noise? ||u||^2 against sum_j v_j chi^2_1 at the pre-test
-    level (``released.regression.stands_above_noise``), v_j the variance of u_j's noise (with DP centring,
-    sigma_xty^2 + y_bar^2 sigma_xsum^2 + x_bar_j^2 sigma_ysum^2 + (sigma_xsum sigma_ysum / n)^2). PLS1's first weight is u / ||u||, so when u
-    is noise every component is fitted to noise."""
-    from ..released.regression import stands_above_noise
+    """Does the (centred) released X^T y stand above its own noise? ``released.regression.signal_in`` at the pre-test
+    level, v_j the variance of u_j's noise (with DP centring, ``released.regression.centred_xty_variance``). PLS1's
+    first weight is u / ||u||, so when u is noise every component is fitted to noise."""
+    from ..released.regression import signal_in
 
-    expected = float(np.sum(variances))
-    return expected == 0.0 or stands_above_noise(float(u @ u), expected, float(np.sum(np.square(variances))))
+    return signal_in(u, variances)
 
 
 def component_snr(kernel: core.KernelPLS1, ridge: float, noise_norm: float) -> np.ndarray:
@@ -242,12 +240,12 @@ def fit_iterative(run: Run, X: np.ndarray, y: np.ndarray, c: dict[str, Any]) -> 
 
 def component_signal(u: np.ndarray, sigma: float, n_components: int) -> bool:
     """S1's pre-test (issue 24): does a component's released E^T f (or its s^T s) stand above its noise N(0, sigma^2 I)?
-    Each test runs at PRETEST_LEVEL / A (``released.regression.stands_above_noise``). The data are centred before u is
-    computed, so its noise is the release's own."""
-    from ..released.regression import PRETEST_LEVEL, stands_above_noise
+    ``released.regression.signal_in`` at PRETEST_LEVEL / A. The data are centred before u is computed, so its noise
+    is the release's own."""
+    from ..released.regression import PRETEST_LEVEL, signal_in
 
-    m = u.shape[0]
-    return sigma == 0.0 or stands_above_noise(float(u @ u), m * sigma**2, m * sigma**4, PRETEST_LEVEL / n_components)
+    return signal_in(u, np.full(u.shape[0], sigma**2), PRETEST_LEVEL / n_components)
+
 
 
 def fit_paper(run: Run, X: np.ndarray, y: np.ndarray, c: dict[str, Any]) -> dict[str, Any]:

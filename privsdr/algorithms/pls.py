@@ -16,7 +16,6 @@ public centre (``x_center``, ``y_center``; default 0) to the public bounds befor
 """
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Mapping
 from functools import partial
@@ -402,8 +401,7 @@ class DPPLS(RegressorMixin, PrivateEstimator):
         reps = 30 if m <= 200 else 8  # each draw refits (an m x m eigendecomposition): fewer for wide spectra
         self.noise_ratio_ = regression.noise_ratio(released, slopes, out["metric"], rng, reps=reps)
         if c["shrinkage"] == "snr":
-            ratio = self.noise_ratio_
-            self.shrinkage_factor_ = max(0.0, 1.0 - ratio * ratio) if math.isfinite(ratio) else 0.0
+            self.shrinkage_factor_ = regression.shrinkage_factor(1.0, self.noise_ratio_**2)
             self.coef_path_ = self.shrinkage_factor_ * self.coef_path_
             self.coef_ = self.shrinkage_factor_ * self.coef_
             self.intercept_ = self.y_mean_ - float(self.x_mean_ @ self.coef_)

@@ -46,14 +46,31 @@ def stands_above_noise(energy: float, expected: float, spread: float, level: flo
     return energy > max(threshold, expected)
 
 
+def shrinkage_factor(energy: float, expected: float, spread: float | None = None, level: float = PRETEST_LEVEL) -> float:
+    """The positive-part James-Stein factor max(0, 1 - expected / energy) (James & Stein 1961; Baranchik 1964): the
+    share of an estimate's energy that its noise alone does not explain; 1 with no noise, 0 when the energy is not
+    positive. With ``spread`` (sum lambda^2 of the noise energy) the estimate must also pass ``stands_above_noise`` at
+    ``level``, else the factor is 0 (a pre-test estimator)."""
+    if expected == 0.0:
+        return 1.0
+    if not energy > 0.0 or (spread is not None and not stands_above_noise(energy, expected, spread, level)):
+        return 0.0
+    return max(0.0, 1.0 - expected / energy)
+
+
+def signal_in(values: np.ndarray, variances: np.ndarray, level: float = PRETEST_LEVEL) -> bool:
+    """Does a released vector stand above its own noise N(0, diag(variances))? ||values||^2 against
+    sum_j v_j chi^2_1 (``stands_above_noise``); with no noise any vector does."""
+    variances = np.broadcast_to(np.asarray(variances, dtype=float), np.shape(values))
+    expected = float(np.sum(variances))
+    return expected == 0.0 or stands_above_noise(float(values @ values), expected, float(np.sum(np.square(variances))), level)
+
+
 def shrunk_scalar(value: float, variance: float, level: float = PRETEST_LEVEL) -> float:
-    """A noisy scalar (a DP mean, as an offset from its public centre) shrunk towards 0: (1 - var / value^2) value when
-    value^2 passes the pre-test (``stands_above_noise``, one degree of freedom: |value| > 1.96 sd at level 0.05), else
-    0, the public centre; unchanged with no noise."""
-    if variance <= 0.0:
-        return value
-    energy = value * value
-    return (1.0 - variance / energy) * value if stands_above_noise(energy, variance, variance**2, level) else 0.0
+    """A noisy scalar (a DP mean, as an offset from its public centre) shrunk towards 0 by ``shrinkage_factor`` with
+    its pre-test (one degree of freedom: |value| > 1.96 sd at level 0.05), else 0, the public centre; unchanged with
+    no noise."""
+    return shrinkage_factor(value * value, variance, variance**2, level) * value
 
 
 def renoised(released: Released, rng: np.random.Generator, symmetric: Iterable[str] = ("xtx",)) -> Released:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from ..released.regression import PRETEST_LEVEL, shrunk_scalar, stands_above_noise
+from ..released.regression import PRETEST_LEVEL, shrinkage_factor, shrunk_scalar
 
 
 def dp_label_mean(noisy_sum: float, noise_sd: float, n_rows: int, label_bound: float, n_tests: int = 1) -> float:
@@ -77,17 +77,9 @@ def step_shrinkage(G: np.ndarray, A: np.ndarray, d: np.ndarray, noise: StepNoise
     K = A_inv @ (noise.statistic_sd**2 * np.eye(m) + noise.remainder_sd**2 * G) @ A_inv @ G
     expected = max(float(np.trace(K)), 0.0)
     spread = max(float(np.trace(K @ K)), 0.0)
+    # a fit of T k steps tests each at PRETEST_LEVEL / (T k): it keeps a step of pure noise with probability at most
+    # PRETEST_LEVEL, where the plain positive-part factor would keep part of one about half the time
     return StepShrinkage(shrinkage_factor(energy, expected, spread, PRETEST_LEVEL / n_steps), energy, expected)
-
-
-def shrinkage_factor(energy: float, expected: float, spread: float, level: float = PRETEST_LEVEL) -> float:
-    """1 - E / energy when the energy passes the pre-test (``released.regression.stands_above_noise``; a fit of T k
-    steps tests each at PRETEST_LEVEL / (T k), so it keeps a step of pure noise with probability at most
-    PRETEST_LEVEL, where the plain positive-part factor would keep part of one about half the time), else 0
-    (1 with no noise)."""
-    if expected == 0.0:
-        return 1.0
-    return max(0.0, 1.0 - expected / energy) if stands_above_noise(energy, expected, spread, level) else 0.0
 
 
 def unabsorbed_variance(accumulated: float, seen_before: float, unabsorbed_before: float, factor_before: float) -> float:
@@ -96,5 +88,3 @@ def unabsorbed_variance(accumulated: float, seen_before: float, unabsorbed_befor
     what reached it then that its last step, of factor alpha, did not take out (a full step removes the noise's
     projection on the party's columns from the remainder it sends on). All public."""
     return max(accumulated - seen_before, 0.0) + (1.0 - factor_before) ** 2 * unabsorbed_before
-
-

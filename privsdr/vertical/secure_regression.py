@@ -295,7 +295,7 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
 
     def _shrink(self, released: Released, c: dict[str, Any], ratio: float) -> None:
         """coef_ times max(0, 1 - ratio^2) (``shrinkage_factor_``); the intercept keeps the prediction at the DP means."""
-        factor = max(0.0, 1.0 - ratio * ratio) if math.isfinite(ratio) else 0.0
+        factor = regression.shrinkage_factor(1.0, ratio**2)
         x_mean = c["x_center"]
         if c["intercept"]:
             const = c["constant"] * 2.0 ** c["exponent"]
