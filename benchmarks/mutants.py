@@ -203,7 +203,7 @@ MUTANTS = (
            "    if False:", ('tests/test_pls_shrinkage.py',)),
     Mutant("dppls_pretest_ignores_centring_noise", "DPPLS's pre-test leaves out the noise the DP centring adds to X^T y",
            "privsdr/algorithms/_pls_modes.py",
-           "        var_u = var_u + (y_shift * s_x) ** 2 + (x_shift * s_y) ** 2 + (s_x * s_y / n_t) ** 2",
+           '        var_u = var_u + centring_variance(scales.get("x_sum", 0.0), scales.get("y_sum", 0.0), x_shift, y_shift, n_t)',
            "        var_u = var_u + 0.0 * x_shift", ('tests/test_pls_shrinkage.py',)),
     Mutant("dppls_no_james_stein", "certified DPPLS keeps its slopes whole however much of them the noise explains",
            "privsdr/algorithms/pls.py", "self.shrinkage_factor_ = regression.shrinkage_factor(1.0, self.noise_ratio_**2)",

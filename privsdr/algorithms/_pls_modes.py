@@ -31,6 +31,7 @@ from ..accounting import Budget
 from ..core.arrays import FloatArray
 from ..mechanisms import Sensitivity, gaussian_noise_multiplier
 from ..plan import Plan, Run
+from ..released.regression import centring_variance
 from ._pls_queries import clip_x, clip_y, iterative_deflate, iterative_statistics, ssp_statistics, weight_statistic
 
 RELATION = "add_remove"
@@ -158,9 +159,7 @@ def ssp_postprocess(noisy: dict[str, np.ndarray], sigma: float, c: dict[str, Any
         n_t, x_shift, y_shift = dp_means(noisy, c["bound_x"], c["bound_y"])
         S = S - n_t * np.outer(x_shift, x_shift)
         u = u - n_t * y_shift * x_shift
-        # u = X^T y - sum_y sum_x / n: the sums' noise enters as y_bar e_xsum + x_bar e_ysum + e_xsum e_ysum / n
-        s_x, s_y = scales.get("x_sum", 0.0), scales.get("y_sum", 0.0)
-        var_u = var_u + (y_shift * s_x) ** 2 + (x_shift * s_y) ** 2 + (s_x * s_y / n_t) ** 2
+        var_u = var_u + centring_variance(scales.get("x_sum", 0.0), scales.get("y_sum", 0.0), x_shift, y_shift, n_t)
     ridge = c["ridge"] if c["ridge"] != "noise" else sigma * math.sqrt(S.shape[0])
     if ridge > 0:
         S = S + ridge * np.eye(S.shape[0])

@@ -101,12 +101,24 @@ def dp_centred(gram: np.ndarray, xty: np.ndarray, constant: float, label_bound: 
     """(x_bar, y_bar, S, v) from a release whose last column is the constant c: the noisy count n~ = G_cc / c^2
     (at least 1) and sums give the DP means x_bar = G_xc / (c n~), y_bar = (Z^T y)_c / (c n~) (clamped into
     +-``label_bound``), and the centred statistics S = G_xx - n~ x_bar x_bar^T, v = (Z^T y)_x - n~ y_bar x_bar."""
-    n_t = max(float(gram[-1, -1]) / constant**2, 1.0)
+    n_t = dp_count(gram, constant)
     x_bar = gram[:-1, -1] / constant / n_t
     y_bar = float(xty[-1]) / constant / n_t
     if label_bound is not None:
         y_bar = float(np.clip(y_bar, -label_bound, label_bound))
     return x_bar, y_bar, gram[:-1, :-1] - n_t * np.outer(x_bar, x_bar), xty[:-1] - n_t * y_bar * x_bar
+
+
+def dp_count(gram: np.ndarray, constant: float) -> float:
+    """The noisy row count a release with a constant column c carries: n~ = G_cc / c^2, at least 1."""
+    return max(float(gram[-1, -1]) / constant**2, 1.0)
+
+
+def centring_variance(sum_x_sd: float, sum_y_sd: float, x_bar: np.ndarray, y_bar: float, n: float) -> np.ndarray:
+    """The noise variance per entry that centring at DP means adds to X^T y: u = X^T y - (sum y)(sum x) / n takes the
+    noise of the released sums as y_bar e_sumx + x_bar e_sumy + e_sumx e_sumy / n, so
+    (y_bar s_sumx)^2 + (x_bar_j s_sumy)^2 + (s_sumx s_sumy / n)^2 (to second order). For DPPLS's pre-test."""
+    return (y_bar * sum_x_sd) ** 2 + (np.asarray(x_bar) * sum_y_sd) ** 2 + (sum_x_sd * sum_y_sd / n) ** 2
 
 
 def noise_ratio(released: Released, slopes: Callable[[Released], np.ndarray], metric: np.ndarray, rng: np.random.Generator,

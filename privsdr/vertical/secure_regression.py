@@ -350,12 +350,13 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
 
 def centred_xty_variance(released: Released, x_shift: np.ndarray, y_shift: float, constant: float | None) -> np.ndarray:
     """The noise variance per entry of the DP-centred X^T y, u = g_xy - G_xc g_cy / (c^2 n~), for DPPLS's pre-test
-    (issue 24): to first order s_y^2 + (x_bar_j s_y / c)^2 + (y_bar s_G / c)^2, plus (s_G s_y / (c^2 n~))^2."""
+    (issue 24): s_y^2 plus ``regression.centring_variance`` with the constant column's sums, sum x = G_xc / c (noise
+    s_G / c) and sum y = g_cy / c (noise s_y / c)."""
     s_y, s_g = released.scales["xty"], released.scales["xtx"]
     if constant is None:
         return np.full(x_shift.shape[0], s_y**2)
-    n_t = max(float(released["xtx"][-1, -1]) / constant**2, 1.0)
-    return s_y**2 + (x_shift * s_y / constant) ** 2 + (y_shift * s_g / constant) ** 2 + (s_g * s_y / (constant**2 * n_t)) ** 2
+    n_t = regression.dp_count(released["xtx"], constant)
+    return s_y**2 + regression.centring_variance(s_g / constant, s_y / constant, x_shift, y_shift, n_t)
 
 
 def _release_seed(released: Released) -> int:
