@@ -223,12 +223,10 @@ def noise_message(mean_ratio: float, covariance_ratio: float) -> str:
 
 def with_noise_diagnostic(report: Any, mean_ratio: float, covariance_ratio: float) -> Any:
     """The run's report with the noise diagnostic attached (post-processing: no cost)."""
-    import attrs
+    from ..released.regression import with_noise_message
 
-    messages = {**report.diagnostics.get("messages", {}), "noise": noise_message(mean_ratio, covariance_ratio)}
-    return attrs.evolve(report, diagnostics={**report.diagnostics, "noise_ratio": max(mean_ratio, covariance_ratio),
-                                             "mean_noise_ratio": mean_ratio, "covariance_noise_ratio": covariance_ratio,
-                                             "messages": messages})
+    return with_noise_message(report, noise_message(mean_ratio, covariance_ratio), noise_ratio=max(mean_ratio, covariance_ratio),
+                              mean_noise_ratio=mean_ratio, covariance_noise_ratio=covariance_ratio)
 
 
 def shift_and_box(X: np.ndarray, center: np.ndarray | None, bounds: np.ndarray | None) -> np.ndarray:

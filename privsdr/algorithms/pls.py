@@ -370,16 +370,12 @@ class DPPLS(RegressorMixin, PrivateEstimator):
     def _trivial_s1(self, run: Run) -> None:
         """S1 with every component's released E^T f below its noise: the fit is the DP mean; the report and a
         ``NoiseDominatesWarning`` say so."""
-        import attrs
-
         from ..errors import NoiseDominatesWarning
+        from ..released.regression import with_noise_message
 
         message = ("the first component's released X^T y cannot be told from its noise: the fit is the DP mean (the trivial "
                    "model); more data or more budget is needed")
-        report = run.report
-        assert report is not None  # the run has ended
-        self.privacy_report_ = attrs.evolve(report, diagnostics={**report.diagnostics, "messages": {
-            **report.diagnostics.get("messages", {}), "noise": message}})
+        self.privacy_report_ = with_noise_message(run.report, message)
         warnings.warn(message, NoiseDominatesWarning, stacklevel=3)
 
     def _diagnose(self, run: Run, out: dict[str, Any], c: dict[str, Any], n: int) -> None:

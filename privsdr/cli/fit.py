@@ -292,12 +292,7 @@ def _fit(args: argparse.Namespace) -> int:
                   ("--out", model_path)])
         ledger = open_ledger(args.journal, args.accountant)
         X, y, names = load_csv(data, target=args.target, columns=args.columns)
-        centres: np.ndarray | None = None
-        bounds: np.ndarray | None = None
-        if bounds_file and method.name == "mean-covariance":  # a range is a centre and a half-width (docs/errors.md)
-            centres, bounds = load_ranges(bounds_file, names, csv_header(data))
-        else:
-            bounds = load_bounds(bounds_file, names, csv_header(data)) if bounds_file else None
+        centres, bounds = _public_bounds(method, bounds_file, names, csv_header(data))
         ctx = FitContext(budget, ledger, args.accountant or "best", bounds, args.seed, args.sampler, centres)
         est = method.build(args, ctx)
         if model_path is not None and type(est) not in model_classes().values():
@@ -317,6 +312,16 @@ def _fit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _public_bounds(method: Method, bounds_file: Any, names: list[str], header: list[str]) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(centres, bounds) from --bounds: mean-covariance reads a range as a centre and a half-width (docs/errors.md),
+    the other methods a bound per column; (None, None) without the file."""
+    if not bounds_file:
+        return None, None
+    if method.name == "mean-covariance":
+        return load_ranges(bounds_file, names, header)
+    return None, load_bounds(bounds_file, names, header)
+
+
 def _dry_run(args: argparse.Namespace, method: Method, budget: Budget) -> int:
     """The plan's price and, where the estimator has one, its accuracy forecast, from public parameters and the CSV's
     header only: no row is read, nothing is spent or written (issue 24)."""
@@ -331,13 +336,7 @@ def _dry_run(args: argparse.Namespace, method: Method, budget: Budget) -> int:
     missing = [c for c in names + ([args.target] if args.target else []) if c not in header]
     if missing or not names:
         raise ValidationError(f"columns {missing or names} are not in the header of {data} (columns: {', '.join(header)})")
-    bounds_file = optional_input_file(args.bounds, "--bounds")
-    centres: np.ndarray | None = None
-    bounds: np.ndarray | None = None
-    if bounds_file and method.name == "mean-covariance":
-        centres, bounds = load_ranges(bounds_file, names, header)
-    elif bounds_file:
-        bounds = load_bounds(bounds_file, names, header)
+    centres, bounds = _public_bounds(method, optional_input_file(args.bounds, "--bounds"), names, header)
     ledger = Ledger(budget)  # in memory: the journal (if any) is not opened, nothing is charged
     est = method.build(args, FitContext(budget, ledger, args.accountant or "best", bounds, args.seed, args.sampler, centres))
     plan = est.plan(args.rows, len(names))

@@ -148,11 +148,16 @@ def noise_message(ratio: float) -> str:
             f"bootstrap of the released statistics): the model {verdict}")
 
 
+def with_noise_message(report: Any, message: str, **values: Any) -> Any:
+    """The report with a noise diagnostic attached (post-processing: no cost): ``message`` as its "noise" message
+    (shown in every rendering) and ``values`` beside the other diagnostics."""
+    messages = {**report.diagnostics.get("messages", {}), "noise": message}
+    return attrs.evolve(report, diagnostics={**report.diagnostics, **values, "messages": messages})
+
+
 def with_diagnostics(report: Any, ratio: float) -> Any:
     """The run's report with the regression noise diagnostic attached (post-processing: no cost)."""
-    diagnostics = {**report.diagnostics, "noise_ratio": ratio if math.isfinite(ratio) else None,
-                   "messages": {**report.diagnostics.get("messages", {}), "noise": noise_message(ratio)}}
-    return attrs.evolve(report, diagnostics=diagnostics)
+    return with_noise_message(report, noise_message(ratio), noise_ratio=ratio if math.isfinite(ratio) else None)
 
 
 def warn_if_noise_wins(ratio: float, stacklevel: int = 4) -> None:
