@@ -101,8 +101,7 @@ def forecast_regression(estimator: Any, n_samples: int, n_features: int, *, sign
     n, p = int(n_samples), int(n_features)
     if n < 2 or p < 1:
         raise ValidationError(f"a forecast needs n >= 2 rows and p >= 1 features, got {n} x {p}")
-    budget = estimator._resolve_budget()[0] if hasattr(estimator, "_resolve_budget") else estimator.budget
-    budget = budget if isinstance(budget, Budget) else Budget(*budget)
+    budget = estimator._resolve_budget()[0]
     bound_x, bound_y = float(estimator.bound_x), float(estimator.bound_y)
     x_center = public_center(estimator.x_center, p, "x_center")
     y_center = float(estimator.y_center or 0.0)
