@@ -6,6 +6,7 @@ shrinkage (DP-BCD, DPPLS), beside the trivial model (R^2 = 0 up to the test spli
     python benchmarks/bench_never_worse.py pls        # DPPLS(2) on diabetes, 5-fold CV over 8 shuffles
     python benchmarks/bench_never_worse.py forecast   # est.plan(n, p).forecast() against the measured excess risk
     python benchmarks/bench_never_worse.py adassp     # AdaSSPRegression on diabetes against its DP mean predictor
+    python benchmarks/bench_never_worse.py pride --seeds 40   # certified PRIDE against the training mean, two designs
 
 Cells: median test R^2 over ``--seeds`` data sets, "before / after" (issue 23's fit: ``shrinkage="none"``, no DP
 intercept / the default), then the smallest R^2 of the after-fits and the share of after-fits that warned ``NoiseDominatesWarning``.
@@ -180,9 +181,50 @@ def adassp(shuffles: int) -> None:
         print(f"| {eps:g} | {np.median(scores):.3f} | {min(scores):.3f} | {np.mean(np.array(relative) >= -0.05):.0%} |")
 
 
+def correlated_parties(n: int, seed: int) -> tuple[np.ndarray, ...]:
+    """Three parties of three columns sharing one factor (correlation ~0.9), y = the columns' mean + noise (population
+    R^2 ~0.6), and as many test rows (``tests/test_pride_shrinkage.py``'s design)."""
+    rng = np.random.default_rng(seed)
+    f = rng.standard_normal((2 * n, 1))
+    X = f + 0.3 * rng.standard_normal((2 * n, 9))
+    y = X.mean(axis=1) + 0.8 * rng.standard_normal(2 * n)
+    return X[:n], y[:n], X[n:], y[n:]
+
+
+def pride(seeds: int) -> None:
+    """Certified PRIDE (local CV), issue 23's fit (no correction, no fallback) against the default: test R^2 minus
+    that of the training mean (median, min, share >= -0.05) and the share of default fits that warned."""
+    from privsdr import PRIDERegressor
+
+    designs = {"correlated (3 parties x 3 columns)": (correlated_parties, 3, 4.0, ((300, 0.5), (300, 2.0), (2000, 1.0), (2000, 8.0))),
+               "DP-BCD simulation (2 parties x 5 columns)": (lambda n, s: simulated_split(n, 10, s)[0], 2, 3.0,
+                                                            ((300, 0.5), (1000, 0.5), (1000, 2.0), (10_000, 2.0)))}
+    print(f"Certified PRIDE, delta = 1e-6, {seeds} seeds: test R^2 minus the training mean's (median, min, share >= -0.05)\n")
+    print("| design | n | eps | issue 23's fit | now | now warned |")
+    print("|---|---|---|---|---|---|")
+
+    def summary(v: list[float]) -> str:
+        return f"{np.median(v):.3f}, {min(v):.3f}, {np.mean(np.array(v) >= -0.05):.1%}"
+
+    for name, (make, parties, bound, cells) in designs.items():
+        for n, eps in cells:
+            before, after, warned = [], [], []
+            for seed in range(seeds):
+                Xtr, ytr, Xte, yte = make(n, seed)
+                trivial = r2(yte, np.full(len(yte), ytr.mean()))
+                for options, out in (({"bias_correction": False, "shrinkage": "none"}, before), ({}, after)):
+                    with warnings.catch_warnings(record=True) as caught:
+                        warnings.simplefilter("always")
+                        est = PRIDERegressor("certified", bounds=(-bound, bound), n_parties=parties, budget=Budget(eps, 1e-6),
+                                             message_reports=False, random_state=seed, **options).fit(Xtr, ytr)
+                    out.append(r2(yte, est.predict(Xte)) - trivial)
+                warned.append(any(issubclass(w.category, NoiseDominatesWarning) for w in caught))
+            print(f"| {name} | {n} | {eps:g} | {summary(before)} | {summary(after)} | {np.mean(warned):.0%} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("dpbcd", "diabetes", "pls", "forecast", "adassp"))
+    parser.add_argument("what", choices=("dpbcd", "diabetes", "pls", "forecast", "adassp", "pride"))
     parser.add_argument("--seeds", type=int, default=10)
     args = parser.parse_args()
     if args.what == "dpbcd":
@@ -191,6 +233,8 @@ def main() -> None:
         pls(8)
     elif args.what == "forecast":
         forecast(args.seeds)
+    elif args.what == "pride":
+        pride(args.seeds)
     elif args.what == "adassp":
         adassp(8)
     else:

@@ -47,13 +47,31 @@ def test_config_and_fit_from_each_partys_csv(tmp_path):
     assert "alice/sketch" in out.stdout and "bob_2" in out.stdout and "lambda:" in out.stdout
     protocol = json.loads((tmp_path / "reports" / "protocol.json").read_text())
     assert protocol["status"] == "certified" and [r["kind"] for r in protocol["revealed"]] == ["sketch", "sketch"]
+    assert "held-out test (alice): one-sided p = " in out.stdout  # the certified fallback's test, each label holder
+    assert "held-out test of the party" in (tmp_path / "reports" / "alice.html").read_text()  # in the report filed
     js = json.loads(run("pride", "fit", "--config", cfg, *data, "--json").stdout)
     assert set(js["coefficients"]) == {"alice", "bob"} and len(js["coefficients"]["bob"]) == 3
+    assert set(js["held_out_p"]) == set(js["held_out_gain"]) == set(js["fell_back"]) == {"alice", "bob"}
     # per-party ranges, fixed lambda, row relation
     cfg2 = tmp_path / "row.json"
     assert run("pride", "config", cfg2, "--epsilon", 2, "--bounds", "alice=-1:1", "bob=-2:2", "--lam", 0.1, "--relation", "row").returncode == 0
     row = run("pride", "fit", "--config", cfg2, *data)
     assert row.returncode == 0 and "replace_one; sequential" in row.stdout, row.stderr
+
+
+def test_a_fit_the_held_out_errors_cannot_tell_from_the_mean_is_set_to_0_and_warned(tmp_path):
+    paths = write_csvs(tmp_path, n=60)
+    for name in ("alice", "bob"):  # y replaced by noise: nothing to find
+        rows = list(csv.reader(open(paths[name])))
+        rng = np.random.default_rng(5)
+        rows = [rows[0]] + [r[:-1] + [str(v)] for r, v in zip(rows[1:], rng.standard_normal(60), strict=True)]
+        with open(paths[name], "w", newline="") as fh:
+            csv.writer(fh).writerows(rows)
+    cfg = tmp_path / "run.json"
+    assert run("pride", "config", cfg, "--epsilon", 0.5, "--bounds", -1, 1).returncode == 0
+    out = run("pride", "fit", "--config", cfg, "--data", f"alice={paths['alice']}", f"bob={paths['bob']}", "--target", "y")
+    assert out.returncode == 0, out.stderr
+    assert "coefficients set to 0" in out.stdout and "warning: the held-out errors of alice, bob" in out.stderr
 
 
 def test_two_party_processes_talk_through_a_mailbox_and_only_the_label_holder_estimates(tmp_path):

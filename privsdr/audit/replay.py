@@ -160,23 +160,24 @@ def report_view(report: Any) -> dict[str, Any]:
             "spent_by_run": report.budget.get("spent_by_run")}
 
 
-def differences(a: Any, b: Any, path: str = "") -> list[str]:
-    """Where two results differ (exactly: the replay runs the same code on the same released numbers)."""
+def differences(a: Any, b: Any, path: str = "", ignore: frozenset[str] = frozenset()) -> list[str]:
+    """Where two results differ (exactly: the replay runs the same code on the same released numbers); mapping keys in
+    ``ignore`` (values a case declares outside the guarantee, e.g. diagnostics of data it does not cover) are skipped."""
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         out = []
         for key in sorted(set(a) | set(b), key=str):
-            if key in VOLATILE_KEYS:
+            if key in VOLATILE_KEYS or key in ignore:
                 continue
             if key not in a or key not in b:
                 out.append(f"{path}.{key}: present on one side only")
             else:
-                out.extend(differences(a[key], b[key], f"{path}.{key}"))
+                out.extend(differences(a[key], b[key], f"{path}.{key}", ignore))
         return out
     if attrs.has(type(a)) and type(a) is type(b):
-        return differences(attrs.asdict(a, recurse=False), attrs.asdict(b, recurse=False), path)
+        return differences(attrs.asdict(a, recurse=False), attrs.asdict(b, recurse=False), path, ignore)
     if hasattr(a, "privacy_report_") or hasattr(a, "status_line"):
         return differences(report_view(a) if hasattr(a, "status_line") else vars(a), report_view(b) if hasattr(b, "status_line")
-                           else vars(b), path)
+                           else vars(b), path, ignore)
     if isinstance(a, (np.ndarray, np.generic)) or isinstance(b, (np.ndarray, np.generic)):
         x, y = np.asarray(a), np.asarray(b)
         if x.shape != y.shape or x.dtype.kind != y.dtype.kind:
@@ -186,7 +187,7 @@ def differences(a: Any, b: Any, path: str = "") -> list[str]:
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         if len(a) != len(b):
             return [f"{path}: length {len(a)} != {len(b)}"]
-        return [d for i, (u, v) in enumerate(zip(a, b, strict=True)) for d in differences(u, v, f"{path}[{i}]")]
+        return [d for i, (u, v) in enumerate(zip(a, b, strict=True)) for d in differences(u, v, f"{path}[{i}]", ignore)]
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return []
     try:

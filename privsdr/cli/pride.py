@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import warnings
 from pathlib import Path
 from typing import Any
+
+import attrs
 
 from ..accounting import Budget, Ledger
 from ..accounting.accountants import ACCOUNTANT_NAMES
@@ -65,7 +68,8 @@ def _config_from_args(args: argparse.Namespace) -> Any:
 
     return PRIDEConfig(mode=args.mode, sketch_dim=_sketch_dim(args.sketch_dim), relation=args.relation, calibration=args.calibration,
                        bounds=_parse_bounds(args.bounds), lam=args.lam, cv=args.cv, lambdas=args.lambdas, n_folds=args.n_folds,
-                       loss_scale=args.loss_scale, bias_correction=args.bias_correction, sketch_seed=args.sketch_seed)
+                       loss_scale=args.loss_scale, bias_correction=args.bias_correction, shrinkage=args.shrinkage,
+                       sketch_seed=args.sketch_seed)
 
 
 def _budget(mode: str, epsilon: float | None, delta: float | None) -> Budget:
@@ -117,7 +121,8 @@ def _estimates(result: Any, as_json: bool, layout: Any, extra: dict[str, Any], o
     blocks = {k: v for k, v in result.coef_blocks.items()}
     if as_json:
         print(json.dumps({"coefficients": {k: v.tolist() for k, v in blocks.items()}, "lambda": dict(result.lambdas),
-                          "noise_sd": dict(result.noise_sd), **extra}, indent=2, default=str))
+                          "noise_sd": dict(result.noise_sd), "held_out_p": dict(result.held_out_p),
+                          "held_out_gain": dict(result.held_out_gain), "fell_back": dict(result.trivial), **extra}, indent=2, default=str))
         return
     if not blocks:
         print("this party holds no y: it only sent its sketch")
@@ -125,10 +130,23 @@ def _estimates(result: Any, as_json: bool, layout: Any, extra: dict[str, Any], o
     shown = type(layout)(layout.n_rows, tuple(p for p in layout.parties if p.name in blocks))
     print_coefficients(shown, blocks, False, {}, own)
     print("lambda: " + ", ".join(f"{k} {v:.4g}" for k, v in result.lambdas.items()))
+    for name, p_value in result.held_out_p.items():
+        fell_back = "  -> coefficients set to 0" if result.trivial.get(name) else ""
+        print(f"held-out test ({name}): one-sided p = {p_value:.2g}, gain {result.held_out_gain[name]:.3g} of var(y){fell_back}")
+
+
+def _warn_if_fell_back(result: Any) -> None:
+    from ..errors import NoiseDominatesWarning
+    from ..vertical.pride import fallback_message
+
+    trivial = sorted(n for n, flag in result.trivial.items() if flag)
+    if trivial:
+        warnings.warn(fallback_message(trivial), NoiseDominatesWarning, stacklevel=2)
 
 
 def _party(args: argparse.Namespace) -> int:
     from ..vertical import PRIDEProtocol, format_revealed, run_party
+    from ..vertical.pride import fallback_diagnosed
 
     config, budget, accountant, layout = _read_shared(args.config)
     if layout is None:
@@ -142,13 +160,16 @@ def _party(args: argparse.Namespace) -> int:
         print(outcome.report.summary())
         print("\nwhat this party sent:\n" + format_revealed(revealed))
         print("\nthis party's estimate (never sent):")
-    _estimates(outcome.result, args.json, layout, {"party": args.name, "report": outcome.report.to_dict()}, party)
-    write_report(outcome.report, args.report)
+    report = fallback_diagnosed({args.name: outcome.report}, outcome.result)[args.name]
+    _estimates(outcome.result, args.json, layout, {"party": args.name, "report": report.to_dict()}, party)
+    _warn_if_fell_back(outcome.result)
+    write_report(report, args.report)
     return 0
 
 
 def _fit(args: argparse.Namespace) -> int:
     from ..vertical import PRIDEProtocol, run_protocol
+    from ..vertical.pride import fallback_diagnosed
 
     config, budget, accountant, _ = _read_shared(args.config)
     parties = load_parties(args.data, args.target)
@@ -158,7 +179,8 @@ def _fit(args: argparse.Namespace) -> int:
     if not args.json:
         print("\neach estimating party's coefficients (each computed by its owner, never sent):")
     _estimates(outcome.result, args.json, outcome.layout, {"privacy": outcome.privacy})
-    write_run_reports(args.report_dir, outcome)
+    _warn_if_fell_back(outcome.result)
+    write_run_reports(args.report_dir, attrs.evolve(outcome, reports=fallback_diagnosed(outcome.reports, outcome.result)))
     return 0
 
 
@@ -182,7 +204,12 @@ def _protocol_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-folds", type=int, default=5, help="folds of the cross-validation of lambda (default 5, public folds)")
     p.add_argument("--loss-scale", choices=("half", "paper_eq1"), default="half",
                    help="half: the 1/2-squared loss, alpha = n lambda (default); paper_eq1: the reference code's n lambda / 2")
-    p.add_argument("--bias-correction", action="store_true", help="errors-in-variables correction (A9.2, beyond the paper)")
+    p.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=None,
+                   help="the errors-in-variables correction (A9.2, beyond the paper); default: on in certified mode, off in "
+                   "the paper's modes")
+    p.add_argument("--shrinkage", choices=("held_out", "none"), default="held_out",
+                   help="certified local CV: held_out (default) sets a party's coefficients to 0 when its held-out errors "
+                   "cannot tell its part of the prediction from the mean of y (and warns); none")
     p.add_argument("--sketch-seed", type=int, default=0, help="public seed of the parties' SRHTs (default 0)")
 
 

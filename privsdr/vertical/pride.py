@@ -44,6 +44,7 @@ from ..core import LocalDesign, default_lambdas, kfold, party_sketch, ridge_alph
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity
 from ..plan import NoiseTicket, Plan
+from ..released.regression import PRETEST_LEVEL
 from . import pride_steps as steps
 from .engine import Action, ActionResult, Outgoing, Stage, VerticalProtocol
 from .layout import Layout, Party
@@ -54,6 +55,7 @@ RELATIONS = {"entry": "replace_entry", "row": "replace_one"}
 CVS = ("local", "global", "none")
 CALIBRATIONS = ("analytic", "kenthapadi")
 LOSS_SCALES = ("half", "paper_eq1")
+SHRINKAGES = ("held_out", "none")
 
 
 class LargeDeltaWarning(UserWarning):
@@ -135,7 +137,8 @@ class PRIDEConfig:
     n_folds: int = 5
     cv_seed: int = 0
     loss_scale: str = "half"
-    bias_correction: bool = False
+    bias_correction: bool | None = None
+    shrinkage: str = "held_out"
     sketch_seed: int = 0
 
     def __attrs_post_init__(self) -> None:
@@ -158,6 +161,10 @@ class PRIDEConfig:
                     raise ValidationError(f"bounds of {party!r}: need finite lo < hi for every column")
         if self.loss_scale not in LOSS_SCALES:
             raise ValidationError(f"loss_scale must be one of {LOSS_SCALES}, got {self.loss_scale!r}")
+        if self.shrinkage not in SHRINKAGES:
+            raise ValidationError(f"shrinkage must be one of {SHRINKAGES}, got {self.shrinkage!r}")
+        if self.bias_correction is not None and not isinstance(self.bias_correction, (bool, np.bool_)):
+            raise ValidationError(f"bias_correction must be True, False or None (on in certified mode), got {self.bias_correction!r}")
         cv = self.cv_mode
         if cv not in CVS:
             raise ValidationError(f"cv must be one of {CVS}, got {self.cv!r}")
@@ -181,6 +188,25 @@ class PRIDEConfig:
     @property
     def calibration_used(self) -> str:
         return self.calibration or ("analytic" if self.mode == "certified" else "kenthapadi")
+
+    @property
+    def corrects_bias(self) -> bool:
+        """The errors-in-variables correction (A9.2): on by default in certified mode. Without it each party's block
+        absorbs the others' effects that their noisy sketches cannot carry, and the global prediction counts them once
+        per party (a normalised error ~10^3 on the paper's Figure 4 design at eps <= 2; test R^2 -1 on three parties
+        of correlated columns). Its cost: where the blocks are independent, the corrected fit at small eps shrinks the
+        party's own block too. Off with a fixed lambda (the corrected Gram of noisy features is nearly singular, and
+        only a lambda chosen on it keeps their coefficients bounded: 36x the uncorrected error at eps = 0.1 with the
+        pooled fit's lambda) and, as published, in the paper's modes."""
+        if self.bias_correction is not None:
+            return bool(self.bias_correction)
+        return self.mode == "certified" and self.cv_mode != "none"
+
+    @property
+    def tests_held_out(self) -> bool:
+        """Certified local CV with ``shrinkage="held_out"``: a block whose held-out errors cannot tell it from the
+        constant prediction falls back to 0 (``pride_steps.held_out_p_value``)."""
+        return self.mode == "certified" and self.shrinkage == "held_out" and self.cv_mode == "local"
 
     @property
     def standardizes(self) -> bool:
@@ -254,6 +280,9 @@ class PRIDEResult:
     sketch_dims: Mapping[str, int]
     order: tuple[str, ...]
     clipped_eigenvalues: Mapping[str, int] = attrs.field(factory=dict)
+    held_out_p: Mapping[str, float] = attrs.field(factory=dict)
+    trivial: Mapping[str, bool] = attrs.field(factory=dict)
+    held_out_gain: Mapping[str, float] = attrs.field(factory=dict)
 
     @property
     def coef(self) -> np.ndarray:
@@ -262,6 +291,29 @@ class PRIDEResult:
         if missing:
             raise ValidationError(f"parties {missing} hold no y and estimate nothing: there is no global coefficient vector")
         return np.concatenate([self.coef_blocks[n] for n in self.order])
+
+
+def fallback_message(parties: Sequence[str]) -> str:
+    return (f"the held-out errors of {', '.join(parties)} cannot tell the fit from the constant prediction (the mean of y): "
+            f"significantly and by {steps.NEGLIGIBLE_GAIN:.0%} of the variance of y or more; its coefficients are set to 0: "
+            "more data or more budget is needed")
+
+
+def fallback_diagnosed(reports: Mapping[str, Any], result: PRIDEResult) -> dict[str, Any]:
+    """Every label holder's report with its held-out test attached (``shrinkage="held_out"``; no cost: its own view)."""
+    out = dict(reports)
+    for name, p_value in result.held_out_p.items():
+        if name in out:
+            trivial, gain = bool(result.trivial.get(name)), result.held_out_gain.get(name)
+            verdict = ("cannot tell the fit from the constant prediction: the coefficients are set to 0" if trivial else
+                       "tells the fit from the constant prediction")
+            message = (f"held-out test of the party's own part of the prediction against the mean of y: one-sided p = "
+                       f"{p_value:.2g}, gain {gain:.3g} of the variance of y; it {verdict}")
+            report = out[name]
+            messages = {**report.diagnostics.get("messages", {}), "held_out": message}
+            out[name] = attrs.evolve(report, diagnostics={**report.diagnostics, "held_out_p": p_value, "held_out_gain": gain,
+                                                          "fell_back": trivial, "messages": messages})
+    return out
 
 
 class PRIDEProtocol(VerticalProtocol):
@@ -401,7 +453,7 @@ class PRIDEProtocol(VerticalProtocol):
     def initial_state(self, party: str, layout: Layout) -> dict[str, Any]:
         others = tuple(n for n in layout.names if n != party)
         return {"index": layout.index(party), "others": others, "n_columns_total": sum(p.n_columns for p in layout.parties),
-                "sketch_dims": self.sketch_dims(layout)}
+                "sketch_dims": self.sketch_dims(layout), "n_estimators": len(self.estimators(layout))}
 
     # -- the actions -----------------------------------------------------------------------------
     def design(self, party: Party) -> np.ndarray:
@@ -455,7 +507,7 @@ class PRIDEProtocol(VerticalProtocol):
             blocks.append(Z)
             variances.append(np.full(Z.shape[1], float(message.meta["noise_sd"]) ** 2))
         Z = np.hstack(blocks)
-        noise_var = np.concatenate(variances) if self.config.bias_correction else None
+        noise_var = np.concatenate(variances) if self.config.corrects_bias else None
         return self._design_of(party, state), Z, self.response(party), noise_var
 
     def _design_of(self, party: Party, state: Any) -> np.ndarray:
@@ -480,8 +532,20 @@ class PRIDEProtocol(VerticalProtocol):
             assert c.lam is not None
             return ActionResult(self._finish_fit(state, view, y, noise_var, c.lam))
         grid = np.asarray(c.lambdas) if c.lambdas is not None else default_lambdas(view.top_eigenvalue())
-        mse = view.cv_path(y, grid, self._folds(len(y)), c.loss_scale, noise_var).mse(y)
-        return ActionResult(self._finish_fit(state, view, y, noise_var, float(grid[int(np.argmin(mse))]), mse.tolist()))
+        folds = self._folds(len(y))
+        path = view.cv_path(y, grid, folds, c.loss_scale, noise_var)
+        mse = path.mse(y)
+        best = int(np.argmin(mse))
+        fitted = self._finish_fit(state, view, y, noise_var, float(grid[best]), mse.tolist())
+        if not c.tests_held_out:
+            return ActionResult(fitted)
+        # its own part of the global prediction, at the fit-level 0.05 split over the label holders and over the grid
+        # (lambda was chosen by these held-out errors: Bonferroni over the candidates keeps the test honest)
+        p_value, gain = steps.held_out_test(y, path.raw[best])
+        trivial = p_value > PRETEST_LEVEL / (max(int(state.get("n_estimators", 1)), 1) * len(grid)) or gain < steps.NEGLIGIBLE_GAIN
+        if trivial:
+            fitted = {**fitted, "coef": np.zeros_like(fitted["coef"]), "sketch_coef": np.zeros_like(fitted["sketch_coef"])}
+        return ActionResult({**fitted, "held_out_p": p_value, "held_out_gain": gain, "trivial": trivial})
 
     def global_lambdas(self, state: Any) -> np.ndarray:
         """Global CV's grid, public and common to every party: ``lambdas`` or 1e-4 .. 1e2 x p (the total column count)."""
@@ -516,7 +580,10 @@ class PRIDEProtocol(VerticalProtocol):
         dims = self.sketch_dims(layout)
         return PRIDEResult({n: np.asarray(s["coef"]) for n, s in fitted.items()}, {n: s["lam"] for n, s in fitted.items()},
                            {n: np.asarray(s["sketch_coef"]) for n, s in fitted.items()}, noise, dims, layout.names,
-                           {n: int(s.get("clipped_eigenvalues", 0)) for n, s in fitted.items()})
+                           {n: int(s.get("clipped_eigenvalues", 0)) for n, s in fitted.items()},
+                           {n: float(s["held_out_p"]) for n, s in fitted.items() if "held_out_p" in s},
+                           {n: bool(s["trivial"]) for n, s in fitted.items() if "trivial" in s},
+                           {n: float(s["held_out_gain"]) for n, s in fitted.items() if "held_out_gain" in s})
 
     def notes(self, party: str) -> list[str]:
         c = self.config

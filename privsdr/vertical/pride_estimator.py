@@ -9,6 +9,7 @@ contiguous blocks (the paper's tau = p / K). The fit runs the PRIDE protocol
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,12 +19,12 @@ from sklearn.base import RegressorMixin
 from ..accounting import Budget, Ledger, as_budget, make_accountant
 from ..algorithms._base import PrivateEstimator, check_matrix
 from ..core import split_columns
-from ..errors import ValidationError
+from ..errors import NoiseDominatesWarning, ValidationError
 from ..plan import CalibratedPlan
 from . import pride_steps as steps
 from .engine import run_protocol
 from .layout import Layout, Party, PartyInfo, is_block_list, pooled_label
-from .pride import PRIDEConfig, PRIDEProtocol
+from .pride import PRIDEConfig, PRIDEProtocol, fallback_diagnosed, fallback_message
 
 
 class PRIDERegressor(RegressorMixin, PrivateEstimator):
@@ -53,7 +54,13 @@ class PRIDERegressor(RegressorMixin, PrivateEstimator):
         party by CV on its own view, free) or ``"global"`` (held-out predictions exchanged: not
         covered, needs ``allow_uncertified=True``) over ``lambdas`` (default: a log grid).
     loss_scale: ``"half"`` (b = (X^T X + n lam I)^-1 X^T y) or ``"paper_eq1"`` (n lam / 2).
-    bias_correction: the errors-in-variables correction of A9.2 (beyond the paper).
+    bias_correction: the errors-in-variables correction of A9.2 (beyond the paper); ``None`` (default): on in
+        certified mode (consistent: without it each block absorbs the effects the others' noisy sketches cannot carry,
+        and the global prediction counts them twice), off in the paper's modes.
+    shrinkage: certified mode with local CV: ``"held_out"`` (default) sets a party's coefficients to 0 (the
+        constant prediction) when the held-out errors of its own part of the prediction at the chosen lambda cannot
+        tell it from the mean of y (one-sided paired test at 0.05 over the label holders and the lambda grid, and a
+        gain of at least 1 % of var(y)) and warns ``NoiseDominatesWarning``; ``"none"``.
     center, standardize: preprocessing (certified: clip, then centre; paper/none: standardise).
     sketch_seed: public seed of the parties' SRHTs (default: derived from ``random_state``).
     n_parties: with a pooled ``X``, the number of contiguous column blocks.
@@ -61,13 +68,16 @@ class PRIDERegressor(RegressorMixin, PrivateEstimator):
 
     After ``fit``: ``coef_`` (every column, when every party holds y), ``coef_blocks_``, ``lambdas_``,
     ``sketch_coef_blocks_``, ``noise_sd_`` (sigma_k per party), ``sketch_dims_``, ``intercept_``,
+    ``held_out_p_values_``, ``held_out_gains_`` and ``trivial_blocks_`` (``shrinkage="held_out"``: the parties whose
+    block fell back to 0 -- its held-out gain was not significant or under 1 % of var(y) -- and the fit warns),
     ``privacy_``, ``privacy_reports_``, ``messages_``, ``plans_``, ``layout_``, ``config_``.
     """
 
     def __init__(self, mode: str = "certified", *, sketch_dim: Any = 0.2, budget: Budget | tuple[float, float] | None = None,
                  ledgers: Mapping[str, Ledger] | None = None, ledger: Ledger | None = None, accountant: str | None = None, bounds: Any = None,
                  relation: str = "entry", calibration: str | None = None, lam: float | None = None, cv: str | None = None,
-                 lambdas: Any = None, n_folds: int = 5, cv_seed: int = 0, loss_scale: str = "half", bias_correction: bool = False,
+                 lambdas: Any = None, n_folds: int = 5, cv_seed: int = 0, loss_scale: str = "half", bias_correction: bool | None = None,
+                 shrinkage: str = "held_out",
                  center: bool = True, standardize: bool | None = None, sketch_seed: int | None = None, n_parties: int | None = None,
                  executor: Any = None, random_state: Any = None, allow_uncertified: bool = False, message_reports: bool = True) -> None:
         self.mode = mode
@@ -86,6 +96,7 @@ class PRIDERegressor(RegressorMixin, PrivateEstimator):
         self.cv_seed = cv_seed
         self.loss_scale = loss_scale
         self.bias_correction = bias_correction
+        self.shrinkage = shrinkage
         self.center = center
         self.standardize = standardize
         self.sketch_seed = sketch_seed
@@ -108,7 +119,7 @@ class PRIDERegressor(RegressorMixin, PrivateEstimator):
         return PRIDEConfig(mode=self.mode, sketch_dim=self.sketch_dim, relation=self.relation, calibration=self.calibration,
                            bounds=self.bounds, center=self.center, standardize=self.standardize, lam=self.lam, cv=self.cv,
                            lambdas=self.lambdas, n_folds=self.n_folds, cv_seed=self.cv_seed, loss_scale=self.loss_scale,
-                           bias_correction=self.bias_correction, sketch_seed=self._sketch_seed())
+                           bias_correction=self.bias_correction, shrinkage=self.shrinkage, sketch_seed=self._sketch_seed())
 
     def _budget(self) -> Budget:
         if self.mode == "none":
@@ -173,7 +184,10 @@ class PRIDERegressor(RegressorMixin, PrivateEstimator):
         self.clipped_eigenvalues_ = dict(result.clipped_eigenvalues)
         self.messages_ = outcome.messages
         self.privacy_ = outcome.privacy
-        self.privacy_reports_ = dict(outcome.reports)
+        self.held_out_p_values_ = dict(result.held_out_p)
+        self.held_out_gains_ = dict(result.held_out_gain)
+        self.trivial_blocks_ = sorted(n for n, flag in result.trivial.items() if flag)
+        self.privacy_reports_ = fallback_diagnosed(outcome.reports, result)
         self.plans_ = dict(outcome.plans)
         # evaluation only (A8): every party's preprocessing and coefficients together, as the simulation knows them
         self.transforms_ = {p.name: self._transform_of(protocol, p) for p in parties}
@@ -182,6 +196,8 @@ class PRIDERegressor(RegressorMixin, PrivateEstimator):
             self._record_features(X_raw, int(self.coef_.shape[0]))
             label = next(p for p in parties if p.holds_label)
             self.intercept_ = float(np.mean(np.asarray(label.y, dtype=float))) if (config.center or config.standardizes) else 0.0
+        if self.trivial_blocks_:
+            warnings.warn(fallback_message(self.trivial_blocks_), NoiseDominatesWarning, stacklevel=2)
         return self
 
     def _transform_of(self, protocol: PRIDEProtocol, party: Party) -> dict[str, Any]:
