@@ -61,3 +61,22 @@ def test_dppls_forecasts_and_other_plans_say_they_cannot():
         DPSIR(bound=3.0, cut_points=[-1.0, 0.0, 1.0], budget=Budget(1.0, 1e-6)).plan(1000, 5).forecast()
     with pytest.raises(ValidationError, match="signal"):
         AdaSSPRegression(bound_x=5.0, bound_y=30.0, budget=Budget(1.0, 1e-6)).plan(1000, 5).forecast(signal=1.5)
+
+
+def test_record_forecast_files_a_forecast_beside_the_noise_diagnostic_at_the_released_count():
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-1, 1, (1500, 3))
+    y = X @ np.array([1.0, -1.0, 0.5]) + 0.5 * rng.standard_normal(1500)
+    est = AdaSSPRegression(bound_x=2.0, bound_y=3.0, budget=Budget(1.0, 1e-6), random_state=0).fit(X, y)
+    made = est.record_forecast(reps=2, search=False)
+    counted = est._released_row_count()
+    assert made.n_samples == counted and counted != 1500 and abs(counted - 1500) < 100  # the DP count, not n
+    diagnostics = est.privacy_report_.diagnostics
+    assert diagnostics["forecast"]["n_samples"] == counted and {"noise", "forecast"} <= set(diagnostics["messages"])
+    before = AdaSSPRegression(bound_x=2.0, bound_y=3.0, budget=Budget(1.0, 1e-6)).plan(1500, 3).forecast(reps=2, search=False)
+    assert est.record_forecast(before) is before and est.privacy_report_.diagnostics["forecast"]["source"] == "made before the fit"
+    public = DPPLS(1, bound_x=2.0, bound_y=3.0, centering="public", budget=Budget(1.0, 1e-6), random_state=0).fit(X, y)
+    with pytest.raises(ValidationError, match="no row count"):
+        public.record_forecast()
+    with pytest.raises(ValidationError, match="Forecast"):
+        est.record_forecast("a guess")

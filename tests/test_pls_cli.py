@@ -194,3 +194,21 @@ def test_fit_dry_run_prices_and_forecasts_from_the_header_alone(table, tmp_path)
     stray = run("fit", "adassp", "--data", table, "--target", "y", "--bound-x", 2, "--bound-y", 8, "--epsilon", 1, "--delta",
                 1e-6, "--rows", 3000)
     assert stray.returncode == 2 and "--dry-run" in stray.stderr
+
+
+def test_fit_forecast_is_made_at_the_dp_count_and_recorded_in_the_report(table, tmp_path):
+    """--forecast (issue 24): after the fit, the forecast at the row count the releases made public (under add/remove
+    the DP count, never the true n) is printed and filed in the report beside the noise diagnostic."""
+    report = tmp_path / "r.json"
+    out = run("fit", "pls", "--data", table, "--target", "y", "--bound-x", 2, "--bound-y", 8, "--epsilon", 1, "--delta", 1e-6,
+              "--forecast", "--report", report, "--seed", 0)
+    assert out.returncode == 0, out.stderr
+    assert "forecast at n = " in out.stdout and "forecast at n = 3000," not in out.stdout  # the DP count, not n
+    import json
+
+    diagnostics = json.loads(report.read_text())["diagnostics"]
+    assert diagnostics["forecast"]["source"] == "at the row count the releases made public"
+    assert abs(diagnostics["forecast"]["n_samples"] - 3000) < 200 and "noise" in diagnostics["messages"]
+    refused = run("fit", "mean-covariance", "--data", table, "--target", "y", "--clip", 2, "--epsilon", 1, "--delta", 1e-6,
+                  "--forecast")
+    assert refused.returncode == 2 and "no accuracy forecast" in refused.stderr

@@ -51,7 +51,7 @@ from ._base import (
     public_center,
 )
 from ._pls_queries import clip_x, clip_y
-from .forecast import forecast_regression
+from .forecast import ForecastMixin, forecast_regression
 
 RELATION = "add_remove"
 NODES = ("lambda_min", "xtx", "xty")
@@ -125,7 +125,7 @@ def design(X: np.ndarray, x_center: np.ndarray, bound_x: float, intercept: bool)
 
 
 @model_class
-class AdaSSPRegression(PrivateEstimator):
+class AdaSSPRegression(ForecastMixin, PrivateEstimator):
     """Differentially private linear regression by AdaSSP (Wang 2018): noisy X^T X, X^T y and smallest
     eigenvalue, then ridge with a noise-aware lambda. The central (one trusted curator) baseline.
 
@@ -293,6 +293,15 @@ class AdaSSPRegression(PrivateEstimator):
             self.privacy_report_ = regression.with_diagnostics(run.report, self.noise_ratio_)
             regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=2)
         return self
+
+    def _released_row_count(self) -> int | None:
+        """n under replace-one; the DP count G_cc / c^2 of the constant column under add/remove (with an intercept)."""
+        self._check_fitted("released_", "plan_")
+        if self.plan_.relation.value == "replace_one":
+            return int(self.released_.n)
+        if not self._checked(None)["intercept"]:
+            return None
+        return max(2, round(regression.dp_count(self.released_["xtx"], float(self.bound_x))))
 
     # -- prediction --------------------------------------------------------------------------------
     def predict(self, X: Any) -> np.ndarray:

@@ -43,6 +43,7 @@ class Forecast:
     private_error: float
     nonprivate_error: float
     epsilon_within: float | None  #: None: not within 1.5x even at the largest epsilon tried (or not searched)
+    searched: bool = True  #: whether the epsilon grid was searched for ``epsilon_within``
 
     @property
     def private_r2(self) -> float:
@@ -56,6 +57,8 @@ class Forecast:
     def summary(self) -> str:
         within = (f"within {WITHIN:g}x of it from eps = {self.epsilon_within:.3g}" if self.epsilon_within is not None
                   else f"not within {WITHIN:g}x of it up to eps = {self.epsilon * GRID[-1]:.3g}")
+        if not self.searched:
+            within = "the epsilon within 1.5x of it not searched"
         return (f"forecast at n = {self.n_samples}, p = {self.n_features}, (eps = {self.epsilon:g}, delta = {self.delta:g}), "
                 f"on a public synthetic problem whose linear signal explains {self.signal:.0%} of var(y): test R^2 "
                 f"{self.private_r2:.3f} (noise off: {self.nonprivate_r2:.3f}); excess risk {self.private_error:.3g} "
@@ -87,10 +90,11 @@ def excess_risk(predict: Any, x_center: np.ndarray, y_center: float, bound_x: fl
 
 
 def forecast_regression(estimator: Any, n_samples: int, n_features: int, *, signal: float = 0.3, reps: int = 5,
-                        seed: int = 0, search: bool = True) -> Forecast:
+                        seed: int = 0, search: bool = True, budget: Budget | None = None) -> Forecast:
     """The forecast of ``estimator`` (unfitted, with public bounds, centres and a budget) at n x p (module docstring).
     Each simulated fit is a clone with a fresh in-memory budget: nothing is charged to the estimator's ledger.
-    ``search=False`` skips the epsilon search (``epsilon_within`` is then None)."""
+    ``search=False`` skips the epsilon search (``epsilon_within`` is then None); ``budget`` overrides the estimator's
+    (a fitted estimator's own run: its ledger may have nothing left)."""
     from sklearn.base import clone
 
     from ..errors import ValidationError
@@ -101,7 +105,7 @@ def forecast_regression(estimator: Any, n_samples: int, n_features: int, *, sign
     n, p = int(n_samples), int(n_features)
     if n < 2 or p < 1:
         raise ValidationError(f"a forecast needs n >= 2 rows and p >= 1 features, got {n} x {p}")
-    budget = estimator._resolve_budget()[0]
+    budget = budget if budget is not None else estimator._resolve_budget()[0]
     bound_x, bound_y = float(estimator.bound_x), float(estimator.bound_y)
     x_center = public_center(estimator.x_center, p, "x_center")
     y_center = float(estimator.y_center or 0.0)
@@ -128,4 +132,38 @@ def forecast_regression(estimator: Any, n_samples: int, n_features: int, *, sign
         if (private if factor == 1.0 else error(Budget(eps, budget.delta))) <= WITHIN * nonprivate:
             within = eps
             break
-    return Forecast(n, p, budget.epsilon, budget.delta, signal, reps, private, nonprivate, within)
+    return Forecast(n, p, budget.epsilon, budget.delta, signal, reps, private, nonprivate, within, search)
+
+
+class ForecastMixin:
+    """``record_forecast`` for a fitted certified regression that has a forecast (AdaSSP, DPPLS S2)."""
+
+    def _released_row_count(self) -> int | None:
+        """The row count the fit's releases make public: n itself under replace-one, the DP count under add/remove
+        (None when the fit released none)."""
+        raise NotImplementedError
+
+    def record_forecast(self, forecast: Forecast | None = None, **options: Any) -> Forecast:
+        """Record an accuracy forecast in ``privacy_report_`` beside the achieved noise diagnostic (post-processing of
+        public parameters: free) and return it as ``forecast_``. ``forecast``: one made before the fit from a public n
+        (``est.plan(n, p).forecast()``); without it the forecast is computed now at the row count the releases made
+        public (n under replace-one, the DP count under add/remove: the true n is never used). ``options`` go to
+        ``forecast_regression`` (``signal``, ``reps``, ``search``)."""
+        from ..errors import ValidationError
+        from ..released.regression import with_noise_message
+
+        self._check_fitted("privacy_report_", "plan_")  # type: ignore[attr-defined]
+        source = "made before the fit"
+        if forecast is None:
+            n = self._released_row_count()
+            if n is None:
+                raise ValidationError("this fit released no row count (public centring under add/remove): pass "
+                                      "forecast=est.plan(n, p).forecast() made from a public n")
+            forecast = forecast_regression(self, n, int(self.n_features_in_), budget=self.plan_.budget, **options)  # type: ignore[attr-defined]
+            source = "at the row count the releases made public"
+        if not isinstance(forecast, Forecast):
+            raise ValidationError(f"forecast must be a privsdr Forecast (est.plan(n, p).forecast()), got {type(forecast).__name__}")
+        self.forecast_ = forecast
+        self.privacy_report_ = with_noise_message(  # type: ignore[has-type]
+            self.privacy_report_, f"{forecast.summary()} ({source})", "forecast", forecast={**attrs.asdict(forecast), "source": source})
+        return forecast

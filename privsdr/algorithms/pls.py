@@ -45,7 +45,7 @@ from ._pls_modes import (
     ssp_postprocess,
 )
 from ._pls_queries import chunk_ssp
-from .forecast import forecast_regression
+from .forecast import ForecastMixin, forecast_regression
 
 MODES = ("certified", "certified_iterative", "paper")
 CENTERINGS = ("dp", "public")
@@ -56,7 +56,7 @@ DEFAULT_WEIGHTS = {"xtx": 1.0, "xty": 1.0, "count": 0.25, "x_sum": 0.25, "y_sum"
 
 
 @model_class
-class DPPLS(RegressorMixin, PrivateEstimator):
+class DPPLS(RegressorMixin, ForecastMixin, PrivateEstimator):
     """Private PLS1 regression of one response on m predictors.
 
     Parameters
@@ -404,6 +404,16 @@ class DPPLS(RegressorMixin, PrivateEstimator):
         if self.diagnose_noise:
             self.privacy_report_ = regression.with_diagnostics(run.report, self.noise_ratio_)
             regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=3)
+
+    def _released_row_count(self) -> int | None:
+        """The DP count (certified S2 with DP centring; ``forecast`` exists for S2 only). None without one."""
+        self._check_fitted("plan_")
+        if self.mode != "certified":
+            from ..errors import ValidationError
+
+            raise ValidationError(f"the accuracy forecast exists for mode='certified' (S2) only, not {self.mode!r}")
+        count = getattr(self, "statistics_", {}).get("count")
+        return None if count is None else max(2, round(float(np.asarray(count).ravel()[0])))
 
     def _store(self, out: dict[str, Any], m: int) -> None:
         A = out["weights"].shape[1]

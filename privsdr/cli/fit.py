@@ -272,6 +272,8 @@ def check_method_options(method: Method, args: argparse.Namespace) -> None:
         raise ValidationError(f"{', '.join(foreign)} {'does' if len(foreign) == 1 else 'do'} not apply to `fit {method.name}`")
     if method.needs_target and not args.target:
         raise ValidationError(f"{method.name} needs --target, the response column")
+    if args.forecast and method.name not in ("adassp", "pls"):
+        raise ValidationError(f"--forecast: `fit {method.name}` has no accuracy forecast yet (adassp and pls have one)")
     method.check(args)
 
 
@@ -301,6 +303,8 @@ def _fit(args: argparse.Namespace) -> int:
         print(f"columns: {', '.join(names)}")
         est.fit(X, y)
         method.show(est, names)
+        if args.forecast:  # at the row count the releases made public (the DP count under add/remove); free
+            print("\n" + est.record_forecast().summary() + " (at the row count the releases made public)")
         print("\n" + est.privacy_report_.summary())
         if model_path is not None:
             from ..persistence import dumps
@@ -363,6 +367,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                      help="print the plan's cost and (adassp, pls) its accuracy forecast on a public synthetic problem; reads "
                           "only the CSV header, spends nothing (needs --rows)")
     fit.add_argument("--rows", type=positive_int, default=None, help="--dry-run: the public number of rows")
+    fit.add_argument("--forecast", action="store_true",
+                     help="adassp, pls: after the fit, forecast its accuracy at the row count the releases made public (the "
+                     "DP count) and record it in the report beside the noise diagnostic (free)")
     fit.add_argument("--data", required=True, help="CSV file with a header row (UTF-8)")
     fit.add_argument("--target", default=None, help="response column (excluded from the features)")
     fit.add_argument("--columns", nargs="+", default=None, help="feature columns (default: all but the target)")

@@ -148,10 +148,10 @@ def noise_message(ratio: float) -> str:
             f"bootstrap of the released statistics): the model {verdict}")
 
 
-def with_noise_message(report: Any, message: str, **values: Any) -> Any:
-    """The report with a noise diagnostic attached (post-processing: no cost): ``message`` as its "noise" message
-    (shown in every rendering) and ``values`` beside the other diagnostics."""
-    messages = {**report.diagnostics.get("messages", {}), "noise": message}
+def with_noise_message(report: Any, message: str, message_key: str = "noise", **values: Any) -> Any:
+    """The report with a noise diagnostic attached (post-processing: no cost): ``message`` as its ``message_key``
+    message (shown in every rendering) and ``values`` beside the other diagnostics."""
+    messages = {**report.diagnostics.get("messages", {}), message_key: message}
     return attrs.evolve(report, diagnostics={**report.diagnostics, **values, "messages": messages})
 
 
