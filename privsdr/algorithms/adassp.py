@@ -301,7 +301,7 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
             return int(self.released_.n)
         if not self._checked(None)["intercept"]:
             return None
-        return max(2, round(regression.dp_count(self.released_["xtx"], float(self.bound_x))))
+        return max(2, round(regression.dp_count(self.released_["xtx"], float(self._checked(None)["bound_x"]))))
 
     # -- prediction --------------------------------------------------------------------------------
     def predict(self, X: Any) -> np.ndarray:

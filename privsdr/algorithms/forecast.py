@@ -164,6 +164,7 @@ class ForecastMixin:
         if not isinstance(forecast, Forecast):
             raise ValidationError(f"forecast must be a privsdr Forecast (est.plan(n, p).forecast()), got {type(forecast).__name__}")
         self.forecast_ = forecast
-        self.privacy_report_ = with_noise_message(  # type: ignore[has-type]
-            self.privacy_report_, f"{forecast.summary()} ({source})", "forecast", forecast={**attrs.asdict(forecast), "source": source})
+        report: Any = getattr(self, "privacy_report_")  # noqa: B009 - set by the fit (checked above)
+        self.privacy_report_ = with_noise_message(report, f"{forecast.summary()} ({source})", "forecast",
+                                                  forecast={**attrs.asdict(forecast), "source": source})
         return forecast
