@@ -7,6 +7,7 @@ shrinkage (DP-BCD, DPPLS), beside the trivial model (R^2 = 0 up to the test spli
     python benchmarks/bench_never_worse.py forecast   # est.plan(n, p).forecast() against the measured excess risk
     python benchmarks/bench_never_worse.py adassp     # AdaSSPRegression on diabetes against its DP mean predictor
     python benchmarks/bench_never_worse.py pride --seeds 40   # certified PRIDE against the training mean, two designs
+    python benchmarks/bench_never_worse.py forecast-sir       # DPSIR(...).plan(n, p).forecast() against DPSIR on model M1
 
 Cells: median test R^2 over ``--seeds`` data sets, "before / after" (issue 23's fit: ``shrinkage="none"``, no DP
 intercept / the default), then the smallest R^2 of the after-fits and the share of after-fits that warned ``NoiseDominatesWarning``.
@@ -22,7 +23,7 @@ import warnings
 import numpy as np
 from bench_adassp import r2, simulated_split
 
-from privsdr import DPPLS, AdaSSPRegression, Budget, DPBCDRegression, NoiseDominatesWarning
+from privsdr import DPPLS, DPSIR, AdaSSPRegression, Budget, DPBCDRegression, NoiseDominatesWarning
 from privsdr.datasets.vertical import dpbcd_synthetic
 
 EPSILONS = (0.5, 1.0, 2.0, 8.0)
@@ -222,9 +223,37 @@ def pride(seeds: int) -> None:
             print(f"| {name} | {n} | {eps:g} | {summary(before)} | {summary(after)} | {np.mean(warned):.0%} |", flush=True)
 
 
+def forecast_sir(seeds: int) -> None:
+    """The DPSIR forecast (public single-index problem, no epsilon search) beside the measured median projection
+    distance of certified DPSIR on the DP-SIR paper's model M1 (p = 10, cut points -6, 0, 6, bound 1), and their ratio."""
+    from privsdr.core import projection_distance
+    from privsdr.datasets import sir_model
+
+    cuts, p = [-6.0, 0.0, 6.0], 10
+    print(f"DPSIR forecast vs measured on M1 (p = {p}), delta = 1e-6, {seeds} data sets: forecast / measured (ratio)\n")
+    print("| n | " + " | ".join(f"eps = {e:g}" for e in EPSILONS) + " |")
+    print("|---|" + "---|" * len(EPSILONS))
+    for n in (1_000, 10_000, 100_000):
+        data = [sir_model("M1", n, p, seed=2000 + r) for r in range(seeds)]
+        cells = []
+        for eps in EPSILONS:
+            est = DPSIR(1, bound=1.0, cut_points=cuts, budget=Budget(eps, 1e-6))
+            forecast = est.plan(n, p).forecast(search=False).private_error
+            measured = []
+            for r, (X, y, B) in enumerate(data):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    fitted = DPSIR(1, bound=1.0, cut_points=cuts, budget=Budget(eps, 1e-6), random_state=r, diagnose_noise=False)
+                    measured.append(projection_distance(fitted.fit(X, y).directions_, B))
+            m = float(np.median(measured))
+            cells.append(f"{forecast:.3f} / {m:.3f} ({forecast / m:.2f})")
+        print(f"| {n:.0e} | " + " | ".join(cells) + " |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("dpbcd", "diabetes", "pls", "forecast", "adassp", "pride"))
+    parser.add_argument("what", choices=("dpbcd", "diabetes", "pls", "forecast", "adassp", "pride",
+                                                 "forecast-sir"))
     parser.add_argument("--seeds", type=int, default=10)
     args = parser.parse_args()
     if args.what == "dpbcd":
@@ -235,6 +264,8 @@ def main() -> None:
         forecast(args.seeds)
     elif args.what == "pride":
         pride(args.seeds)
+    elif args.what == "forecast-sir":
+        forecast_sir(args.seeds)
     elif args.what == "adassp":
         adassp(8)
     else:

@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
-from privsdr import DPPLS, DPSIR, AdaSSPRegression, Budget, Ledger, ValidationError
+from privsdr import DPPLS, DPSIR, AdaSSPRegression, Budget, DPMeanCovariance, Ledger, ValidationError
 from privsdr.datasets.vertical import dpbcd_synthetic
 
 P = 10
@@ -58,7 +58,7 @@ def test_dppls_forecasts_and_other_plans_say_they_cannot():
     forecast = DPPLS(2, bound_x=5.0, bound_y=30.0, budget=Budget(1.0, 1e-6)).plan(5_000, 5).forecast(reps=2, search=False)
     assert 0.0 < forecast.private_error < forecast.signal
     with pytest.raises(ValidationError, match="no accuracy forecast"):
-        DPSIR(bound=3.0, cut_points=[-1.0, 0.0, 1.0], budget=Budget(1.0, 1e-6)).plan(1000, 5).forecast()
+        DPMeanCovariance(3.0, budget=Budget(1.0, 1e-6)).plan(1000, 5).forecast()
     with pytest.raises(ValidationError, match="signal"):
         AdaSSPRegression(bound_x=5.0, bound_y=30.0, budget=Budget(1.0, 1e-6)).plan(1000, 5).forecast(signal=1.5)
 
@@ -80,3 +80,45 @@ def test_record_forecast_files_a_forecast_beside_the_noise_diagnostic_at_the_rel
         public.record_forecast()
     with pytest.raises(ValidationError, match="Forecast"):
         est.record_forecast("a guess")
+
+
+def test_the_dpsir_forecast_agrees_with_dpsir_on_model_m1_within_a_factor_2():
+    """Calibration (pre-registered: factor 2; ``bench_never_worse.py forecast-sir`` has the 12-cell grid, 0.67-1.87):
+    the forecast on the public single-index problem against certified DPSIR on the DP-SIR paper's model M1."""
+    from privsdr.core import projection_distance
+    from privsdr.datasets import sir_model
+
+    cuts = [-6.0, 0.0, 6.0]
+    forecast = DPSIR(1, bound=1.0, cut_points=cuts, budget=Budget(2.0, 1e-6)).plan(10_000, 10).forecast(search=False, reps=3)
+    measured = []
+    for r in range(3):
+        X, y, B = sir_model("M1", 10_000, 10, seed=2000 + r)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est = DPSIR(1, bound=1.0, cut_points=cuts, budget=Budget(2.0, 1e-6), random_state=r, diagnose_noise=False).fit(X, y)
+        measured.append(projection_distance(est.directions_, B))
+    assert 0.5 <= forecast.private_error / float(np.median(measured)) <= 2.0
+    assert forecast.nonprivate_error < forecast.private_error < forecast.random_error
+    grid = DPSIR(1, bound=1.0, y_grid=np.linspace(-6, 6, 25), budget=Budget(2.0, 1e-6)).plan(2_000, 4).forecast(reps=2, search=False)
+    assert grid.nonprivate_error < grid.random_error and not grid.searched and "not searched" in grid.summary()
+    with pytest.raises(ValidationError, match="no accuracy forecast"):  # the paper's mode: no forecast
+        DPSIR(1, bound=1.0, cut_points=cuts, mode="paper", budget=Budget(2.0, 1e-6), allow_uncertified=True).plan(2_000, 4).forecast()
+
+
+def test_fit_dpsir_dry_run_and_forecast_on_the_command_line(tmp_path):
+    from conftest import run_cli
+
+    from privsdr.datasets import sir_model
+
+    X, y, _ = sir_model("M1", 2000, 4, seed=3)
+    data = tmp_path / "rows.csv"
+    data.write_text("a,b,c,d,y\n" + "\n".join(",".join(f"{v:.6f}" for v in (*r, t)) for r, t in zip(X, y, strict=True)) + "\n")
+    common = ("fit", "dpsir", "--data", data, "--target", "y", "--bound", 1, "--cut-points", -6, 0, 6, "--epsilon", 1, "--delta", 1e-6)
+    dry = run_cli(*common, "--dry-run", "--rows", 2000)
+    assert dry.returncode == 0 and "public single-index problem" in dry.stdout, dry.stderr
+    report = tmp_path / "r.json"
+    out = run_cli(*common, "--forecast", "--report", report)
+    assert out.returncode == 0 and "forecast at n = 2000, p = 4" in out.stdout, out.stderr  # n is public for DPSIR
+    import json
+
+    assert json.loads(report.read_text())["diagnostics"]["forecast"]["n_samples"] == 2000

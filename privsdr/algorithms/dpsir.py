@@ -64,6 +64,7 @@ from ._sir_common import (
     stationary_start,
     warn_if_not_identified,
 )
+from .forecast import ForecastMixin
 
 RELATION = "replace_one"
 ALGORITHMS = ("moments", "onepass")
@@ -290,9 +291,17 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
                  description=f"Algorithm 2 step {t}: noisy gradient update on batch {t}", **kw)
 
     def plan(self, n_samples: int, n_features: int) -> CalibratedPlan:
-        """The calibrated plan of a fit on data of this shape; ``.cost()`` prices it without data."""
+        """The calibrated plan of a fit on data of this shape; ``.cost()`` prices it without data and, for certified
+        DPSIR, ``.forecast()`` forecasts its accuracy on a public single-index problem (``forecast_sir``)."""
         budget, ledger = self._resolve_budget()
-        return self._allocate(self.build_plan(n_samples, n_features, budget), budget, ledger)
+        calibrated = self._allocate(self.build_plan(n_samples, n_features, budget), budget, ledger)
+        if self.mode == "certified" and not self.sparse:
+            from functools import partial
+
+            from .forecast_sir import forecast_sir
+
+            calibrated.forecaster = partial(forecast_sir, self, int(n_samples), int(n_features))
+        return calibrated
 
     def _allocate(self, plan: Plan, budget: Budget, ledger: Ledger) -> CalibratedPlan:
         tight = self.tight and self.mode == "certified"
@@ -520,7 +529,7 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
 
 
 @model_class
-class DPSIR(_SlicedDP):
+class DPSIR(ForecastMixin, _SlicedDP):
     """Differentially private SIR for n > p.
 
     ``algorithm="moments"`` (the default in certified mode): the slice sums, slice counts and second moment of the
@@ -580,6 +589,18 @@ class DPSIR(_SlicedDP):
         self.algorithm = algorithm
         self.center = center
         self.diagnose_noise = diagnose_noise
+
+    def _released_row_count(self) -> int | None:
+        """n: public under DPSIR's replace-one relation (the moments' sensitivities are divided by it)."""
+        self._check_fitted("plan_")
+        if self.mode != "certified":
+            raise ValidationError(f"the accuracy forecast exists for mode='certified' only, not {self.mode!r}")
+        return int(self.plan_.plan.public_params["n_samples"])
+
+    def _forecast_at(self, n: int, budget: Budget, **options: Any) -> Any:
+        from .forecast_sir import forecast_sir
+
+        return forecast_sir(self, n, int(self.n_features_in_), budget=budget, **options)
 
     def _fit_released(self, run: Run, plan: CalibratedPlan, rows: ClippedRows, H: int,
                       init_idx: np.ndarray, batch_idx: list[np.ndarray], c: dict[str, Any], n: int, budget: Budget) -> None:

@@ -136,14 +136,18 @@ def forecast_regression(estimator: Any, n_samples: int, n_features: int, *, sign
 
 
 class ForecastMixin:
-    """``record_forecast`` for a fitted certified regression that has a forecast (AdaSSP, DPPLS S2)."""
+    """``record_forecast`` for a fitted certified estimator that has a forecast (AdaSSP, DPPLS S2, DPSIR)."""
 
     def _released_row_count(self) -> int | None:
         """The row count the fit's releases make public: n itself under replace-one, the DP count under add/remove
         (None when the fit released none)."""
         raise NotImplementedError
 
-    def record_forecast(self, forecast: Forecast | None = None, **options: Any) -> Forecast:
+    def _forecast_at(self, n: int, budget: Budget, **options: Any) -> Any:
+        """The estimator's forecast at n rows with this budget (``forecast_regression`` for the regressions)."""
+        return forecast_regression(self, n, int(self.n_features_in_), budget=budget, **options)  # type: ignore[attr-defined]
+
+    def record_forecast(self, forecast: Any = None, **options: Any) -> Any:
         """Record an accuracy forecast in ``privacy_report_`` beside the achieved noise diagnostic (post-processing of
         public parameters: free) and return it as ``forecast_``. ``forecast``: one made before the fit from a public n
         (``est.plan(n, p).forecast()``); without it the forecast is computed now at the row count the releases made
@@ -159,9 +163,9 @@ class ForecastMixin:
             if n is None:
                 raise ValidationError("this fit released no row count (public centring under add/remove): pass "
                                       "forecast=est.plan(n, p).forecast() made from a public n")
-            forecast = forecast_regression(self, n, int(self.n_features_in_), budget=self.plan_.budget, **options)  # type: ignore[attr-defined]
+            forecast = self._forecast_at(n, self.plan_.budget, **options)  # type: ignore[attr-defined]
             source = "at the row count the releases made public"
-        if not isinstance(forecast, Forecast):
+        if not hasattr(forecast, "summary") or not attrs.has(type(forecast)):
             raise ValidationError(f"forecast must be a privsdr Forecast (est.plan(n, p).forecast()), got {type(forecast).__name__}")
         self.forecast_ = forecast
         report: Any = getattr(self, "privacy_report_")  # noqa: B009 - set by the fit (checked above)

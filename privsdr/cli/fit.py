@@ -265,6 +265,10 @@ METHODS: dict[str, Method] = {m.name: m for m in (
 )}
 
 
+#: the methods whose certified fit has an accuracy forecast (``--dry-run``, ``--forecast``)
+FORECASTS = ("adassp", "pls", "dpsir")
+
+
 def check_method_options(method: Method, args: argparse.Namespace) -> None:
     """Refuse options of other methods (they would be ignored silently), then the method's own checks."""
     foreign = [flag for dest, flag in METHOD_OPTIONS.items() if getattr(args, dest, None) is not None and dest not in method.options]
@@ -272,8 +276,8 @@ def check_method_options(method: Method, args: argparse.Namespace) -> None:
         raise ValidationError(f"{', '.join(foreign)} {'does' if len(foreign) == 1 else 'do'} not apply to `fit {method.name}`")
     if method.needs_target and not args.target:
         raise ValidationError(f"{method.name} needs --target, the response column")
-    if args.forecast and method.name not in ("adassp", "pls"):
-        raise ValidationError(f"--forecast: `fit {method.name}` has no accuracy forecast yet (adassp and pls have one)")
+    if args.forecast and method.name not in FORECASTS:
+        raise ValidationError(f"--forecast: `fit {method.name}` has no accuracy forecast yet ({', '.join(FORECASTS)} have one)")
     method.check(args)
 
 
@@ -347,7 +351,7 @@ def _dry_run(args: argparse.Namespace, method: Method, budget: Budget) -> int:
     print(f"dry run: `fit {method.name}` on {args.rows} rows x {len(names)} columns ({', '.join(names)}); nothing is read or spent")
     print(f"cost: {plan.cost()}")
     if plan.forecaster is None:
-        print(f"no accuracy forecast for `fit {method.name}` yet (adassp and pls have one)")
+        print(f"no accuracy forecast for `fit {method.name}` yet ({', '.join(FORECASTS)} have one)")
     else:
         print(plan.forecast().summary())
     return 0
@@ -364,12 +368,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                          "|x| <= max(|lo|, |hi|).")
     fit.add_argument("method", choices=sorted(METHODS), help="the method (see above)")
     fit.add_argument("--dry-run", action="store_true",
-                     help="print the plan's cost and (adassp, pls) its accuracy forecast on a public synthetic problem; reads "
+                     help="print the plan's cost and (adassp, pls, dpsir) its accuracy forecast on a public synthetic problem; reads "
                           "only the CSV header, spends nothing (needs --rows)")
     fit.add_argument("--rows", type=positive_int, default=None, help="--dry-run: the public number of rows")
     fit.add_argument("--forecast", action="store_true",
-                     help="adassp, pls: after the fit, forecast its accuracy at the row count the releases made public (the "
-                     "DP count) and record it in the report beside the noise diagnostic (free)")
+                     help="adassp, pls, dpsir: after the fit, forecast its accuracy at the row count the releases made public "
+                     "(the DP count under add/remove) and record it in the report beside the noise diagnostic (free)")
     fit.add_argument("--data", required=True, help="CSV file with a header row (UTF-8)")
     fit.add_argument("--target", default=None, help="response column (excluded from the features)")
     fit.add_argument("--columns", nargs="+", default=None, help="feature columns (default: all but the target)")
