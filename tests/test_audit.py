@@ -73,7 +73,7 @@ def test_every_registered_mechanism_passes_its_audit(name):
     # the unbatched samplers (one matrix or selection per draw) at 5,000 samples: a pass-side check; the power of
     # the audit is shown by test_meta_correct_gaussian_bound_is_tight and the mutants below
     result = assert_mechanism_dp(name, epsilon=1.0, delta=1e-5, alpha=ALPHA, seed=11,
-                                 samples=5_000 if name in ("symmetric_gaussian", "peeling", "report_noisy_max")
+                                 samples=5_000 if name in ("symmetric_gaussian", "peeling", "report_noisy_max", "noisy_top")
                                  else 1_500 if name.startswith("distributed") else None)
     assert result.confidence == 1 - ALPHA
     assert result.epsilon_lower <= 1.0 + 1e-9
@@ -108,6 +108,12 @@ def test_meta_correct_gaussian_bound_is_tight():
 def test_sigma_halved_fails(name):
     # at eps = 4 the halved noise is rejected with 2,000 samples per side (eps >= 4.2 ... 7.7); at eps = 1 it took 20,000+
     assert not audit_mechanism(name, epsilon=4.0, delta=1e-5, noise_scale=0.5, samples=2_000, alpha=ALPHA, seed=7).passed
+
+
+def test_noisy_top_with_half_its_noise_fails():
+    # at eps = 24 one round's eps0 is about 4 (as report_noisy_max's at eps = 4 above); halved noise: about 8
+    assert not audit_mechanism("noisy_top", epsilon=24.0, delta=1e-5, noise_scale=0.5, samples=2_000, alpha=ALPHA, seed=7).passed
+    assert audit_mechanism("noisy_top", epsilon=24.0, delta=1e-5, samples=2_000, alpha=ALPHA, seed=7).passed
 
 
 @pytest.mark.parametrize("name", AUDITABLE)

@@ -151,7 +151,7 @@ def test_probe_gradient_steps_dense_and_sparse(K):
 def test_probe_sparse_dpsir_screening_and_screened_blocks():
     X, y = base(12, seed=5)
     n1, s_init = 12, 2
-    nodes = SparseDPSIR(1, sparsity=1, screen_size=s_init, bound=C, cut_points=CUTS, budget=Budget(1.0, 1e-5),
+    nodes = SparseDPSIR(1, algorithm="onepass", sparsity=1, screen_size=s_init, bound=C, cut_points=CUTS, budget=Budget(1.0, 1e-5),
                         accountant="basic").plan(2 * n1, P).nodes
     data = datasets(X, y, C)
     screen = worst_change(lambda D: kernel_diagonal(clip(D[0]), labels(D[1]), 4)[None, :], data, "linf")

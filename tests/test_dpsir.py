@@ -169,7 +169,7 @@ def test_sparse_dpsir_noise_off_is_screening_plus_thresholded_descent():
     X, y, _ = sir_model("M1", n, p, seed=6)
     X = centred_on_parts(np.clip(X, -1, 1), rs)
     cuts = np.quantile(y, QCUTS)
-    m = SparseDPSIR(1, sparsity=s, screen_size=s_init, bound=10.0, cut_points=cuts, budget=Budget.infinite(),
+    m = SparseDPSIR(1, algorithm="onepass", sparsity=s, screen_size=s_init, bound=10.0, cut_points=cuts, budget=Budget.infinite(),
                     random_state=rs).fit(X, y)
     init, refine, batch_idx = split_of(rs, n)
     labels = slice_by_cut_points(y, cuts)
@@ -467,7 +467,7 @@ def test_probe_init_sigma_and_kernel_against_the_declared_plan():
 def test_probe_screening_statistic_and_sparse_init_nodes():
     for name, (X, y) in scenarios(p=4).items():
         n1, p = X.shape
-        nodes = _plan_nodes(SparseDPSIR(1, sparsity=2, screen_size=3, bound=C_X, cut_points=CUTS, budget=Budget(1.0, 1e-5),
+        nodes = _plan_nodes(SparseDPSIR(1, algorithm="onepass", sparsity=2, screen_size=3, bound=C_X, cut_points=CUTS, budget=Budget(1.0, 1e-5),
                                         accountant="basic"), 2 * n1, p)
         d = nodes["screen"].sensitivity
         assert d.value == pytest.approx(6 * C_X**2 / n1, rel=1e-12) and d.norm == "linf"
@@ -823,7 +823,7 @@ def sparse_audit_pair():
 def test_sparse_dpsir_audit_screening_membership():
     D0, D1 = sparse_audit_pair()
     budget = Budget(2.0, 1e-5)
-    kw = dict(sparsity=2, screen_size=3, bound=1.0, cut_points=AUD_CUTS, n_iter=1, accountant="basic")
+    kw = dict(algorithm="onepass", sparsity=2, screen_size=3, bound=1.0, cut_points=AUD_CUTS, n_iter=1, accountant="basic")
 
     def seed_with_record_in_init(rng):
         while True:
@@ -907,7 +907,7 @@ def test_sparse_support_recovery():
     hits, screened = 0, 0
     for r in range(8):
         X, y, _ = sir_model("M1", 8000, 50, seed=300 + r)
-        m = SparseDPSIR(1, sparsity=6, bound=1.0, cut_points=QCUTS, budget=Budget(10.0, 1e-5), accountant="basic",
+        m = SparseDPSIR(1, algorithm="onepass", sparsity=6, bound=1.0, cut_points=QCUTS, budget=Budget(10.0, 1e-5), accountant="basic",
                         random_state=r).fit(X, ranks(y))
         hits += {0, 1} <= set(m.support_.tolist())
         screened += {0, 1} <= set(m.screened_.tolist())

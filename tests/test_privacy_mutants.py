@@ -51,7 +51,7 @@ class RecordingRun(Run):
 # query no longer depends on the noisy start B, so the noise-free output is a fixed reference. Record 0
 # sits in batch 0 (the public split is conditioned on that); it flips x_00 from +1 to -1.
 SPARSE_N, SPARSE_P, SPARSE_T = 60, 6, 6
-SPARSE_KW = dict(sparsity=1, screen_size=2, bound=1.0, cut_points=[-0.5, 0.0, 0.5], n_iter=SPARSE_T,
+SPARSE_KW = dict(algorithm="onepass", sparsity=1, screen_size=2, bound=1.0, cut_points=[-0.5, 0.0, 0.5], n_iter=SPARSE_T,
                  eta=1.0, lambda_pen=1.0, radius=1.0, tau=1.0)
 SPARSE_BUDGET = Budget(2.0, 1e-5)
 

@@ -120,7 +120,7 @@ def _certified_modes(cls) -> set[str]:
     name = cls.__name__
     known = {
         "DPSIR": {"moments", "onepass", "chunked", "dask"},
-        "SparseDPSIR": {"certified"},
+        "SparseDPSIR": {"certified", "onepass"},
         "DPSparsePCA": {"certified"},
         "DPMeanCovariance": {"certified", "chunked"},
         "DPPLS": {"certified", "certified_iterative", "chunked"},

@@ -29,8 +29,12 @@ def test_sparse_dpsir_names_the_selected_columns_and_writes_a_model(wide, tmp_pa
     assert "selected columns: g0, g1, g2" in out.stdout and out.stdout.count("CERTIFIED") == 1
     rows = out.stdout.split("(the others are 0):\n")[1].splitlines()[:3]
     assert [r.split()[0] for r in rows] == ["g0", "g1", "g2"]
+    assert "the noise alone moves these directions by about" in out.stdout  # the moments design's diagnostic
     done = run_cli("transform", "--model", model, "--data", wide, "--out", out_csv)
     assert done.returncode == 0, done.stderr
+    paper = run_cli("fit", "sparse-dpsir", "--data", wide, "--target", "y", "--bound", 1, "--sparsity", 3, "--cut-points", -0.5, 0,
+                    0.5, "--epsilon", 8, "--delta", 1e-6, "--seed", 0, "--algorithm", "onepass")
+    assert paper.returncode == 0 and "selected columns: " in paper.stdout, paper.stderr
 
 
 def test_sparse_pca_runs_on_the_named_columns(wide):

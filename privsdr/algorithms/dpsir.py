@@ -34,7 +34,7 @@ from ..errors import ValidationError
 from ..mechanisms import Sensitivity
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
-from . import sir_moments
+from . import sir_moments, sparse_sir
 from ._base import (
     ClippedRows,
     PrivateEstimator,
@@ -689,6 +689,8 @@ class SparseDPSIR(_SlicedDP):
         random_state: Any = None,
         allow_uncertified: bool = False,
         sampler: str = "numpy",
+        algorithm: str | None = None,
+        diagnose_noise: bool = True,
     ) -> None:  # every parameter named (scikit-learn's get_params reads the signature)
         super().__init__(
             n_directions, bound=bound, n_slices=n_slices, cut_points=cut_points, y_grid=y_grid, slicing=slicing, mode=mode,
@@ -698,6 +700,8 @@ class SparseDPSIR(_SlicedDP):
         )
         self.sparsity = sparsity
         self.screen_size = screen_size
+        self.algorithm = algorithm
+        self.diagnose_noise = diagnose_noise
 
     def _checked(self) -> dict[str, Any]:
         c = super()._checked()
@@ -754,6 +758,65 @@ class SparseDPSIR(_SlicedDP):
         if self.n_directions == "bic":
             raise ValidationError("SparseDPSIR needs n_directions given (the peeling size of each step depends on it)")
         return super().build_plan(n_samples, n_features, budget)
+
+    # -- algorithm="moments" (certified default, issue 26): one selection, one moments release (``sparse_sir``) ----------
+    def _build_moments_plan(self, c: dict[str, Any], n: int, p: int, bounds: np.ndarray, budget: Budget) -> Plan:
+        H, K, s, screen = c["H"], c["K"], c["s"], c["s_init"]
+        if screen > p:
+            raise ValidationError(f"screen_size {screen} exceeds p = {p}")
+        if s > screen:
+            raise ValidationError(f"sparsity {s} exceeds screen_size {screen} (the coordinates kept come from those selected)")
+        if K > s:
+            raise ValidationError(f"n_directions {K} exceeds sparsity {s}")
+        plan = Plan(self.name, RELATION, {
+            "mode": self.mode, "algorithm": "moments", "bound": public_bound(c["bound"]), "n_slices": H, "n_directions": K,
+            "slicing": c["slicing"], "n_samples": n, "n_features": p, "center": self._center_description(c), **self._extra_public(),
+            **({"cut_points": list(map(float, c["cuts"]))} if c["cuts"] is not None else {}),
+        })
+        self._add_slicing_nodes(plan, c, H, budget)
+        delta = max(budget.delta / 2, 1e-300) if not budget.is_infinite else 0.5
+        sparse_sir.add_selection_node(plan, n, screen, delta, parents=tuple(plan.nodes))
+        k, c2 = square_mass(bounds, screen)  # k c2 = the sum of the screen largest c_j^2: any selected set
+        sir_moments.add_moment_nodes(plan, n, screen, bounds, parents=("support",), row_bound=math.sqrt(k * c2))
+        return plan
+
+    def _fit_moments(self, X: np.ndarray, y: np.ndarray, c: dict[str, Any], bounds: np.ndarray, center: np.ndarray) -> _SlicedDP:
+        n, p = X.shape
+        budget, ledger = self._resolve_budget()
+        calibrated = self._allocate(self.build_plan(n, p, budget), budget, ledger)
+        with self._run(calibrated, ledger, (n, p)) as run:
+            labels, cuts = self._slices(run, y, c)
+            H = len(cuts) + 1
+            scores = sparse_sir.selection_scores(X, labels, H, center, bounds)
+            selected = np.sort(np.asarray(run.release("support", scores), dtype=int))
+            release = sir_moments.release_moments(run, calibrated, X[:, selected], labels, H, center[selected], bounds[selected])
+        K, s = int(c["K"]), int(c["s"])
+        B_all, eigenvalues, mu = release.directions(max(H - 1, 1), True)
+        self.eigengap_ = warn_if_not_identified(eigenvalues, K, "SparseDPSIR (moments)", stacklevel=4)
+        B_sel = core.orthonormalize(B_all[:, :K])
+        self.directions_ = sparse_sir.embedded(B_sel, selected, p, s)
+        self.support_ = np.flatnonzero(np.linalg.norm(self.directions_, axis=1) > 0)
+        self.screened_ = selected
+        self.eigenvalues_ = eigenvalues[: max(H - 1, 1)]
+        self.n_directions_ = K
+        self.public_center_ = center
+        self.center_ = center.copy()
+        self.center_[selected] = center[selected] + mu
+        self.cut_points_ = cuts
+        self.n_features_in_ = p
+        self.bounds_ = bounds
+        self.plan_ = run.plan
+        self.ledger_ = ledger
+        self.random_error_ = sir_moments.random_subspace_error(p, K)
+        self.support_signal_ = sparse_sir.support_signal(release)
+        self.privacy_report_ = run.report
+        if self.diagnose_noise:
+            rng = diagnostic_rng(self.random_state)
+            self.noise_error_ = sir_moments.noise_error(release, B_sel, K, True, rng)
+            self.privacy_report_ = sparse_sir.with_diagnostics(run.report, self.noise_error_, self.random_error_,
+                                                              self.support_signal_, K, len(selected))
+            sparse_sir.warn_if_noise_wins(self.noise_error_, self.random_error_, self.support_signal_, K, len(selected))
+        return self
 
     def _fit_released(self, run: Run, plan: CalibratedPlan, rows: ClippedRows, H: int,
                       init_idx: np.ndarray, batch_idx: list[np.ndarray], c: dict[str, Any], n: int, budget: Budget) -> None:

@@ -7,9 +7,10 @@ any sample is drawn (pre-registered), so no alpha is spent on choosing them:
   entry; for the shaped Gaussian, along the direction of least noise); statistic = the coordinate
   along the shift; threshold Delta/2; claim mu-GDP with mu = 1/z of the calibration.
 * Laplace: 0 versus Delta*e1, threshold Delta (where the density ratio is flat at e^eps); pure eps claim.
-* report-noisy-max / peeling: 20 candidates; candidate 0 rises by Delta while the others fall by
+* report-noisy-max / peeling / noisy-top: 20 candidates; candidate 0 rises by Delta while the others fall by
   Delta; statistic = "index 0 selected". (Peeling's selection is audited; its calibration spreads the
-  budget over many small steps, so this pair is far from tight.)
+  budget over many small steps, so this pair is far from tight. Noisy-top is audited against one round's
+  own pure eps0 = 2 / z, the event the ledger charges per round.)
 
 ``noise_scale`` multiplies the noise actually drawn (not the claim): F < 1 is a mutant that must fail.
 
@@ -32,7 +33,7 @@ from .core import AuditResult, audit
 
 #: per-side sample counts that certify eps_lb >= 0.8 at eps = 1 with alpha = 1e-3 (benchmarks/bench_audit.py)
 DEFAULT_SAMPLES = {"gaussian": 100_000, "shaped_gaussian": 100_000, "symmetric_gaussian": 20_000, "laplace": 20_000,
-                   "report_noisy_max": 20_000, "peeling": 20_000, "non_private": 2_000,
+                   "report_noisy_max": 20_000, "peeling": 20_000, "noisy_top": 20_000, "non_private": 2_000,
                    "distributed_gaussian": 5_000, "distributed_symmetric_gaussian": 5_000}
 
 
@@ -78,6 +79,10 @@ def audit_mechanism(
         params = {"s": 1, "d": 1, "delta": delta}
         spec = _spec(mech, epsilon, delta, D, calibration, params)
         claim: Any = ApproxDP(epsilon, delta)
+    elif name == "noisy_top":  # one round: report-noisy-max at the round's own pure eps0 = 2 / z (its charged event)
+        params = {"s": 1, "delta": delta}
+        spec = _spec(mech, epsilon, delta, D, calibration, params)
+        claim = ApproxDP(2.0 / spec.noise_multiplier, 0.0)
     elif name == "symmetric_gaussian" and calibration == "modsulq":
         params = {"n": 100, "p": dim, "scale": 1.0}
         spec = _spec(mech, epsilon, delta, D, calibration, params)
@@ -157,6 +162,14 @@ def audit_mechanism(
             return float(0 in selected)
 
         return audit(peel, a0, a1, claim=claim, statistic=np.asarray, threshold=0.5, samples=n, alpha=alpha, seed=seed)
+    if name == "noisy_top":
+        v0, v1 = np.full(k, D), np.zeros(k)
+        v0[0], v1[0] = 0.0, D
+
+        def top(v: np.ndarray, rng: np.random.Generator) -> float:
+            return float(0 in mech.sample(mech.prepare(v, drawn), drawn, rng))
+
+        return audit(top, v0, v1, claim=claim, statistic=np.asarray, threshold=0.5, samples=n, alpha=alpha, seed=seed)
     raise ValueError(f"no built-in audit pair for mechanism {name!r}: use privsdr.audit.audit() with your own pair")
 
 

@@ -157,7 +157,7 @@ def _check_sparse_dpsir(args: argparse.Namespace) -> None:
 def _build_sparse_dpsir(args: argparse.Namespace, ctx: FitContext) -> Any:
     from ..algorithms import SparseDPSIR
 
-    return SparseDPSIR(args.n_directions or 1, sparsity=args.sparsity, **_sliced(args, ctx))
+    return SparseDPSIR(args.n_directions or 1, sparsity=args.sparsity, algorithm=args.algorithm, **_sliced(args, ctx))
 
 
 def _show_sparse(est: Any, names: list[str]) -> None:
@@ -165,6 +165,12 @@ def _show_sparse(est: Any, names: list[str]) -> None:
     print("selected columns:", ", ".join(names[j] for j in support))
     weights = est.directions_ if hasattr(est, "directions_") else est.components_
     by_column([names[j] for j in support], np.asarray(weights)[support], "directions on the selected columns (the others are 0):")
+    if getattr(est, "noise_error_", None) is not None:
+        print(f"the noise alone moves these directions by about {est.noise_error_:.3g} given the selected columns (a random "
+              f"subspace: {est.random_error_:.3g})")
+    if getattr(est, "support_signal_", None) is False:
+        print("the released slice means on the selected columns cannot be told from their noise: the selection is no better "
+              "than a random one")
 
 
 def _check_sparse_pca(args: argparse.Namespace) -> None:
@@ -253,7 +259,7 @@ METHODS: dict[str, Method] = {m.name: m for m in (
            _show_pls, needs_target=True),
     Method("sparse-dpsir", "DP sparse SIR (p >> n) of --target on the other columns: at most --sparsity columns enter the "
            "directions (|x_ij| clipped to --bound or the per-column --bounds; slices as for dpsir)",
-           frozenset({"bound", "bounds", "n_directions", "n_slices", "cut_points", "y_grid", "sparsity"}), _check_sparse_dpsir,
+           frozenset({"bound", "bounds", "n_directions", "n_slices", "cut_points", "y_grid", "sparsity", "algorithm"}), _check_sparse_dpsir,
            _build_sparse_dpsir, _show_sparse, needs_target=True),
     Method("sparse-pca", "DP sparse PCA of the numeric columns: --n-directions components on at most --sparsity columns "
            "(|x_ij| clipped to --bound or the per-column --bounds)", frozenset({"bound", "bounds", "n_directions", "sparsity"}),
@@ -391,7 +397,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                      help="dpsir, sparse-dpsir: public range of y for a DP quantile release of the slice boundaries")
     budget_options(fit)
     fit.add_argument("--algorithm", choices=("moments", "onepass"), default=None,
-                     help="dpsir: moments (default: sufficient statistics released once) or onepass (the paper's B.1 + Algorithm 2)")
+                     help="dpsir: moments (default: sufficient statistics released once) or onepass (the paper's B.1 + Algorithm "
+                     "2); sparse-dpsir: moments (default: a top-s selection and the moments on all rows) or onepass (the "
+                     "paper's B.2 + Algorithm 3)")
     fit.add_argument("--components", default=None, help="pls: number of components A, or 'auto' (certified mode; default 2)")
     fit.add_argument("--mode", choices=("certified", "certified_iterative", "paper"), default=None,
                      help="pls: certified (S2, default), certified_iterative (S1) or paper (edPLS as published, NOT private)")

@@ -6,7 +6,7 @@ from .distributed import DistributedGaussianMechanism, DistributedSymmetricGauss
 from .gaussian import GaussianMechanism, ShapedGaussianMechanism
 from .laplace import LaplaceMechanism
 from .opaque import NonPrivateMechanism, OpaqueMechanism
-from .selection import PeelingMechanism, ReportNoisyMaxMechanism
+from .selection import NoisyTopMechanism, PeelingMechanism, ReportNoisyMaxMechanism
 from .symmetric import SymmetricGaussianMechanism
 
 _REGISTRY: dict[str, Mechanism] = {}
@@ -42,6 +42,7 @@ for _m in (
     DistributedSymmetricGaussianMechanism(),
     ReportNoisyMaxMechanism(),
     PeelingMechanism(),
+    NoisyTopMechanism(),
     OpaqueMechanism(),
     NonPrivateMechanism(),
 ):

@@ -11,6 +11,10 @@
   Events (DP-SIR spec §3, accounting check of Lemma 3): s pure eps0 = 2 sqrt(d) lambda / b selections
   and d s Laplace(b/lambda) releases. The ledger composes them (advanced/RDP give <= eps for
   eps <= 1 and ln(1/delta) >~ 5); nothing hard-codes "(eps, delta)".
+* ``noisy_top``: the selection part of peeling alone (Dwork, Su & Zhang 2021; Cai, Wang & Zhang 2021, Alg. 1 without
+  the value release): s rounds of report-noisy-max on the remaining scores, Laplace(b) each round, b from peeling's
+  calibration with d = 1 (b = lambda 2 sqrt(3 s ln(1/delta)) / eps). Releases the s indices only; events: s pure
+  eps0 = 2 lambda / b selections, composed by the ledger.
 """
 from __future__ import annotations
 
@@ -100,3 +104,44 @@ class PeelingMechanism(Mechanism):
         out = np.zeros_like(a)
         out[:, idx] = a[:, idx] + (rng.laplace(0.0, b, size=(a.shape[0], s)) if b > 0 else 0.0)
         return out, idx
+
+
+class NoisyTopMechanism(Mechanism):
+    """s rounds of report-noisy-max without replacement (module docstring); the output is the index array."""
+
+    name = "noisy_top"
+    norms = ("linf",)
+    calibrations = ("paper",)
+    default_calibration = "paper"
+    pure = True
+    required_params = ("s", "delta")
+
+    def _multiplier(self, sensitivity: Sensitivity, share: Budget, calibration: str, params: Mapping[str, Any]) -> float:
+        s, delta = int(params["s"]), float(params["delta"])
+        if not 0 < delta < 1:
+            raise ValueError("noisy_top needs the public parameter 0 < delta < 1 in its calibration")
+        return 2.0 * math.sqrt(3.0 * s * math.log(1.0 / delta)) / share.epsilon
+
+    def events(self, spec: NoiseSpec) -> tuple[Event, ...]:
+        z = spec.noise_multiplier
+        return (PureEvent(div_up(2.0, z)),) * int(spec.params["s"])
+
+    def prepare(self, value: Any, spec: NoiseSpec, **kwargs: Any) -> np.ndarray:
+        arr = as_float_array(value, self.name).ravel()
+        s = int(spec.params["s"])
+        if not 1 <= s <= arr.size:
+            raise ValueError(f"noisy_top selects s = {s} of {arr.size} scores: need 1 <= s <= the number of scores")
+        return arr
+
+    def sample(self, value: Any, spec: NoiseSpec, rng: np.random.Generator, **kwargs: Any) -> np.ndarray:
+        """The s selected indices, in the order they were picked."""
+        scores = np.asarray(value, dtype=float)
+        b = spec.scale
+        available = np.ones(scores.size, dtype=bool)
+        selected: list[int] = []
+        for _ in range(int(spec.params["s"])):
+            noisy = scores + (rng.laplace(0.0, b, size=scores.shape) if b > 0 else 0.0)
+            j = int(np.argmax(np.where(available, noisy, -np.inf)))
+            selected.append(j)
+            available[j] = False
+        return np.array(selected, dtype=int)

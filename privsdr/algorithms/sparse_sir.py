@@ -1,0 +1,116 @@
+"""Certified sparse SIR from one selection and one moments release on all n rows (``SparseDPSIR(algorithm="moments")``,
+issue 26): the diagonal-thresholding design of DT-SIR (Lin, Zhao & Liu 2018, Ann. Statist. 46) made private.
+
+1. **Selection** (``support``, mechanism ``noisy_top``): every row clipped to |x_j - center_j| <= c_j and sliced; the
+   score of coordinate j is the between-slice spread of its slice sums, T_j = ||C s_j|| / c_j with s_j = (sum_{i in h}
+   x_ij / n)_h and C = I - 11^T / H (the slices' contrast: the column mean drops out when the slices are about equal).
+   A replaced record moves s_j by at most 2 c_j / n in L2 (within a slice; sqrt(2) c_j / n across two) and ||C|| = 1,
+   so every T_j moves by at most 2 / n: an L-infinity sensitivity free of p. The s' = ``screen_size`` (default s)
+   largest are chosen by s' rounds of report-noisy-max (Laplace, peeling's calibration with d = 1; Dwork, Su & Zhang
+   2021; Cai, Wang & Zhang 2021): only the indices are released, so the budget pays for s' selections, not for p values.
+2. **Moments** on the selected coordinates (``slice_sums``, ``slice_counts``, ``second_moment``, as DPSIR's
+   ``released.moments``), all n rows again, with sensitivities from the s' largest public bounds (any selected set).
+3. Post-processing: the SIR directions of the released moments (centred by their own mean), embedded in R^p, rows
+   outside the s largest set to 0; ``noise_error_`` by the parametric bootstrap of the moments (given the support);
+   ``support_signal_``: do the released slice means on the support stand above their noise (``stands_above_noise``)?
+
+Budget (public rule): the selection node has weight 1, the moments DPSIR's (1, 0.2, 1); one tight factor under the
+ledger's accountant. The selection and the moments read the same rows: they compose in sequence.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .. import core
+from ..mechanisms import Sensitivity
+from ..plan import Plan
+from ..released.moments import MomentRelease
+from ..released.regression import stands_above_noise
+
+RELATION = "replace_one"
+SELECTION_WEIGHT = 1.0
+
+
+def selection_scores(X: np.ndarray, labels: np.ndarray, H: int, center: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """T_j = ||C s_j|| / c_j of the module docstring (rows clipped to the public box around ``center``)."""
+    Xc = np.clip(np.asarray(X, dtype=float) - center, -bounds, bounds)
+    n = Xc.shape[0]
+    sums = np.zeros((Xc.shape[1], H))
+    for h in range(H):
+        sums[:, h] = Xc[labels == h].sum(axis=0) / n
+    contrast = sums - sums.mean(axis=1, keepdims=True)
+    scores: np.ndarray = np.linalg.norm(contrast, axis=1) / bounds
+    return scores
+
+
+def add_selection_node(plan: Plan, n: int, screen: int, delta: float, parents: tuple[str, ...]) -> None:
+    """The ``support`` node: ``screen`` rounds of report-noisy-max on the scores, L-infinity sensitivity 2 / n."""
+    plan.add("support", "noisy_top",
+             Sensitivity(2.0 / n, "linf", RELATION, "||C s_j|| / c_j moves by <= ||Delta s_j|| / c_j <= 2 / n for every j"),
+             weight=SELECTION_WEIGHT, parents=parents, params={"s": screen, "delta": delta},
+             description=f"the {screen} coordinates with the largest between-slice spread (indices only)")
+
+
+def support_signal(release: MomentRelease) -> bool:
+    """Do the released centred slice sums on the support stand above their own noise? (energy of the centred sums
+    against sum_j lambda_j chi^2_1 of the noise alone; ``released.regression.stands_above_noise``)."""
+    sums = release.slice_sums
+    s, H = sums.shape
+    centred = sums - sums.mean(axis=1, keepdims=True)
+    # the noise of each row of C s is N(0, v C): H - 1 unit eigenvalues times v
+    v = release.sums_scale**2
+    if v == 0:
+        return True
+    dof = s * (H - 1)
+    return stands_above_noise(float(np.sum(centred**2)), dof * v, dof * v**2)
+
+
+def embedded(B_sel: np.ndarray, selected: np.ndarray, p: int, s: int) -> np.ndarray:
+    """Directions on the selected coordinates placed in R^p; rows outside the s largest (by norm) set to 0."""
+    B = np.zeros((p, B_sel.shape[1]))
+    B[selected] = B_sel
+    if len(selected) > s:
+        keep = selected[np.argsort(-np.linalg.norm(B_sel, axis=1))[:s]]
+        drop = np.setdiff1d(selected, keep)
+        B[drop] = 0.0
+    return core.orthonormalize(B)
+
+
+def random_within(s: int, K: int) -> float:
+    """The random level of a K-dimensional subspace within the s selected coordinates."""
+    return math.sqrt(2.0 * K * (1.0 - K / s)) if s > K else 0.0
+
+
+def support_message(signal: bool, screen: int) -> str:
+    if signal:
+        return f"the released slice means on the {screen} selected coordinates stand above their noise"
+    return (f"the released slice means on the {screen} selected coordinates cannot be told from their noise (level "
+            "0.05): the selected support is no better than a random one; more data or more budget is needed")
+
+
+def with_diagnostics(report: Any, noise: float, random: float, signal: bool, K: int, screen: int) -> Any:
+    """The run's report with the noise diagnostic (given the support) and the support's test attached (free)."""
+    import attrs
+
+    from ..released.moments import noise_message
+
+    messages = {**report.diagnostics.get("messages", {}), "noise": noise_message(noise, random, K, screen) + " (given the "
+                "selected support)", "support": support_message(signal, screen)}
+    return attrs.evolve(report, diagnostics={**report.diagnostics, "noise_error": noise, "random_subspace_error": random,
+                                             "support_signal": signal, "messages": messages})
+
+
+def warn_if_noise_wins(noise: float, random: float, signal: bool, K: int, screen: int, stacklevel: int = 5) -> None:
+    """DPSIR's rule (noise error over half the random level) on the support, and the support's own test."""
+    import warnings
+
+    from ..errors import NoiseDominatesWarning
+    from ..released.moments import warn_if_noise_wins as moments_rule
+
+    if not signal:
+        warnings.warn(support_message(signal, screen), NoiseDominatesWarning, stacklevel=stacklevel)
+    else:
+        moments_rule(noise, random, stacklevel=stacklevel + 1)

@@ -1,0 +1,131 @@
+"""Certified sparse SIR from one selection and one moments release (``SparseDPSIR(algorithm="moments")``, issue 26):
+noise off it is oracle SIR on the selected coordinates, the selection statistic's sensitivity holds on extreme
+neighbours (and a halved declaration is caught), an end-to-end audit of the selection, error falling with epsilon, the
+noise diagnostics, and bad input refused before anything is spent."""
+import warnings
+
+import numpy as np
+import pytest
+from test_column_bounds import CUTS, Y_IN, check, datasets
+
+from privsdr import Budget, Ledger, NoiseDominatesWarning, SparseDPSIR, ValidationError
+from privsdr.audit import audit_estimator
+from privsdr.audit.estimators import claim_from_report
+from privsdr.core import classical_sir, projection_distance, slice_by_cut_points
+from privsdr.datasets import sir_model
+
+M1_CUTS = [-6.0, 0.0, 6.0]
+
+
+def between_slice_spread(X, labels, H, bounds):
+    """The selection statistic written out independently: per column, the slice sums / n centred over the slices."""
+    n, p = X.shape
+    out = np.empty(p)
+    for j in range(p):
+        sums = np.array([X[labels == h, j].sum() / n for h in range(H)])
+        out[j] = np.sqrt(np.sum((sums - sums.mean()) ** 2)) / bounds[j]
+    return out
+
+
+def test_noise_off_selects_the_largest_spreads_and_equals_oracle_sir_on_them():
+    X, y, _ = sir_model("M1", 3000, 40, seed=1)
+    est = SparseDPSIR(1, sparsity=4, screen_size=6, bound=1.0, cut_points=M1_CUTS, budget=Budget.infinite()).fit(X, y)
+    labels = slice_by_cut_points(y, M1_CUTS)
+    spread = between_slice_spread(np.clip(X, -1, 1), labels, 4, np.ones(40))
+    assert np.array_equal(est.screened_, np.sort(np.argsort(-spread)[:6]))
+    B_oracle = classical_sir(np.clip(X, -1, 1)[:, est.screened_], labels, 4, 1)[0]
+    B_full = np.zeros((40, 1))
+    B_full[est.screened_] = B_oracle
+    keep = est.screened_[np.argsort(-np.abs(B_oracle[:, 0]))[:4]]
+    B_full[np.setdiff1d(est.screened_, keep)] = 0.0
+    assert projection_distance(est.directions_, B_full) < 1e-8
+    assert set(est.support_) == set(keep) and est.noise_error_ == 0.0 and est.support_signal_
+
+
+def test_the_selection_statistic_moves_by_at_most_2_over_n_on_extreme_neighbours():
+    from privsdr.algorithms.sparse_sir import selection_scores
+
+    C = np.array([0.5, 2.0, 1.0])
+    rng = np.random.default_rng(5)
+    X, y = rng.uniform(-C, C, (12, 3)), rng.choice(Y_IN, 12)
+    nodes = SparseDPSIR(1, sparsity=1, screen_size=2, bound=C, cut_points=CUTS, budget=Budget(1.0, 1e-5)).plan(12, 3).nodes
+    declared = nodes["support"].sensitivity.value
+    assert declared == pytest.approx(2.0 / 12)
+    # check() also asserts the probe fails at half the declaration (a too-small formula would be caught)
+    check(lambda D: selection_scores(D[0], slice_by_cut_points(D[1], CUTS), 4, np.zeros(3), C), datasets(X, y, C), declared, "linf",
+          mechanism="noisy_top")
+    # the moments on any selected pair: the two largest c_j^2 bound ||x_S||^2
+    assert nodes["second_moment"].sensitivity.value == pytest.approx(np.sqrt(2.0) * (2.0**2 + 1.0**2) / 12)
+
+
+def test_an_end_to_end_audit_of_the_selection_passes_and_noise_off_fails():
+    """D1 moves one record so that column 5 enters the selected pair; the membership of 5 in ``screened_`` is the
+    statistic (pre-registered threshold 0.5, alpha 1e-3)."""
+    n, p = 40, 8
+    y0 = np.where(np.arange(n) % 2 == 0, 2.0, -2.0)
+    X0 = np.zeros((n, p))
+    X0[:, 0] = np.where(y0 > 0, 0.3, -0.3)  # column 0 always selected
+    X0[0, 1] = 0.6  # column 1 holds the second slot in D0 (spread 0.013) ...
+    X1 = X0.copy()
+    X1[0, 5] = 1.0  # ... column 5 takes it in D1 (spread 0.022): one record changed
+    D0, D1 = (X0, y0), (X1, y0)
+    kw = dict(sparsity=2, bound=1.0, cut_points=[-1.0, 0.0, 1.0], accountant="basic")
+
+    def screened(budget):
+        return lambda D, r: SparseDPSIR(1, budget=budget, random_state=int(r.integers(2**31)), diagnose_noise=False, **kw).fit(*D).screened_
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        budget = Budget(2.0, 1e-5)
+        report = SparseDPSIR(1, budget=budget, random_state=0, **kw).fit(*D0).privacy_report_
+        claim = claim_from_report(report)
+        ok = audit_estimator(screened(budget), D0, D1, reference=lambda D: 5, claim=claim, kind="membership", samples=100,
+                             alpha=1e-3, seed=5)
+        assert ok.passed, ok.summary()
+        bad = audit_estimator(screened(Budget.infinite()), D0, D1, reference=lambda D: 5, claim=claim, kind="membership",
+                              samples=100, alpha=1e-3, seed=5)
+    assert not bad.passed
+
+
+def test_the_error_falls_with_epsilon():
+    med = {}
+    for eps in (0.5, 2.0, 8.0):
+        d = []
+        for r in range(2):
+            X, y, B = sir_model("M1", 4000, 200, seed=40 + r)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                est = SparseDPSIR(1, sparsity=6, bound=1.0, cut_points=M1_CUTS, budget=Budget(eps, 1e-6), random_state=r,
+                                  diagnose_noise=False).fit(X, y)
+            d.append(projection_distance(est.directions_, B))
+        med[eps] = float(np.median(d))
+    assert med[0.5] + 0.05 >= med[2.0] >= med[8.0] - 0.05, med  # monotone within noise (pre-registered slack 0.05)
+    assert med[8.0] < 0.3, med
+
+
+def test_noise_dominated_fits_warn_and_say_the_support_is_no_better_than_random():
+    warned = 0
+    for r in range(40):
+        X, y, _ = sir_model("M1", 300, 100, seed=500 + r)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            est = SparseDPSIR(1, sparsity=6, bound=1.0, cut_points=M1_CUTS, budget=Budget(0.25, 1e-6), random_state=r).fit(X, y)
+        warned += any(issubclass(w.category, NoiseDominatesWarning) for w in caught)
+    assert warned >= 38  # >= 95 % of 40 (pre-registered)
+    assert "no better than a random one" in est.privacy_report_.to_markdown() or est.support_signal_
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(sparsity=0), "sparsity"),
+    (dict(sparsity=11), "exceeds p"),
+    (dict(sparsity=3, screen_size=2), "exceeds screen_size"),
+    (dict(sparsity=2, bound=None), "bound"),
+    (dict(), "sparsity"),
+])
+def test_bad_input_is_refused_before_anything_is_spent(kw, message):
+    ledger = Ledger(Budget(1.0, 1e-5))
+    X, y, _ = sir_model("M1", 200, 10, seed=0)
+    args = {"bound": 1.0, **kw}
+    with pytest.raises(ValidationError, match=message):
+        SparseDPSIR(1, cut_points=M1_CUTS, ledger=ledger, budget=Budget(0.5, 1e-6), **args).fit(X, y)
+    assert ledger.spent.epsilon == 0
