@@ -169,7 +169,7 @@ def test_probe_sparse_dpsir_screening_and_screened_blocks():
 def test_probe_sparse_pca_nodes():
     X, _ = base(12, seed=6)
     n1, s = 12, 2
-    nodes = DPSparsePCA(1, sparsity=s, bound=C, budget=Budget(1.0, 1e-5)).plan(2 * n1, P).nodes
+    nodes = DPSparsePCA(1, algorithm="onepass", sparsity=s, bound=C, budget=Budget(1.0, 1e-5)).plan(2 * n1, P).nodes
     data = [(D, None) for D, _ in datasets(X, np.zeros(12), C)[::4]]
     check(lambda D: np.mean(clip(D[0]) ** 2, axis=0), data, nodes["screen"].sensitivity.value, "linf")
     worst = max(worst_change(lambda D, S=list(S): covariance_uncentred(clip(D[0])[:, S]), data, "l2", "symmetric_gaussian")

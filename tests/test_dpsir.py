@@ -209,7 +209,7 @@ def test_dp_sparse_pca_noise_off_init_is_top_eigenvectors_on_screened_block():
     Z = rng.standard_normal((n, p)) * scales
     Z[:, :3] = Z[:, :3] @ np.array([[1.0, 0.3, 0.0], [0.3, 1.0, 0.2], [0.0, 0.2, 1.0]])
     X = np.clip(Z, -2, 2)
-    m = DPSparsePCA(K, sparsity=s, bound=2.0, budget=Budget.infinite(), random_state=rs).fit(X)
+    m = DPSparsePCA(K, algorithm="onepass", sparsity=s, bound=2.0, budget=Budget.infinite(), random_state=rs).fit(X)
     init, _, _ = split_of(rs, n)
     X1 = X[init]
     sel = np.sort(np.argsort(np.mean(X1 * X1, axis=0))[::-1][:s])
@@ -552,7 +552,7 @@ def test_probe_steps_and_moments_on_random_batches(seed, m, p, K, L, eta, lam, s
 def test_probe_sparse_pca_nodes_against_the_declared_plan():
     X = np.random.default_rng(3).uniform(-C_X, C_X, (12, 5))
     n1, p = X.shape
-    est = DPSparsePCA(1, sparsity=2, bound=C_X, budget=Budget(1.0, 1e-5))
+    est = DPSparsePCA(1, algorithm="onepass", sparsity=2, bound=C_X, budget=Budget(1.0, 1e-5))
     nodes = est.plan(2 * n1, p).nodes
     d_screen = nodes["screen"].sensitivity
     d_sigma = nodes["init_sigma"].sensitivity

@@ -121,7 +121,7 @@ def _certified_modes(cls) -> set[str]:
     known = {
         "DPSIR": {"moments", "onepass", "chunked", "dask"},
         "SparseDPSIR": {"certified", "onepass"},
-        "DPSparsePCA": {"certified"},
+        "DPSparsePCA": {"certified", "onepass"},
         "DPMeanCovariance": {"certified", "chunked"},
         "DPPLS": {"certified", "certified_iterative", "chunked"},
         "AdaSSPRegression": {"certified", "chunked"},

@@ -1,6 +1,14 @@
 """DP sparse PCA: the special case of DP-SIR with M -> Sigma and Sigma -> I (spec dpsir_003.md §4.8,
 reconstructed: the paper's appendix is missing).
 
+``algorithm="moments"`` (the certified default, issue 26): on all n rows, the s coordinates with the largest
+d_j = mean(x_ij^2) / c_j^2 are selected by s rounds of report-noisy-max (mechanism ``noisy_top``; every d_j moves by at
+most 1 / n when a record is replaced: an L-infinity sensitivity free of p), then Sigma restricted to them is released
+once (Analyze-Gauss, sqrt(2) (sum of the s largest c_j^2) / n) and its top-K eigenvectors are the components (diagonal
+thresholding, Johnstone & Lu 2009, made private). ``noise_error_``: the parametric bootstrap of that release.
+
+``algorithm="onepass"``: the reconstruction below.
+
 Initializer on one part of the data: peeling screens diag(Sigma) (entry-wise sensitivity c_X^2/n1),
 Analyze-Gauss noise on Sigma restricted to the screened coordinates (Frobenius sqrt(2) s c_X^2/n1),
 top-K eigenvectors embedded. Refinement on the other part, one batch per step:
@@ -32,6 +40,7 @@ from ._base import (
     check_positive,
     check_random_state,
     column_bounds,
+    diagnostic_rng,
     project_rows,
     public_bound,
     public_split,
@@ -40,8 +49,51 @@ from ._base import (
     uniform_bound,
 )
 from ._sir_common import check_flag, check_fraction, check_int, default_hyperparameters, stationary_start
+from .sir_moments import random_subspace_error
+from .sparse_sir import warn_if_noise_wins as sparse_warn
 
 RELATION = "replace_one"
+
+
+def moments_plan(n: int, p: int, bounds: np.ndarray, K: int, s: int, budget: Budget, bound_text: Any) -> Plan:
+    """``algorithm="moments"`` (module docstring): the selection, then Sigma on the selected coordinates."""
+    k_s, c2_s = square_mass(bounds, s)
+    delta = max(budget.delta / 2, 1e-300) if not budget.is_infinite else 0.5
+    plan = Plan("dp_sparse_pca", RELATION, {"algorithm": "moments", "bound": bound_text, "n_components": K, "sparsity": s,
+                                            "n_samples": n, "n_features": p})
+    plan.add("support", "noisy_top", Sensitivity(1.0 / n, "linf", RELATION, "d_j = mean(x_ij^2) / c_j^2 in [0, 1] moves by <= 1 / n"),
+             weight=0.5, params={"s": s, "delta": delta}, description=f"the {s} coordinates of largest mean(x_j^2) / c_j^2 (indices only)")
+    plan.add("sigma", "symmetric_gaussian",
+             Sensitivity(math.sqrt(2.0) * k_s * c2_s / n, "l2", RELATION, "sqrt(2) (sum of the s largest c_j^2) / n: any selected set"),
+             weight=1.0, parents=("support",), calibration="analytic", description="Analyze-Gauss on X_S^T X_S / n of the selected S")
+    return plan
+
+
+def support_correlated(sigma: np.ndarray, scale: float) -> bool:
+    """Do the selected coordinates co-vary beyond the release's noise? A spike makes them correlate; coordinates
+    chosen by noise do not: the off-diagonal entries of the released Sigma (noise N(0, scale^2) each) against their
+    noise alone (``released.regression.signal_in`` at 0.05)."""
+    from ..released.regression import signal_in
+
+    upper = sigma[np.triu_indices(sigma.shape[0], 1)]
+    return bool(upper.size == 0 or signal_in(upper, np.full(upper.size, scale**2)))
+
+
+def top_eigenvectors(sigma: np.ndarray, K: int) -> np.ndarray:
+    values, vectors = np.linalg.eigh(sigma)
+    return np.asarray(vectors[:, np.argsort(values)[::-1][:K]])
+
+
+def sigma_noise_error(sigma: np.ndarray, B: np.ndarray, K: int, scale: float, rng: np.random.Generator, reps: int = 30) -> float:
+    """Median ||P_B - P_B*|| over re-noisings of the released Sigma at its public scale (parametric bootstrap; free)."""
+    if scale == 0:
+        return 0.0
+    s = sigma.shape[0]
+    out = []
+    for _ in range(reps):
+        upper = np.triu(scale * rng.standard_normal((s, s)))
+        out.append(core.projection_distance(top_eigenvectors(sigma + upper + np.triu(upper, 1).T, K), B))
+    return float(np.median(out))
 
 
 @model_class
@@ -52,7 +104,8 @@ class DPSparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEsti
     max_j c_j^2 in the screening, the sum of the s largest c_j^2 in Sigma's, and max_j c_j in the steps).
     """
 
-    model_attributes = ("components_", "init_components_", "support_", "hyperparameters_", "n_features_in_", "bounds_")
+    model_attributes = ("components_", "init_components_", "support_", "hyperparameters_", "n_features_in_", "bounds_", "noise_error_",
+                        "random_error_", "support_signal_")
     model_required = ("components_", "bounds_")
 
     def __init__(
@@ -73,6 +126,8 @@ class DPSparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEsti
         tight: bool = True,
         random_state: Any = None,
         sampler: str = "numpy",
+        algorithm: str = "moments",
+        diagnose_noise: bool = True,
     ) -> None:
         self.n_components = n_components
         self.sparsity = sparsity
@@ -89,6 +144,8 @@ class DPSparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEsti
         self.tight = tight
         self.random_state = random_state
         self.sampler = sampler
+        self.algorithm = algorithm
+        self.diagnose_noise = diagnose_noise
 
     def _checked(self, p: int) -> tuple[np.ndarray, int, int]:
         bounds = column_bounds(check_bound(self.bound), p)
@@ -104,11 +161,15 @@ class DPSparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEsti
         for name in ("eta", "lambda_pen", "radius", "tau"):
             if getattr(self, name) is not None:
                 check_positive(getattr(self, name), name)
+        if self.algorithm not in ("moments", "onepass"):
+            raise ValidationError(f"algorithm must be 'moments' or 'onepass', got {self.algorithm!r}")
         return bounds, K, s
 
     def build_plan(self, n_samples: int, n_features: int, budget: Budget) -> Plan:
         n, p = check_int(n_samples, "n_samples", 4), check_int(n_features, "n_features", 1)
         bounds, K, s = self._checked(p)
+        if self.algorithm == "moments":
+            return moments_plan(n, p, bounds, K, s, budget, public_bound(self.bound))
         u = uniform_bound(bounds)
         c = u if u is not None else float(bounds.max())  # max_j c_j (entry-wise bounds)
         k_s, c2_s = square_mass(bounds, s)
@@ -146,6 +207,8 @@ class DPSparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEsti
         c = float(bounds.max())
         budget, ledger = self._resolve_budget()
         calibrated = self.build_plan(n, p, budget).allocate(budget, accountant=ledger.accountant, tight=self.tight, sampler=self._sampler())
+        if self.algorithm == "moments":
+            return self._fit_moments(X, X_raw, bounds, K, s, calibrated, ledger)
         T = calibrated.plan.public_params["n_iter"]
         n1 = calibrated.plan.public_params["init_rows"]
         init_idx, batch_idx = public_split(self.random_state, n, n1, T)
@@ -182,6 +245,37 @@ class DPSparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEsti
         self.plan_ = calibrated
         self.ledger_ = ledger
         self.privacy_report_ = run.report
+        return self
+
+    def _fit_moments(self, X: np.ndarray, X_raw: Any, bounds: np.ndarray, K: int, s: int, calibrated: CalibratedPlan,
+                     ledger: Ledger) -> DPSparsePCA:
+        n, p = X.shape
+        Xc = np.clip(X, -bounds, bounds)
+        with Run(calibrated, ledger, random_state=self.random_state, data_shape=X.shape, algorithm="DPSparsePCA") as run:
+            selected = np.sort(np.asarray(run.release("support", np.mean(Xc * Xc, axis=0) / bounds**2), dtype=int))
+            sigma = run.release("sigma", core.covariance_uncentred(Xc[:, selected]))
+        B_sel = top_eigenvectors(sigma, K)
+        self.components_ = np.zeros((p, K))
+        self.components_[selected] = B_sel
+        self.init_components_ = self.components_.copy()
+        self.support_ = selected
+        self.hyperparameters_ = {}
+        self._record_features(X_raw, p)
+        self.bounds_ = bounds
+        self.plan_ = calibrated
+        self.ledger_ = ledger
+        self.random_error_ = random_subspace_error(p, K)
+        self.privacy_report_ = run.report
+        scale = float(calibrated.specs["sigma"].scale)
+        self.support_signal_ = support_correlated(sigma, scale)
+        if self.diagnose_noise:
+            from .sparse_sir import with_diagnostics as sparse_diagnostics
+
+            self.noise_error_ = sigma_noise_error(sigma, B_sel, K, scale, diagnostic_rng(self.random_state))
+            self.privacy_report_ = sparse_diagnostics(run.report, self.noise_error_, self.random_error_, self.support_signal_, K, s,
+                                                      what="the released covariances between")
+            sparse_warn(self.noise_error_, self.random_error_, self.support_signal_, K, s, stacklevel=3,
+                        what="the released covariances between")
         return self
 
     def transform(self, X: Any) -> np.ndarray:

@@ -84,26 +84,28 @@ def random_within(s: int, K: int) -> float:
     return math.sqrt(2.0 * K * (1.0 - K / s)) if s > K else 0.0
 
 
-def support_message(signal: bool, screen: int) -> str:
+def support_message(signal: bool, screen: int, what: str = "the released slice means on") -> str:
     if signal:
-        return f"the released slice means on the {screen} selected coordinates stand above their noise"
-    return (f"the released slice means on the {screen} selected coordinates cannot be told from their noise (level "
-            "0.05): the selected support is no better than a random one; more data or more budget is needed")
+        return f"{what} the {screen} selected coordinates stand above their noise"
+    return (f"{what} the {screen} selected coordinates cannot be told from their noise (level 0.05): the selected "
+            "support is no better than a random one; more data or more budget is needed")
 
 
-def with_diagnostics(report: Any, noise: float, random: float, signal: bool, K: int, screen: int) -> Any:
+def with_diagnostics(report: Any, noise: float, random: float, signal: bool, K: int, screen: int,
+                     what: str = "the released slice means on") -> Any:
     """The run's report with the noise diagnostic (given the support) and the support's test attached (free)."""
     import attrs
 
     from ..released.moments import noise_message
 
     messages = {**report.diagnostics.get("messages", {}), "noise": noise_message(noise, random, K, screen) + " (given the "
-                "selected support)", "support": support_message(signal, screen)}
+                "selected support)", "support": support_message(signal, screen, what)}
     return attrs.evolve(report, diagnostics={**report.diagnostics, "noise_error": noise, "random_subspace_error": random,
                                              "support_signal": signal, "messages": messages})
 
 
-def warn_if_noise_wins(noise: float, random: float, signal: bool, K: int, screen: int, stacklevel: int = 5) -> None:
+def warn_if_noise_wins(noise: float, random: float, signal: bool, K: int, screen: int, stacklevel: int = 5,
+                       what: str = "the released slice means on") -> None:
     """DPSIR's rule (noise error over half the random level) on the support, and the support's own test."""
     import warnings
 
@@ -111,6 +113,6 @@ def warn_if_noise_wins(noise: float, random: float, signal: bool, K: int, screen
     from ..released.moments import warn_if_noise_wins as moments_rule
 
     if not signal:
-        warnings.warn(support_message(signal, screen), NoiseDominatesWarning, stacklevel=stacklevel)
+        warnings.warn(support_message(signal, screen, what), NoiseDominatesWarning, stacklevel=stacklevel)
     else:
         moments_rule(noise, random, stacklevel=stacklevel + 1)
