@@ -122,3 +122,17 @@ def test_fit_dpsir_dry_run_and_forecast_on_the_command_line(tmp_path):
     import json
 
     assert json.loads(report.read_text())["diagnostics"]["forecast"]["n_samples"] == 2000
+
+
+def test_the_sparse_forecast_uses_an_s_sparse_index_and_fill_moves_it():
+    from privsdr import SparseDPSIR
+
+    est = SparseDPSIR(1, sparsity=3, bound=1.0, cut_points=[-1.0, 0.0, 1.0], budget=Budget(4.0, 1e-6))
+    thin = est.plan(4000, 60).forecast(reps=2, search=False)
+    full = est.plan(4000, 60).forecast(reps=2, search=False, fill=0.9)
+    assert thin.nonprivate_error < thin.random_error and full.private_error <= thin.private_error + 0.05
+    with pytest.raises(ValidationError, match="fill"):
+        est.plan(4000, 60).forecast(fill=0.0)
+    with pytest.raises(ValidationError, match="no accuracy forecast"):
+        SparseDPSIR(1, algorithm="onepass", sparsity=3, bound=1.0, cut_points=[-1.0, 0.0, 1.0],
+                    budget=Budget(4.0, 1e-6)).plan(4000, 60).forecast()

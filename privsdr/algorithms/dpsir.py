@@ -295,7 +295,7 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
         DPSIR, ``.forecast()`` forecasts its accuracy on a public single-index problem (``forecast_sir``)."""
         budget, ledger = self._resolve_budget()
         calibrated = self._allocate(self.build_plan(n_samples, n_features, budget), budget, ledger)
-        if self.mode == "certified" and not self.sparse:
+        if self.mode == "certified" and getattr(self, "algorithm", None) != "onepass":
             from functools import partial
 
             from .forecast_sir import forecast_sir
@@ -652,7 +652,7 @@ class DPSIR(ForecastMixin, _SlicedDP):
 
 
 @model_class
-class SparseDPSIR(_SlicedDP):
+class SparseDPSIR(ForecastMixin, _SlicedDP):
     """Differentially private sparse SIR for p >> n (DP-SIR Algorithms B.2 + 3).
 
     ``sparsity`` = s, the number of nonzero rows kept by peeling (required); ``screen_size`` =
@@ -758,6 +758,18 @@ class SparseDPSIR(_SlicedDP):
         if self.n_directions == "bic":
             raise ValidationError("SparseDPSIR needs n_directions given (the peeling size of each step depends on it)")
         return super().build_plan(n_samples, n_features, budget)
+
+    def _released_row_count(self) -> int | None:
+        """n: public under the replace-one relation (the sensitivities are divided by it)."""
+        self._check_fitted("plan_")
+        if self.mode != "certified" or self._checked()["algorithm"] != "moments":
+            raise ValidationError("the accuracy forecast exists for the certified moments design only")
+        return int(self.plan_.plan.public_params["n_samples"])
+
+    def _forecast_at(self, n: int, budget: Budget, **options: Any) -> Any:
+        from .forecast_sir import forecast_sir
+
+        return forecast_sir(self, n, int(self.n_features_in_), budget=budget, **options)
 
     # -- algorithm="moments" (certified default, issue 26): one selection, one moments release (``sparse_sir``) ----------
     def _build_moments_plan(self, c: dict[str, Any], n: int, p: int, bounds: np.ndarray, budget: Budget) -> Plan:

@@ -3,12 +3,13 @@
 The estimator, with its public bounds, centre, slicing and budget, is fitted on a public single-index problem of the
 same shape (one direction u, drawn once from a fixed seed):
 
-    x_j = c_j + b_j clip(z_j / 3, -1, 1),   z ~ N(0, I_p)          (the rows fill about a third of their public bound)
+    x_j = c_j + b_j clip(fill z_j, -1, 1),   z ~ N(0, I_p)     (``fill``: the share of the public bound one sd of a
+                                                                column fills; 1/3 by default, a public assumption)
     y = q(Phi(s)),   s = (u^T z + noise_sd e) / sqrt(1 + noise_sd^2),  e ~ N(0, 1)
 
 where q maps (0, 1) onto the estimator's public y scale: through the public cut points at the probabilities h/H (so
 the public slices hold equal shares of the rows), or linearly onto ``y_grid`` for DP quantile slicing. The direction in
-x is u_j / b_j. The error is the projection distance ||P_u - P_hat||_F (random level ``random_subspace_error``), the
+x is u_j / b_j (for ``SparseDPSIR``, u has equal weights +-1/sqrt(s) on ``sparsity`` columns). The error is the projection distance ||P_u - P_hat||_F (random level ``random_subspace_error``), the
 median over ``reps`` draws, beside the same estimator with the noise off, and the smallest epsilon on a doubling grid
 at which it is within 1.5 times the noise-off error. ``noise_sd`` (0.5 by default) is a public assumption about how
 much of y the index leaves unexplained. Nothing here reads data: only the public parameters.
@@ -76,16 +77,16 @@ def quantile_map(c: dict[str, Any]) -> Any:
 
 
 def single_index(n: int, bounds: np.ndarray, center: np.ndarray, q: Any, u: np.ndarray, noise_sd: float,
-                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+                 rng: np.random.Generator, fill: float = 1.0 / 3.0) -> tuple[np.ndarray, np.ndarray]:
     """One draw of the public single-index problem (module docstring)."""
     z = rng.standard_normal((n, len(bounds)))
-    X = center + bounds * np.clip(z / 3.0, -1.0, 1.0)
+    X = center + bounds * np.clip(fill * z, -1.0, 1.0)
     s = (z @ u + noise_sd * rng.standard_normal(n)) / math.sqrt(1.0 + noise_sd**2)
     return X, q(norm.cdf(s))
 
 
-def forecast_sir(estimator: Any, n_samples: int, n_features: int, *, noise_sd: float = 0.5, reps: int = 5, seed: int = 0,
-                 search: bool = True, budget: Budget | None = None) -> SIRForecast:
+def forecast_sir(estimator: Any, n_samples: int, n_features: int, *, noise_sd: float = 0.5, fill: float = 1.0 / 3.0,
+                 reps: int = 5, seed: int = 0, search: bool = True, budget: Budget | None = None) -> SIRForecast:
     """The forecast of ``estimator`` (an unfitted certified DP-SIR estimator with public bounds, slicing and a budget)
     at n x p (module docstring). Each simulated fit is a clone with one direction and a fresh in-memory budget: nothing
     is charged to the estimator's ledger."""
@@ -99,6 +100,8 @@ def forecast_sir(estimator: Any, n_samples: int, n_features: int, *, noise_sd: f
         raise ValidationError(f"a forecast needs n >= 4 rows and p >= 2 features, got {n} x {p}")
     if not (math.isfinite(noise_sd) and noise_sd >= 0):
         raise ValidationError(f"noise_sd must be >= 0, got {noise_sd!r}")
+    if not (math.isfinite(fill) and 0 < fill <= 1):
+        raise ValidationError(f"fill must be in (0, 1], got {fill!r}")
     c = estimator._checked()
     q = quantile_map(c)
     bounds = column_bounds(c["bound"], p)
@@ -106,9 +109,11 @@ def forecast_sir(estimator: Any, n_samples: int, n_features: int, *, noise_sd: f
     budget = budget if budget is not None else estimator._resolve_budget()[0]
     rng = np.random.default_rng(seed)
     u = rng.standard_normal(p)
+    if getattr(estimator, "sparse", False):  # the sparse estimators: equal weights on ``sparsity`` columns (a public choice)
+        u = np.where(np.arange(p) < int(c["s"]), np.sign(u), 0.0)
     u /= np.linalg.norm(u)
     truth = (u / bounds)[:, None]
-    draws = [single_index(n, bounds, center, q, u, noise_sd, rng) for _ in range(reps)]
+    draws = [single_index(n, bounds, center, q, u, noise_sd, rng, fill) for _ in range(reps)]
 
     def error(fit_budget: Budget) -> float:
         errors = []

@@ -272,7 +272,7 @@ METHODS: dict[str, Method] = {m.name: m for m in (
 
 
 #: the methods whose certified fit has an accuracy forecast (``--dry-run``, ``--forecast``)
-FORECASTS = ("adassp", "pls", "dpsir")
+FORECASTS = ("adassp", "pls", "dpsir", "sparse-dpsir")
 
 
 def check_method_options(method: Method, args: argparse.Namespace) -> None:
@@ -374,11 +374,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                          "|x| <= max(|lo|, |hi|).")
     fit.add_argument("method", choices=sorted(METHODS), help="the method (see above)")
     fit.add_argument("--dry-run", action="store_true",
-                     help="print the plan's cost and (adassp, pls, dpsir) its accuracy forecast on a public synthetic problem; reads "
+                     help="print the plan's cost and (adassp, pls, dpsir, sparse-dpsir) its accuracy forecast on a public synthetic problem; reads "
                           "only the CSV header, spends nothing (needs --rows)")
     fit.add_argument("--rows", type=positive_int, default=None, help="--dry-run: the public number of rows")
     fit.add_argument("--forecast", action="store_true",
-                     help="adassp, pls, dpsir: after the fit, forecast its accuracy at the row count the releases made public "
+                     help="adassp, pls, dpsir, sparse-dpsir: after the fit, forecast its accuracy at the row count the releases made public "
                      "(the DP count under add/remove) and record it in the report beside the noise diagnostic (free)")
     fit.add_argument("--data", required=True, help="CSV file with a header row (UTF-8)")
     fit.add_argument("--target", default=None, help="response column (excluded from the features)")
