@@ -194,7 +194,10 @@ def test_probe_fsir_client_releases(mechanism):
           "symmetric_gaussian")
     screening = client_plan(FSIRConfig(bound=C, cut_points=CUTS, screening="private"), n, P, Budget(1.0, 1e-5),
                             screening_round=True).specs["votes"]
-    check(lambda D: means(D).T, data, screening.sensitivity.value, "linf")
+    from privsdr.core import slice_spread_scores
+
+    spread = lambda D: slice_spread_scores(config.truncate(D[0]), config.slice_labels(D[1]), 4, 0.0, config.entry_bounds(P))  # noqa: E731
+    check(spread, data, screening.sensitivity.value, "linf", mechanism="noisy_top")
 
 
 # -- behaviour ----------------------------------------------------------------------------------------

@@ -35,15 +35,8 @@ SELECTION_WEIGHT = 1.0
 
 
 def selection_scores(X: np.ndarray, labels: np.ndarray, H: int, center: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """T_j = ||C s_j|| / c_j of the module docstring (rows clipped to the public box around ``center``)."""
-    Xc = np.clip(np.asarray(X, dtype=float) - center, -bounds, bounds)
-    n = Xc.shape[0]
-    sums = np.zeros((Xc.shape[1], H))
-    for h in range(H):
-        sums[:, h] = Xc[labels == h].sum(axis=0) / n
-    contrast = sums - sums.mean(axis=1, keepdims=True)
-    scores: np.ndarray = np.linalg.norm(contrast, axis=1) / bounds
-    return scores
+    """T_j = ||C s_j|| / c_j of the module docstring (``core.slice_spread_scores``)."""
+    return core.slice_spread_scores(X, labels, H, center, bounds)
 
 
 def add_selection_node(plan: Plan, n: int, screen: int, delta: float, parents: tuple[str, ...]) -> None:

@@ -43,13 +43,20 @@ from .sir import (
 from .sketch import SRHT, fwht, fwht_columns, next_power_of_two, row_norm_sensitivity
 from .slicing import equal_count_cut_points, slice_by_category, slice_by_cut_points, slice_sums
 from .spectra import airpls, msc, savgol, snv
-from .sufficient import clip_rows, clipped_sufficient_sums, iter_chunks, kernel_from_moments, sir_from_moments
+from .sufficient import (
+    clip_rows,
+    clipped_sufficient_sums,
+    iter_chunks,
+    kernel_from_moments,
+    sir_from_moments,
+    slice_spread_scores,
+)
 from .validation import as_real_array, check_matrix, check_positive, check_vector
 
 __all__ = [
     "aapd", "abort_probability", "airpls", "as_real_array", "batch_terms", "batches", "bcd", "bcd_offset_form",
     "BCDResult", "BlockSolver", "centred_moments", "check_matrix", "check_positive", "check_vector",
-    "classical_sir", "clip_rows", "clip_rows_l2", "clipped_sufficient_sums", "covariance_uncentred", "cv_path",
+    "classical_sir", "slice_spread_scores", "clip_rows", "clip_rows_l2", "clipped_sufficient_sums", "covariance_uncentred", "cv_path",
     "CVPath", "default_lambdas", "deflate", "dual_loco", "eigen_floor", "equal_count_cut_points", "fwht",
     "fwht_columns", "gamma_min", "generalized_eigen", "iter_chunks", "kernel_diagonal", "kernel_from_moments",
     "kernel_pls1", "KernelPLS1", "kfold", "largest_canonical_correlation", "local_residual", "local_ridge",

@@ -9,8 +9,8 @@ Releases (replace-one within the client, n public, |x_ij| <= R (or R_j per colum
   of the budget; the server centres with them (M_c = M - mu w^T, mu = sum_h M[:, h]);
 * second moment S = X^T X / n: upper-triangle sensitivity sqrt(2) ||x||_max^2 / n; MOD-SULQ (Lemma 1
   with c_R = ||x||_max) or Analyze-Gauss;
-* screening: CCMD votes (Algorithm 3, a ``none`` node: not private) or peeling on the rows of M
-  (entry-wise sensitivity 2 max_j |x_j| / n; H entries per row);
+* screening: CCMD votes (Algorithm 3, a ``none`` node: not private) or the top-s columns of largest between-slice
+  spread ||C s_j|| / c_j (``noisy_top``: indices only, sensitivity 2 / n free of p; issue 26);
 * ``mechanism="none"``: the statistics uploaded without noise (``none`` nodes: not private).
 
 Rows are shifted by the public centre (``config.center`` a vector) before truncation. VGM shapes its
@@ -75,9 +75,7 @@ def budget_split(config: FSIRConfig, budget: Budget) -> dict[str, Budget]:
 def add_client_nodes(plan: Plan, config: FSIRConfig, n: int, p: int, budget: Budget, *, screening_round: bool = False,
                      active: Sequence[int] | None = None, prefix: str = "", scope: Scope | None = None) -> None:
     """Add one client's release nodes to ``plan`` (named ``prefix + node``, reading ``scope``)."""
-    H = config.n_slices
     c = config.row_bound(p, active)  # ||x|| <= c after truncation
-    entry = float(config.entry_bounds(p, active).max())  # |x_j| <= entry after truncation
     inf = budget.is_infinite
     kw: dict[str, Any] = {"scope": scope}
     if screening_round:
@@ -85,10 +83,11 @@ def add_client_nodes(plan: Plan, config: FSIRConfig, n: int, p: int, budget: Bud
             plan.add(prefix + "votes", "non_private", Sensitivity(1.0, "linf", RELATION, "none: raw index upload (Algorithm 3)"),
                      status="none", description="CCMD: indices with |slice mean - mean| > t, uploaded without noise (NOT private)", **kw)
         else:
-            plan.add(prefix + "votes", "peeling", Sensitivity(2.0 * entry / n, "linf", RELATION, "entries of M change by <= 2 max_j |x_j| / n"),
+            plan.add(prefix + "votes", "noisy_top",
+                     Sensitivity(2.0 / n, "linf", RELATION, "||C s_j|| / c_j moves by <= 2 / n for every column j (core.slice_spread_scores)"),
                      share=Budget(budget.epsilon, 0.0) if not inf else None,
-                     params={"s": config.screen_size, "d": H, "delta": max(budget.delta, 1e-12) if not inf else 0.5},
-                     description="private screening: peeling on the rows of the slice-mean matrix", **kw)
+                     params={"s": config.screen_size, "delta": max(budget.delta, 1e-12) if not inf else 0.5},
+                     description="private screening: the screen_size columns of largest between-slice spread (indices only)", **kw)
         return
     if config.mechanism == "none":
         for name, what in (("slice_proportions", "slice proportions"), ("slice_means", "slice-mean matrix"),
@@ -268,7 +267,8 @@ def screening_message(X: Any, y: Any, config: FSIRConfig, budget: Budget, *, cli
                 votes = np.flatnonzero(np.any(omega > float(config.ccmd_threshold), axis=1))  # client_union vote
             votes = run.release("votes", votes)
         else:
-            _, votes = run.release("votes", (S / n).T)
+            scores = core.slice_spread_scores(Xt, labels, H, 0.0, config.entry_bounds(p))
+            votes = run.release("votes", scores)
     message = ClientMessage(client_id=str(client_id), config_digest=config.digest(), n=n, p=p, n_slices=H, slice_means=None,
                             second_moment=None, report_json=_finished(run).to_json(), votes=tuple(sorted(int(v) for v in votes)))
     tap.message_sent(message.client_id, "screening_votes", ("server",), {"votes": np.asarray(message.votes)}, tuple(plan.nodes),
