@@ -19,6 +19,7 @@ import argparse
 import itertools
 import math
 import warnings
+from typing import Any
 
 import numpy as np
 from bench_adassp import r2, simulated_split
@@ -119,16 +120,16 @@ def pls(shuffles: int) -> None:
               f"{np.mean(np.array(relative) >= -0.05):.0%} | {np.mean(warned):.0%} |", flush=True)
 
 
-def forecast(seeds: int) -> None:
+def forecast(seeds: int, correlation: float = 0.0) -> None:
     """The forecast (``est.plan(n, p).forecast()``: an isotropic public synthetic problem, signal 0.3) against the
     excess risk measured on the DP-BCD simulation (correlation 0.3, population R^2 0.3), computed exactly from the
     design's beta and covariance: ((b - beta)^T Sigma (b - beta) + intercept^2) / var(y), median over seeds."""
     p = 10
     sigma = 0.7 * np.eye(p) + 0.3
-    print(f"forecast / measured excess risk (median of {seeds} seeds; ratio), p = {p}, delta = 1e-6\n")
+    print(f"forecast (correlation {correlation:g}) / measured excess risk (median of {seeds} seeds; ratio), p = {p}, delta = 1e-6\n")
     print("| estimator | n | " + " | ".join(f"eps = {e:g}" for e in EPSILONS) + " |")
     print("|---|---|" + "---|" * len(EPSILONS))
-    for name in ("AdaSSPRegression", "DPPLS(2)"):
+    for name in ("AdaSSPRegression", "DPPLS(2)", "DPBCDRegression"):
         for n in (1_000, 10_000, 100_000):
             cells = []
             for eps in EPSILONS:
@@ -142,13 +143,17 @@ def forecast(seeds: int) -> None:
                         est.fit(np.hstack(d.blocks), d.y)
                     miss = est.coef_ - d.beta
                     measured.append(float((miss @ sigma @ miss + est.intercept_**2) / var_y))
-                predicted = est.plan(n, p).forecast(signal=0.3, search=False).private_error
+                plan = est.plan(n, [5, 5]) if name == "DPBCDRegression" else est.plan(n, p)
+                predicted = plan.forecast(signal=0.3, correlation=correlation, search=False).private_error
                 cells.append(f"{predicted:.3g} / {np.median(measured):.3g} ({predicted / np.median(measured):.2f})")
             print(f"| {name} | {n:.0e} | " + " | ".join(cells) + " |", flush=True)
 
 
-def make_regression(name: str, eps: float, bound_y: float, seed: int) -> object:
+def make_regression(name: str, eps: float, bound_y: float, seed: int) -> Any:
     bound_x = 2.5 * math.sqrt(10)
+    if name == "DPBCDRegression":
+        return DPBCDRegression("certified", n_parties=2, budget=Budget(eps, 1e-6), row_bound=2.5 * math.sqrt(5), label_bound=bound_y,
+                               coef_bound=6.5 * math.sqrt(5), message_reports=False, random_state=seed)
     if name == "AdaSSPRegression":
         return AdaSSPRegression(bound_x=bound_x, bound_y=bound_y, budget=Budget(eps, 1e-6), random_state=seed)
     return DPPLS(2, bound_x=bound_x, bound_y=bound_y, budget=Budget(eps, 1e-6), random_state=seed)
@@ -255,13 +260,14 @@ def main() -> None:
     parser.add_argument("what", choices=("dpbcd", "diabetes", "pls", "forecast", "adassp", "pride",
                                                  "forecast-sir"))
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--correlation", type=float, default=0.0, help="forecast: the public correlation assumption")
     args = parser.parse_args()
     if args.what == "dpbcd":
         simulation(args.seeds)
     elif args.what == "pls":
         pls(8)
     elif args.what == "forecast":
-        forecast(args.seeds)
+        forecast(args.seeds, args.correlation)
     elif args.what == "pride":
         pride(args.seeds)
     elif args.what == "forecast-sir":

@@ -219,7 +219,7 @@ MUTANTS = (
            ('tests/test_sparse_moments.py',)),
     Mutant("sparse_selection_uses_the_noise_free_scores", "sparse SIR selects on the exact scores and releases nothing",
            "privsdr/algorithms/dpsir.py", 'selected = np.sort(np.asarray(run.release("support", scores), dtype=int))',
-           'selected = np.sort(np.argsort(-scores)[: c["s_init"]]); run.release("support", scores)',
+           'selected = np.sort(np.argsort(-scores)[: int(run.plan.specs["support"].params["s"])]); run.release("support", scores)',
            ('tests/test_sparse_moments.py', 'tests/test_replay.py')),
     Mutant("noisy_top_noise_halved", "the top-s selection draws half its Laplace noise",
            "privsdr/mechanisms/selection.py", "            noisy = scores + (rng.laplace(0.0, b, size=scores.shape) if b > 0 else 0.0)",

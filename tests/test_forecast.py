@@ -136,3 +136,17 @@ def test_the_sparse_forecast_uses_an_s_sparse_index_and_fill_moves_it():
     with pytest.raises(ValidationError, match="no accuracy forecast"):
         SparseDPSIR(1, algorithm="onepass", sparsity=3, bound=1.0, cut_points=[-1.0, 0.0, 1.0],
                     budget=Budget(4.0, 1e-6)).plan(4000, 60).forecast()
+
+
+def test_dpbcd_forecasts_on_the_parties_blocks_and_correlation_is_a_public_assumption():
+    from privsdr import DPBCDRegression
+
+    est = DPBCDRegression("certified", budget=Budget(4.0, 1e-6), row_bound=5.0, label_bound=9.0, coef_bound=10.0)
+    made = est.plan(5000, [3, 2]).forecast(reps=2, search=False)
+    assert made.n_features == 5 and 0.0 <= made.nonprivate_error < made.private_error <= 0.3 + 0.05
+    correlated = est.plan(5000, [3, 2]).forecast(reps=2, search=False, correlation=0.5)
+    assert correlated.private_error != made.private_error
+    with pytest.raises(ValidationError, match="correlation"):
+        est.plan(5000, [3, 2]).forecast(correlation=1.0)
+    with pytest.raises(ValidationError, match="no accuracy forecast"):
+        est.plan(5000, [3, 2], label_party=1).forecast()

@@ -390,9 +390,12 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
         calibrated = self._allocate(self.build_plan(n, p, budget), budget, ledger)
         with self._run(calibrated, ledger, (n, p)) as run:
             labels, cuts = self._slices(run, y, c)
-            H = len(cuts) + 1
-            release = sir_moments.release_moments(run, calibrated, X, labels, H, center, bounds)
+            release = self._release_moments(run, calibrated, X, labels, len(cuts) + 1, center, bounds)
         return self._solve_moments(run, release, c, cuts, n, p, center, bounds, budget, ledger)
+
+    def _release_moments(self, run: Run, calibrated: CalibratedPlan, X: np.ndarray, labels: np.ndarray, H: int, center: np.ndarray,
+                         bounds: np.ndarray) -> Any:
+        return sir_moments.release_moments(run, calibrated, X, labels, H, center, bounds)
 
     def _run(self, calibrated: CalibratedPlan, ledger: Ledger, shape: tuple[int, int]) -> Run:
         return Run(calibrated, ledger, random_state=self.random_state, data_shape=shape, algorithm=type(self).__name__,
@@ -792,19 +795,21 @@ class SparseDPSIR(ForecastMixin, _SlicedDP):
         sir_moments.add_moment_nodes(plan, n, screen, bounds, parents=("support",), row_bound=math.sqrt(k * c2))
         return plan
 
-    def _fit_moments(self, X: np.ndarray, y: np.ndarray, c: dict[str, Any], bounds: np.ndarray, center: np.ndarray) -> _SlicedDP:
-        n, p = X.shape
-        budget, ledger = self._resolve_budget()
-        calibrated = self._allocate(self.build_plan(n, p, budget), budget, ledger)
-        with self._run(calibrated, ledger, (n, p)) as run:
-            labels, cuts = self._slices(run, y, c)
-            H = len(cuts) + 1
-            scores = sparse_sir.selection_scores(X, labels, H, center, bounds)
-            selected = np.sort(np.asarray(run.release("support", scores), dtype=int))
-            release = sir_moments.release_moments(run, calibrated, X[:, selected], labels, H, center[selected], bounds[selected])
+    def _release_moments(self, run: Run, calibrated: CalibratedPlan, X: np.ndarray, labels: np.ndarray, H: int, center: np.ndarray,
+                         bounds: np.ndarray) -> Any:
+        """The selection on all rows, then the moments of the selected columns (``sparse_sir``)."""
+        scores = sparse_sir.selection_scores(X, labels, H, center, bounds)
+        self._selected = selected = np.sort(np.asarray(run.release("support", scores), dtype=int))
+        return sir_moments.release_moments(run, calibrated, X[:, selected], labels, H, center[selected], bounds[selected])
+
+    def _solve_moments(self, run: Run, release: Any, c: dict[str, Any], cuts: np.ndarray, n: int, p: int, center: np.ndarray,
+                       bounds: np.ndarray, budget: Budget, ledger: Ledger) -> _SlicedDP:
+        if c["algorithm"] != "moments":
+            return super()._solve_moments(run, release, c, cuts, n, p, center, bounds, budget, ledger)
+        selected, H = self._selected, len(cuts) + 1
         K, s = int(c["K"]), int(c["s"])
         B_all, eigenvalues, mu = release.directions(max(H - 1, 1), True)
-        self.eigengap_ = warn_if_not_identified(eigenvalues, K, "SparseDPSIR (moments)", stacklevel=4)
+        self.eigengap_ = warn_if_not_identified(eigenvalues, K, "SparseDPSIR (moments)", stacklevel=5)
         B_sel = core.orthonormalize(B_all[:, :K])
         self.directions_ = sparse_sir.embedded(B_sel, selected, p, s)
         self.support_ = np.flatnonzero(np.linalg.norm(self.directions_, axis=1) > 0)
@@ -827,7 +832,7 @@ class SparseDPSIR(ForecastMixin, _SlicedDP):
             self.noise_error_ = sir_moments.noise_error(release, B_sel, K, True, rng)
             self.privacy_report_ = sparse_sir.with_diagnostics(run.report, self.noise_error_, self.random_error_,
                                                               self.support_signal_, K, len(selected))
-            sparse_sir.warn_if_noise_wins(self.noise_error_, self.random_error_, self.support_signal_, K, len(selected))
+            sparse_sir.warn_if_noise_wins(self.noise_error_, self.random_error_, self.support_signal_, K, len(selected), stacklevel=6)
         return self
 
     def _fit_released(self, run: Run, plan: CalibratedPlan, rows: ClippedRows, H: int,

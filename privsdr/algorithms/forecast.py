@@ -2,16 +2,20 @@
 
 The estimator, with its public bounds, centres and budget, is fitted on a public synthetic problem of the same shape:
 
-    x = x_center + (C_x / (2 sqrt(p))) z,   z ~ N(0, I_p)       (E||x - x_center||^2 = C_x^2 / 4: rows inside the bound)
-    y = y_center + (C_y / 3) (sqrt(s) u^T z / ||u|| + sqrt(1 - s) e),   u, e standard normal   (|y - y_center| <= C_y w.h.p.)
+    x = x_center + tau * z,   z ~ N(0, R),  R = (1 - rho) I + rho 11^T    (tau_j = C_x / (2 sqrt(p)): E||x - x_center||^2
+                                                                          = C_x^2 / 4, rows inside the bound; per party's
+                                                                          block C_k / (2 sqrt(m_k)) for DP-BCD)
+    y = y_center + g^T z + (C_y / 3) sqrt(1 - s) e,   g = (C_y / 3) sqrt(s) u / sqrt(u^T R u)   (|y - y_center| <= C_y w.h.p.)
 
-with ``signal`` s the share of var(y) a linear model explains (a public assumption: 0.3 by default). On fresh rows
-of the same problem, the error of a fit is its excess risk, (test MSE - the noise variance) / var(y) = R^2 of the true
-model - R^2 of the fit, computed exactly from the fitted intercept and slopes (``excess_risk``): what the estimate loses against the best linear model (the irreducible noise would make any
-ratio look small). The forecast is the median over ``reps`` draws, beside the same estimator with the noise off, and
-the smallest epsilon on a doubling grid at which the private excess risk is within 1.5 times the non-private one
-(each fitted on the same ``reps`` draws of the data: the non-private excess risk is the sampling error).
-Nothing here reads data: only the public parameters.
+with ``signal`` s the share of var(y) a linear model explains (a public assumption: 0.3 by default), u a random
+direction and ``correlation`` rho the columns' correlation (a public assumption: 0 by default; the vertical estimators
+gain from it, because one party's block then carries part of the others' signal). On fresh rows of the same problem,
+the error of a fit is its excess risk, (test MSE - the noise variance) / var(y) = R^2 of the true model - R^2 of the
+fit, computed exactly from the fitted intercept and slopes (``excess_risk``): what the estimate loses against the best
+linear model (the irreducible noise would make any ratio look small). The forecast is the median over ``reps`` draws,
+beside the same estimator with the noise off, and the smallest epsilon on a doubling grid at which the private excess
+risk is within 1.5 times the non-private one (each fitted on the same ``reps`` draws of the data: the non-private
+excess risk is the sampling error). Nothing here reads data: only the public parameters.
 """
 from __future__ import annotations
 
@@ -65,40 +69,77 @@ class Forecast:
                 f"(noise off: {self.nonprivate_error:.3g}), {within}")
 
 
-def synthetic_regression(n: int, p: int, bound_x: float, bound_y: float, x_center: np.ndarray, y_center: float, signal: float,
-                         rng: np.random.Generator, direction: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+@attrs.frozen(eq=False)
+class RegressionProblem:
+    """The public synthetic problem of one estimator: per-column centres and sds of x, the centre and sd of y, and
+    how a pooled X is handed to ``fit`` (``split``: column blocks for the multi-party estimators)."""
+
+    x_center: np.ndarray
+    x_sd: np.ndarray
+    y_center: float
+    y_sd: float
+    split: tuple[int, ...] | None = None
+    correlation: float = 0.0  #: rho of equicorrelated columns (a public assumption; 0: independent columns)
+
+    def corr(self) -> np.ndarray:
+        p = self.x_center.shape[0]
+        return (1.0 - self.correlation) * np.eye(p) + self.correlation * np.ones((p, p))
+
+    def signal_coefficients(self, signal: float, direction: np.ndarray) -> np.ndarray:
+        """g: y = y_center + g^T z + noise with z ~ N(0, R) and var(g^T z) = signal var(y)."""
+        return self.y_sd * math.sqrt(signal) * direction / math.sqrt(float(direction @ self.corr() @ direction))
+
+    @classmethod
+    def from_bounds(cls, p: int, bound_x: float, bound_y: float, x_center: np.ndarray, y_center: float) -> RegressionProblem:
+        """Rows inside ||x - x_center|| <= C_x on average (sd C_x / (2 sqrt(p)) per column), sd(y) = C_y / 3."""
+        return cls(x_center, np.full(p, bound_x / (2.0 * math.sqrt(p))), y_center, bound_y / 3.0)
+
+    def fit_input(self, X: np.ndarray) -> Any:
+        return X if self.split is None else np.split(X, np.cumsum(self.split)[:-1], axis=1)
+
+
+def synthetic_regression(n: int, problem: RegressionProblem, signal: float, rng: np.random.Generator,
+                         direction: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """n rows of the public synthetic problem (module docstring)."""
-    z = rng.standard_normal((n, p))
-    X = x_center + (bound_x / (2.0 * math.sqrt(p))) * z
-    y = y_center + (bound_y / 3.0) * (math.sqrt(signal) * z @ direction + math.sqrt(1.0 - signal) * rng.standard_normal(n))
+    p, rho = problem.x_center.shape[0], problem.correlation
+    z = math.sqrt(1.0 - rho) * rng.standard_normal((n, p)) + math.sqrt(rho) * rng.standard_normal((n, 1))
+    X = problem.x_center + problem.x_sd * z
+    y = problem.y_center + z @ problem.signal_coefficients(signal, direction) + problem.y_sd * math.sqrt(1.0 - signal) * rng.standard_normal(n)
     return X, y
 
 
-def excess_risk(predict: Any, x_center: np.ndarray, y_center: float, bound_x: float, bound_y: float, signal: float,
-                direction: np.ndarray) -> float:
+def excess_risk(predict: Any, problem: RegressionProblem, signal: float, direction: np.ndarray) -> float:
     """The exact excess risk of a linear predictor on the synthetic problem: with yhat(x) = a + b^T x read off
-    ``predict`` at x_center and x_center + e_j, tau = C_x / (2 sqrt(p)) and sd(y) = C_y / 3,
+    ``predict`` at x_center and x_center + e_j, tau_j the sd of column j, g the signal's coefficients and R the
+    columns' correlation,
 
-        (MSE - noise variance) / var(y) = ((y_center - yhat(x_center))^2 + ||sd(y) sqrt(s) u - tau b||^2) / var(y)."""
-    p = x_center.shape[0]
-    points = np.vstack([x_center, x_center + np.eye(p)])
-    values = np.asarray(predict(points), dtype=float)
+        (MSE - noise variance) / var(y) = ((y_center - yhat(x_center))^2 + (g - tau b)^T R (g - tau b)) / var(y)."""
+    p = problem.x_center.shape[0]
+    points = np.vstack([problem.x_center, problem.x_center + np.eye(p)])
+    values = np.asarray(predict(problem.fit_input(points)), dtype=float)
     slopes = values[1:] - values[0]
-    sd_y, tau = bound_y / 3.0, bound_x / (2.0 * math.sqrt(p))
-    miss = sd_y * math.sqrt(signal) * direction - tau * slopes
-    return float(((y_center - values[0]) ** 2 + miss @ miss) / sd_y**2)
+    miss = problem.signal_coefficients(signal, direction) - problem.x_sd * slopes
+    return float(((problem.y_center - values[0]) ** 2 + miss @ problem.corr() @ miss) / problem.y_sd**2)
 
 
-def forecast_regression(estimator: Any, n_samples: int, n_features: int, *, signal: float = 0.3, reps: int = 5,
-                        seed: int = 0, search: bool = True, budget: Budget | None = None) -> Forecast:
+def default_problem(estimator: Any, p: int) -> RegressionProblem:
+    """AdaSSP's and DPPLS's public scales: ``bound_x``, ``bound_y``, ``x_center``, ``y_center``."""
+    from ._base import public_center
+
+    return RegressionProblem.from_bounds(p, float(estimator.bound_x), float(estimator.bound_y),
+                                         public_center(estimator.x_center, p, "x_center"), float(estimator.y_center or 0.0))
+
+
+def forecast_regression(estimator: Any, n_samples: int, n_features: int, *, signal: float = 0.3, correlation: float = 0.0,
+                        reps: int = 5, seed: int = 0, search: bool = True, budget: Budget | None = None,
+                        problem: RegressionProblem | None = None) -> Forecast:
     """The forecast of ``estimator`` (unfitted, with public bounds, centres and a budget) at n x p (module docstring).
     Each simulated fit is a clone with a fresh in-memory budget: nothing is charged to the estimator's ledger.
     ``search=False`` skips the epsilon search (``epsilon_within`` is then None); ``budget`` overrides the estimator's
-    (a fitted estimator's own run: its ledger may have nothing left)."""
+    (a fitted estimator's own run: its ledger may have nothing left); ``problem`` the scales read off its bounds."""
     from sklearn.base import clone
 
     from ..errors import ValidationError
-    from ._base import public_center
 
     if not 0.0 < signal < 1.0:
         raise ValidationError(f"signal must be in (0, 1), got {signal!r}")
@@ -106,37 +147,47 @@ def forecast_regression(estimator: Any, n_samples: int, n_features: int, *, sign
     if n < 2 or p < 1:
         raise ValidationError(f"a forecast needs n >= 2 rows and p >= 1 features, got {n} x {p}")
     budget = budget if budget is not None else estimator._resolve_budget()[0]
-    bound_x, bound_y = float(estimator.bound_x), float(estimator.bound_y)
-    x_center = public_center(estimator.x_center, p, "x_center")
-    y_center = float(estimator.y_center or 0.0)
+    if not 0.0 <= correlation < 1.0:
+        raise ValidationError(f"correlation must be in [0, 1), got {correlation!r}")
+    problem = attrs.evolve(problem if problem is not None else default_problem(estimator, p), correlation=float(correlation))
     rng = np.random.default_rng(seed)
     direction = rng.standard_normal(p)
     direction /= np.linalg.norm(direction)
-    draws = [synthetic_regression(n, p, bound_x, bound_y, x_center, y_center, signal, rng, direction) for _ in range(reps)]
+    draws = [synthetic_regression(n, problem, signal, rng, direction) for _ in range(reps)]
 
     def error(fit_budget: Budget) -> float:
         errors = []
         for rep, (X, y) in enumerate(draws):
-            est = clone(estimator).set_params(budget=fit_budget, ledger=None, random_state=seed + rep)
+            est = clone(estimator).set_params(budget=fit_budget, random_state=seed + rep)
+            for name in ("ledger", "ledgers"):
+                if name in est.get_params():
+                    est.set_params(**{name: None})
+            if "message_reports" in est.get_params():
+                est.set_params(message_reports=False)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                est.fit(X, y)
-            errors.append(excess_risk(est.predict, x_center, y_center, bound_x, bound_y, signal, direction))
+                est.fit(problem.fit_input(X), y)
+            errors.append(excess_risk(est.predict, problem, signal, direction))
         return float(np.median(errors))
 
-    nonprivate = error(Budget.infinite())
-    private = error(budget)
-    within = None
-    for factor in GRID if search else ():
-        eps = budget.epsilon * factor
-        if (private if factor == 1.0 else error(Budget(eps, budget.delta))) <= WITHIN * nonprivate:
-            within = eps
-            break
+    private, nonprivate, within = private_and_within(error, budget, search)
     return Forecast(n, p, budget.epsilon, budget.delta, signal, reps, private, nonprivate, within, search)
 
 
+def private_and_within(error: Any, budget: Budget, search: bool) -> tuple[float, float, float | None]:
+    """(the error at ``budget``, with the noise off, and the smallest epsilon on the doubling grid ``GRID`` x eps at
+    which it is within ``WITHIN`` x the noise-off error, or None): every forecast's last step."""
+    nonprivate = error(Budget.infinite())
+    private = error(budget)
+    for factor in GRID if search else ():
+        eps = budget.epsilon * factor
+        if (private if factor == 1.0 else error(Budget(eps, budget.delta))) <= WITHIN * nonprivate:
+            return private, nonprivate, eps
+    return private, nonprivate, None
+
+
 class ForecastMixin:
-    """``record_forecast`` for a fitted certified estimator that has a forecast (AdaSSP, DPPLS S2, DPSIR)."""
+    """``record_forecast`` for a fitted certified estimator that has a forecast (AdaSSP, DPPLS S2, DPSIR, SparseDPSIR)."""
 
     def _released_row_count(self) -> int | None:
         """The row count the fit's releases make public: n itself under replace-one, the DP count under add/remove

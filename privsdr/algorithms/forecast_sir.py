@@ -27,7 +27,7 @@ from scipy.stats import norm
 from ..accounting import Budget
 from ..core import projection_distance
 from ..released.moments import random_subspace_error
-from .forecast import GRID, WITHIN
+from .forecast import GRID, WITHIN, private_and_within
 
 
 @attrs.frozen
@@ -127,13 +127,6 @@ def forecast_sir(estimator: Any, n_samples: int, n_features: int, *, noise_sd: f
             errors.append(projection_distance(truth, est.directions_))
         return float(np.median(errors))
 
-    nonprivate = error(Budget.infinite())
-    private = error(budget)
-    within = None
-    for factor in GRID if search else ():
-        eps = budget.epsilon * factor
-        if (private if factor == 1.0 else error(Budget(eps, budget.delta))) <= WITHIN * nonprivate:
-            within = eps
-            break
+    private, nonprivate, within = private_and_within(error, budget, search)
     return SIRForecast(n, p, budget.epsilon, budget.delta, noise_sd, reps, private, nonprivate, random_subspace_error(p, 1), within,
                        search)

@@ -136,8 +136,29 @@ class DPBCDRegression(RegressorMixin, PrivateEstimator):
         protocol = DPBCDProtocol(self.config())
         from ..accounting import make_accountant
 
-        return protocol.build_plan(layout, budget).allocate(budget, accountant=make_accountant(self._accountant(), budget.delta),
-                                                            **protocol.allocation())
+        calibrated = protocol.build_plan(layout, budget).allocate(budget, accountant=make_accountant(self._accountant(), budget.delta),
+                                                                  **protocol.allocation())
+        if self.mode == "certified" and label_party in (0, named[0][0]):  # the forecast's fits give y to the first block
+            from functools import partial
+
+            from ..algorithms.forecast import forecast_regression
+
+            calibrated.forecaster = partial(forecast_regression, self, int(n_rows), sum(int(w) for _, w in named),
+                                            problem=self._forecast_problem(named), budget=budget)
+        return calibrated
+
+    def _forecast_problem(self, named: Sequence[tuple[str, int]]) -> Any:
+        """The public synthetic problem at this layout: party k's columns with sd C_k / (2 sqrt(m_k)) (rows inside
+        their bound on average), y centred at ``y_center`` with sd C_y / 3, the pooled X split into the blocks."""
+        from ..algorithms.forecast import RegressionProblem
+
+        config = self.config()
+        sds = [np.full(int(w), config.bound("row_bound", name) / (2.0 * np.sqrt(int(w)))) for name, w in named]
+        x_sd = np.concatenate(sds)
+        label_bound = config.label_bound
+        assert label_bound is not None  # certified mode's config requires it
+        return RegressionProblem(np.zeros(x_sd.size), x_sd, float(self.y_center or 0.0), float(label_bound) / 3.0,
+                                 tuple(int(w) for _, w in named))
 
     def fit(self, X: Any, y: Any = None) -> DPBCDRegression:
         X_raw = X
