@@ -474,10 +474,21 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
         K = self._choose_k(eigenvalues, H, n, p, budget)
         self.eigengap_ = warn_if_not_identified(eigenvalues, K, "DPSIR (moments)", stacklevel=5)
         self.directions_ = core.orthonormalize(B_all[:, :K])
+        self._store_moments_fit(run, eigenvalues, H, K, center, center + mu, cuts, p, bounds, ledger)
+        if getattr(self, "diagnose_noise", True):
+            rng = diagnostic_rng(self.random_state)
+            self.noise_error_ = sir_moments.noise_error(release, self.directions_, K, centred, rng)
+            self.privacy_report_ = sir_moments.with_diagnostics(run.report, self.noise_error_, self.random_error_, K, p)
+            sir_moments.warn_if_noise_wins(self.noise_error_, self.random_error_, stacklevel=5)
+        return self
+
+    def _store_moments_fit(self, run: Run, eigenvalues: np.ndarray, H: int, K: int, center: np.ndarray, shifted: np.ndarray,
+                           cuts: np.ndarray, p: int, bounds: np.ndarray, ledger: Ledger) -> None:
+        """The fitted attributes every moments fit sets (``shifted``: the public centre plus the DP mean)."""
         self.eigenvalues_ = eigenvalues[: max(H - 1, 1)]
         self.n_directions_ = K
         self.public_center_ = center
-        self.center_ = center + mu
+        self.center_ = shifted
         self.cut_points_ = cuts
         self.n_features_in_ = p
         self.bounds_ = bounds
@@ -485,12 +496,6 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
         self.ledger_ = ledger
         self.random_error_ = sir_moments.random_subspace_error(p, K)
         self.privacy_report_ = run.report
-        if getattr(self, "diagnose_noise", True):
-            rng = diagnostic_rng(self.random_state)
-            self.noise_error_ = sir_moments.noise_error(release, self.directions_, K, centred, rng)
-            self.privacy_report_ = sir_moments.with_diagnostics(run.report, self.noise_error_, self.random_error_, K, p)
-            sir_moments.warn_if_noise_wins(self.noise_error_, self.random_error_, stacklevel=5)
-        return self
 
     def _notes(self) -> list[str]:
         if self.mode == "paper":
@@ -814,19 +819,10 @@ class SparseDPSIR(ForecastMixin, _SlicedDP):
         self.directions_ = sparse_sir.embedded(B_sel, selected, p, s)
         self.support_ = np.flatnonzero(np.linalg.norm(self.directions_, axis=1) > 0)
         self.screened_ = selected
-        self.eigenvalues_ = eigenvalues[: max(H - 1, 1)]
-        self.n_directions_ = K
-        self.public_center_ = center
-        self.center_ = center.copy()
-        self.center_[selected] = center[selected] + mu
-        self.cut_points_ = cuts
-        self.n_features_in_ = p
-        self.bounds_ = bounds
-        self.plan_ = run.plan
-        self.ledger_ = ledger
-        self.random_error_ = sir_moments.random_subspace_error(p, K)
+        shifted = center.copy()
+        shifted[selected] = center[selected] + mu
+        self._store_moments_fit(run, eigenvalues, H, K, center, shifted, cuts, p, bounds, ledger)
         self.support_signal_ = sparse_sir.support_signal(release)
-        self.privacy_report_ = run.report
         if self.diagnose_noise:
             rng = diagnostic_rng(self.random_state)
             self.noise_error_ = sir_moments.noise_error(release, B_sel, K, True, rng)
