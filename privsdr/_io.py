@@ -3,12 +3,51 @@
 ``atomic_write_bytes(path, data)`` writes a temp file in the same folder, fsyncs it, renames it
 over ``path`` and fsyncs the folder. ``PendingFile`` splits that in two: ``open`` creates the temp
 file *now* (so a folder that cannot take the file is refused before any budget is spent) and
-``commit(data)`` fills and renames it later; ``discard`` removes it.
+``commit(data)`` fills and renames it later; ``discard`` removes it. A process killed in between (``kill -9``)
+leaves its temp file behind: the name carries the host and the PID, and ``open`` removes the ones beside the same
+path that this host's dead processes left (``remove_stale_temp_files``).
 """
 from __future__ import annotations
 
 import os
+import re
+import socket
 from pathlib import Path
+
+
+def _host() -> str:
+    """This host's name as it appears in temp file names (dots and separators replaced)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname()) or "host"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def remove_stale_temp_files(path: Path) -> list[Path]:
+    """Remove the temp files beside ``path`` that a process of this host left when it died before committing (the
+    ``PendingFile`` names of ``path`` whose PID is not alive; other hosts' files are left alone). Returns them."""
+    pattern = re.compile(rf"^\.{re.escape(path.name)}\.{re.escape(_host())}\.(\d+)\.[0-9a-f]+\.tmp$")
+    removed = []
+    try:
+        siblings = list(path.parent.iterdir())
+    except OSError:
+        return removed
+    for sibling in siblings:
+        match = pattern.match(sibling.name)
+        if match and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
+            try:
+                sibling.unlink()
+                removed.append(sibling)
+            except OSError:
+                pass
+    return removed
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -29,10 +68,11 @@ class PendingFile:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self.tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{id(self):x}.tmp")
+        self.tmp = self.path.with_name(f".{self.path.name}.{_host()}.{os.getpid()}.{id(self):x}.tmp")
         self._fd: int | None = None
 
     def open(self) -> PendingFile:
+        remove_stale_temp_files(self.path)
         self._fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         return self
 

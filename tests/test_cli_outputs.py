@@ -169,3 +169,25 @@ def test_closed_pipe_is_silent(tmp_path, cli):
     shown = subprocess.run(f"set -o pipefail; {sys.executable} -m privsdr ledger show {path} --json | head -1", shell=True,
                            executable="/bin/bash", capture_output=True, text=True)
     assert shown.stdout.strip() == "{" and shown.stderr == "" and shown.returncode == 0, shown.stderr[-300:]
+
+
+def test_temp_files_a_killed_run_left_are_removed_by_the_next_write(setup, cli):
+    """``kill -9`` between reserving and committing an output leaves ``.NAME.HOST.PID.ID.tmp`` behind (issue 25). The
+    next command writing NAME removes those of dead processes of this host, and only those."""
+    import os
+    import subprocess
+    import sys
+
+    from privsdr._io import _host
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    dead_pid = int(dead.stdout)
+    out = setup["tmp"] / "r.json"
+    stale = setup["tmp"] / f".r.json.{_host()}.{dead_pid}.1a2b.tmp"
+    live = setup["tmp"] / f".r.json.{_host()}.{os.getppid()}.3c4d.tmp"  # a live process's reservation
+    other_host = setup["tmp"] / f".r.json.elsewhere.{dead_pid}.5e6f.tmp"
+    for path in (stale, live, other_host):
+        path.write_bytes(b"")
+    r = cli("fit", "mean-covariance", "--data", setup["table"], "--target", "y", "--clip", 2, "--report", out)
+    assert r.code == 0, r.err
+    assert out.exists() and not stale.exists() and live.exists() and other_host.exists()
