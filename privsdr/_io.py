@@ -34,7 +34,7 @@ def remove_stale_temp_files(path: Path) -> list[Path]:
     """Remove the temp files beside ``path`` that a process of this host left when it died before committing (the
     ``PendingFile`` names of ``path`` whose PID is not alive; other hosts' files are left alone). Returns them."""
     pattern = re.compile(rf"^\.{re.escape(path.name)}\.{re.escape(_host())}\.(\d+)\.[0-9a-f]+\.tmp$")
-    removed = []
+    removed: list[Path] = []
     try:
         siblings = list(path.parent.iterdir())
     except OSError:
