@@ -104,3 +104,18 @@ def test_show_and_verify_work_on_read_only_storage_and_a_fit_there_is_refused(ch
     assert refused.code != 0
     monkeypatch.undo()
     assert charged.read_bytes() == before and not (charged.parent / (charged.name + ".lock")).exists()
+
+
+def test_a_fit_asking_for_more_delta_than_the_journal_says_what_it_was_charged_and_show_adds_up(tmp_path, cli, sir_table):
+    """Issue 25's delta rule on screen: the fit says what its (eps, delta) became at the journal's delta, and
+    `ledger show` prints spent and remaining that add up to the budget, with what "spent" means."""
+    path = tmp_path / "budget.jsonl"
+    assert cli("ledger", "init", path, "--epsilon", 3, "--delta", 1e-4).code == 0
+    r = cli("fit", "dpsir", "--data", sir_table, "--target", "y", "--bound", 1, "--cut-points", -3, 0, 3, "--epsilon", 1,
+            "--delta", 5e-4, "--journal", path)
+    assert r.code == 0, r.err
+    assert "asked for delta = 0.0005, more than the journal's delta = 0.0001" in r.out and "charged as eps = " in r.out
+    shown = cli("ledger", "show", path)
+    assert shown.code == 0 and "what spent means" in shown.out and "spent ε + remaining ε = the budget's ε" in shown.out
+    summary = Ledger.open(path).summary()
+    assert summary["spent"]["epsilon"] + summary["remaining"]["epsilon"] == pytest.approx(3.0)

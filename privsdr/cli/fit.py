@@ -316,6 +316,11 @@ def _fit(args: argparse.Namespace) -> int:
         if args.forecast:  # at the row count the releases made public (the DP count under add/remove); free
             print("\n" + est.record_forecast().summary() + " (at the row count the releases made public)")
         print("\n" + est.privacy_report_.summary())
+        if ledger is not None and budget.delta > ledger.budget.delta:
+            run = est.privacy_report_.budget.get("spent_by_run") or {}
+            print(f"note: this fit asked for delta = {budget.delta:g}, more than the journal's delta = {ledger.budget.delta:g}; the "
+                  f"journal states every total at its own delta, so this run was charged as eps = {run.get('epsilon', float('nan')):.4g} "
+                  f"at delta = {ledger.budget.delta:g} (`privsdr ledger show` says what spent means)")
         if model_path is not None:
             from ..persistence import dumps
 

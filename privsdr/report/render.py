@@ -264,11 +264,22 @@ def _run_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
     ]
 
 
+def spent_meaning(summary: dict[str, Any]) -> str:
+    """One sentence on what the ledger's "spent" and "remaining" mean, so that a reader can add them up (issue 25)."""
+    total = summary["budget"]
+    return (f"spent is the privacy loss of everything charged so far, composed by the {summary['accountant']['name']!r} "
+            f"accountant and stated at the ledger's δ = {_f(total['delta'], 3)}: every total is stated at that δ (the runs' "
+            f"releases are composed at it), so a run's own δ is not subtracted from it. Remaining is the ε a further run may add before the total reaches ε = "
+            f"{_f(total['epsilon'])} at that δ; spent ε + remaining ε = the budget's ε.")
+
+
 def _ledger_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    remaining = summary["remaining"]
     return [
         ("budget", _cost(summary["budget"])), ("spent", _cost(summary["spent"])),
         *_composition_rows(summary.get("composition"), "composition"),
-        ("remaining", _cost(summary["remaining"])),
+        ("remaining", f"ε = {_f(remaining['epsilon'])} (at the ledger's δ = {_f(summary['budget']['delta'], 3)})"),
+        ("what spent means", spent_meaning(summary)),
     ]
 
 
