@@ -32,6 +32,7 @@ _EXPORTS = {
     "BudgetExceededError": "privsdr.errors",
     "DetachedLedgerError": "privsdr.errors",
     "NoiseDominatesWarning": "privsdr.errors",
+    "WholeBudgetWarning": "privsdr.errors",
     "NotIdentifiedWarning": "privsdr.errors",
     "PlanError": "privsdr.errors",
     "PrivsdrError": "privsdr.errors",
@@ -76,6 +77,7 @@ __all__ = [
     "Ledger",
     "load_model",
     "NoiseDominatesWarning",
+    "WholeBudgetWarning",
     "NotIdentifiedWarning",
     "Plan",
     "PlanError",
@@ -129,6 +131,7 @@ if TYPE_CHECKING:  # static checkers see the eager imports
         RelationMismatchError,
         UncertifiedPlanError,
         ValidationError,
+        WholeBudgetWarning,
     )
     from .federated import FederatedSIR
     from .mechanisms import Sensitivity, available_mechanisms, get_mechanism, register_mechanism

@@ -71,6 +71,11 @@ class NotIdentifiedWarning(UserWarning):
     basis of the tied eigenspace is an equally valid answer and the one returned depends on the BLAS build."""
 
 
+class WholeBudgetWarning(UserWarning):
+    """``budget=None`` with a ledger that is shared (a journal) or already charged: the fit takes everything left in
+    it, which on a shared journal leaves nothing for anyone else; pass ``budget=Budget(epsilon, delta)`` for a share."""
+
+
 class NoiseDominatesWarning(UserWarning):
     """The noise alone moves the estimate by a large share of the distance to a random answer: at this
     budget and sample size the estimate cannot be told reliably from noise."""

@@ -486,3 +486,26 @@ def test_concurrent_reservations_hold_budget_before_charging():
         res.charge("l0")
         res.close()
     assert ledger.spent == Cost(1.0, 0.0)
+
+
+def test_budget_none_on_a_shared_or_charged_ledger_warns_that_it_takes_everything_left(tmp_path):
+    """Issue 25: DPMeanCovariance(budget=None, ledger=L) spends all that is left in L; on a journal (shared) or a ledger
+    already charged it says so (``WholeBudgetWarning``); on a fresh in-memory ledger, whose whole budget is the point,
+    it does not."""
+    import warnings
+
+    from privsdr import DPMeanCovariance, WholeBudgetWarning
+
+    X = np.random.default_rng(0).uniform(-1, 1, (200, 3))
+    fresh = Ledger(Budget(1.0, 1e-6))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", WholeBudgetWarning)
+        DPMeanCovariance(2.0, ledger=fresh, random_state=0).fit(X)
+    shared = Ledger(Budget(2.0, 1e-6), journal=tmp_path / "j.jsonl")
+    with pytest.warns(WholeBudgetWarning, match="everything left"):
+        DPMeanCovariance(2.0, ledger=shared, random_state=0).fit(X)
+    assert shared.remaining.epsilon < 1e-3  # the tight calibration leaves only rounding
+    charged = Ledger(Budget(2.0, 1e-6))
+    DPMeanCovariance(2.0, budget=Budget(1.0, 1e-7), ledger=charged, random_state=0).fit(X)
+    with pytest.warns(WholeBudgetWarning):
+        DPMeanCovariance(2.0, ledger=charged, random_state=0).fit(X)

@@ -42,6 +42,14 @@ class PrivateEstimator(SklearnEstimator):
             eps, delta = ledger.remaining
             if eps <= 0 or (ledger.budget.delta > 0 and delta <= 0):
                 raise BudgetExceededError(type(self).__name__, (0.0, 0.0), (eps, delta), [], ledger.accountant.name, ledger.spent)
+            if ledger.journal_path is not None or ledger.spent.epsilon > 0:
+                import warnings
+
+                from ..errors import WholeBudgetWarning
+
+                warnings.warn(f"budget=None: this {type(self).__name__} fit takes everything left in the ledger (eps = {eps:.4g}, "
+                              f"delta = {delta:.3g}), which leaves nothing for later fits on it; pass budget=Budget(epsilon, delta) "
+                              "to take a share", WholeBudgetWarning, stacklevel=3)
             budget = Budget(eps, delta)
         budget = as_budget(budget)
         if ledger is None:
