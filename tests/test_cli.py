@@ -247,3 +247,20 @@ def test_every_option_and_argument_of_every_command_has_help_text():
 
     walk(build_parser(), ["privsdr"])
     assert not silent, silent
+
+
+def test_demo_write_data_writes_example_rows_and_spends_nothing(tmp_path, cli):
+    """Issue 25: the README's journal example fits on rows the user can make (`demo --write-data`)."""
+    out = tmp_path / "rows.csv"
+    r = cli("demo", "--write-data", out, "--n", 300, "--p", 3)
+    assert r.code == 0 and "nothing was fitted or spent" in r.out, r.err
+    lines = out.read_text().splitlines()
+    assert lines[0] == "x1,x2,x3,y" and len(lines) == 301
+    assert np.all(np.abs(np.loadtxt(out, delimiter=",", skiprows=1)[:, :3]) <= 1.0)
+    other = tmp_path / "new.csv"
+    assert cli("demo", "--write-data", other, "--n", 300, "--p", 3, "--data-seed", 1).code == 0
+    assert other.read_text() != out.read_text()
+    journal = tmp_path / "j.jsonl"
+    assert cli("ledger", "init", journal, "--epsilon", 1, "--delta", 1e-6).code == 0
+    refused = cli("demo", "--write-data", tmp_path / "x.csv", "--journal", journal)
+    assert refused.code == 2 and "--write-data only writes rows" in refused.err

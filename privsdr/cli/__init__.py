@@ -33,6 +33,7 @@ processes) refuses, before reading any data, a fit that would overspend.
 typical session:
   privsdr ledger init budget.jsonl --epsilon 3 --delta 1e-5 --accountant best
   privsdr demo --journal budget.jsonl --report demo.html     # a DP-SIR fit on built-in data
+  privsdr demo --write-data rows.csv --n 20000              # example rows to fit on (nothing spent)
   privsdr fit dpsir --data rows.csv --target y --bound 3 --y-grid -10 10 --epsilon 1 --delta 1e-6 --journal budget.jsonl --out model.json
   privsdr transform --model model.json --data new_rows.csv    # project new rows with the saved model
   privsdr reproduce dpsir-table1 --reps 3                    # the paper's table, our medians beside it

@@ -18,11 +18,28 @@ def _demo(args: argparse.Namespace) -> int:
     budget = Budget(args.epsilon, args.delta)
     if args.p < 2:
         raise ValidationError(f"--p must be at least 2 (the models' true directions live in the first two coordinates), got {args.p}")
+    if args.write_data is not None:
+        return _write_data(args)
     with Outputs() as outputs:
         report_path = outputs.add(args.report, "--report", REPORT_SUFFIXES)
         distinct([("--journal", args.journal), ("--report", report_path)])
         ledger = open_ledger(args.journal, args.accountant)
         return _run_demo(args, budget, ledger, outputs, report_path)
+
+
+def _write_data(args: argparse.Namespace) -> int:
+    """The demo's synthetic rows as a CSV (columns x1..xp and y) for trying `privsdr fit`; nothing is fitted or spent.
+    ``--data-seed`` draws other rows (e.g. new rows for `privsdr transform`)."""
+    if args.journal is not None or args.report is not None:
+        raise ValidationError("--write-data only writes rows: it fits nothing, so --journal and --report do not apply")
+    with Outputs() as outputs:
+        path = outputs.add(args.write_data, "--write-data", (".csv",))
+        X, y, _ = sir_model(args.model, args.n, args.p, seed=args.data_seed)
+        header = ",".join([f"x{j + 1}" for j in range(args.p)] + ["y"])
+        rows = "\n".join(",".join(f"{v:.6g}" for v in row) for row in np.column_stack([X, y]))
+        outputs.commit("--write-data", header + "\n" + rows + "\n")
+    print(f"wrote {args.n} rows of model {args.model} ({args.p} features, |x_ij| <= 1) to {path}; nothing was fitted or spent")
+    return 0
 
 
 def _run_demo(args: argparse.Namespace, budget: Budget, ledger: Any, outputs: Outputs, report_path: Any) -> int:
@@ -83,5 +100,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     demo.add_argument("--seed", type=int, default=None, help="seed the noise (reproducible demos only; never for real releases)")
     demo.add_argument("--journal", default=None, help="charge this ledger journal (see `privsdr ledger init`)")
     demo.add_argument("--report", default=None, help="write the report: OUT.html, OUT.md or OUT.json")
+    demo.add_argument("--write-data", default=None, metavar="ROWS.csv",
+                      help="write the synthetic rows (x1..xp, y) to a CSV to try `privsdr fit` on, instead of fitting (spends nothing)")
+    demo.add_argument("--data-seed", type=int, default=0, help="--write-data: seed of the rows (default 0, the demo's own)")
     demo.set_defaults(func=_demo)
 
