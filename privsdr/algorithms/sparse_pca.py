@@ -88,12 +88,10 @@ def sigma_noise_error(sigma: np.ndarray, B: np.ndarray, K: int, scale: float, rn
     """Median ||P_B - P_B*|| over re-noisings of the released Sigma at its public scale (parametric bootstrap; free)."""
     if scale == 0:
         return 0.0
-    s = sigma.shape[0]
-    out = []
-    for _ in range(reps):
-        upper = np.triu(scale * rng.standard_normal((s, s)))
-        out.append(core.projection_distance(top_eigenvectors(sigma + upper + np.triu(upper, 1).T, K), B))
-    return float(np.median(out))
+    from ..released.regression import symmetric_noise
+
+    draws = [top_eigenvectors(sigma + symmetric_noise(scale, sigma.shape[0], rng), K) for _ in range(reps)]
+    return float(np.median([core.projection_distance(B_star, B) for B_star in draws]))
 
 
 @model_class

@@ -87,14 +87,12 @@ def support_message(signal: bool, screen: int, what: str = "the released slice m
 def with_diagnostics(report: Any, noise: float, random: float, signal: bool, K: int, screen: int,
                      what: str = "the released slice means on") -> Any:
     """The run's report with the noise diagnostic (given the support) and the support's test attached (free)."""
-    import attrs
-
     from ..released.moments import noise_message
+    from ..released.regression import with_noise_message
 
-    messages = {**report.diagnostics.get("messages", {}), "noise": noise_message(noise, random, K, screen) + " (given the "
-                "selected support)", "support": support_message(signal, screen, what)}
-    return attrs.evolve(report, diagnostics={**report.diagnostics, "noise_error": noise, "random_subspace_error": random,
-                                             "support_signal": signal, "messages": messages})
+    report = with_noise_message(report, noise_message(noise, random, K, screen) + " (given the selected support)",
+                                noise_error=noise, random_subspace_error=random)
+    return with_noise_message(report, support_message(signal, screen, what), "support", support_signal=signal)
 
 
 def warn_if_noise_wins(noise: float, random: float, signal: bool, K: int, screen: int, stacklevel: int = 5,

@@ -31,6 +31,7 @@ from .. import core
 from ..mechanisms import Sensitivity
 from ..plan import Plan
 from .record import Released
+from .regression import symmetric_noise, with_noise_message
 
 RELATION = "replace_one"
 #: budget weights of the three releases (the counts need little: n_h / n is large against sqrt(2)/n)
@@ -101,13 +102,12 @@ class MomentRelease:
 
     def resampled(self, rng: np.random.Generator) -> MomentRelease:
         """The release re-noised at its public scales (one parametric-bootstrap draw)."""
-        p = self.second_moment.shape[0]
-        upper = np.triu(self.second_scale * rng.standard_normal((p, p)))
+        noise = symmetric_noise(self.second_scale, self.second_moment.shape[0], rng)
         return attrs.evolve(
             self,
             slice_sums=self.slice_sums + self.sums_scale * rng.standard_normal(self.slice_sums.shape),
             proportions=self.proportions + self.counts_scale * rng.standard_normal(self.proportions.shape),
-            second_moment=self.second_moment + upper + np.triu(upper, 1).T,
+            second_moment=self.second_moment + noise,
         )
 
 
@@ -138,9 +138,7 @@ def noise_message(noise: float, random: float, K: int, p: int) -> str:
 
 def with_diagnostics(report: Any, noise: float, random: float, K: int, p: int) -> Any:
     """The run's report with the noise diagnostic attached (post-processing: no cost)."""
-    diagnostics = {**report.diagnostics, "noise_error": noise, "random_subspace_error": random,
-                   "messages": {**report.diagnostics.get("messages", {}), "noise": noise_message(noise, random, K, p)}}
-    return attrs.evolve(report, diagnostics=diagnostics)
+    return with_noise_message(report, noise_message(noise, random, K, p), noise_error=noise, random_subspace_error=random)
 
 
 def warn_if_noise_wins(noise: float, random: float, stacklevel: int = 4) -> None:

@@ -73,6 +73,14 @@ def shrunk_scalar(value: float, variance: float, level: float = PRETEST_LEVEL) -
     return shrinkage_factor(value * value, variance, variance**2, level) * value
 
 
+def symmetric_noise(scale: float, size: int, rng: np.random.Generator) -> np.ndarray:
+    """One draw of a symmetric matrix Gaussian's noise (Analyze-Gauss): the upper triangle with the diagonal drawn at
+    ``scale``, mirrored. For the parametric bootstraps of symmetric releases."""
+    upper = np.triu(scale * rng.standard_normal((size, size)))
+    noise: np.ndarray = upper + np.triu(upper, 1).T
+    return noise
+
+
 def renoised(released: Released, rng: np.random.Generator, symmetric: Iterable[str] = ("xtx",)) -> Released:
     """The release with fresh noise at its public scales added to every array (one parametric-bootstrap draw);
     arrays named in ``symmetric`` get symmetric noise (upper triangle drawn, mirrored)."""
@@ -81,8 +89,7 @@ def renoised(released: Released, rng: np.random.Generator, symmetric: Iterable[s
     for name, value in released.arrays.items():
         scale = released.scales.get(name, 0.0)
         if name in square and value.ndim == 2:
-            upper = np.triu(scale * rng.standard_normal(value.shape))
-            arrays[name] = value + upper + np.triu(upper, 1).T
+            arrays[name] = value + symmetric_noise(scale, value.shape[0], rng)
         else:
             arrays[name] = value + scale * rng.standard_normal(value.shape)
     return attrs.evolve(released, arrays=arrays)

@@ -44,7 +44,7 @@ from ..core import LocalDesign, default_lambdas, kfold, party_sketch, ridge_alph
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity
 from ..plan import NoiseTicket, Plan
-from ..released.regression import PRETEST_LEVEL
+from ..released.regression import PRETEST_LEVEL, with_noise_message
 from . import pride_steps as steps
 from .engine import Action, ActionResult, Outgoing, Stage, VerticalProtocol
 from .layout import Layout, Party
@@ -205,7 +205,7 @@ class PRIDEConfig:
     @property
     def tests_held_out(self) -> bool:
         """Certified local CV with ``shrinkage="held_out"``: a block whose held-out errors cannot tell it from the
-        constant prediction falls back to 0 (``pride_steps.held_out_p_value``)."""
+        constant prediction falls back to 0 (``pride_steps.held_out_test``)."""
         return self.mode == "certified" and self.shrinkage == "held_out" and self.cv_mode == "local"
 
     @property
@@ -309,10 +309,8 @@ def fallback_diagnosed(reports: Mapping[str, Any], result: PRIDEResult) -> dict[
                        "tells the fit from the constant prediction")
             message = (f"held-out test of the party's own part of the prediction against the mean of y: one-sided p = "
                        f"{p_value:.2g}, gain {gain:.3g} of the variance of y; it {verdict}")
-            report = out[name]
-            messages = {**report.diagnostics.get("messages", {}), "held_out": message}
-            out[name] = attrs.evolve(report, diagnostics={**report.diagnostics, "held_out_p": p_value, "held_out_gain": gain,
-                                                          "fell_back": trivial, "messages": messages})
+            out[name] = with_noise_message(out[name], message, "held_out", held_out_p=p_value, held_out_gain=gain,
+                                           fell_back=trivial)
     return out
 
 
