@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -135,18 +134,9 @@ def _estimates(result: Any, as_json: bool, layout: Any, extra: dict[str, Any], o
         print(f"held-out test ({name}): one-sided p = {p_value:.2g}, gain {result.held_out_gain[name]:.3g} of var(y){fell_back}")
 
 
-def _warn_if_fell_back(result: Any) -> None:
-    from ..errors import NoiseDominatesWarning
-    from ..vertical.pride import fallback_message
-
-    trivial = sorted(n for n, flag in result.trivial.items() if flag)
-    if trivial:
-        warnings.warn(fallback_message(trivial), NoiseDominatesWarning, stacklevel=2)
-
-
 def _party(args: argparse.Namespace) -> int:
     from ..vertical import PRIDEProtocol, format_revealed, run_party
-    from ..vertical.pride import fallback_diagnosed
+    from ..vertical.pride import fallback_diagnosed, warn_if_fell_back
 
     config, budget, accountant, layout = _read_shared(args.config)
     if layout is None:
@@ -162,14 +152,14 @@ def _party(args: argparse.Namespace) -> int:
         print("\nthis party's estimate (never sent):")
     report = fallback_diagnosed({args.name: outcome.report}, outcome.result)[args.name]
     _estimates(outcome.result, args.json, layout, {"party": args.name, "report": report.to_dict()}, party)
-    _warn_if_fell_back(outcome.result)
+    warn_if_fell_back(outcome.result)
     write_report(report, args.report)
     return 0
 
 
 def _fit(args: argparse.Namespace) -> int:
     from ..vertical import PRIDEProtocol, run_protocol
-    from ..vertical.pride import fallback_diagnosed
+    from ..vertical.pride import fallback_diagnosed, warn_if_fell_back
 
     config, budget, accountant, _ = _read_shared(args.config)
     parties = load_parties(args.data, args.target)
@@ -179,7 +169,7 @@ def _fit(args: argparse.Namespace) -> int:
     if not args.json:
         print("\neach estimating party's coefficients (each computed by its owner, never sent):")
     _estimates(outcome.result, args.json, outcome.layout, {"privacy": outcome.privacy})
-    _warn_if_fell_back(outcome.result)
+    warn_if_fell_back(outcome.result)
     write_run_reports(args.report_dir, attrs.evolve(outcome, reports=fallback_diagnosed(outcome.reports, outcome.result)))
     return 0
 

@@ -285,6 +285,11 @@ class PRIDEResult:
     held_out_gain: Mapping[str, float] = attrs.field(factory=dict)
 
     @property
+    def fell_back(self) -> list[str]:
+        """The label holders whose block fell back to 0 (``shrinkage="held_out"``), sorted."""
+        return sorted(name for name, flag in self.trivial.items() if flag)
+
+    @property
     def coef(self) -> np.ndarray:
         """All columns in party order; only when every party estimated its block."""
         missing = [n for n in self.order if n not in self.coef_blocks]
@@ -297,6 +302,16 @@ def fallback_message(parties: Sequence[str]) -> str:
     return (f"the held-out errors of {', '.join(parties)} cannot tell the fit from the constant prediction (the mean of y): "
             f"significantly and by {steps.NEGLIGIBLE_GAIN:.0%} of the variance of y or more; its coefficients are set to 0: "
             "more data or more budget is needed")
+
+
+def warn_if_fell_back(result: PRIDEResult, stacklevel: int = 3) -> None:
+    """``NoiseDominatesWarning`` naming the label holders whose block fell back to 0 (none: no warning)."""
+    if result.fell_back:
+        import warnings
+
+        from ..errors import NoiseDominatesWarning
+
+        warnings.warn(fallback_message(result.fell_back), NoiseDominatesWarning, stacklevel=stacklevel)
 
 
 def fallback_diagnosed(reports: Mapping[str, Any], result: PRIDEResult) -> dict[str, Any]:

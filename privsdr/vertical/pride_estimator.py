@@ -9,7 +9,6 @@ contiguous blocks (the paper's tau = p / K). The fit runs the PRIDE protocol
 """
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,12 +18,12 @@ from sklearn.base import RegressorMixin
 from ..accounting import Budget, Ledger, as_budget, make_accountant
 from ..algorithms._base import PrivateEstimator, check_matrix
 from ..core import split_columns
-from ..errors import NoiseDominatesWarning, ValidationError
+from ..errors import ValidationError
 from ..plan import CalibratedPlan
 from . import pride_steps as steps
 from .engine import run_protocol
 from .layout import Layout, Party, PartyInfo, is_block_list, pooled_label
-from .pride import PRIDEConfig, PRIDEProtocol, fallback_diagnosed, fallback_message
+from .pride import PRIDEConfig, PRIDEProtocol, fallback_diagnosed, warn_if_fell_back
 
 
 class PRIDERegressor(RegressorMixin, PrivateEstimator):
@@ -186,7 +185,7 @@ class PRIDERegressor(RegressorMixin, PrivateEstimator):
         self.privacy_ = outcome.privacy
         self.held_out_p_values_ = dict(result.held_out_p)
         self.held_out_gains_ = dict(result.held_out_gain)
-        self.trivial_blocks_ = sorted(n for n, flag in result.trivial.items() if flag)
+        self.trivial_blocks_ = result.fell_back
         self.privacy_reports_ = fallback_diagnosed(outcome.reports, result)
         self.plans_ = dict(outcome.plans)
         # evaluation only (A8): every party's preprocessing and coefficients together, as the simulation knows them
@@ -196,8 +195,7 @@ class PRIDERegressor(RegressorMixin, PrivateEstimator):
             self._record_features(X_raw, int(self.coef_.shape[0]))
             label = next(p for p in parties if p.holds_label)
             self.intercept_ = float(np.mean(np.asarray(label.y, dtype=float))) if (config.center or config.standardizes) else 0.0
-        if self.trivial_blocks_:
-            warnings.warn(fallback_message(self.trivial_blocks_), NoiseDominatesWarning, stacklevel=2)
+        warn_if_fell_back(result)
         return self
 
     def _transform_of(self, protocol: PRIDEProtocol, party: Party) -> dict[str, Any]:
