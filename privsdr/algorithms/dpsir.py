@@ -64,7 +64,7 @@ from ._sir_common import (
     stationary_start,
     warn_if_not_identified,
 )
-from .forecast import ForecastMixin
+from .forecast_sir import SIRForecastMixin, forecast_sir
 
 RELATION = "replace_one"
 ALGORITHMS = ("moments", "onepass")
@@ -297,8 +297,6 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
         calibrated = self._allocate(self.build_plan(n_samples, n_features, budget), budget, ledger)
         if self.mode == "certified" and getattr(self, "algorithm", None) != "onepass":
             from functools import partial
-
-            from .forecast_sir import forecast_sir
 
             calibrated.forecaster = partial(forecast_sir, self, int(n_samples), int(n_features))
         return calibrated
@@ -537,7 +535,7 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
 
 
 @model_class
-class DPSIR(ForecastMixin, _SlicedDP):
+class DPSIR(SIRForecastMixin, _SlicedDP):
     """Differentially private SIR for n > p.
 
     ``algorithm="moments"`` (the default in certified mode): the slice sums, slice counts and second moment of the
@@ -598,18 +596,6 @@ class DPSIR(ForecastMixin, _SlicedDP):
         self.center = center
         self.diagnose_noise = diagnose_noise
 
-    def _released_row_count(self) -> int | None:
-        """n: public under DPSIR's replace-one relation (the moments' sensitivities are divided by it)."""
-        self._check_fitted("plan_")
-        if self.mode != "certified":
-            raise ValidationError(f"the accuracy forecast exists for mode='certified' only, not {self.mode!r}")
-        return int(self.plan_.plan.public_params["n_samples"])
-
-    def _forecast_at(self, n: int, budget: Budget, **options: Any) -> Any:
-        from .forecast_sir import forecast_sir
-
-        return forecast_sir(self, n, int(self.n_features_in_), budget=budget, **options)
-
     def _fit_released(self, run: Run, plan: CalibratedPlan, rows: ClippedRows, H: int,
                       init_idx: np.ndarray, batch_idx: list[np.ndarray], c: dict[str, Any], n: int, budget: Budget) -> None:
         p = rows.p
@@ -660,7 +646,7 @@ class DPSIR(ForecastMixin, _SlicedDP):
 
 
 @model_class
-class SparseDPSIR(ForecastMixin, _SlicedDP):
+class SparseDPSIR(SIRForecastMixin, _SlicedDP):
     """Differentially private sparse SIR for p >> n (DP-SIR Algorithms B.2 + 3).
 
     ``sparsity`` = s, the number of nonzero rows kept by peeling (required); ``screen_size`` =
@@ -768,16 +754,11 @@ class SparseDPSIR(ForecastMixin, _SlicedDP):
         return super().build_plan(n_samples, n_features, budget)
 
     def _released_row_count(self) -> int | None:
-        """n: public under the replace-one relation (the sensitivities are divided by it)."""
+        """n (``SIRForecastMixin``), for the certified moments design only."""
         self._check_fitted("plan_")
         if self.mode != "certified" or self._checked()["algorithm"] != "moments":
             raise ValidationError("the accuracy forecast exists for the certified moments design only")
-        return int(self.plan_.plan.public_params["n_samples"])
-
-    def _forecast_at(self, n: int, budget: Budget, **options: Any) -> Any:
-        from .forecast_sir import forecast_sir
-
-        return forecast_sir(self, n, int(self.n_features_in_), budget=budget, **options)
+        return super()._released_row_count()
 
     # -- algorithm="moments" (certified default, issue 26): one selection, one moments release (``sparse_sir``) ----------
     def _build_moments_plan(self, c: dict[str, Any], n: int, p: int, bounds: np.ndarray, budget: Budget) -> Plan:

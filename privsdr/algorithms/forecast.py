@@ -137,18 +137,16 @@ def forecast_regression(estimator: Any, n_samples: int, n_features: int, *, sign
     Each simulated fit is a clone with a fresh in-memory budget: nothing is charged to the estimator's ledger.
     ``search=False`` skips the epsilon search (``epsilon_within`` is then None); ``budget`` overrides the estimator's
     (a fitted estimator's own run: its ledger may have nothing left); ``problem`` the scales read off its bounds."""
-    from sklearn.base import clone
-
     from ..errors import ValidationError
 
     if not 0.0 < signal < 1.0:
         raise ValidationError(f"signal must be in (0, 1), got {signal!r}")
+    if not 0.0 <= correlation < 1.0:
+        raise ValidationError(f"correlation must be in [0, 1), got {correlation!r}")
     n, p = int(n_samples), int(n_features)
     if n < 2 or p < 1:
         raise ValidationError(f"a forecast needs n >= 2 rows and p >= 1 features, got {n} x {p}")
     budget = budget if budget is not None else estimator._resolve_budget()[0]
-    if not 0.0 <= correlation < 1.0:
-        raise ValidationError(f"correlation must be in [0, 1), got {correlation!r}")
     problem = attrs.evolve(problem if problem is not None else default_problem(estimator, p), correlation=float(correlation))
     rng = np.random.default_rng(seed)
     direction = rng.standard_normal(p)
@@ -156,22 +154,26 @@ def forecast_regression(estimator: Any, n_samples: int, n_features: int, *, sign
     draws = [synthetic_regression(n, problem, signal, rng, direction) for _ in range(reps)]
 
     def error(fit_budget: Budget) -> float:
-        errors = []
-        for rep, (X, y) in enumerate(draws):
-            est = clone(estimator).set_params(budget=fit_budget, random_state=seed + rep)
-            for name in ("ledger", "ledgers"):
-                if name in est.get_params():
-                    est.set_params(**{name: None})
-            if "message_reports" in est.get_params():
-                est.set_params(message_reports=False)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                est.fit(problem.fit_input(X), y)
-            errors.append(excess_risk(est.predict, problem, signal, direction))
-        return float(np.median(errors))
+        fits = [simulated_fit(estimator, problem.fit_input(X), y, fit_budget, seed + rep) for rep, (X, y) in enumerate(draws)]
+        return float(np.median([excess_risk(est.predict, problem, signal, direction) for est in fits]))
 
     private, nonprivate, within = private_and_within(error, budget, search)
     return Forecast(n, p, budget.epsilon, budget.delta, signal, reps, private, nonprivate, within, search)
+
+
+def simulated_fit(estimator: Any, X: Any, y: np.ndarray, budget: Budget, seed: int, **params: Any) -> Any:
+    """A clone of ``estimator`` fitted on public synthetic rows with ``budget`` and seed ``seed``: fresh in-memory ledgers
+    (nothing is charged to the estimator's), no message reports, ``params`` set where the estimator has them, its
+    warnings silenced. Every forecast's simulated fit."""
+    from sklearn.base import clone
+
+    est = clone(estimator)
+    wanted = {"budget": budget, "random_state": seed, "ledger": None, "ledgers": None, "message_reports": False, **params}
+    est.set_params(**{name: value for name, value in wanted.items() if name in est.get_params()})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X, y)
+    return est
 
 
 def private_and_within(error: Any, budget: Budget, search: bool) -> tuple[float, float, float | None]:
@@ -187,7 +189,8 @@ def private_and_within(error: Any, budget: Budget, search: bool) -> tuple[float,
 
 
 class ForecastMixin:
-    """``record_forecast`` for a fitted certified estimator that has a forecast (AdaSSP, DPPLS S2, DPSIR, SparseDPSIR)."""
+    """``record_forecast`` for a fitted certified estimator that has a forecast (AdaSSP and DPPLS S2 here; DPSIR and
+    SparseDPSIR through ``forecast_sir.SIRForecastMixin``)."""
 
     def _released_row_count(self) -> int | None:
         """The row count the fit's releases make public: n itself under replace-one, the DP count under add/remove

@@ -17,7 +17,6 @@ much of y the index leaves unexplained. Nothing here reads data: only the public
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any
 
 import attrs
@@ -27,7 +26,7 @@ from scipy.stats import norm
 from ..accounting import Budget
 from ..core import projection_distance
 from ..released.moments import random_subspace_error
-from .forecast import GRID, WITHIN, private_and_within
+from .forecast import GRID, WITHIN, ForecastMixin, private_and_within, simulated_fit
 
 
 @attrs.frozen
@@ -90,8 +89,6 @@ def forecast_sir(estimator: Any, n_samples: int, n_features: int, *, noise_sd: f
     """The forecast of ``estimator`` (an unfitted certified DP-SIR estimator with public bounds, slicing and a budget)
     at n x p (module docstring). Each simulated fit is a clone with one direction and a fresh in-memory budget: nothing
     is charged to the estimator's ledger."""
-    from sklearn.base import clone
-
     from ..errors import ValidationError
     from ._base import column_bounds
 
@@ -116,17 +113,26 @@ def forecast_sir(estimator: Any, n_samples: int, n_features: int, *, noise_sd: f
     draws = [single_index(n, bounds, center, q, u, noise_sd, rng, fill) for _ in range(reps)]
 
     def error(fit_budget: Budget) -> float:
-        errors = []
-        for rep, (X, y) in enumerate(draws):
-            est = clone(estimator).set_params(n_directions=1, budget=fit_budget, ledger=None, random_state=seed + rep)
-            if "diagnose_noise" in est.get_params():
-                est.set_params(diagnose_noise=False)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                est.fit(X, y)
-            errors.append(projection_distance(truth, est.directions_))
-        return float(np.median(errors))
+        fits = [simulated_fit(estimator, X, y, fit_budget, seed + rep, n_directions=1, diagnose_noise=False)
+                for rep, (X, y) in enumerate(draws)]
+        return float(np.median([projection_distance(truth, est.directions_) for est in fits]))
 
     private, nonprivate, within = private_and_within(error, budget, search)
     return SIRForecast(n, p, budget.epsilon, budget.delta, noise_sd, reps, private, nonprivate, random_subspace_error(p, 1), within,
                        search)
+
+
+class SIRForecastMixin(ForecastMixin):
+    """``record_forecast`` for DPSIR and SparseDPSIR: n is public under their replace-one relation (the sensitivities
+    are divided by it), and the forecast is ``forecast_sir``."""
+
+    def _released_row_count(self) -> int | None:
+        from ..errors import ValidationError
+
+        self._check_fitted("plan_")  # type: ignore[attr-defined]
+        if self.mode != "certified":  # type: ignore[attr-defined]
+            raise ValidationError(f"the accuracy forecast exists for mode='certified' only, not {self.mode!r}")  # type: ignore[attr-defined]
+        return int(self.plan_.plan.public_params["n_samples"])  # type: ignore[attr-defined]
+
+    def _forecast_at(self, n: int, budget: Budget, **options: Any) -> Any:
+        return forecast_sir(self, n, int(self.n_features_in_), budget=budget, **options)  # type: ignore[attr-defined]

@@ -359,7 +359,7 @@ class CalibratedPlan:
         if self.forecaster is None:
             from ..errors import ValidationError
 
-            raise ValidationError(f"plan {self.name!r} has no accuracy forecast yet (AdaSSPRegression, DPPLS and DPSIR have one)")
+            raise ValidationError(f"plan {self.name!r} has no accuracy forecast yet (the certified AdaSSPRegression, DPPLS, DPSIR, SparseDPSIR and DPBCDRegression have one)")
         return self.forecaster(**options)
 
     @property
