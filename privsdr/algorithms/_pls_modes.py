@@ -181,7 +181,7 @@ def ssp_postprocess(noisy: dict[str, np.ndarray], sigma: float, c: dict[str, Any
 
 def signal_in_xty(u: np.ndarray, variances: np.ndarray) -> bool:
     """Does the (centred) released X^T y stand above its own noise? ``released.regression.signal_in`` at the pre-test
-    level, v_j the variance of u_j's noise (with DP centring, ``released.regression.centred_xty_variance``). PLS1's
+    level, v_j the variance of u_j's noise (with DP centring, ``released.regression.centring_variance`` added). PLS1's
     first weight is u / ||u||, so when u is noise every component is fitted to noise."""
     from ..released.regression import signal_in
 

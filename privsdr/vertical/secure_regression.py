@@ -298,15 +298,14 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         factor = regression.shrinkage_factor(1.0, ratio**2)
         x_mean = c["x_center"]
         if c["intercept"]:
-            const = c["constant"] * 2.0 ** c["exponent"]
-            x_mean = x_mean + regression.dp_centred(released["xtx"], released["xty"].ravel(), const, c["label_bound"])[0]
+            x_mean = x_mean + regression.dp_centred(released["xtx"], released["xty"].ravel(), released_constant(c), c["label_bound"])[0]
         self.intercept_ = float(self.intercept_) + (1.0 - factor) * float(self.coef_ @ x_mean)
         self.coef_ = factor * self.coef_
         self.shrinkage_factor_ = factor
 
     def _solve(self, released: Released, c: dict[str, Any]) -> tuple[np.ndarray, float]:
         """(theta on the columns of Z, ridge) from the release: AdaSSP's ridge, or PLS on the DP-centred statistics."""
-        const = c["constant"] * 2.0 ** c["exponent"]
+        const = released_constant(c)
         if c["n_components"] is None:
             theta, ridge, _ = adassp_solution(released, c["rho"], const if c["intercept"] else None, c["label_bound"])
             return theta, ridge
@@ -327,7 +326,7 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
     def _post_process(self, released: Released, c: dict[str, Any], P: int) -> None:
         theta, ridge = self._solve(released, c)
         m = P - (1 if c["intercept"] else 0)
-        const = c["constant"] * 2.0 ** c["exponent"]
+        const = released_constant(c)
         self.coef_ = theta[:m]
         self.intercept_ = c["y_center"] + (float(theta[m]) * const if c["intercept"] else 0.0) - float(c["x_center"] @ theta[:m])
         self.ridge_ = ridge
@@ -346,6 +345,11 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         if X.shape[1] != self.coef_.shape[0]:
             raise ValidationError(f"X has {X.shape[1]} features, but SecureVerticalRegression is expecting {self.coef_.shape[0]}")
         return X @ self.coef_ + float(self.intercept_)
+
+
+def released_constant(c: dict[str, Any]) -> float:
+    """The constant column's value in the opened statistics: the public constant on the fixed-point grid 2^exponent."""
+    return float(c["constant"] * 2.0 ** c["exponent"])
 
 
 def centred_xty_variance(released: Released, x_shift: np.ndarray, y_shift: float, constant: float | None) -> np.ndarray:
