@@ -32,6 +32,27 @@ from .calibration import inverse_at_least
 from .sensitivity import Sensitivity
 
 
+def peeling_multiplier(name: str, s: int, d: int, delta: float, epsilon: float) -> float:
+    """Peeling's Laplace scale per unit of entry-wise sensitivity, 2 sqrt(3 d s ln(1/delta)) / eps (Cai, Wang & Zhang
+    2021, Alg. 1); ``noisy_top`` is its selection alone, d = 1."""
+    if not 0 < delta < 1:
+        raise ValueError(f"{name} needs the public parameter 0 < delta < 1 in its calibration")
+    return 2.0 * math.sqrt(3.0 * d * s * math.log(1.0 / delta)) / epsilon
+
+
+def noisy_top_indices(scores: np.ndarray, s: int, b: float, rng: np.random.Generator) -> np.ndarray:
+    """s rounds of report-noisy-max without replacement: fresh Laplace(b) on every score each round, the largest
+    still available is taken. The selection of peeling and of ``noisy_top``; indices in the order they were picked."""
+    available = np.ones(scores.size, dtype=bool)
+    selected: list[int] = []
+    for _ in range(s):
+        noisy = scores + (rng.laplace(0.0, b, size=scores.shape) if b > 0 else 0.0)
+        j = int(np.argmax(np.where(available, noisy, -np.inf)))
+        selected.append(j)
+        available[j] = False
+    return np.array(selected, dtype=int)
+
+
 class ReportNoisyMaxMechanism(Mechanism):
     name = "report_noisy_max"
     norms = ("linf",)
@@ -68,10 +89,7 @@ class PeelingMechanism(Mechanism):
     required_params = ("s", "d", "delta")
 
     def _multiplier(self, sensitivity: Sensitivity, share: Budget, calibration: str, params: Mapping[str, Any]) -> float:
-        s, d, delta = int(params["s"]), int(params["d"]), float(params["delta"])
-        if not 0 < delta < 1:
-            raise ValueError("peeling needs the public parameter 0 < delta < 1 in its calibration")
-        return 2.0 * math.sqrt(3.0 * d * s * math.log(1.0 / delta)) / share.epsilon
+        return peeling_multiplier(self.name, int(params["s"]), int(params["d"]), float(params["delta"]), share.epsilon)
 
     def events(self, spec: NoiseSpec) -> tuple[Event, ...]:
         s, d = int(spec.params["s"]), int(spec.params["d"])
@@ -91,16 +109,7 @@ class PeelingMechanism(Mechanism):
         a = np.asarray(value, dtype=float)
         s = int(spec.params["s"])
         b = spec.scale
-        norms = np.linalg.norm(a, axis=0)
-        available = np.ones(a.shape[1], dtype=bool)
-        selected: list[int] = []
-        for _ in range(s):
-            noisy = norms + (rng.laplace(0.0, b, size=norms.shape) if b > 0 else 0.0)
-            noisy = np.where(available, noisy, -np.inf)
-            j = int(np.argmax(noisy))
-            selected.append(j)
-            available[j] = False
-        idx = np.array(selected, dtype=int)
+        idx = noisy_top_indices(np.linalg.norm(a, axis=0), s, b, rng)
         out = np.zeros_like(a)
         out[:, idx] = a[:, idx] + (rng.laplace(0.0, b, size=(a.shape[0], s)) if b > 0 else 0.0)
         return out, idx
@@ -117,10 +126,7 @@ class NoisyTopMechanism(Mechanism):
     required_params = ("s", "delta")
 
     def _multiplier(self, sensitivity: Sensitivity, share: Budget, calibration: str, params: Mapping[str, Any]) -> float:
-        s, delta = int(params["s"]), float(params["delta"])
-        if not 0 < delta < 1:
-            raise ValueError("noisy_top needs the public parameter 0 < delta < 1 in its calibration")
-        return 2.0 * math.sqrt(3.0 * s * math.log(1.0 / delta)) / share.epsilon
+        return peeling_multiplier(self.name, int(params["s"]), 1, float(params["delta"]), share.epsilon)
 
     def events(self, spec: NoiseSpec) -> tuple[Event, ...]:
         z = spec.noise_multiplier
@@ -135,13 +141,4 @@ class NoisyTopMechanism(Mechanism):
 
     def sample(self, value: Any, spec: NoiseSpec, rng: np.random.Generator, **kwargs: Any) -> np.ndarray:
         """The s selected indices, in the order they were picked."""
-        scores = np.asarray(value, dtype=float)
-        b = spec.scale
-        available = np.ones(scores.size, dtype=bool)
-        selected: list[int] = []
-        for _ in range(int(spec.params["s"])):
-            noisy = scores + (rng.laplace(0.0, b, size=scores.shape) if b > 0 else 0.0)
-            j = int(np.argmax(np.where(available, noisy, -np.inf)))
-            selected.append(j)
-            available[j] = False
-        return np.array(selected, dtype=int)
+        return noisy_top_indices(np.asarray(value, dtype=float), int(spec.params["s"]), spec.scale, rng)
