@@ -20,7 +20,8 @@ def _host() -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname()) or "host"
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process of this host with this PID exists (someone else's live process counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -41,7 +42,7 @@ def remove_stale_temp_files(path: Path) -> list[Path]:
         return removed
     for sibling in siblings:
         match = pattern.match(sibling.name)
-        if match and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
+        if match and int(match.group(1)) != os.getpid() and not process_alive(int(match.group(1))):
             try:
                 sibling.unlink()
                 removed.append(sibling)

@@ -38,6 +38,7 @@ from typing import Any
 
 import attrs
 
+from .._io import process_alive
 from ..errors import (
     BudgetExceededError,
     DetachedLedgerError,
@@ -122,16 +123,6 @@ def _remaining(budget: Budget, spent: Cost, delta_shares: float) -> Cost:
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class Ledger:
@@ -320,7 +311,7 @@ class Ledger:
         """Closed, or its process died on this machine (it will never charge or close again)."""
         if run.closed:
             return True
-        return run.host == socket.gethostname() and run.pid != os.getpid() and not _alive(run.pid)
+        return run.host == socket.gethostname() and run.pid != os.getpid() and not process_alive(run.pid)
 
     def _run_spent(self, run: RunRecord) -> list[Charge]:
         return run.spent(self._ended(run))
