@@ -23,6 +23,9 @@ _EXPORTS = {
     "Relation": "privsdr.accounting",
     "Scope": "privsdr.accounting",
     "Status": "privsdr.accounting",
+    "default_ledger": "privsdr.accounting.default",
+    "set_default_ledger": "privsdr.accounting.default",
+    "ledger_to_markdown": "privsdr.report",
     "AdaSSPRegression": "privsdr.algorithms",
     "DPPLS": "privsdr.algorithms",
     "DPSIR": "privsdr.algorithms",
@@ -33,6 +36,7 @@ _EXPORTS = {
     "DetachedLedgerError": "privsdr.errors",
     "NoiseDominatesWarning": "privsdr.errors",
     "WholeBudgetWarning": "privsdr.errors",
+    "FreshBudgetWarning": "privsdr.errors",
     "NotIdentifiedWarning": "privsdr.errors",
     "PlanError": "privsdr.errors",
     "PrivsdrError": "privsdr.errors",
@@ -65,6 +69,7 @@ __all__ = [
     "BudgetExceededError",
     "Chunks",
     "Cost",
+    "default_ledger",
     "DetachedLedgerError",
     "DPBCDRegression",
     "DPMeanCovariance",
@@ -73,8 +78,10 @@ __all__ = [
     "DPSparsePCA",
     "execute",
     "FederatedSIR",
+    "FreshBudgetWarning",
     "get_mechanism",
     "Ledger",
+    "ledger_to_markdown",
     "load_model",
     "NoiseDominatesWarning",
     "WholeBudgetWarning",
@@ -92,6 +99,7 @@ __all__ = [
     "Scope",
     "SecureVerticalRegression",
     "Sensitivity",
+    "set_default_ledger",
     "SparseDPSIR",
     "Status",
     "UncertifiedPlanError",
@@ -120,10 +128,12 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # static checkers see the eager imports
     from .accounting import Budget, Cost, Ledger, Relation, Scope, Status
     from .accounting.accountants import ACCOUNTANT_NAMES
+    from .accounting.default import default_ledger, set_default_ledger
     from .algorithms import DPPLS, DPSIR, AdaSSPRegression, DPMeanCovariance, DPSparsePCA, SparseDPSIR
     from .errors import (
         BudgetExceededError,
         DetachedLedgerError,
+        FreshBudgetWarning,
         NoiseDominatesWarning,
         NotIdentifiedWarning,
         PlanError,
@@ -137,6 +147,6 @@ if TYPE_CHECKING:  # static checkers see the eager imports
     from .mechanisms import Sensitivity, available_mechanisms, get_mechanism, register_mechanism
     from .persistence import load_model
     from .plan import Plan, Release, Run, execute
-    from .report import PrivacyReport
+    from .report import PrivacyReport, ledger_to_markdown
     from .rows import Chunks
     from .vertical import DPBCDRegression, PRIDERegressor, SecureVerticalRegression

@@ -76,6 +76,12 @@ class WholeBudgetWarning(UserWarning):
     it, which on a shared journal leaves nothing for anyone else; pass ``budget=Budget(epsilon, delta)`` for a share."""
 
 
+class FreshBudgetWarning(UserWarning):
+    """A fit given ``budget=`` and no ``ledger=`` (and no default ledger configured) ran on a fresh budget of its own
+    while earlier fits in the process did the same: nothing bounds their total. ``privsdr.default_ledger()`` shows
+    what they spent together; ``privsdr.set_default_ledger(Ledger(...))`` gives them one budget."""
+
+
 class NoiseDominatesWarning(UserWarning):
     """The noise alone moves the estimate by a large share of the distance to a random answer: at this
     budget and sample size the estimate cannot be told reliably from noise."""

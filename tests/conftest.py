@@ -26,6 +26,7 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
 from privsdr import Ledger
+from privsdr.accounting.default import set_default_ledger
 from privsdr.cli import main
 
 
@@ -37,6 +38,15 @@ def pytest_configure(config):
         from threadpoolctl import threadpool_limits
 
         threadpool_limits(max((os.cpu_count() or 1) // int(workers), 1))
+
+
+@pytest.fixture(autouse=True)
+def fresh_default_ledger():
+    """Each test starts with no default ledger configured and an empty tracking ledger (``privsdr.default_ledger``),
+    so a test never inherits another's charges and the tracking ledger of a worker stays small."""
+    set_default_ledger(None)
+    yield
+    set_default_ledger(None)
 
 
 def run_cli(*args, cwd=None) -> subprocess.CompletedProcess:

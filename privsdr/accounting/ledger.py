@@ -157,6 +157,9 @@ class Ledger:
         self._spent_cost: Cost | None = None
         self._journal: Journal | None = None
         self._detached: str | None = None  #: why this copy cannot spend (see "copies" below), None for a live account
+        #: a ledger each run's guarantee is also entered in (``accounting.default``: the process's tracking ledger)
+        self.report_to: Ledger | None = None
+        self.tracking = False  #: the process's tracking ledger (``accounting.default``): no total, basic composition
         if journal is not None:
             self._attach(journal, journal_key)
 
@@ -423,7 +426,9 @@ class Ledger:
         # the runs' releases on that cell, so the filter is applied per cell and the worst cell counts
         for visible in _per_stable_cell(groups):
             profiles = [filters.profile(g, d, self.accountant) for g, d in visible]
-            result = filters.usage(profiles, rule, self.budget.delta)
+            # an unlimited (tracking) ledger caps no delta: its filter is read at the delta its runs took
+            target = filters.basic_usage_delta(profiles) if self.budget.unlimited else self.budget.delta
+            result = filters.usage(profiles, rule, target)
             delta = filters.basic_usage_delta(profiles) if rule == "basic" else self.budget.delta
             if worst is None or (result.epsilon, delta) > (worst[0], worst[1]):
                 worst = (result.epsilon, delta, result)
@@ -504,7 +509,13 @@ class Ledger:
                 "charges": [c.to_dict() for c in charges], "pid": os.getpid(), "host": socket.gethostname(), "time": _now(),
                 **({"batch": batch} if batch else {}), "plan_hash": self._plan_hash(plan),
             })
-            return Reservation(self, run_id, charges, preflight)
+        entry = None
+        if self.report_to is not None:
+            from .default import FitEntry
+
+            entry = self.report_to.reserve(FitEntry(plan.name, preflight.requested, plan.relation, preflight.status),
+                                           allow_uncertified=True, run_id=run_id)
+        return Reservation(self, run_id, charges, preflight, entry)
 
     def _qualified(self, plan: Chargeable, run_id: str) -> list[Charge]:
         """Charges of ``plan`` with its run-local partitions renamed so they never align with others'."""
@@ -543,7 +554,7 @@ class Ledger:
             for c in charges
         )
         basic_delta = BasicAccountant()
-        if not after.fits_within(self.budget):
+        if not self.budget.unlimited and not after.fits_within(self.budget):
             raise BudgetExceededError(
                 plan.name, requested, _remaining(self.budget, before, basic_delta.cost(committed).delta if committed else 0.0),
                 [(i.label, i.basic_cost) for i in items], self.accountant.name, after,
@@ -573,6 +584,7 @@ class Ledger:
                 "composition": self.composition,
                 "remaining": remaining.to_dict(),
                 "runs": [run.to_dict() for run in self._runs.values()],
+                **({"tracking": True} if self.tracking else {}),
             }
 
     def __repr__(self) -> str:
@@ -600,6 +612,7 @@ def _unpickle_ledger(state: dict[str, Any]) -> Ledger:
     ledger._lock = threading.RLock()
     ledger._runs, ledger._batches = state["runs"], state["batches"]
     ledger._applied, ledger._spent_cost, ledger._journal = 0, None, None
+    ledger.report_to, ledger.tracking = None, False
     ledger._detached = reason or "it was unpickled from an in-memory ledger (the account stays with the original)"
     return ledger
 
@@ -669,8 +682,10 @@ class _History:
 class Reservation:
     """The reserved cost of one run; ``charge(label)`` spends one node (call before drawing noise)."""
 
-    def __init__(self, ledger: Ledger, run_id: str, charges: Iterable[Charge], preflight: Preflight) -> None:
+    def __init__(self, ledger: Ledger, run_id: str, charges: Iterable[Charge], preflight: Preflight,
+                 entry: Reservation | None = None) -> None:
         self.ledger = ledger
+        self._entry = entry  #: the run's entry in the ledger it reports to (``Ledger.report_to``), charged with it
         self.run_id = run_id
         self.preflight = preflight
         self._pending = {c.label: c for c in charges}
@@ -684,6 +699,8 @@ class Reservation:
         if label not in self._pending:
             raise KeyError(f"node {label!r} is not pending in run {self.run_id}")
         self.ledger._charge(self.run_id, label)
+        if self._entry is not None and not self._entry.charged:
+            self._entry.charge("fit")
         charge = self._pending.pop(label)
         self.charged.append(charge)
         return charge
@@ -711,6 +728,9 @@ class Reservation:
         if not self.closed:
             self.charge_rest()
             self.ledger._close(self.run_id, summary)
+            if self._entry is not None:  # the entry is shown at the cost it was entered with (its relation may differ)
+                entered = self._entry.ledger.cost_of(self._entry.charged).to_dict()
+                self._entry.close({**(summary or {}), "spent_by_run": entered, "entered_from": self.preflight.requested.to_dict()})
             self._pending.clear()
             self.closed = True
 

@@ -11,6 +11,7 @@ from .. import core
 from .._sklearn import SklearnEstimator
 from .._validation import check_matrix, check_positive, check_vector  # noqa: F401 (re-exported for the estimators)
 from ..accounting import Budget, Ledger, as_budget, make_accountant
+from ..accounting.default import configured_ledger, fresh_ledger
 from ..errors import BudgetExceededError, InputTypeError, PlanError, ValidationError
 from ..mechanisms.secure import SAMPLERS
 from ..plan import Plan
@@ -20,9 +21,10 @@ class PrivateEstimator(SklearnEstimator):
     """Base class of the estimators: a scikit-learn ``BaseEstimator`` (``privsdr._sklearn``: parameters
     stored as given in ``__init__``, validated in ``fit``; ``*_`` after fit; ``clone`` keeps the ledger).
 
-    ``budget`` is what one fit may spend; ``ledger`` (optional) is the account it is charged to. With
-    only a budget, a fresh ledger of that budget is used; with only a ledger, the fit spends what
-    remains of it.
+    ``budget`` is what one fit may spend; ``ledger`` (optional) is the account it is charged to. Without
+    ``ledger=`` the process's default ledger is used when one is configured (``privsdr.set_default_ledger``);
+    otherwise a fresh ledger of the budget, whose fit is entered in the process's tracking ledger
+    (``accounting.default``). With only a ledger, the fit spends what remains of it.
     """
 
     def _sampler(self) -> str:
@@ -36,9 +38,11 @@ class PrivateEstimator(SklearnEstimator):
         budget, ledger = getattr(self, "budget", None), getattr(self, "ledger", None)
         if ledger is not None and not isinstance(ledger, Ledger):
             raise ValidationError(f"ledger must be a privsdr.Ledger, got {type(ledger).__name__}")
+        ledger = ledger if ledger is not None else configured_ledger()
         if budget is None:
             if ledger is None:
-                raise ValidationError("give budget=Budget(epsilon, delta) or ledger=Ledger(...)")
+                raise ValidationError("give budget=Budget(epsilon, delta) or ledger=Ledger(...) "
+                                      "(or configure one with privsdr.set_default_ledger)")
             eps, delta = ledger.remaining
             if eps <= 0 or (ledger.budget.delta > 0 and delta <= 0):
                 raise BudgetExceededError(type(self).__name__, (0.0, 0.0), (eps, delta), [], ledger.accountant.name, ledger.spent)
@@ -57,7 +61,7 @@ class PrivateEstimator(SklearnEstimator):
                 accountant = make_accountant(getattr(self, "accountant", "best"), budget.delta)
             except (TypeError, ValueError) as exc:
                 raise ValidationError(f"accountant: {exc}") from None
-            ledger = Ledger(budget, accountant=accountant)
+            ledger = fresh_ledger(budget, accountant, type(self).__name__)
         return budget, ledger
 
 

@@ -12,6 +12,7 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from .._sklearn import SklearnEstimator
 from .._validation import check_matrix, check_positive
 from ..accounting import Budget, Ledger, as_budget, make_accountant
+from ..accounting.default import configured_ledger, fresh_ledger
 from ..errors import BudgetExceededError, ValidationError
 from ..persistence import model_class
 from ..plan import Plan, Run
@@ -145,24 +146,24 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
     def _budget_and_ledger(self, config: FSIRConfig) -> tuple[Budget, Ledger]:
         if self.ledger is not None and not isinstance(self.ledger, Ledger):
             raise ValidationError(f"ledger must be a privsdr.Ledger, got {type(self.ledger).__name__}")
+        ledger = self.ledger if self.ledger is not None else configured_ledger()
         if config.mechanism == "none":
             budget = Budget.infinite()
         elif self.budget is not None:
             budget = as_budget(self.budget)
-        elif self.ledger is not None:
-            eps, delta = self.ledger.remaining
-            if eps <= 0 or (self.ledger.budget.delta > 0 and delta <= 0):
-                raise BudgetExceededError("FederatedSIR", (0.0, 0.0), (eps, delta), [], self.ledger.accountant.name, self.ledger.spent)
+        elif ledger is not None:
+            eps, delta = ledger.remaining
+            if eps <= 0 or (ledger.budget.delta > 0 and delta <= 0):
+                raise BudgetExceededError("FederatedSIR", (0.0, 0.0), (eps, delta), [], ledger.accountant.name, ledger.spent)
             budget = Budget(eps, delta)
         else:
             raise ValidationError("give budget=Budget(epsilon, delta) (what each client spends on its own records) or ledger=")
-        ledger = self.ledger
         if ledger is None:
             try:
                 accountant = make_accountant(self.accountant, budget.delta)
             except (TypeError, ValueError) as exc:
                 raise ValidationError(f"accountant: {exc}") from None
-            ledger = Ledger(budget, accountant=accountant)
+            ledger = fresh_ledger(budget, accountant, "FederatedSIR")
         return budget, ledger
 
     def _round_plan(self, config: FSIRConfig, sizes: Sequence[int], p: int, ids: Sequence[str],

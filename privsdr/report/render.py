@@ -237,10 +237,10 @@ def _ledger_status(summary: dict[str, Any]) -> tuple[str, str]:
     statuses = [r.get("status") for r in summary["runs"] if r.get("status")]
     worst = "none" if "none" in statuses else ("claimed" if "claimed" in statuses else "certified")
     spent, total = summary["spent"], summary["budget"]
-    line = (
-        f"LEDGER: spent ε = {_f(spent['epsilon'])}, δ = {_f(spent['delta'], 3)} of ε = {_f(total['epsilon'])}, "
-        f"δ = {_f(total['delta'], 3)} under the {summary['accountant']['name']!r} accountant over {len(summary['runs'])} runs"
-    )
+    of = ("with no total (tracking ledger)" if summary.get("tracking")
+          else f"of ε = {_f(total['epsilon'])}, δ = {_f(total['delta'], 3)}")
+    line = (f"LEDGER: spent ε = {_f(spent['epsilon'])}, δ = {_f(spent['delta'], 3)} {of} under the "
+            f"{summary['accountant']['name']!r} accountant over {len(summary['runs'])} runs")
     composition = summary.get("composition")
     if composition:
         rule = composition.get("rule")
@@ -267,6 +267,10 @@ def _run_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
 def spent_meaning(summary: dict[str, Any]) -> str:
     """One sentence on what the ledger's "spent" and "remaining" mean, so that a reader can add them up (issue 25)."""
     total = summary["budget"]
+    if summary.get("tracking"):
+        return ("this is the process's tracking ledger (privsdr.default_ledger() with none configured): it has no total. Each fit "
+                "given a budget and no ledger is entered once with its own guarantee (an add/remove fit under replace-one by "
+                "group privacy: 2ε, (1 + e^ε)δ), and spent is their basic composition: the ε and the δ add up.")
     return (f"spent is the privacy loss of everything charged so far, composed by the {summary['accountant']['name']!r} "
             f"accountant and stated at the ledger's δ = {_f(total['delta'], 3)}: every total is stated at that δ (the runs' "
             f"releases are composed at it), so a run's own δ is not subtracted from it. Remaining is the ε a further run may add before the total reaches ε = "
@@ -278,7 +282,8 @@ def _ledger_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     return [
         ("budget", _cost(summary["budget"])), ("spent", _cost(summary["spent"])),
         *_composition_rows(summary.get("composition"), "composition"),
-        ("remaining", f"ε = {_f(remaining['epsilon'])} (at the ledger's δ = {_f(summary['budget']['delta'], 3)})"),
+        ("remaining", "no total: nothing bounds what fits without a ledger spend" if summary.get("tracking")
+         else f"ε = {_f(remaining['epsilon'])} (at the ledger's δ = {_f(summary['budget']['delta'], 3)})"),
         ("what spent means", spent_meaning(summary)),
     ]
 
@@ -286,7 +291,7 @@ def _ledger_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
 def ledger_to_markdown(summary: dict[str, Any]) -> str:
     _, line = _ledger_status(summary)
     return "\n".join([
-        f"**{line}**", "", "# Ledger report", "", f"Journal: `{summary.get('journal')}` · relation `{summary.get('relation')}`", "",
+        f"**{line}**", "", "# Ledger report", "", f"Journal: `{summary.get('journal') or 'none (in memory)'}` · relation `{summary.get('relation')}`", "",
         _md_table(("", "value"), _ledger_rows(summary)),
         "", "## Runs", "", _md_table(RUN_HEADERS, _run_rows(summary)), "",
     ])

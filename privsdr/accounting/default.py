@@ -1,0 +1,129 @@
+"""The process-wide default ledger: what a fit given no ``ledger=`` is charged to.
+
+Two cases (``default_ledger()`` returns whichever holds):
+
+* **Configured** (``set_default_ledger(Ledger(...))``, in memory or journal-backed): a fit without
+  ``ledger=`` is charged to it exactly as if it had been passed ``ledger=`` (its calibration, the
+  relation conversion, the refusal when it would not fit, ``budget=None`` taking what is left).
+* **Not configured**: each fit still runs against a fresh ledger of its own ``budget`` (its calibration
+  and report are unchanged), and that fresh ledger reports the fit's guarantee to the process's
+  *tracking* ledger: unlimited, basic composition, in memory. So ``cross_val_score`` and loops
+  accumulate there, and from the second such fit on a ``FreshBudgetWarning`` says what they have spent
+  together. Fits at ``Budget.infinite()`` (declared non-private baselines) are not tracked.
+
+Each fit's entry in the tracking ledger is one opaque ``(eps, delta)`` event: the fit's own guarantee
+under its own accountant. An add/remove fit is entered under replace-one by group privacy for two
+changes, ``(2 eps, (1 + e^eps) delta)`` (Dwork & Roth 2014, Thm 2.2 and its approximate-DP form), so one
+tracking ledger holds every method. Basic composition of those entries is a valid bound on the total.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import threading
+import warnings
+from collections.abc import Sequence
+
+import attrs
+
+from ..errors import FreshBudgetWarning, ValidationError
+from .budget import Budget, Cost
+from .charge import Charge
+from .events import ApproxEvent, NonPrivateEvent
+from .ledger import Ledger
+from .relation import Relation, Status
+
+_LOCK = threading.Lock()
+_CONFIGURED: Ledger | None = None
+_TRACKER: Ledger | None = None
+
+
+def _new_tracker() -> Ledger:
+    tracker = Ledger(Budget(math.inf, 0.0, unlimited=True), accountant="basic", relation=Relation.REPLACE_ONE)
+    tracker.tracking = True
+    return tracker
+
+
+def default_ledger() -> Ledger:
+    """The ledger a fit without ``ledger=`` is charged to: the configured one, else this process's tracking
+    ledger (unlimited, in memory; module docstring). ``privsdr.ledger_to_markdown(default_ledger().summary())``
+    prints it as ``privsdr ledger show`` does."""
+    global _TRACKER
+    with _LOCK:
+        if _CONFIGURED is not None:
+            return _CONFIGURED
+        if _TRACKER is None:
+            _TRACKER = _new_tracker()
+        return _TRACKER
+
+
+def set_default_ledger(ledger: Ledger | None) -> Ledger | None:
+    """Charge every later fit without ``ledger=`` to ``ledger`` (``None``: back to a fresh tracking ledger).
+    Returns the previously configured ledger (None if there was none), so a caller can restore it."""
+    global _CONFIGURED, _TRACKER
+    if ledger is not None and not isinstance(ledger, Ledger):
+        raise ValidationError(f"the default ledger must be a privsdr.Ledger or None, got {type(ledger).__name__}")
+    with _LOCK:
+        previous, _CONFIGURED = _CONFIGURED, ledger
+        if ledger is None:
+            _TRACKER = None
+        return previous
+
+
+def configured_ledger() -> Ledger | None:
+    """The default ledger if one was configured with ``set_default_ledger``, else None."""
+    return _CONFIGURED
+
+
+@attrs.frozen
+class FitEntry:
+    """One fit as the tracking ledger records it: a single opaque ``(eps, delta)`` node under replace-one."""
+
+    name: str
+    cost: Cost
+    source: Relation
+    status: Status
+
+    @property
+    def relation(self) -> Relation:
+        return Relation.REPLACE_ONE
+
+    def charges(self) -> Sequence[Charge]:
+        if self.status == Status.NONE:
+            events: tuple[ApproxEvent | NonPrivateEvent, ...] = (NonPrivateEvent(),)
+        else:
+            eps, delta = self.cost
+            if self.source == Relation.ADD_REMOVE:  # group privacy, two changes: (2 eps, (1 + e^eps) delta)
+                eps, delta = 2.0 * eps, min(1.0, (1.0 + math.exp(eps)) * delta) if delta > 0 else 0.0
+            events = (ApproxEvent(eps, delta),)
+        return [Charge("fit", events, Relation.REPLACE_ONE, status=self.status)]
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` of the first frame outside privsdr and the libraries that call ``fit`` for the user
+    (scikit-learn, joblib): the user's line, so a loop warns once per line."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] in ("privsdr", "sklearn", "joblib"):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    return level
+
+
+def fresh_ledger(budget: Budget, accountant: object, who: str) -> Ledger:
+    """The fresh ledger of a fit given a budget and no ledger (none configured): it reports to the tracking
+    ledger, and the fit warns ``FreshBudgetWarning`` when earlier fits in this process were charged the same way."""
+    ledger = Ledger(budget, accountant=accountant)  # type: ignore[arg-type]
+    if budget.is_infinite:
+        return ledger
+    tracker = default_ledger()
+    if tracker is _CONFIGURED:  # configured meanwhile: the caller decides; never report to a real account by the side
+        return ledger
+    earlier = len(tracker.runs)
+    if earlier:
+        eps, delta = tracker.spent
+        warnings.warn(
+            f"{who} was given a fresh budget (no ledger=): it is fit number {earlier + 1} in this process charged that way, "
+            f"and together they have spent epsilon = {eps:.4g}, delta = {delta:.3g} before it (basic composition). To give "
+            "them one budget, pass ledger= or set privsdr.set_default_ledger(Ledger(Budget(epsilon, delta)))",
+            FreshBudgetWarning, stacklevel=_caller_stacklevel())
+    ledger.report_to = tracker
+    return ledger

@@ -1,0 +1,103 @@
+"""The process-wide default ledger (issue 25, item 2): fits without ``ledger=`` accumulate in one place."""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.model_selection import cross_val_score
+
+import privsdr
+from privsdr import DPPLS, DPSIR, Budget, BudgetExceededError, DPMeanCovariance, Ledger
+from privsdr.errors import FreshBudgetWarning, ValidationError, WholeBudgetWarning
+
+
+def _data(n=400, p=4, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (n, p))
+    return X, X[:, 0] + 0.1 * rng.normal(size=n)
+
+
+def _as_replace_one(cost, relation):
+    """Independent recomputation of one fit's entry: group privacy for two changes under add/remove."""
+    eps, delta = cost["epsilon"], cost["delta"]
+    if relation == "add_remove":
+        return 2 * eps, (1 + math.exp(eps)) * delta
+    return eps, delta
+
+
+def test_cross_val_score_accumulates_in_the_default_ledger_and_warns_from_the_second_fit():
+    X, y = _data()
+    model = DPPLS(n_components=1, bound_x=1.0, bound_y=2.0, budget=Budget(0.5, 1e-6), random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cross_val_score(model, X, y, cv=3)
+    fresh = [w for w in caught if issubclass(w.category, FreshBudgetWarning)]
+    assert len(fresh) == 2  # fits 2 and 3: the first fit's fresh budget is the one it was given
+    assert "fit number 3" in str(fresh[-1].message) and fresh[-1].filename == __file__
+    tracker = privsdr.default_ledger()
+    assert len(tracker.runs) == 3 and tracker.summary()["tracking"]
+    eps, delta = _as_replace_one({"epsilon": 0.5, "delta": 1e-6}, "add_remove")
+    assert tracker.spent.epsilon == pytest.approx(3 * eps, rel=1e-9)
+    assert tracker.spent.delta == pytest.approx(3 * delta, rel=1e-9)
+    text = privsdr.ledger_to_markdown(tracker.summary())
+    assert "tracking ledger" in text and "no total" in text
+
+
+def test_three_methods_without_a_ledger_total_the_independent_recomputation():
+    X, y = _data()
+    fits = [
+        DPSIR(n_directions=1, bound=1.0, n_slices=4, cut_points=[-0.5, 0.0, 0.5], budget=Budget(0.7, 1e-6), random_state=1),
+        DPPLS(n_components=1, bound_x=1.0, bound_y=2.0, budget=Budget(0.4, 1e-6), random_state=2),
+        DPMeanCovariance(clip=2.0, budget=Budget(0.3, 1e-7), random_state=3),
+    ]
+    expected_eps = expected_delta = 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FreshBudgetWarning)
+        for model in fits:
+            model.fit(X, y) if not isinstance(model, DPMeanCovariance) else model.fit(X)
+            report = model.privacy_report_
+            e, d = _as_replace_one(report.budget["spent_by_run"], report.relation)
+            expected_eps, expected_delta = expected_eps + e, expected_delta + d
+    spent = privsdr.default_ledger().spent
+    assert spent.epsilon == pytest.approx(expected_eps, rel=1e-9)
+    assert spent.delta == pytest.approx(expected_delta, rel=1e-9)
+
+
+def test_a_configured_default_ledger_is_charged_like_ledger_and_refuses_what_does_not_fit():
+    X, y = _data()
+    ledger = Ledger(Budget(1.0, 1e-5), accountant="basic")
+    privsdr.set_default_ledger(ledger)
+    assert privsdr.default_ledger() is ledger
+
+    def sir(budget):
+        return DPSIR(n_directions=1, bound=1.0, n_slices=4, cut_points=[-0.5, 0.0, 0.5], budget=budget, random_state=0)
+
+    sir(Budget(0.6, 1e-6)).fit(X, y)
+    assert len(ledger.runs) == 1 and ledger.spent.epsilon > 0.5
+    before = ledger.spent
+    with pytest.raises(BudgetExceededError):
+        sir(Budget(0.6, 1e-6)).fit(X, y)
+    assert ledger.spent == before and len(ledger.runs) == 1  # nothing spent, nothing reserved
+    with pytest.warns(WholeBudgetWarning):
+        sir(None).fit(X, y)  # budget=None takes what is left of the configured ledger, and says so
+    assert ledger.remaining.epsilon == pytest.approx(0.0, abs=1e-6)
+
+
+def test_noise_off_baselines_and_refused_fits_are_not_entered():
+    X, y = _data()
+    DPPLS(n_components=1, bound_x=1.0, bound_y=2.0, budget=Budget.infinite()).fit(X, y)
+    with pytest.raises(ValidationError):
+        DPPLS(n_components=1, bound_x=-1.0, bound_y=2.0, budget=Budget(1.0, 1e-6)).fit(X, y)
+    assert privsdr.default_ledger().runs == []
+
+
+def test_set_default_ledger_checks_its_argument_and_returns_the_previous_one():
+    with pytest.raises(ValidationError, match="privsdr.Ledger"):
+        privsdr.set_default_ledger("budget.jsonl")  # type: ignore[arg-type]
+    first, second = Ledger(Budget(1.0, 1e-6)), Ledger(Budget(2.0, 1e-6))
+    assert privsdr.set_default_ledger(first) is None
+    assert privsdr.set_default_ledger(second) is first
+    assert privsdr.set_default_ledger(None) is second
+    assert privsdr.default_ledger().summary().get("tracking")
