@@ -1,5 +1,6 @@
 """``privsdr vertical``: a shared configuration, parties from their own CSVs, a mailbox folder, refusals."""
 import csv
+import hashlib
 import json
 import subprocess
 import sys
@@ -68,7 +69,8 @@ def test_two_party_processes_talk_through_a_mailbox(tmp_path):
     box = tmp_path / "box"
     alice = subprocess.Popen([*CLI, "vertical", "party", "--config", str(cfg), "--name", "alice", "--data", str(paths["alice"]),
                               "--target", "y", "--mailbox", str(box), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    bob = run("vertical", "party", "--config", cfg, "--name", "bob", "--data", paths["bob"], "--mailbox", box, "--journal", journal, "--json")
+    bob = run("vertical", "party", "--config", cfg, "--name", "bob", "--data", paths["bob"], "--mailbox", box, "--journal", journal, "--json",
+              "--report", tmp_path / "bob.json", "--purpose", "a test of the filing")
     a_out, a_err = alice.communicate(timeout=120)
     assert alice.returncode == 0 and bob.returncode == 0, (a_err, bob.stderr)
     a, b = json.loads(a_out), json.loads(bob.stdout)
@@ -79,6 +81,12 @@ def test_two_party_processes_talk_through_a_mailbox(tmp_path):
     spent = Ledger.open(journal).spent
     assert 0 < spent.epsilon == pytest.approx(b["report"]["budget"]["spent_by_run"]["epsilon"])
     assert sorted(p.name for p in box.iterdir())[0] == "0001-alice-remainder.npz"
+    # bob's filed report: the purpose, his data file's digest, and the published coefficients as released
+    filing = json.loads((tmp_path / "bob.json").read_text())["filing"]
+    assert filing["purpose"] == "a test of the filing"
+    assert filing["data"]["sha256"] == hashlib.sha256(paths["bob"].read_bytes()).hexdigest()
+    assert {k: v for k, v in filing["estimate"].items() if k.startswith("coef_")} == {
+        f"coef_ ({name})": values for name, values in b["coefficients"].items()}
 
 
 def test_refusals_are_one_line_and_spend_nothing(tmp_path):

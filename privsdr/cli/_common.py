@@ -11,10 +11,12 @@ accountant consistent), load and check the data; only then fit. Results are writ
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
 import re
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ import numpy as np
 from .._io import PendingFile
 from ..accounting import Ledger
 from ..errors import ValidationError
-from ..report import PrivacyReport
+from ..report import PrivacyReport, released_estimate
 
 EXIT_ERROR, EXIT_REFUSED, EXIT_FAILED = 2, 3, 1
 FORMATTER = argparse.RawDescriptionHelpFormatter
@@ -214,11 +216,37 @@ def report_text(report: PrivacyReport, path: Path) -> str:
     return report.to_markdown() if suffix == ".md" else report.to_json()
 
 
-def commit_report(outputs: Outputs, report: PrivacyReport, path: Path | None, option: str = "--report") -> None:
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a file's bytes, read in blocks (the data digest of a filed report)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def filed(report: PrivacyReport, estimate: Any, data: str | Path | None, purpose: str | None) -> PrivacyReport:
+    """The report as the CLI files it: the released estimate (a fitted estimator's ``released_estimate``, or a
+    name -> numbers mapping), the data file's name and sha256, and ``--purpose``."""
+    estimate = dict(estimate) if isinstance(estimate, dict) else released_estimate(estimate)
+    return report.with_filing(purpose=purpose, estimate=estimate,
+                              data_file=None if data is None else Path(data).name,
+                              data_sha256=None if data is None else file_sha256(data))
+
+
+def purpose_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--purpose", default=None, metavar="TEXT",
+                        help="why the data is released (written in the report's filing section beside the estimate and the "
+                        "data file's sha256)")
+
+
+def commit_report(outputs: Outputs, report: PrivacyReport, path: Path | None, option: str = "--report", *,
+                  json_output: bool = False) -> None:
+    """Write the reserved report; the line saying so goes to stderr when stdout carries ``--json``."""
     if path is None:
         return
     outputs.commit(option, report_text(report, path))
-    print(f"wrote the privacy report to {path}")
+    print(f"wrote the privacy report to {path}", file=sys.stderr if json_output else sys.stdout)
 
 
 # -- per-column bounds ----------------------------------------------------------------------------------

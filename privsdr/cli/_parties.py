@@ -17,7 +17,7 @@ import numpy as np
 from ..accounting import Budget
 from ..datasets import load_csv
 from ..errors import ValidationError
-from ._common import write_report
+from ._common import purpose_option, write_report
 
 
 def write_shared(path: str, tag: str, config: Any, accountant: str, budget: Budget, layout: Any) -> None:
@@ -131,7 +131,9 @@ def add_party_and_fit(sub: Any, party_fn: Any, fit_fn: Any, *, party_target_help
     party.add_argument("--columns", nargs="+", default=None, help="this party's feature columns (default: the layout's)")
     party.add_argument("--mailbox", required=mailbox_required, default=None, help="a folder every party can read and write")
     party.add_argument("--journal", default=None, help="charge this party's ledger journal")
-    party.add_argument("--report", default=None, help="write this party's privacy report (.html, .md or .json)")
+    party.add_argument("--report", default=None, help="write this party's privacy report (.html, .md or .json), with its "
+                       "estimate, its data file's sha256 and the privacy unit in plain language")
+    purpose_option(party)
     party.add_argument("--allow-uncertified", action="store_true", help=allow_help)
     party.add_argument("--json", action="store_true", help="print the result as JSON")
     party.set_defaults(func=party_fn)

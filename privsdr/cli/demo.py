@@ -11,7 +11,18 @@ from ..accounting import Budget
 from ..accounting.accountants import ACCOUNTANT_NAMES
 from ..datasets import MODELS, TRUE_K, sir_model
 from ..errors import ValidationError
-from ._common import FORMATTER, REPORT_SUFFIXES, Outputs, budget_options, commit_report, distinct, open_ledger, positive_int
+from ._common import (
+    FORMATTER,
+    REPORT_SUFFIXES,
+    Outputs,
+    budget_options,
+    commit_report,
+    distinct,
+    filed,
+    open_ledger,
+    positive_int,
+    purpose_option,
+)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -64,8 +75,8 @@ def _run_demo(args: argparse.Namespace, budget: Budget, ledger: Any, outputs: Ou
           "public bound |x_ij| <= 1; slices from a DP quantile release over a public grid")
     print(f"preflight: this fit costs epsilon={preview.cost(accountant).epsilon:.4g} (before any data is read)")
     est.fit(X, y)
-    labels = slice_by_cut_points(y, equal_count_cut_points(y, 4))
-    sir = classical_sir(X, labels, 4, K)[0]
+    cuts = equal_count_cut_points(y, 4)  # R dr's slices (dr.slices): 4, or 5 when n mod 4 > 2
+    sir = classical_sir(X, slice_by_cut_points(y, cuts), len(cuts) + 1, K)[0]
     np.set_printoptions(precision=3, suppress=True)
     truth = B / np.linalg.norm(B, axis=0)
     estimate = est.directions_ * np.sign(np.sum(est.directions_ * truth, axis=0))
@@ -80,7 +91,7 @@ def _run_demo(args: argparse.Namespace, budget: Budget, ledger: Any, outputs: Ou
     if ledger is not None:
         eps, delta = ledger.remaining
         print(f"journal {args.journal}: remaining epsilon={eps:.4g}, delta={delta:.3g}")
-    commit_report(outputs, report, report_path)
+    commit_report(outputs, filed(report, est, None, args.purpose), report_path)
     return 0
 
 
@@ -100,6 +111,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     demo.add_argument("--seed", type=int, default=None, help="seed the noise (reproducible demos only; never for real releases)")
     demo.add_argument("--journal", default=None, help="charge this ledger journal (see `privsdr ledger init`)")
     demo.add_argument("--report", default=None, help="write the report: OUT.html, OUT.md or OUT.json")
+    purpose_option(demo)
     demo.add_argument("--write-data", default=None, metavar="ROWS.csv",
                       help="write the synthetic rows (x1..xp, y) to a CSV to try `privsdr fit` on, instead of fitting (spends nothing)")
     demo.add_argument("--data-seed", type=int, default=0, help="--write-data: seed of the rows (default 0, the demo's own)")

@@ -27,6 +27,7 @@ from ._common import (
     budget_options,
     commit_report,
     distinct,
+    filed,
     finite_float,
     input_file,
     load_bounds,
@@ -34,6 +35,7 @@ from ._common import (
     open_ledger,
     optional_input_file,
     positive_int,
+    purpose_option,
 )
 
 if TYPE_CHECKING:  # the estimators (and scikit-learn) are imported when a fit runs, not when the command starts
@@ -327,7 +329,7 @@ def _fit(args: argparse.Namespace) -> int:
             text, digest = dumps(est, {"columns": names, "target": args.target, "method": method.name, "command": "privsdr fit"})
             outputs.commit("--out", text)
             print(f"wrote the model to {model_path} (digest {digest}); `privsdr transform --model {model_path} --data NEW.csv`")
-        commit_report(outputs, est.privacy_report_, report_path)
+        commit_report(outputs, filed(est.privacy_report_, est, data, args.purpose), report_path)
     return 0
 
 
@@ -421,7 +423,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     fit.add_argument("--accountant", choices=ACCOUNTANT_NAMES, default=None,
                      help="accountant (default best; with --journal, the journal's: a different one is refused)")
     fit.add_argument("--journal", default=None, help="charge this ledger journal (see `privsdr ledger init`)")
-    fit.add_argument("--report", default=None, help="write the report: OUT.html, OUT.md or OUT.json")
+    fit.add_argument("--report", default=None, help="write the report: OUT.html, OUT.md or OUT.json (with the released "
+                     "estimate, the data file's sha256 and the privacy unit in plain language)")
+    purpose_option(fit)
     fit.add_argument("--out", default=None, metavar="MODEL.json", help="write the fitted model (versioned JSON; see docs/models.md)")
     fit.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
     fit.set_defaults(func=_fit)

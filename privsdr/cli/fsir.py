@@ -10,6 +10,7 @@ import numpy as np
 from ..accounting import Budget
 from ..datasets import load_csv
 from ..errors import ValidationError
+from ..report import released_estimate
 from ._common import (
     FORMATTER,
     REPORT_SUFFIXES,
@@ -23,6 +24,7 @@ from ._common import (
     load_bounds,
     open_ledger,
     positive_int,
+    purpose_option,
     read_text,
 )
 
@@ -178,7 +180,7 @@ def _fsir_secure(args: argparse.Namespace) -> int:
                     "released": est.released_.to_dict()}
         if out is not None:
             outputs.commit("--out", json.dumps(document, indent=2, default=str) + "\n")
-        commit_report(outputs, report, report_path)
+        commit_report(outputs, report.with_filing(purpose=args.purpose, estimate=released_estimate(est)), report_path)
     if args.json:
         print(json.dumps({k: v for k, v in document.items() if k != "released"}, indent=2, default=str))
         return 0
@@ -266,6 +268,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     fse.add_argument("--timeout", type=finite_float, default=60.0, help="seconds a party waits for the others (default 60)")
     fse.add_argument("--journal", default=None, help="charge this ledger journal")
     fse.add_argument("--report", default=None, help="write the privacy report (.md, .html or .json)")
+    purpose_option(fse)
     fse.add_argument("--out", default=None, metavar="RESULT.json", help="write the result and the released sums as JSON")
     fse.add_argument("--json", action="store_true", help="print the result as JSON")
     fse.add_argument("--allow-uncertified", action="store_true", help="accept a non-private run (a configuration with noise off)")

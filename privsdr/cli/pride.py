@@ -17,7 +17,7 @@ import attrs
 from ..accounting import Budget, Ledger
 from ..accounting.accountants import ACCOUNTANT_NAMES
 from ..errors import ValidationError
-from ._common import FORMATTER, Parser, write_report
+from ._common import FORMATTER, REPORT_SUFFIXES, Outputs, Parser, commit_report, filed
 from ._parties import (
     add_party_and_fit,
     load_parties,
@@ -141,19 +141,22 @@ def _party(args: argparse.Namespace) -> int:
     config, budget, accountant, layout = _read_shared(args.config)
     if layout is None:
         raise ValidationError("the configuration has no layout: write it with `privsdr pride config ... --party NAME=N ... --rows N`")
-    party = load_party(args.name, args.data, args.target, args.columns)
-    ledger = Ledger.open(args.journal) if args.journal else None
-    outcome = run_party(PRIDEProtocol(config), party, layout, budget, args.mailbox, ledger=ledger, accountant=accountant,
-                        allow_uncertified=args.allow_uncertified)
-    revealed = sent_by_party(outcome, lambda m: m.meta.get("status") or (m.report.status if m.report_json else "post-processing"))
-    if not args.json:
-        print(outcome.report.summary())
-        print("\nwhat this party sent:\n" + format_revealed(revealed))
-        print("\nthis party's estimate (never sent):")
-    report = fallback_diagnosed({args.name: outcome.report}, outcome.result)[args.name]
-    _estimates(outcome.result, args.json, layout, {"party": args.name, "report": report.to_dict()}, party)
-    warn_if_fell_back(outcome.result)
-    write_report(report, args.report)
+    with Outputs() as outputs:  # a bad --report is refused before anything is charged
+        report_path = outputs.add(args.report, "--report", REPORT_SUFFIXES)
+        party = load_party(args.name, args.data, args.target, args.columns)
+        ledger = Ledger.open(args.journal) if args.journal else None
+        outcome = run_party(PRIDEProtocol(config), party, layout, budget, args.mailbox, ledger=ledger, accountant=accountant,
+                            allow_uncertified=args.allow_uncertified)
+        revealed = sent_by_party(outcome, lambda m: m.meta.get("status") or (m.report.status if m.report_json else "post-processing"))
+        if not args.json:
+            print(outcome.report.summary())
+            print("\nwhat this party sent:\n" + format_revealed(revealed))
+            print("\nthis party's estimate (never sent):")
+        report = fallback_diagnosed({args.name: outcome.report}, outcome.result)[args.name]
+        _estimates(outcome.result, args.json, layout, {"party": args.name, "report": report.to_dict()}, party)
+        warn_if_fell_back(outcome.result)
+        own = {f"coef_ ({name}, never sent)": block for name, block in outcome.result.coef_blocks.items()}
+        commit_report(outputs, filed(report, own, args.data, args.purpose), report_path, json_output=args.json)
     return 0
 
 

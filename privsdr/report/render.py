@@ -63,6 +63,7 @@ def _composition_rows(composition: dict[str, Any] | None, label: str) -> list[tu
 def _budget_rows(report: PrivacyReport) -> list[tuple[str, str]]:
     b = report.budget  # "run_composition" and "composition": absent from reports written before issue 15
     return [
+        ("privacy unit", report.unit),
         ("ledger budget", _cost(b["total"])),
         ("this fit's budget", _cost(b["requested"])),
         ("remaining before", _cost(b["before"])),
@@ -92,6 +93,41 @@ def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
     return "\n".join(out)
+
+
+def _numbers(value: Any, limit: int = 40) -> str:
+    """An estimate's numbers on one line (5 significant digits), or its shape when it has more than ``limit``."""
+    flat = list(_flatten(value))
+    if len(flat) > limit:
+        shape = [len(value)] + ([len(value[0])] if value and isinstance(value[0], list) else [])
+        return f"{' × '.join(map(str, shape))} numbers (in the JSON report)"
+    return str(_round(value))
+
+
+def _flatten(value: Any) -> Any:
+    if isinstance(value, list):
+        for v in value:
+            yield from _flatten(v)
+    else:
+        yield value
+
+
+def _round(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_round(v) for v in value]
+    return float(f"{value:.5g}") if isinstance(value, float) else value
+
+
+def filing_rows(filing: dict[str, Any]) -> list[tuple[str, str]]:
+    """The filing section (``PrivacyReport.with_filing``): purpose, data set, and each released estimate."""
+    rows = []
+    if "purpose" in filing:
+        rows.append(("purpose", str(filing["purpose"])))
+    if "data" in filing:
+        data = filing["data"]
+        rows.append(("data set", f"{data.get('file')} · sha256 {data.get('sha256')} ({data.get('note')})"))
+    rows += [(f"released: {name}", _numbers(value)) for name, value in filing.get("estimate", {}).items()]
+    return rows
 
 
 def to_markdown(report: PrivacyReport) -> str:
@@ -130,6 +166,8 @@ def to_markdown(report: PrivacyReport) -> str:
         lines += ["", "## Trust model", ""] + [f"- {line}" for line in trust_lines(report.trust_model)]
     if report.model:
         lines += ["", f"Model file: `{report.model.get('format')}` digest `{report.model.get('digest')}`."]
+    if report.filing:
+        lines += ["", "## Filing", "", _md_table(("", "value"), filing_rows(report.filing))]
     if report.notes:
         lines += ["", "## Notes", ""] + [f"- {note}" for note in report.notes]
     return "\n".join(lines) + "\n"
@@ -228,6 +266,7 @@ def to_html(report: PrivacyReport) -> str:
         f"Started {html.escape(str(report.timestamps.get('started')))}, finished {html.escape(str(report.timestamps.get('finished')))}.</p>"
         + (f"<p class='meta'>Model file {html.escape(str(report.model.get('format')))}, digest "
            f"<code>{html.escape(str(report.model.get('digest')))}</code>.</p>" if report.model else "")
+        + ("<h2>Filing</h2>" + _html_table(("", "value"), filing_rows(report.filing)) if report.filing else "")
     )
     return _page(f"privacy report — {report.algorithm}", report.status, report.status_line, body)
 

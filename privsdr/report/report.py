@@ -32,6 +32,25 @@ def _num(x: Any) -> Any:
     return x
 
 
+#: the fitted attributes that are the released estimate, in the order a filing lists them
+ESTIMATE_ATTRIBUTES = ("directions_", "components_", "eigenvalues_", "coef_", "intercept_", "mean_", "covariance_",
+                       "support_", "cut_points_")
+
+
+def released_estimate(estimator: Any) -> dict[str, Any]:
+    """The estimate a fitted estimator released (its ``ESTIMATE_ATTRIBUTES`` that are set), for ``with_filing``."""
+    return {name: getattr(estimator, name) for name in ESTIMATE_ATTRIBUTES if getattr(estimator, name, None) is not None}
+
+
+def _plain(x: Any) -> Any:
+    """An estimate as JSON numbers: arrays (anything with ``tolist``) as nested lists, numpy scalars as floats."""
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
+
+
 def _denum(x: Any) -> Any:
     if isinstance(x, dict):
         if set(x) == {FLOAT_TAG}:
@@ -40,6 +59,18 @@ def _denum(x: Any) -> Any:
     if isinstance(x, list):
         return [_denum(v) for v in x]
     return x
+
+
+#: the privacy unit of each relation in plain language (what a data-protection officer files)
+PLAIN_UNITS = {
+    "replace_one": "one person's row replaced by another person's (the number of rows is public)",
+    "add_remove": "one person's row added or removed (the number of rows is protected too)",
+    "replace_entry": "one cell of one person's row changed (one attribute value; not the whole row)",
+    "lsdp_zero_row": "NOT a standard DP unit: only the actual data set and its copies with one row zero-filled",
+}
+#: the data digest identifies the input exactly: it is for the filing, not covered by the guarantee
+DIGEST_NOTE = ("the sha256 identifies the input file exactly (anyone holding the file can check it); it is not covered "
+               "by the privacy guarantee: file it with the report, do not publish it")
 
 
 @attrs.frozen
@@ -91,17 +122,39 @@ class PrivacyReport:
     coverage: str | None = None
     #: a secure computation's trust model (who must not collude, what each party sees, what is opened); None otherwise
     trust_model: dict[str, Any] | None = None
+    #: what the filer adds (``with_filing``): ``purpose``, ``data`` (file name, sha256, note), ``estimate`` (the released
+    #: estimate as numbers); None when nothing was added
+    filing: dict[str, Any] | None = None
     schema: str = SCHEMA
     schema_version: int = SCHEMA_VERSION
 
     # -- serialisation ----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         data = attrs.asdict(self, recurse=True)
-        for optional in ("model", "coverage", "trust_model"):
+        for optional in ("model", "coverage", "trust_model", "filing"):
             if data[optional] is None:
                 del data[optional]  # reports without them keep exactly their earlier form
         order = ["schema", "schema_version", "status", "status_line"]
         return _num({**{k: data[k] for k in order}, **{k: v for k, v in data.items() if k not in order}})
+
+    @property
+    def unit(self) -> str:
+        """The privacy unit in plain language (``PLAIN_UNITS``), from the relation the guarantee is stated under."""
+        return PLAIN_UNITS.get(self.relation, f"the {self.relation!r} neighbouring relation")
+
+    def with_filing(self, *, purpose: str | None = None, data_file: str | None = None, data_sha256: str | None = None,
+                    estimate: dict[str, Any] | None = None) -> PrivacyReport:
+        """This report with what a filing needs beside the guarantee: the ``purpose`` of the release, the data set it was
+        computed on (a file name and its sha256: see ``DIGEST_NOTE``) and the released ``estimate`` (name -> numbers;
+        arrays as nested lists). Post-processing and context: no cost, the guarantee is unchanged."""
+        filing = dict(self.filing or {})
+        if purpose is not None:
+            filing["purpose"] = str(purpose)
+        if data_sha256 is not None:
+            filing["data"] = {"file": data_file, "sha256": data_sha256, "note": DIGEST_NOTE}
+        if estimate is not None:
+            filing["estimate"] = {k: _plain(v) for k, v in estimate.items()}
+        return attrs.evolve(self, filing=filing or None)
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
