@@ -509,3 +509,8 @@ def test_budget_none_on_a_shared_or_charged_ledger_warns_that_it_takes_everythin
     DPMeanCovariance(2.0, budget=Budget(1.0, 1e-7), ledger=charged, random_state=0).fit(X)
     with pytest.warns(WholeBudgetWarning):
         DPMeanCovariance(2.0, ledger=charged, random_state=0).fit(X)
+    named = Ledger(Budget(2.0, 1e-6), journal=tmp_path / "named.jsonl")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", WholeBudgetWarning)  # asked for by name: taken without a warning
+        DPMeanCovariance(2.0, budget="remaining", ledger=named, random_state=0).fit(X)
+    assert named.remaining.epsilon < 1e-3

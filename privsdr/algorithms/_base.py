@@ -39,6 +39,9 @@ class PrivateEstimator(SklearnEstimator):
         if ledger is not None and not isinstance(ledger, Ledger):
             raise ValidationError(f"ledger must be a privsdr.Ledger, got {type(ledger).__name__}")
         ledger = ledger if ledger is not None else configured_ledger()
+        explicit = isinstance(budget, str) and budget == "remaining"  # asked for by name: no warning
+        if explicit:
+            budget = None
         if budget is None:
             if ledger is None:
                 raise ValidationError("give budget=Budget(epsilon, delta) or ledger=Ledger(...) "
@@ -46,14 +49,14 @@ class PrivateEstimator(SklearnEstimator):
             eps, delta = ledger.remaining
             if eps <= 0 or (ledger.budget.delta > 0 and delta <= 0):
                 raise BudgetExceededError(type(self).__name__, (0.0, 0.0), (eps, delta), [], ledger.accountant.name, ledger.spent)
-            if ledger.journal_path is not None or ledger.spent.epsilon > 0:
+            if not explicit and (ledger.journal_path is not None or ledger.spent.epsilon > 0):
                 import warnings
 
                 from ..errors import WholeBudgetWarning
 
                 warnings.warn(f"budget=None: this {type(self).__name__} fit takes everything left in the ledger (eps = {eps:.4g}, "
                               f"delta = {delta:.3g}), which leaves nothing for later fits on it; pass budget=Budget(epsilon, delta) "
-                              "to take a share", WholeBudgetWarning, stacklevel=3)
+                              "to take a share, or budget=\"remaining\" to take it all without this warning", WholeBudgetWarning, stacklevel=3)
             budget = Budget(eps, delta)
         budget = as_budget(budget)
         if ledger is None:

@@ -149,7 +149,7 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
         ledger = self.ledger if self.ledger is not None else configured_ledger()
         if config.mechanism == "none":
             budget = Budget.infinite()
-        elif self.budget is not None:
+        elif self.budget is not None and not (isinstance(self.budget, str) and self.budget == "remaining"):
             budget = as_budget(self.budget)
         elif ledger is not None:
             eps, delta = ledger.remaining
