@@ -80,7 +80,7 @@ def test_two_party_processes_talk_through_a_mailbox(tmp_path):
     assert a["report"]["status"] == b["report"]["status"] == "certified"
     spent = Ledger.open(journal).spent
     assert 0 < spent.epsilon == pytest.approx(b["report"]["budget"]["spent_by_run"]["epsilon"])
-    assert sorted(p.name for p in box.iterdir())[0] == "0001-alice-remainder.npz"
+    assert sorted(p.name for p in box.iterdir() if "ready" not in p.name)[0] == "0001-alice-remainder.npz"
     # bob's filed report: the purpose, his data file's digest, and the published coefficients as released
     filing = json.loads((tmp_path / "bob.json").read_text())["filing"]
     assert filing["purpose"] == "a test of the filing"
@@ -115,14 +115,77 @@ def test_a_party_refuses_messages_of_another_configuration(tmp_path):
     d = dpbcd_synthetic(200, 5, seed=1)
     layout = Layout(200, (PartyInfo("alice", 2, True), PartyInfo("bob", 3)))
     config = DPBCDConfig(mode="certified", row_bound=8.0, label_bound=60.0, coef_bound=20.0)
-    other = PartyMessage("privsdr.dpbcd", 1, "0000000000000000", "alice", ("bob",), "remainder", 1,
-                         {"remainder": np.zeros(200)}, {"noise_sd_accumulated": 1.0, "signal_bound": 1.0})
+    other = PartyMessage("privsdr.dpbcd", 1, "0000000000000000", "alice", ("bob",), "ready", 0, {}, {"rows": 200})
     box = tmp_path / "box"
     box.mkdir()
     other.save(box / f"{other.id}.npz")
     ledger = Ledger(Budget(5.0, 1e-5))
     with pytest.raises(ValidationError, match="another configuration"):
-        run_party(DPBCDProtocol(config), Party("bob", d.blocks[1]), layout, Budget(2.0, 1e-6), box, ledger=ledger)
-    assert ledger.spent.epsilon > 0  # bob's gram was released at stage 0, before the bad message arrived
+        run_party(DPBCDProtocol(config), Party("bob", d.blocks[1]), layout, Budget(2.0, 1e-6), box, ledger=ledger, timeout=30)
+    # issue 25: the mismatch is found in the "ready" handshake, before bob's first charge (bob used to release his gram
+    # at stage 0 first); bob's refusal is posted as an abort for alice
+    assert ledger.spent.epsilon == 0 and ledger.runs[0].closed
+    assert "another configuration" in PartyMessage.load(box / "0000-bob-abort.npz").meta["why"]
     with pytest.raises(ValidationError, match="layout says"):
         run_party(DPBCDProtocol(config), Party("bob", d.blocks[1][:, :2]), layout, Budget(2.0, 1e-6), box, ledger=Ledger(Budget(5.0, 1e-5)))
+
+
+def test_a_party_whose_peer_refuses_its_input_stops_before_its_first_charge(tmp_path):
+    """Issue 25 item 6: bob's 199 rows against the layout's 200 are refused before bob charges anything, bob posts an
+    abort, and alice -- who would have charged and sent her first stage -- stops in the "ready" handshake with nothing
+    charged; her journal run is closed as failed, with why."""
+    import threading
+
+    from privsdr.vertical import ProtocolAborted
+
+    d = dpbcd_synthetic(200, 5, seed=1)
+    layout = Layout(200, (PartyInfo("alice", 2, True), PartyInfo("bob", 3)))
+    config = DPBCDConfig(mode="certified", row_bound=8.0, label_bound=60.0, coef_bound=20.0)
+    box = tmp_path / "box"
+    journal = Ledger(Budget(5.0, 1e-5), journal=tmp_path / "alice.jsonl")
+    outcome: dict = {}
+
+    def alice():
+        try:
+            run_party(DPBCDProtocol(config), Party("alice", d.blocks[0], d.y), layout, Budget(2.0, 1e-6), box, ledger=journal,
+                      timeout=60)
+        except Exception as exc:  # noqa: BLE001 - the test looks at it
+            outcome["alice"] = exc
+
+    thread = threading.Thread(target=alice)
+    thread.start()
+    try:
+        with pytest.raises(ValidationError, match="layout says"):
+            run_party(DPBCDProtocol(config), Party("bob", d.blocks[1][:199]), layout, Budget(2.0, 1e-6), box,
+                      ledger=Ledger(Budget(5.0, 1e-5)), timeout=60)
+    finally:
+        thread.join(60)
+    assert isinstance(outcome.get("alice"), ProtocolAborted) and "layout says" in str(outcome["alice"])
+    reopened = Ledger.open(tmp_path / "alice.jsonl")
+    assert reopened.spent.epsilon == 0
+    [record] = reopened.runs
+    assert record.closed and record.summary["failed"] and "ProtocolAborted" in record.summary["why"]
+
+
+def test_a_party_left_waiting_times_out_says_so_and_aborts(tmp_path, monkeypatch):
+    """Issue 25 item 6: --timeout bounds every wait, progress lines say what the party waits for, the timeout posts an
+    abort for the others, and the party's journal run is closed as failed with nothing charged."""
+    from privsdr.vertical import party_process
+
+    monkeypatch.setattr(party_process, "PROGRESS_EVERY", 0.2)
+    _, paths = write_csvs(tmp_path)
+    cfg = tmp_path / "cfg.json"
+    assert run("vertical", "config", cfg, *CERT, "--party", "alice=2", "bob=3", "--rows", 300, "--label", "alice").returncode == 0
+    journal = tmp_path / "bob.jsonl"
+    assert run("ledger", "init", journal, "--epsilon", 5, "--delta", 1e-5).returncode == 0
+    box = tmp_path / "box"
+    out = run("vertical", "party", "--config", cfg, "--name", "bob", "--data", paths["bob"], "--mailbox", box, "--journal", journal,
+              "--timeout", 1)
+    assert out.returncode == 2 and "0000-alice-ready did not arrive" in out.stderr and "within 1 s" in out.stderr
+    assert "[bob] waiting for message 0000-alice-ready" in out.stderr
+    assert "did not arrive" in PartyMessage.load(box / "0000-bob-abort.npz").meta["why"]
+    ledger = Ledger.open(journal)
+    assert ledger.spent.epsilon == 0 and ledger.runs[0].closed and ledger.runs[0].summary["failed"]
+    assert "failed: " in run("ledger", "show", journal).stdout
+    assert run("vertical", "party", "--config", cfg, "--name", "bob", "--data", paths["bob"], "--mailbox", box,
+               "--timeout", 0).returncode == 2  # a timeout must be positive

@@ -76,6 +76,14 @@ def finite_float(text: str) -> float:
     return value
 
 
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (a timeout in seconds)."""
+    value = finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
 # -- inputs -------------------------------------------------------------------------------------------
 def optional_input_file(path: str | None, option: str) -> Path | None:
     """``input_file`` for an option that may be absent (None passes through)."""

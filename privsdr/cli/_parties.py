@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ import numpy as np
 from ..accounting import Budget
 from ..datasets import load_csv
 from ..errors import ValidationError
-from ._common import purpose_option, write_report
+from ._common import positive_float, purpose_option, write_report
 
 
 def write_shared(path: str, tag: str, config: Any, accountant: str, budget: Budget, layout: Any) -> None:
@@ -120,6 +122,11 @@ def print_simulated_run(outcome: Any, as_json: bool) -> None:
 
 
 
+def party_progress(name: str) -> Callable[[str], None]:
+    """A party's progress lines (each stage, and every few seconds of waiting), on stderr so that --json stays clean."""
+    return lambda line: print(f"[{name}] {line}", file=sys.stderr, flush=True)
+
+
 def add_party_and_fit(sub: Any, party_fn: Any, fit_fn: Any, *, party_target_help: str, fit_target_help: str,
                       allow_help: str, mailbox_required: bool = True) -> tuple[Any, Any]:
     """The ``party`` and ``fit`` actions every vertical protocol command has (their options only differ in help)."""
@@ -131,6 +138,9 @@ def add_party_and_fit(sub: Any, party_fn: Any, fit_fn: Any, *, party_target_help
     party.add_argument("--columns", nargs="+", default=None, help="this party's feature columns (default: the layout's)")
     party.add_argument("--mailbox", required=mailbox_required, default=None, help="a folder every party can read and write")
     party.add_argument("--journal", default=None, help="charge this party's ledger journal")
+    party.add_argument("--timeout", type=positive_float, default=None, metavar="SECONDS",
+                       help="seconds to wait for any one message of the other parties before aborting the run for everyone "
+                       "(default 300; with --secure the configuration's timeout applies)")
     party.add_argument("--report", default=None, help="write this party's privacy report (.html, .md or .json), with its "
                        "estimate, its data file's sha256 and the privacy unit in plain language")
     purpose_option(party)

@@ -22,6 +22,7 @@ from ._parties import (
     add_party_and_fit,
     load_parties,
     load_party,
+    party_progress,
     print_coefficients,
     print_simulated_run,
     read_shared,
@@ -146,7 +147,7 @@ def _party(args: argparse.Namespace) -> int:
         party = load_party(args.name, args.data, args.target, args.columns)
         ledger = Ledger.open(args.journal) if args.journal else None
         outcome = run_party(PRIDEProtocol(config), party, layout, budget, args.mailbox, ledger=ledger, accountant=accountant,
-                            allow_uncertified=args.allow_uncertified)
+                            allow_uncertified=args.allow_uncertified, timeout=args.timeout, progress=party_progress(args.name))
         revealed = sent_by_party(outcome, lambda m: m.meta.get("status") or (m.report.status if m.report_json else "post-processing"))
         if not args.json:
             print(outcome.report.summary())

@@ -321,7 +321,9 @@ class Run:
                 "failed": exc_type is not None,
             }
         finally:
-            self._reservation.close(summary if self.report is not None else {"failed": True})
+            why = {"why": f"{getattr(exc_type, '__name__', exc_type)}: {exc}"[:300]} if exc_type is not None else {}
+            # a failed run is closed as failed (the journal says why): what it charged stays charged
+            self._reservation.close({**summary, **why} if self.report is not None else {"failed": True, **why})
 
 
 def execute(

@@ -297,7 +297,7 @@ def _run_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
         (
             r["run_id"], f"{r['plan']} / {r.get('algorithm', '?')}", r.get("status", "open" if not r["closed"] else "?"),
             r["started"], f"{r['charged']} / {r['nodes']}", _cost(r.get("spent_by_run")) if r.get("spent_by_run") else "n/a",
-            "yes" if r["closed"] else "no (crashed or running)",
+            (f"failed: {r.get('why', 'see the log')}" if r.get("failed") else "yes") if r["closed"] else "no (crashed or running)",
         )
         for r in summary["runs"]
     ]

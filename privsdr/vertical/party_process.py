@@ -9,6 +9,7 @@ protocol aborts, the aborting party posts an ``abort`` message that stops everyo
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,15 +35,30 @@ class PartyOutcome:
     report: PrivacyReport
 
 
+DEFAULT_TIMEOUT = 300.0  #: seconds a party waits for one message before it aborts the run (``--timeout``)
+PROGRESS_EVERY = 10.0  #: seconds between two "still waiting" progress lines
+
+
 class AbortWatchingMailbox(Mailbox):
-    """Fetch that stops waiting when any party has posted an abort."""
+    """Fetch that stops waiting when any party has posted an abort, and says every ``PROGRESS_EVERY`` seconds what it
+    waits for (``progress``: a callable taking one line, e.g. printing to stderr)."""
+
+    def __init__(self, folder: str | Path, *, poll: float = 0.2, timeout: float = DEFAULT_TIMEOUT,
+                 progress: Callable[[str], None] | None = None) -> None:
+        super().__init__(folder, poll=poll, timeout=timeout)
+        self.progress = progress
 
     def fetch(self, mid: str, **kwargs: Any) -> PartyMessage:
         import time
 
-        deadline = time.monotonic() + self.timeout
+        start = time.monotonic()
+        deadline, said = start + self.timeout, start
         path = self.path(mid)
         while not path.exists():
+            now = time.monotonic()
+            if self.progress is not None and now - said >= PROGRESS_EVERY:
+                self.progress(f"waiting for message {mid} ({now - start:.0f} s of {self.timeout:g} s)")
+                said = now
             aborts = sorted(self.folder.glob("*-abort.npz"))
             if aborts:
                 note = PartyMessage.load(aborts[0])
@@ -56,11 +72,36 @@ class AbortWatchingMailbox(Mailbox):
 
 def run_party(protocol: VerticalProtocol, party: Party, layout: Layout, budget: Budget, mailbox: Mailbox | str | Path, *,
               ledger: Ledger | None = None, accountant: str = "best", random_state: Any = None,
-              allow_uncertified: bool = False, project: Ledger | None = None) -> PartyOutcome:
+              allow_uncertified: bool = False, project: Ledger | None = None, timeout: float | None = None,
+              progress: Callable[[str], None] | None = None) -> PartyOutcome:
     """Play ``party``'s side of ``protocol`` (see the module docstring). ``project``: the project's per-record
     ledger shared by every party (a journal); this party's part is charged to it too. Declare the run's parts
     there first (``commit_parts``) so that they compose non-adaptively; otherwise each part enters its filter
-    as a run of its own (valid, more conservative)."""
+    as a run of its own (valid, more conservative).
+
+    Before its first charge the party posts ``ready`` and waits for every other party's (the configuration digest
+    checked), so a party whose data or budget is refused stops everyone with nothing charged. Any failure posts an
+    ``abort`` that stops the others; a wait longer than ``timeout`` seconds (default ``DEFAULT_TIMEOUT``) fails (and aborts). ``progress`` gets one
+    line per stage and one per ``PROGRESS_EVERY`` seconds of waiting. A failed run closes its journal run as failed:
+    what it charged stays charged (``accounting.ledger``)."""
+    digest = protocol.digest(layout)
+    box = mailbox if isinstance(mailbox, Mailbox) else AbortWatchingMailbox(
+        mailbox, timeout=DEFAULT_TIMEOUT if timeout is None else timeout, progress=progress)
+    try:
+        return _play(protocol, party, layout, budget, box, digest, ledger=ledger, accountant=accountant, random_state=random_state,
+                     allow_uncertified=allow_uncertified, project=project, progress=progress or (lambda line: None))
+    except ProtocolAborted:
+        raise  # posted already: by this party (its own abort) or by the party that stopped it
+    except BaseException as exc:  # tell the others, so that nobody waits for this party until its timeout
+        name = getattr(party, "name", "?")
+        box.post(PartyMessage(protocol.name, protocol.version, digest, name, tuple(n for n in layout.names if n != name), "abort",
+                              0, {}, {"why": f"{type(exc).__name__}: {exc}"}))
+        raise
+
+
+def _play(protocol: VerticalProtocol, party: Party, layout: Layout, budget: Budget, box: Mailbox, digest: str, *,
+          ledger: Ledger | None, accountant: str, random_state: Any, allow_uncertified: bool, project: Ledger | None,
+          progress: Callable[[str], None]) -> PartyOutcome:
     party = check_party(party)
     if party.name not in layout.names:
         raise ValidationError(f"party {party.name!r} is not in the layout ({', '.join(layout.names)})")
@@ -69,14 +110,12 @@ def run_party(protocol: VerticalProtocol, party: Party, layout: Layout, budget: 
         raise ValidationError(f"party {party.name!r} holds X {party.X.shape} and {'a' if party.holds_label else 'no'} label; the layout "
                               f"says ({layout.n_rows}, {info.n_columns}) and {'a' if info.holds_label else 'no'} label")
     party = protocol.prepare(party)
-    box = mailbox if isinstance(mailbox, Mailbox) else AbortWatchingMailbox(mailbox)
     acct = make_accountant(accountant, budget.delta)
     plan = protocol.build_plan(layout, budget)
     calibrated = plan.allocate(budget, accountant=acct, **protocol.allocation())
     part = split_plan(calibrated, layout, acct).get(party.name)
     if part is None:
         raise ValidationError(f"party {party.name!r} releases nothing in this protocol")
-    digest = protocol.digest(layout)
     if ledger is not None:
         check_ledger_reuse(calibrated, {party.name: ledger}, project)
     session = PartySession(party.name, part, ledger or Ledger(part.budget, accountant=acct, relation=part.relation), random_state,
@@ -86,7 +125,15 @@ def run_party(protocol: VerticalProtocol, party: Party, layout: Layout, budget: 
     state = protocol.initial_state(party.name, layout)
     sent: list[PartyMessage] = []
     received: dict[str, PartyMessage] = {}
-    with session:
+    with session:  # reserved (the budget fits), nothing charged yet
+        others = tuple(n for n in layout.names if n != party.name)
+        # every party checks its data, configuration and budget before anyone charges: a party that cannot take part
+        # posts an abort instead of "ready", and the others stop with nothing spent
+        box.post(PartyMessage(protocol.name, protocol.version, digest, party.name, others, "ready", 0, {},
+                              {"rows": int(party.X.shape[0]), "columns": int(party.X.shape[1])}))
+        for other in others:
+            _checked(box.fetch(message_id(0, other, "ready"), protocol=protocol.name, version=protocol.version), digest, party.name)
+        progress(f"every party is ready ({', '.join(layout.names)})")
         try:
             for stage in protocol.schedule(layout):
                 for action in stage.actions:
@@ -101,6 +148,7 @@ def run_party(protocol: VerticalProtocol, party: Party, layout: Layout, budget: 
                     for message in session.complete(action, stage.index, result):
                         box.post(message)
                         sent.append(message)
+                    progress(f"stage {stage.index}: sent {', '.join(m.id for m in sent if m.stage == stage.index) or 'nothing'}")
             for mid in protocol.final_reads(layout, party.name):
                 received[mid] = _checked(box.fetch(mid, **kw), digest, party.name)
         except ProtocolAbort as exc:
@@ -123,4 +171,4 @@ def _checked(message: PartyMessage, digest: str, me: str) -> PartyMessage:
     return message
 
 
-__all__ = ["AbortWatchingMailbox", "PartyOutcome", "run_party", "message_id"]
+__all__ = ["DEFAULT_TIMEOUT", "AbortWatchingMailbox", "PartyOutcome", "run_party", "message_id"]
