@@ -338,6 +338,16 @@ def test_a_data_dependent_refusal_never_tells_neighbours_apart(case, kind):
 
 
 
+def test_docs_errors_lists_every_case():
+    """docs/errors.md prints this list (issue 25, "Measure"): every case's command is in its table, with its exit code."""
+    text = (Path(__file__).parent.parent / "docs" / "errors.md").read_text()
+    table = text.split("<!-- bad-input table: start -->")[1].split("<!-- bad-input table: end -->")[0]
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in table.strip().splitlines()[2:]}
+    for _name, argv, code, _ in CASES:
+        shown = "`privsdr " + " ".join(a.replace("{d}/", "") for a in argv) + "`"
+        assert rows.get(shown) == str(code), f"{shown} is missing from docs/errors.md or has another exit code: regenerate it"
+
+
 def main_table() -> None:  # pragma: no cover - prints the table for the issue's note
     import tempfile
 
