@@ -82,7 +82,7 @@ def sir_data(seed: int, n: int, p: int, K: int = 1, H: int = 5) -> tuple[np.ndar
         y = X[:, 0] + 0.5 * X[:, 1] + 0.1 * rng.standard_normal(n)
     else:
         y = X[:, 0] + 3.0 * np.tanh(X[:, 1]) * (X[:, 1] > 0) + 0.05 * rng.standard_normal(n)
-    labels = slice_by_cut_points(y, equal_count_cut_points(y, H))
+    labels = slice_by_cut_points(y, equal_count_cut_points(y, H, rule="arc"))  # Arc's rule: never more than H slices
     return X, labels
 
 
@@ -180,20 +180,27 @@ def test_slice_by_cut_points_boundaries_and_errors():
     H=st.integers(2, 8),
 )
 def test_equal_count_slices_never_split_ties(y, H):
-    cuts = equal_count_cut_points(y, H)
-    assert len(cuts) <= H - 1
-    assert np.all(np.diff(cuts) > 0)
-    labels = slice_by_cut_points(y, cuts)
-    for value in np.unique(y):
-        assert len(np.unique(labels[y == value])) == 1, f"value {value} appears in two slices"
-    assert np.all(np.bincount(labels) > 0), "no empty slice"
+    for rule in ("dr", "arc"):
+        cuts = equal_count_cut_points(y, H, rule=rule)
+        assert np.all(np.diff(cuts) > 0)
+        labels = slice_by_cut_points(y, cuts)
+        for value in np.unique(y):
+            assert len(np.unique(labels[y == value])) == 1, f"{rule}: value {value} appears in two slices"
+        sizes = np.bincount(labels)
+        assert np.all(sizes > 0), "no empty slice"
+        if rule == "arc":
+            assert len(cuts) <= H - 1
+        elif np.unique(y).size <= H:  # dr.slices: one slice per distinct value
+            assert sizes.tolist() == np.unique(y, return_counts=True)[1].tolist()
+        elif len(sizes) > 1:  # every slice holds at least m values but the last, which holds at least 3
+            assert sizes[:-1].min() >= y.size // H and sizes[-1] >= 3
 
 
 @HSET
 @given(n=st.integers(2, 200), H=st.integers(2, 10), seed=st.integers(0, 1000))
 def test_equal_count_slices_balanced_without_ties(n, H, seed):
     y = np.random.default_rng(seed).permutation(n).astype(float) * 0.37 - 3.0  # distinct values
-    cuts = equal_count_cut_points(y, H)
+    cuts = equal_count_cut_points(y, H, rule="arc")
     labels = slice_by_cut_points(y, cuts)
     sizes = np.bincount(labels)
     assert sizes.sum() == n and sizes.min() >= 1 and len(sizes) <= H
@@ -201,6 +208,20 @@ def test_equal_count_slices_balanced_without_ties(n, H, seed):
         assert len(sizes) == H and sizes.max() - sizes.min() <= 1
     # cut points are data values (the last value of each slice)
     assert set(cuts.tolist()) <= set(y.tolist())
+    # dr.slices: one slice per value when n <= H; otherwise J - 1 slices of m and the rest in the last, where
+    # J = ceil((n - 2) / m) is the first multiple of m to reach n - 2 (at least one slice)
+    sizes = np.bincount(slice_by_cut_points(y, equal_count_cut_points(y, H)))
+    m = n // H
+    J = max(1, -(-(n - 2) // m)) if n > H else n
+    expected = [1] * n if n <= H else [m] * (J - 1) + [n - (J - 1) * m]
+    assert sizes.tolist() == expected
+
+
+def test_equal_count_cut_points_rejects_a_bad_rule_or_slice_count():
+    with pytest.raises(ValueError, match="rule"):
+        equal_count_cut_points(np.arange(10.0), 3, rule="dr2002")
+    with pytest.raises(ValueError, match="n_slices"):
+        equal_count_cut_points(np.arange(10.0), 0)
 
 
 def test_slice_by_category():
@@ -468,14 +489,13 @@ def _ais():
     return d[:, 3], np.column_stack([d[:, 1], d[:, 2], np.log(d[:, 4]), d[:, 5]])  # LBM; Ht, Wt, log(RCC), WCC
 
 
-def test_equal_count_slices_reproduce_dr_on_the_ais_data():
-    """Weisberg (2002, J. Stat. Softw. 7), `dr(LBM ~ Ht + Wt + log(RCC) + WCC, method="sir", nslices=8)`:
-    slice sizes 26 26 25 25 25 27 30 18, eigenvalues 0.87789585 0.15017504 0.03972711 0.01737281, first
-    direction (0.01054752, 0.02374812, 0.99960915, -0.01031144). dr standardises with the n-1 covariance
-    and weights slices by n_h / n, which gives SIR's eigenvalues exactly (the scalings cancel)."""
+def test_arc_rule_reproduces_dr_2002_on_the_ais_data():
+    """Weisberg (2002, J. Stat. Softw. 7), `dr(LBM ~ Ht + Wt + log(RCC) + WCC, method="sir", nslices=8)`, the slicing
+    dr had then (``dr.slices.arc`` today): slice sizes 26 26 25 25 25 27 30 18, eigenvalues 0.87789585 0.15017504
+    0.03972711 0.01737281, first direction (0.01054752, 0.02374812, 0.99960915, -0.01031144). dr standardises with the
+    n-1 covariance and weights slices by n_h / n, which gives SIR's eigenvalues exactly (the scalings cancel)."""
     y, X = _ais()
-    cuts = equal_count_cut_points(y, 8)
-    labels = slice_by_cut_points(y, cuts)
+    labels = slice_by_cut_points(y, equal_count_cut_points(y, 8, rule="arc"))
     assert np.bincount(labels).tolist() == [26, 26, 25, 25, 25, 27, 30, 18]
     B, values = classical_sir(X, labels, 8, 4)
     assert np.allclose(values[:4], [0.87789585, 0.15017504, 0.03972711, 0.01737281], atol=5e-9)
@@ -483,11 +503,56 @@ def test_equal_count_slices_reproduce_dr_on_the_ais_data():
     assert np.allclose(b * np.sign(b[2]), [0.01054752, 0.02374812, 0.99960915, -0.01031144], atol=5e-9)
 
 
+# dr 3.0.11 (CRAN, 2025; its R/dr.R) on its own `ais` (whose LBM equals tests/data/ais.txt's), run with R 4.2.2:
+# dr.slices(ais$LBM, H)$slice.sizes, and dr(LBM ~ Ht + Wt + log(RCC) + WCC, data = ais, method = "sir",
+# nslices = H): $evalues and $evectors[, 1] (sign flipped to a positive log(RCC) entry).
+DR_3_0_AIS = {
+    8: ([25, 25, 25, 25, 27, 27, 30, 18], [0.87739988102, 0.16137570511, 0.04243854708, 0.01312556965],
+        [0.01052807709, 0.02382991846, 0.99960044476, -0.01096564679]),
+    11: ([18, 18, 18, 18, 18, 19, 18, 19, 23, 18, 15], [0.89484040209, 0.19394199482, 0.06578534354, 0.03228004125],
+         [0.01016428897, 0.02212147922, 0.99964733281, -0.01060836429]),
+}
+
+
+@pytest.mark.parametrize("H", sorted(DR_3_0_AIS))
+def test_default_rule_reproduces_current_dr_on_the_ais_data(H):
+    """Current dr (3.0.x, ``dr.slices``) slices by cumulative counts of tied values. By hand for H = 8 (m = 25, sorted
+    LBM): ends 25, 50, 75, 100 (no tie crosses them); 125 falls in the tie at 68.00 (positions 122-127) -> 127;
+    127 + 25 = 152 in the tie at 75.00 (152-154) -> 154; 154 + 25 = 179 in the tie at 82.00 (178-184) -> 184;
+    184 < n - 2 = 200, so one more: 209 -> the last value, 202, and the last slice runs to n: 25 25 25 25 27 27 30
+    18, the sizes dr 3.0.11 prints (``DR_3_0_AIS``). The 2002 rule gives the first two slices one more value each
+    (n - 8m = 2), which moves every later boundary. H = 11 is the partition quoted in issue 25."""
+    y, X = _ais()
+    sizes, values, direction = DR_3_0_AIS[H]
+    cuts = equal_count_cut_points(y, H)
+    labels = slice_by_cut_points(y, cuts)
+    assert np.bincount(labels).tolist() == sizes
+    assert np.bincount(slice_by_cut_points(y, equal_count_cut_points(y, H, rule="arc"))).tolist() != sizes
+    B, got = classical_sir(X, labels, len(cuts) + 1, 4)
+    assert np.allclose(got[:4], values, atol=5e-9)
+    b = B[:, 0] / np.linalg.norm(B[:, 0])
+    assert np.allclose(b * np.sign(b[2]), direction, atol=5e-9)
+
+
+def test_default_rule_may_give_more_slices_than_asked_as_dr_does():
+    # ais, H = 9: m = 22 and 9 m = 198 < n - 2, so dr.slices makes a tenth slice of the last 3 values (dr 3.0.11:
+    # 22 22 22 22 22 23 22 22 22 3, "nslices 10"); the 2002 rule never exceeds H
+    y, _ = _ais()
+    assert np.bincount(slice_by_cut_points(y, equal_count_cut_points(y, 9))).tolist() == [22] * 5 + [23] + [22] * 3 + [3]
+    assert len(equal_count_cut_points(y, 9, rule="arc")) == 8
+
+
 def test_dr_slicing_keeps_ties_together_and_merges_a_single_last_value():
+    # the 2002 rule (Arc)
     y = np.array([1, 1, 1, 2, 2, 3, 4, 5, 6, 7], dtype=float)  # n = 10, H = 3: m = 3, one extra
-    labels = slice_by_cut_points(y, equal_count_cut_points(y, 3))
+    labels = slice_by_cut_points(y, equal_count_cut_points(y, 3, rule="arc"))
     assert np.bincount(labels).tolist() == [5, 3, 2]  # 4 values, extended over the tied 2s
-    y = np.arange(7, dtype=float)  # H = 3: m = 2, one extra: 3, 2, 2
-    assert np.bincount(slice_by_cut_points(y, equal_count_cut_points(y, 3))).tolist() == [3, 2, 2]
-    y = np.array([0, 0, 0, 0, 0, 0, 1, 2], dtype=float)  # ties swallow the middle: 6 then a last pair
-    assert np.bincount(slice_by_cut_points(y, equal_count_cut_points(y, 4))).tolist() == [6, 2]
+    z = np.arange(7, dtype=float)  # H = 3: m = 2, one extra: 3, 2, 2
+    assert np.bincount(slice_by_cut_points(z, equal_count_cut_points(z, 3, rule="arc"))).tolist() == [3, 2, 2]
+    w = np.array([0, 0, 0, 0, 0, 0, 1, 2], dtype=float)  # ties swallow the middle: 6 then a last pair
+    assert np.bincount(slice_by_cut_points(w, equal_count_cut_points(w, 4, rule="arc"))).tolist() == [6, 2]
+    # current dr by hand: y's cumulative counts 3 5 6 7 8 9 10, m = 3: ends 3, 6 (the first >= 3 + 3), 9 >= n - 2 = 8,
+    # the last runs to 10
+    assert np.bincount(slice_by_cut_points(y, equal_count_cut_points(y, 3))).tolist() == [3, 3, 4]
+    assert np.bincount(slice_by_cut_points(z, equal_count_cut_points(z, 3))).tolist() == [2, 2, 3]  # 6 >= n - 2 = 5
+    assert np.bincount(slice_by_cut_points(w, equal_count_cut_points(w, 4))).tolist() == [6, 1, 1]  # 3 values <= H

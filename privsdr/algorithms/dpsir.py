@@ -313,7 +313,8 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
         elif c["slicing"] == "dp_quantile":
             cuts = self._dp_cuts(run, grid_counts(y, c["grid"]), y.size, c)
         else:
-            cuts = run.release("cut_points", core.equal_count_cut_points(y, H))
+            # Arc's equal-count rule: never more than the plan's H slices (current dr's may make H + 1)
+            cuts = run.release("cut_points", core.equal_count_cut_points(y, H, rule="arc"))
         return core.slice_by_cut_points(y, cuts), np.asarray(cuts, dtype=float)
 
     def _init_release(self, run: Run, X1: np.ndarray, labels1: np.ndarray, H: int, plan: CalibratedPlan,

@@ -67,7 +67,8 @@ def public_grid(model: str) -> np.ndarray:
 
 
 def _sir_full(X: np.ndarray, y: np.ndarray, K: int) -> np.ndarray:
-    labels = core.slice_by_cut_points(y, core.equal_count_cut_points(y, H))
+    """SIR on the paper's H equal-count slices (Arc's rule: never more than H; at the tables' n, H slices of n / H)."""
+    labels = core.slice_by_cut_points(y, core.equal_count_cut_points(y, H, rule="arc"))
     return core.classical_sir(X, labels, H, K)[0]
 
 
