@@ -160,6 +160,7 @@ class Ledger:
         #: a ledger each run's guarantee is also entered in (``accounting.default``: the process's tracking ledger)
         self.report_to: Ledger | None = None
         self.tracking = False  #: the process's tracking ledger (``accounting.default``): no total, basic composition
+        self._tracked: list[Cost] = []  #: a tracking ledger's charged costs, in order
         if journal is not None:
             self._attach(journal, journal_key)
 
@@ -291,7 +292,10 @@ class Ledger:
             if self.relation is None:
                 self.relation = Relation.parse(record["relation"])
         elif kind == "charge":
-            self._runs[record["run_id"]].charged.append(record["label"])
+            run = self._runs[record["run_id"]]
+            run.charged.append(record["label"])
+            if self.tracking:  # the running sums a tracking ledger reports (``_tracked_sum``)
+                self._tracked.extend(e.basic_cost() for e in run.charges[record["label"]].events)
         elif kind == "close":
             run = self._runs[record["run_id"]]
             run.closed = True
@@ -369,7 +373,8 @@ class Ledger:
         with self._lock:
             self._refresh()
             if self._spent_cost is None:
-                self._spent_cost = self._history(self._groups(charged_only=True)).cost
+                self._spent_cost = (_tracked_sum(self._tracked) if self.tracking
+                                    else self._history(self._groups(charged_only=True)).cost)
             return self._spent_cost
 
     @property
@@ -411,12 +416,15 @@ class Ledger:
             allnodes.extend(charges)
         out = []
         for used, allnodes in groups.values():
-            if used:
-                out.append((used, BasicAccountant().cost(allnodes).delta))
+            if used:  # (a tracking ledger's history is a plain sum: it needs no group's delta share)
+                out.append((used, 0.0 if self.tracking else BasicAccountant().cost(allnodes).delta))
         return out
 
     def _history(self, groups: list[tuple[list[Charge], float]]) -> _History:
         charges = [c for g, _ in groups for c in g]
+        if self.tracking:  # no total to keep: the basic filter's answer (the sums), in one pass over the charges
+            return _History(_tracked_sum([e.basic_cost() for c in charges for e in c.events]), "basic", filters.CITATIONS["basic"],
+                            len(groups), {})
         within = self.cost_of(charges)  # composition as if everything had been fixed in advance
         if len(groups) <= 1:
             return _History(within, "non_adaptive", filters.CITATIONS["non_adaptive"], len(groups), {})
@@ -543,16 +551,21 @@ class Ledger:
                 f"plan {plan.name!r} has nodes without a certified guarantee: {bad}. "
                 "Pass allow_uncertified=True to run it anyway; its report will say so."
             )
-        committed = self._spent_charges() + self._reserved_charges()
-        groups = self._groups(charged_only=False)
-        before = self._history(groups).cost if committed else Cost.zero()
-        after = self._history(self._groups(charged_only=False, extra=(self._batch_for(plan), list(charges), self._plan_hash(plan)))).cost
-        requested = self.cost_of(list(charges))
         basic = BasicAccountant()
         items = tuple(
             PreflightItem(c.label, c.status, str(c.scope), basic.compose(list(c.events)) if c.events else Cost.zero())
             for c in charges
         )
+        if self.tracking:  # no total: nothing is refused, and the totals are sums (no filter over the whole history)
+            requested = _tracked_sum([e.basic_cost() for c in charges for e in c.events])
+            before = self.spent
+            after = _tracked_sum([*self._tracked, requested])
+            return Preflight(plan.name, self.accountant.name, items, requested, before, after, Cost(math.inf, 0.0), status)
+        committed = self._spent_charges() + self._reserved_charges()
+        groups = self._groups(charged_only=False)
+        before = self._history(groups).cost if committed else Cost.zero()
+        after = self._history(self._groups(charged_only=False, extra=(self._batch_for(plan), list(charges), self._plan_hash(plan)))).cost
+        requested = self.cost_of(list(charges))
         basic_delta = BasicAccountant()
         if not self.budget.unlimited and not after.fits_within(self.budget):
             raise BudgetExceededError(
@@ -596,6 +609,14 @@ class Ledger:
         )
 
 
+def _tracked_sum(costs: Sequence[Cost]) -> Cost:
+    """Basic composition of a tracking ledger's entries: the sums of their (eps, delta), one float pass (``math.fsum``,
+    correctly rounded, then one step up so the total is never below the exact sum). A tracking ledger refuses nothing,
+    so the exact rational sums the budget checks use (``rounding``) are not needed, and would cost a fit O(history)."""
+    eps, delta = math.fsum(c.epsilon for c in costs), math.fsum(c.delta for c in costs)
+    return Cost(math.nextafter(eps, math.inf) if eps else 0.0, math.nextafter(delta, math.inf) if delta else 0.0)
+
+
 def _unpickle_ledger(state: dict[str, Any]) -> Ledger:
     """A pickled ledger in this process: reattached to its journal (the same account), or a detached copy."""
     reason = state["detached"]
@@ -612,7 +633,7 @@ def _unpickle_ledger(state: dict[str, Any]) -> Ledger:
     ledger._lock = threading.RLock()
     ledger._runs, ledger._batches = state["runs"], state["batches"]
     ledger._applied, ledger._spent_cost, ledger._journal = 0, None, None
-    ledger.report_to, ledger.tracking = None, False
+    ledger.report_to, ledger.tracking, ledger._tracked = None, False, []
     ledger._detached = reason or "it was unpickled from an in-memory ledger (the account stays with the original)"
     return ledger
 
