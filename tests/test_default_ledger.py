@@ -101,3 +101,12 @@ def test_set_default_ledger_checks_its_argument_and_returns_the_previous_one():
     assert privsdr.set_default_ledger(second) is first
     assert privsdr.set_default_ledger(None) is second
     assert privsdr.default_ledger().summary().get("tracking")
+
+
+def test_a_huge_add_remove_epsilon_is_entered_without_overflow():
+    """Group privacy's (1 + e^eps) delta saturates at delta = 1 instead of overflowing (edPLS at eps = 1000)."""
+    from privsdr.accounting import Cost, Relation, Status
+    from privsdr.accounting.default import FitEntry
+
+    [charge] = FitEntry("x", Cost(1000.0, 1e-6), Relation.ADD_REMOVE, Status.CLAIMED).charges()
+    assert charge.events[0].epsilon == 2000.0 and charge.events[0].delta == 1.0

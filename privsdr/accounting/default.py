@@ -94,7 +94,7 @@ class FitEntry:
         else:
             eps, delta = self.cost
             if self.source == Relation.ADD_REMOVE:  # group privacy, two changes: (2 eps, (1 + e^eps) delta)
-                eps, delta = 2.0 * eps, min(1.0, (1.0 + math.exp(eps)) * delta) if delta > 0 else 0.0
+                eps, delta = 2.0 * eps, min(1.0, (1.0 + math.exp(min(eps, 700.0))) * delta) if delta > 0 else 0.0
             events = (ApproxEvent(eps, delta),)
         return [Charge("fit", events, Relation.REPLACE_ONE, status=self.status)]
 
