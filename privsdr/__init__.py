@@ -35,6 +35,7 @@ _EXPORTS = {
     "BudgetExceededError": "privsdr.errors",
     "DetachedLedgerError": "privsdr.errors",
     "NoiseDominatesWarning": "privsdr.errors",
+    "NonPrivatePreprocessingWarning": "privsdr.errors",
     "WholeBudgetWarning": "privsdr.errors",
     "FreshBudgetWarning": "privsdr.errors",
     "NotIdentifiedWarning": "privsdr.errors",
@@ -49,6 +50,9 @@ _EXPORTS = {
     "get_mechanism": "privsdr.mechanisms",
     "register_mechanism": "privsdr.mechanisms",
     "load_model": "privsdr.persistence",
+    "DPStandardScaler": "privsdr.preprocessing",
+    "PublicRangeScaler": "privsdr.preprocessing",
+    "check_pipeline": "privsdr.preprocessing",
     "Plan": "privsdr.plan",
     "Release": "privsdr.plan",
     "Run": "privsdr.plan",
@@ -67,12 +71,14 @@ __all__ = [
     "available_mechanisms",
     "Budget",
     "BudgetExceededError",
+    "check_pipeline",
     "Chunks",
     "Cost",
     "default_ledger",
     "DetachedLedgerError",
     "DPBCDRegression",
     "DPMeanCovariance",
+    "DPStandardScaler",
     "DPPLS",
     "DPSIR",
     "DPSparsePCA",
@@ -84,6 +90,7 @@ __all__ = [
     "ledger_to_markdown",
     "load_model",
     "NoiseDominatesWarning",
+    "NonPrivatePreprocessingWarning",
     "WholeBudgetWarning",
     "NotIdentifiedWarning",
     "Plan",
@@ -91,6 +98,7 @@ __all__ = [
     "PRIDERegressor",
     "PrivacyReport",
     "PrivsdrError",
+    "PublicRangeScaler",
     "register_mechanism",
     "Relation",
     "RelationMismatchError",
@@ -135,6 +143,7 @@ if TYPE_CHECKING:  # static checkers see the eager imports
         DetachedLedgerError,
         FreshBudgetWarning,
         NoiseDominatesWarning,
+        NonPrivatePreprocessingWarning,
         NotIdentifiedWarning,
         PlanError,
         PrivsdrError,
@@ -147,6 +156,7 @@ if TYPE_CHECKING:  # static checkers see the eager imports
     from .mechanisms import Sensitivity, available_mechanisms, get_mechanism, register_mechanism
     from .persistence import load_model
     from .plan import Plan, Release, Run, execute
+    from .preprocessing import DPStandardScaler, PublicRangeScaler, check_pipeline
     from .report import PrivacyReport, ledger_to_markdown
     from .rows import Chunks
     from .vertical import DPBCDRegression, PRIDERegressor, SecureVerticalRegression

@@ -13,7 +13,10 @@ Contract:
   tagged ``non_deterministic``. ``__sklearn_tags__`` (scikit-learn >= 1.6) and ``_more_tags`` (older) say
   the same thing.
 * Feature bookkeeping: ``n_features_in_`` always, ``feature_names_in_`` when ``fit`` saw a DataFrame
-  with string column names; ``transform``/``predict`` check both with scikit-learn's messages.
+  with string column names; ``transform``/``predict`` check both with scikit-learn's messages (a model file keeps
+  both, so a loaded model checks them too).
+* A fit inside a scikit-learn ``Pipeline`` after a step fitted on the rows without noise warns
+  ``NonPrivatePreprocessingWarning`` (``privsdr.preprocessing.pipeline``; ``privsdr.check_pipeline`` is the full check).
 """
 from __future__ import annotations
 
@@ -81,6 +84,9 @@ class SklearnEstimator(BaseEstimator, PersistentModel):
             self.feature_names_in_ = names
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
+        from .preprocessing.pipeline import warn_if_behind_reading_steps  # a fit in a Pipeline after a non-private step
+
+        warn_if_behind_reading_steps(self)
 
     def _check_fitted(self, *attributes: str) -> None:
         missing = [a for a in attributes if not hasattr(self, a)]

@@ -82,6 +82,11 @@ class FreshBudgetWarning(UserWarning):
     what they spent together; ``privsdr.set_default_ledger(Ledger(...))`` gives them one budget."""
 
 
+class NonPrivatePreprocessingWarning(UserWarning):
+    """A privsdr estimator was fitted in a scikit-learn ``Pipeline`` after a step fitted on the rows without noise (a
+    ``StandardScaler``, ``PCA``, ...): its guarantee does not hold for that pipeline (``privsdr.check_pipeline``)."""
+
+
 class NoiseDominatesWarning(UserWarning):
     """The noise alone moves the estimate by a large share of the distance to a random answer: at this
     budget and sample size the estimate cannot be told reliably from noise."""

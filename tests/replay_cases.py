@@ -262,6 +262,8 @@ CASES: list[Case] = [
          covers=("DPMeanCovariance", "certified")),
     Case("DPMeanCovariance, Chunks", lambda: privsdr.DPMeanCovariance(clip=2.0, budget=BUDGET, random_state=3),
          fit=lambda est, D: fit_chunks(est, D, with_y=False), covers=("DPMeanCovariance", "chunked")),
+    Case("DPStandardScaler", lambda: privsdr.DPStandardScaler(bound=1.0, center=0.1, budget=BUDGET, random_state=3), fit=fit_x,
+         covers=("DPStandardScaler", "certified")),
     Case("DPPLS certified (S2)", lambda: privsdr.DPPLS(2, bound_x=2.0, bound_y=3.0, budget=BUDGET, random_state=3),
          covers=("DPPLS", "certified")),
     Case("DPPLS certified (S2), auto components", lambda: privsdr.DPPLS("auto", bound_x=2.0, bound_y=3.0, budget=BUDGET,

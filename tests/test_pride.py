@@ -57,12 +57,37 @@ def test_noise_off_equals_dual_loco_on_the_same_sketches_and_full_sketches_equal
     full = certified(Budget.infinite(), sketch_dim="full", lam=lam, sketch_seed=9).fit(blocks, y)
     pooled = Ridge(alpha=ridge_alpha(lam, 40), fit_intercept=False).fit(np.hstack(D), yc).coef_
     assert np.linalg.norm(full.coef_ - pooled) < 1e-10 * np.linalg.norm(pooled)
-    # mode "none" (DUAL-LOCO on the standardised columns, the paper's baseline) at tau_subs = tau'
+    # mode "none" (DUAL-LOCO on the standardised columns, the paper's baseline) at tau_subs = tau'; coef_ is reported on
+    # the raw scale (issue 25): the standardised design's coefficients divided by the columns' sd
     none = PRIDERegressor("none", sketch_dim="full", lam=lam, allow_uncertified=True, sketch_seed=2, message_reports=False).fit(blocks, y)
     S = [(b - b.mean(axis=0)) / b.std(axis=0) for b in blocks]
     pooled_s = Ridge(alpha=ridge_alpha(lam, 40), fit_intercept=False).fit(np.hstack(S), yc).coef_
-    assert np.linalg.norm(none.coef_ - pooled_s) < 1e-10 * np.linalg.norm(pooled_s)
+    sd = np.hstack(blocks).std(axis=0)
+    assert np.linalg.norm(none.coef_ * sd - pooled_s) < 1e-10 * np.linalg.norm(pooled_s)
     assert np.allclose(none.predict(blocks), np.hstack(S) @ pooled_s + y.mean(), atol=1e-9)
+
+
+@pytest.mark.parametrize("mode", ["none", "certified", "paper"])
+def test_coef_and_intercept_are_on_the_raw_scale_in_every_mode(mode):
+    """Issue 25: ``X @ coef_ + intercept_`` predicts on the caller's raw X in every mode. Noise off, full sketches and a
+    vanishing lambda make every mode OLS with an intercept on the raw columns (``numpy.linalg.lstsq``), whatever the
+    design's centring or standardising. Before, mode "none" reported the standardised design's coefficients (coef x sd)
+    and every mode an intercept of mean(y), right only for centred columns."""
+    rng = np.random.default_rng(3)
+    n, sd = 60, np.array([0.05, 0.6, 0.2, 0.5, 0.1, 0.3, 0.4, 0.25, 0.15, 0.35, 0.45])
+    X = 0.3 + rng.uniform(-1.0, 1.0, (n, sd.size)) * sd  # inside the public bounds [-1, 1]; sds 0.03-0.35, means near 0.3
+    y = 2.0 + X @ rng.standard_normal(sd.size) + 0.1 * rng.standard_normal(n)
+    ref = np.linalg.lstsq(np.column_stack([np.ones(n), X]), y, rcond=None)[0]
+    kw = dict(sketch_dim="full", lam=1e-10, sketch_seed=2, message_reports=False)
+    if mode == "certified":
+        est = certified(Budget.infinite(), **kw)
+    else:
+        est = PRIDERegressor(mode, budget=Budget.infinite(), allow_uncertified=True, **kw)
+    blocks = np.split(X, [6], axis=1)
+    est.fit(blocks, y)
+    assert np.allclose(est.coef_, ref[1:], rtol=1e-6, atol=1e-6 * np.abs(ref[1:]).max())
+    assert est.intercept_ == pytest.approx(ref[0], rel=1e-6)
+    assert np.allclose(est.predict(blocks), X @ est.coef_ + est.intercept_, atol=1e-9)
 
 
 def test_paper_loss_scale_and_naive_blocks_agree_with_their_references():

@@ -124,6 +124,8 @@ def _certified_modes(cls) -> set[str]:
         "SparseDPSIR": {"certified", "onepass"},
         "DPSparsePCA": {"certified", "onepass"},
         "DPMeanCovariance": {"certified", "chunked"},
+        "DPStandardScaler": {"certified"},
+        "PublicRangeScaler": set(),  # releases nothing: its fit keeps the columns' number and names only
         "DPPLS": {"certified", "certified_iterative", "chunked"},
         "AdaSSPRegression": {"certified", "chunked"},
         "MSC": {"dp_mean"},

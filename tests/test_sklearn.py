@@ -31,9 +31,11 @@ from privsdr import (
     DPBCDRegression,
     DPMeanCovariance,
     DPSparsePCA,
+    DPStandardScaler,
     FederatedSIR,
     Ledger,
     PRIDERegressor,
+    PublicRangeScaler,
     SparseDPSIR,
 )
 from privsdr.algorithms import MSC
@@ -60,6 +62,8 @@ def check_estimators():
                         random_state=0),
         PRIDERegressor(n_parties=2, budget=B, bounds=(-10.0, 10.0), random_state=0),
         FederatedSIR(1, n_clients=2, bound=10.0, cut_points=[0.5], budget=B, random_state=0),
+        PublicRangeScaler(-10.0, 10.0),
+        DPStandardScaler(bound=10.0, budget=B, random_state=0),
     ]
 
 
@@ -153,7 +157,8 @@ def test_set_output_and_feature_names(est):
     names = list(fitted.get_feature_names_out())
     assert list(out.columns) == names and len(names) == out.shape[1]
     assert list(fitted.feature_names_in_) == ["age", "dose", "weight", "bmi"]
-    expected = ["age", "dose", "weight", "bmi"] if isinstance(est, MSC) else [f"{type(est).__name__.lower()}{k}" for k in range(out.shape[1])]
+    one_to_one = isinstance(est, (MSC, PublicRangeScaler, DPStandardScaler))  # column by column: the input names
+    expected = ["age", "dose", "weight", "bmi"] if one_to_one else [f"{type(est).__name__.lower()}{k}" for k in range(out.shape[1])]
     assert names == expected
     with pytest.raises(ValueError, match="feature names should match"):
         fitted.transform(frame.rename(columns={"age": "height"}))

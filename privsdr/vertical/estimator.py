@@ -20,13 +20,31 @@ from ..accounting import Budget, Ledger, as_budget
 from ..algorithms._base import PrivateEstimator, check_matrix
 from ..core import split_columns
 from ..errors import ValidationError
+from ..persistence import model_class
 from ..plan import CalibratedPlan
 from .dpbcd import DPBCDConfig, DPBCDProtocol, diagnosed
 from .engine import run_protocol
 from .layout import Layout, Party, PartyInfo, is_block_list, pooled_label
 
 
-class DPBCDRegression(RegressorMixin, PrivateEstimator):
+class VerticalModel:
+    """Model files of the vertical estimators (``privsdr.persistence``): ``layout_`` and ``config_`` (the class's
+    ``model_config_type``) are restored to their records; one report per party is kept (``privacy_reports_``). The
+    messages and plans of the run are not kept (FederatedSIR's messages are not either)."""
+
+    model_config_type: Any = None
+
+    @classmethod
+    def restore_attribute(cls, name: str, value: Any) -> Any:
+        if name == "layout_":
+            return Layout.from_dict(value)
+        if name == "config_" and cls.model_config_type is not None:
+            return cls.model_config_type(**value)
+        return value
+
+
+@model_class
+class DPBCDRegression(VerticalModel, RegressorMixin, PrivateEstimator):
     """Least squares on column blocks held by different parties, by (DP) block coordinate descent.
 
     Parameters
@@ -63,6 +81,10 @@ class DPBCDRegression(RegressorMixin, PrivateEstimator):
     ``privacy_`` (what each party revealed to whom, costs, per-record composition),
     ``privacy_reports_`` (one ``PrivacyReport`` per party), ``messages_``, ``plans_``, ``layout_``.
     """
+
+    model_attributes = ("coef_", "intercept_", "coef_blocks_", "noise_ratio_", "layout_", "config_", "privacy_")
+    model_required = ("coef_", "layout_")
+    model_config_type = DPBCDConfig
 
     def __init__(self, mode: str = "certified", *, n_rounds: int = 5, budget: Budget | tuple[float, float] | None = None,
                  ledgers: Mapping[str, Ledger] | None = None, ledger: Ledger | None = None, accountant: str | None = None,

@@ -25,6 +25,11 @@ Modes and relations:
 * ``none``: DUAL-LOCO (sigma = 0): raw sketches of the standardised columns, status ``none``, only
   with ``Budget.infinite()``.
 
+Coefficients are on the raw scale of the parties' columns in every mode: a label holder fits b on its design
+D_k = (clip(X_k) - m_k) / s_k (s_k = 1 unless standardised, m_k = 0 unless centred) and reports b / s_k, and its
+part of the intercept m_k^T (b / s_k), so that sum_k x_k^T b_k + mean(y) - sum_k m_k^T b_k predicts on raw rows
+(its own data, never sent: post-processing).
+
 What S-DP protects and what it does not is in every party's report (``notes``).
 """
 from __future__ import annotations
@@ -271,7 +276,10 @@ class PRIDEConfig:
 
 @attrs.frozen(eq=False)
 class PRIDEResult:
-    """Each label holder's coefficients of its own columns (never sent), its lambda, and what was released."""
+    """Each label holder's coefficients of its own columns on their raw scale (never sent), its lambda, and what
+    was released. ``offsets[k] = m_k^T b_k`` (column means m_k, zero when not centred): its part of the intercept
+    ``mean(y) - sum_k offsets[k]`` (0 when nothing is centred; module docstring). ``sketch_coef``: the
+    coefficients of the others' sketches."""
 
     coef_blocks: Mapping[str, np.ndarray]
     lambdas: Mapping[str, float]
@@ -283,6 +291,7 @@ class PRIDEResult:
     held_out_p: Mapping[str, float] = attrs.field(factory=dict)
     trivial: Mapping[str, bool] = attrs.field(factory=dict)
     held_out_gain: Mapping[str, float] = attrs.field(factory=dict)
+    offsets: Mapping[str, float] = attrs.field(factory=dict)
 
     @property
     def fell_back(self) -> list[str]:
@@ -477,6 +486,22 @@ class PRIDEProtocol(VerticalProtocol):
             lo, hi = c.column_bounds(party.name, party.X.shape[1])
         return steps.design(party.X, lo=lo, hi=hi, center=c.center, standardize=c.standardizes)
 
+    def column_transform(self, party: Party) -> dict[str, Any]:
+        """The affine map of the design, ``D = (clip(X, lo, hi) - mean) / scale`` (lo, hi: certified only; mean = 0
+        unless centred, scale = 1 unless standardised), from the party's own columns."""
+        c = self.config
+        X = np.asarray(party.X, dtype=float)
+        lo = hi = None
+        if c.mode == "certified":
+            lo, hi = c.column_bounds(party.name, X.shape[1])
+            X = steps.clip_columns(X, lo, hi)
+        mean, sd = steps.column_scale(X)
+        if not c.standardizes:
+            sd = np.ones_like(sd)
+            if not c.center:
+                mean = np.zeros_like(mean)
+        return {"lo": lo, "hi": hi, "mean": mean, "scale": sd}
+
     def response(self, party: Party) -> np.ndarray:
         """y centred (the model has no intercept; y is not protected, spec A0.2)."""
         y = np.asarray(party.y, dtype=float)
@@ -531,11 +556,14 @@ class PRIDEProtocol(VerticalProtocol):
     def _folds(self, n: int) -> tuple[np.ndarray, ...]:
         return kfold(n, self.config.n_folds, self.config.cv_seed)
 
-    def _finish_fit(self, state: Any, view: LocalDesign, y: np.ndarray, noise_var: Any, lam: float, cv_mse: Any = None) -> dict[str, Any]:
+    def _finish_fit(self, party: Party, state: Any, view: LocalDesign, y: np.ndarray, noise_var: Any, lam: float,
+                    cv_mse: Any = None) -> dict[str, Any]:
+        """The fit on the design (``coef``) and the design's column map (``finish`` reports the raw scale)."""
         fit = view.fit(y, ridge_alpha(lam, len(y), self.config.loss_scale), noise_var)
         kept = {k: v for k, v in state.items() if k not in ("design", "sketches")}  # the heavy arrays are not needed any more
+        t = self.column_transform(party)
         return {**kept, "coef": fit.coef, "sketch_coef": fit.sketch_coef, "lam": float(lam), "cv_mse": cv_mse,
-                "clipped_eigenvalues": fit.clipped_eigenvalues}
+                "clipped_eigenvalues": fit.clipped_eigenvalues, "column_mean": t["mean"], "column_scale": t["scale"]}
 
     def _fit(self, party: Party, state: Any, inbox: Mapping[str, PartyMessage]) -> ActionResult:
         D, Z, y, noise_var = self._view(party, state, inbox)
@@ -543,13 +571,13 @@ class PRIDEProtocol(VerticalProtocol):
         c = self.config
         if c.cv_mode == "none":
             assert c.lam is not None
-            return ActionResult(self._finish_fit(state, view, y, noise_var, c.lam))
+            return ActionResult(self._finish_fit(party, state, view, y, noise_var, c.lam))
         grid = np.asarray(c.lambdas) if c.lambdas is not None else default_lambdas(view.top_eigenvalue())
         folds = self._folds(len(y))
         path = view.cv_path(y, grid, folds, c.loss_scale, noise_var)
         mse = path.mse(y)
         best = int(np.argmin(mse))
-        fitted = self._finish_fit(state, view, y, noise_var, float(grid[best]), mse.tolist())
+        fitted = self._finish_fit(party, state, view, y, noise_var, float(grid[best]), mse.tolist())
         if not c.tests_held_out:
             return ActionResult(fitted)
         # its own part of the global prediction, at the fit-level 0.05 split over the label holders and over the grid
@@ -585,18 +613,21 @@ class PRIDEProtocol(VerticalProtocol):
                 raise ValidationError(f"message {message.id}: predictions of shape {preds.shape}, expected {total.shape}")
             total += preds
         mse = np.mean((total - y[None, :]) ** 2, axis=1)
-        return ActionResult(self._finish_fit(state, LocalDesign(D, Z), y, noise_var, float(grid[int(np.argmin(mse))]), mse.tolist()))
+        return ActionResult(self._finish_fit(party, state, LocalDesign(D, Z), y, noise_var, float(grid[int(np.argmin(mse))]),
+                                             mse.tolist()))
 
     def finish(self, layout: Layout, states: Mapping[str, Any], messages: Sequence[PartyMessage]) -> PRIDEResult:
         fitted = {n: s for n, s in states.items() if s is not None and "coef" in s}
         noise = {m.sender: float(m.meta["noise_sd"]) for m in messages if m.kind == "sketch"}
         dims = self.sketch_dims(layout)
-        return PRIDEResult({n: np.asarray(s["coef"]) for n, s in fitted.items()}, {n: s["lam"] for n, s in fitted.items()},
+        raw = {n: np.asarray(s["coef"], dtype=float) / np.asarray(s["column_scale"], dtype=float) for n, s in fitted.items()}
+        offsets = {n: float(np.asarray(fitted[n]["column_mean"], dtype=float) @ b) for n, b in raw.items()}
+        return PRIDEResult(raw, {n: s["lam"] for n, s in fitted.items()},
                            {n: np.asarray(s["sketch_coef"]) for n, s in fitted.items()}, noise, dims, layout.names,
                            {n: int(s.get("clipped_eigenvalues", 0)) for n, s in fitted.items()},
                            {n: float(s["held_out_p"]) for n, s in fitted.items() if "held_out_p" in s},
                            {n: bool(s["trivial"]) for n, s in fitted.items() if "trivial" in s},
-                           {n: float(s["held_out_gain"]) for n, s in fitted.items() if "held_out_gain" in s})
+                           {n: float(s["held_out_gain"]) for n, s in fitted.items() if "held_out_gain" in s}, offsets)
 
     def notes(self, party: str) -> list[str]:
         c = self.config

@@ -19,14 +19,17 @@ from ..accounting import Budget, Ledger, as_budget, make_accountant
 from ..algorithms._base import PrivateEstimator, check_matrix
 from ..core import split_columns
 from ..errors import ValidationError
+from ..persistence import model_class
 from ..plan import CalibratedPlan
 from . import pride_steps as steps
 from .engine import run_protocol
+from .estimator import VerticalModel
 from .layout import Layout, Party, PartyInfo, is_block_list, pooled_label
 from .pride import PRIDEConfig, PRIDEProtocol, fallback_diagnosed, warn_if_fell_back
 
 
-class PRIDERegressor(RegressorMixin, PrivateEstimator):
+@model_class
+class PRIDERegressor(VerticalModel, RegressorMixin, PrivateEstimator):
     """Ridge on column blocks held by different parties, each adjusting for the others through one
     perturbed SRHT sketch per party (PRIDE).
 
@@ -65,12 +68,21 @@ class PRIDERegressor(RegressorMixin, PrivateEstimator):
     n_parties: with a pooled ``X``, the number of contiguous column blocks.
     executor, random_state, allow_uncertified, message_reports: execution.
 
-    After ``fit``: ``coef_`` (every column, when every party holds y), ``coef_blocks_``, ``lambdas_``,
-    ``sketch_coef_blocks_``, ``noise_sd_`` (sigma_k per party), ``sketch_dims_``, ``intercept_``,
+    After ``fit``: ``coef_`` (every column, when every party holds y) and ``intercept_``, on the raw scale of the
+    columns in every mode: ``predict(X) = X @ coef_ + intercept_`` (certified mode clips new rows to ``bounds`` first;
+    on a standardised design, paper and none, the fitted coefficients are ``coef_`` times the columns' sd in
+    ``transforms_``), ``coef_blocks_`` (the same per party), ``lambdas_``, ``sketch_coef_blocks_``, ``noise_sd_``
+    (sigma_k per party), ``sketch_dims_``,
     ``held_out_p_values_``, ``held_out_gains_`` and ``trivial_blocks_`` (``shrinkage="held_out"``: the parties whose
     block fell back to 0 -- its held-out gain was not significant or under 1 % of var(y) -- and the fit warns),
     ``privacy_``, ``privacy_reports_``, ``messages_``, ``plans_``, ``layout_``, ``config_``.
     """
+
+    model_attributes = ("coef_", "intercept_", "coef_blocks_", "lambdas_", "sketch_coef_blocks_", "noise_sd_", "sketch_dims_",
+                        "clipped_eigenvalues_", "held_out_p_values_", "held_out_gains_", "trivial_blocks_", "transforms_",
+                        "layout_", "config_", "privacy_")
+    model_required = ("coef_blocks_", "layout_", "transforms_")
+    model_config_type = PRIDEConfig
 
     def __init__(self, mode: str = "certified", *, sketch_dim: Any = 0.2, budget: Budget | tuple[float, float] | None = None,
                  ledgers: Mapping[str, Ledger] | None = None, ledger: Ledger | None = None, accountant: str | None = None, bounds: Any = None,
@@ -189,28 +201,15 @@ class PRIDERegressor(RegressorMixin, PrivateEstimator):
         self.privacy_reports_ = fallback_diagnosed(outcome.reports, result)
         self.plans_ = dict(outcome.plans)
         # evaluation only (A8): every party's preprocessing and coefficients together, as the simulation knows them
-        self.transforms_ = {p.name: self._transform_of(protocol, p) for p in parties}
+        self.transforms_ = {p.name: protocol.column_transform(p) for p in parties}
         if len(self.coef_blocks_) == len(parties):
             self.coef_ = result.coef
             self._record_features(X_raw, int(self.coef_.shape[0]))
             label = next(p for p in parties if p.holds_label)
-            self.intercept_ = float(np.mean(np.asarray(label.y, dtype=float))) if (config.center or config.standardizes) else 0.0
+            y_mean = float(np.mean(np.asarray(label.y, dtype=float))) if (config.center or config.standardizes) else 0.0
+            self.intercept_ = y_mean - sum(result.offsets.values())  # mean(y) - sum_k m_k^T b_k: the raw-scale intercept
         warn_if_fell_back(result)
         return self
-
-    def _transform_of(self, protocol: PRIDEProtocol, party: Party) -> dict[str, Any]:
-        X = np.asarray(party.X, dtype=float)
-        c = protocol.config
-        lo = hi = None
-        if c.mode == "certified":
-            lo, hi = c.column_bounds(party.name, X.shape[1])
-            X = steps.clip_columns(X, lo, hi)
-        mean, sd = steps.column_scale(X)
-        if not c.standardizes:
-            sd = np.ones_like(sd)
-            if not c.center:
-                mean = np.zeros_like(mean)
-        return {"lo": lo, "hi": hi, "mean": mean, "scale": sd}
 
     def design_of(self, name: str, X: np.ndarray) -> np.ndarray:
         """New rows of party ``name``'s block on the model's scale (the training preprocessing)."""
@@ -221,8 +220,9 @@ class PRIDERegressor(RegressorMixin, PrivateEstimator):
         return (X - t["mean"]) / t["scale"]
 
     def predict(self, X: Any) -> np.ndarray:
-        """Global prediction sum_k x_k^T b_k + intercept (an evaluation device, spec A8: it combines every
-        party's raw columns and coefficients). X: the pooled columns or a list of the parties' blocks."""
+        """Global prediction sum_k x_k^T b_k + intercept on the raw columns (certified: clipped to ``bounds``), an
+        evaluation device (spec A8: it combines every party's columns and coefficients). X: the pooled columns or a
+        list of the parties' blocks."""
         self._check_fitted("layout_")
         if not hasattr(self, "coef_"):
             raise ValidationError("predict needs every party's coefficients (every party must hold y)")
@@ -238,5 +238,7 @@ class PRIDERegressor(RegressorMixin, PrivateEstimator):
             raise ValidationError(f"expected {len(names)} blocks, got {len(blocks)}")
         total = np.full(blocks[0].shape[0], self.intercept_)
         for name, block in zip(names, blocks, strict=True):
-            total += self.design_of(name, block) @ self.coef_blocks_[name]
+            t = self.transforms_[name]
+            raw = np.asarray(block, dtype=float)
+            total += (raw if t["lo"] is None else steps.clip_columns(raw, t["lo"], t["hi"])) @ self.coef_blocks_[name]
         return total
