@@ -407,6 +407,22 @@ MUTANTS = (
            "        Zp = np.column_stack([blocks[k] for k in names] + ([np.full(N, c[\"constant\"])] if c[\"intercept\"] else [])) * 2.0**e\n"
            "        released = Released({**released.arrays, \"xtx\": Zp.T @ Zp}, released.scales, 0, released.relation, released.source)\n",
            ("tests/test_secure_vertical.py", "tests/test_replay.py")),
+    # -- the default ledger and party processes (issue 25) ---------------------------------------------------
+    Mutant("tracker_drops_group_privacy", "an add/remove fit is entered in the tracking ledger at its own epsilon (no group privacy)",
+           "privsdr/accounting/default.py", "            if self.source == Relation.ADD_REMOVE:", "            if False:",
+           ("tests/test_default_ledger.py",)),
+    Mutant("implicit_fit_not_tracked", "a fit without ledger= is not entered in the tracking ledger",
+           "privsdr/accounting/default.py", "    ledger.report_to = tracker\n", "    pass\n", ("tests/test_default_ledger.py",)),
+    Mutant("configured_default_ledger_ignored", "a fit without ledger= ignores the configured default ledger",
+           "privsdr/algorithms/_base.py", "        ledger = ledger if ledger is not None else configured_ledger()\n",
+           "        ledger = ledger\n", ("tests/test_default_ledger.py",)),
+    Mutant("party_charges_before_every_party_is_ready", "a party charges its first stage without waiting for the others' ready",
+           "privsdr/vertical/party_process.py",
+           "        for other in others:\n            _checked(box.fetch(message_id(0, other, \"ready\")",
+           "        for other in ():\n            _checked(box.fetch(message_id(0, other, \"ready\")", ("tests/test_vertical_cli.py",)),
+    Mutant("failed_party_posts_no_abort", "a party that fails leaves the others waiting (no abort message)",
+           "privsdr/vertical/party_process.py", "\"abort\",\n                              0, {}", "\"quiet\",\n                              0, {}",
+           ("tests/test_vertical_cli.py",)),
 )
 
 
