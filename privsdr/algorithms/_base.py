@@ -80,6 +80,17 @@ def for_ledger(plan: Plan, ledger: Ledger) -> Plan:
         return plan
 
 
+def moment_split(split: Any) -> list[float]:
+    """Two positive, finite weights (mean, second moment): how a moments estimator splits its budget."""
+    try:
+        weights = [float(w) for w in split]
+    except (TypeError, ValueError):
+        raise ValidationError(f"split must be two positive weights (mean, second moment), got {split!r}") from None
+    if len(weights) != 2 or not all(math.isfinite(w) and w > 0 for w in weights):
+        raise ValidationError("split must be two positive weights (mean, second moment)")
+    return weights
+
+
 def public_center(value: Any, p: int, name: str = "center") -> np.ndarray:
     """A public centre the rows are shifted by before clipping: None (zeros), one number, or one per column, finite.
     Never read off the data."""

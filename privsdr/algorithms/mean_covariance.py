@@ -32,7 +32,16 @@ from ..errors import ValidationError
 from ..mechanisms import Sensitivity, get_mechanism
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
-from ._base import PrivateEstimator, check_bound, check_matrix, check_positive, check_random_state, column_bounds, public_center
+from ._base import (
+    PrivateEstimator,
+    check_bound,
+    check_matrix,
+    check_positive,
+    check_random_state,
+    column_bounds,
+    moment_split,
+    public_center,
+)
 from ._sir_common import check_int
 
 
@@ -118,12 +127,7 @@ class DPMeanCovariance(PrivateEstimator):
         n, p = check_int(n_samples, "n_samples", 1), check_int(n_features, "n_features", 1)
         C = self._validated_clip(p)
         self._center(p)
-        try:
-            split = [float(w) for w in self.split]
-        except (TypeError, ValueError):
-            raise ValidationError(f"split must be two positive weights (mean, second moment), got {self.split!r}") from None
-        if len(split) != 2 or not all(math.isfinite(w) and w > 0 for w in split):
-            raise ValidationError("split must be two positive weights (mean, second moment)")
+        split = moment_split(self.split)
         for mechanism, name, value in (("gaussian", "calibration", self.calibration),
                                        ("symmetric_gaussian", "second_moment_calibration", self.second_moment_calibration)):
             choices = get_mechanism(mechanism).calibrations

@@ -10,7 +10,6 @@ import argparse
 import csv
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -122,9 +121,18 @@ def print_simulated_run(outcome: Any, as_json: bool) -> None:
 
 
 
-def party_progress(name: str) -> Callable[[str], None]:
-    """A party's progress lines (each stage, and every few seconds of waiting), on stderr so that --json stays clean."""
-    return lambda line: print(f"[{name}] {line}", file=sys.stderr, flush=True)
+def play_party(args: argparse.Namespace, protocol: Any, layout: Any, budget: Budget, accountant: str) -> tuple[Any, Any]:
+    """``party`` of a mailbox protocol: this party's CSV and journal, then its side of the run (``run_party``, with
+    ``--timeout`` and progress lines on stderr, so that --json stays clean). Returns (party, outcome)."""
+    from ..accounting import Ledger
+    from ..vertical import run_party
+
+    party = load_party(args.name, args.data, args.target, args.columns)
+    ledger = Ledger.open(args.journal) if args.journal else None
+    outcome = run_party(protocol, party, layout, budget, args.mailbox, ledger=ledger, accountant=accountant,
+                        allow_uncertified=args.allow_uncertified, timeout=args.timeout,
+                        progress=lambda line: print(f"[{args.name}] {line}", file=sys.stderr, flush=True))
+    return party, outcome
 
 
 def add_party_and_fit(sub: Any, party_fn: Any, fit_fn: Any, *, party_target_help: str, fit_target_help: str,

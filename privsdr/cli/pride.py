@@ -14,15 +14,14 @@ from typing import Any
 
 import attrs
 
-from ..accounting import Budget, Ledger
+from ..accounting import Budget
 from ..accounting.accountants import ACCOUNTANT_NAMES
 from ..errors import ValidationError
 from ._common import FORMATTER, REPORT_SUFFIXES, Outputs, Parser, commit_report, filed
 from ._parties import (
     add_party_and_fit,
     load_parties,
-    load_party,
-    party_progress,
+    play_party,
     print_coefficients,
     print_simulated_run,
     read_shared,
@@ -136,7 +135,7 @@ def _estimates(result: Any, as_json: bool, layout: Any, extra: dict[str, Any], o
 
 
 def _party(args: argparse.Namespace) -> int:
-    from ..vertical import PRIDEProtocol, format_revealed, run_party
+    from ..vertical import PRIDEProtocol, format_revealed
     from ..vertical.pride import fallback_diagnosed, warn_if_fell_back
 
     config, budget, accountant, layout = _read_shared(args.config)
@@ -144,10 +143,7 @@ def _party(args: argparse.Namespace) -> int:
         raise ValidationError("the configuration has no layout: write it with `privsdr pride config ... --party NAME=N ... --rows N`")
     with Outputs() as outputs:  # a bad --report is refused before anything is charged
         report_path = outputs.add(args.report, "--report", REPORT_SUFFIXES)
-        party = load_party(args.name, args.data, args.target, args.columns)
-        ledger = Ledger.open(args.journal) if args.journal else None
-        outcome = run_party(PRIDEProtocol(config), party, layout, budget, args.mailbox, ledger=ledger, accountant=accountant,
-                            allow_uncertified=args.allow_uncertified, timeout=args.timeout, progress=party_progress(args.name))
+        party, outcome = play_party(args, PRIDEProtocol(config), layout, budget, accountant)
         revealed = sent_by_party(outcome, lambda m: m.meta.get("status") or (m.report.status if m.report_json else "post-processing"))
         if not args.json:
             print(outcome.report.summary())

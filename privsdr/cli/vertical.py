@@ -6,15 +6,14 @@ from typing import Any
 
 import attrs
 
-from ..accounting import Budget, Ledger
+from ..accounting import Budget
 from ..accounting.accountants import ACCOUNTANT_NAMES
 from ..errors import ValidationError
 from ._common import FORMATTER, REPORT_SUFFIXES, Outputs, Parser, commit_report, filed
 from ._parties import (
     add_party_and_fit,
     load_parties,
-    load_party,
-    party_progress,
+    play_party,
     print_coefficients,
     print_simulated_run,
     read_shared,
@@ -93,7 +92,7 @@ def _read_shared(path: str) -> tuple[Any, Budget, str, Any]:
 
 
 def _party(args: argparse.Namespace) -> int:
-    from ..vertical import DPBCDProtocol, format_revealed, run_party
+    from ..vertical import DPBCDProtocol, format_revealed
     from ..vertical.dpbcd import diagnosed
 
     if args.secure:
@@ -107,10 +106,7 @@ def _party(args: argparse.Namespace) -> int:
         raise ValidationError("the configuration has no layout: write it with `privsdr vertical config ... --party NAME=N ... --rows N --label NAME`")
     with Outputs() as outputs:  # a bad --report is refused before anything is charged
         report_path = outputs.add(args.report, "--report", REPORT_SUFFIXES)
-        party = load_party(args.name, args.data, args.target, args.columns)
-        ledger = Ledger.open(args.journal) if args.journal else None
-        outcome = run_party(DPBCDProtocol(config), party, layout, budget, args.mailbox, ledger=ledger, accountant=accountant,
-                            allow_uncertified=args.allow_uncertified, timeout=args.timeout, progress=party_progress(args.name))
+        party, outcome = play_party(args, DPBCDProtocol(config), layout, budget, accountant)
         revealed = sent_by_party(outcome, lambda m: m.report.status if m.report_json else "post-processing")
         report = diagnosed({args.name: outcome.report}, outcome.result)[args.name]
         if not args.json:

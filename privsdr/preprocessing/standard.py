@@ -39,6 +39,7 @@ from ..algorithms._base import (
     check_random_state,
     column_bounds,
     for_ledger,
+    moment_split,
     public_bound,
     public_center,
 )
@@ -114,12 +115,7 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator)
         n, p = check_int(n_samples, "n_samples", 1), check_int(n_features, "n_features", 1)
         column_bounds(self.bound, p, "bound")  # checked against p
         center = public_center(self.center, p)
-        try:
-            split = [float(w) for w in self.split]
-        except (TypeError, ValueError):
-            raise ValidationError(f"split must be two positive weights (mean, second moment), got {self.split!r}") from None
-        if len(split) != 2 or not all(math.isfinite(w) and w > 0 for w in split):
-            raise ValidationError("split must be two positive weights (mean, second moment)")
+        split = moment_split(self.split)
         choices = get_mechanism("gaussian").calibrations
         if self.calibration not in choices:
             raise ValidationError(f"calibration must be one of {', '.join(choices)}, got {self.calibration!r}")
