@@ -63,6 +63,20 @@ class SklearnEstimator(BaseEstimator, PersistentModel):
     def _more_tags(self) -> dict[str, Any]:  # scikit-learn < 1.6
         return {"requires_y": self._requires_y, "allow_nan": False, "X_types": ["2darray"]}
 
+    # -- pickling ---------------------------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        """scikit-learn's state plus, for an estimator without ``ledger=`` in a process with a configured default
+        ledger, that ledger: a worker it is sent to (joblib, Dask) charges the same account or refuses to spend
+        (``accounting.default.set_default_ledger``), never a fresh budget of its own."""
+        state: dict[str, Any] = super().__getstate__()
+        if getattr(self, "ledger", None) is None:
+            from .accounting.default import CARRIED, configured_ledger
+
+            configured = configured_ledger()
+            if configured is not None and CARRIED not in state:
+                state = {**state, CARRIED: configured}
+        return state
+
     # -- clone -----------------------------------------------------------------------------------
     def __sklearn_clone__(self) -> Any:
         """scikit-learn's clone, with an ``executor`` passed by reference (ledgers are by their own deepcopy)."""

@@ -26,7 +26,7 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
 from privsdr import Ledger
-from privsdr.accounting.default import set_default_ledger
+from privsdr.accounting.default import reset_tracking_ledger, set_default_ledger
 from privsdr.cli import main
 
 
@@ -45,8 +45,10 @@ def fresh_default_ledger():
     """Each test starts with no default ledger configured and an empty tracking ledger (``privsdr.default_ledger``),
     so a test never inherits another's charges and the tracking ledger of a worker stays small."""
     set_default_ledger(None)
+    reset_tracking_ledger()
     yield
     set_default_ledger(None)
+    reset_tracking_ledger()
 
 
 def run_cli(*args, cwd=None) -> subprocess.CompletedProcess:

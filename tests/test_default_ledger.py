@@ -93,14 +93,86 @@ def test_noise_off_baselines_and_refused_fits_are_not_entered():
     assert privsdr.default_ledger().runs == []
 
 
-def test_set_default_ledger_checks_its_argument_and_returns_the_previous_one():
+def test_set_default_ledger_checks_its_argument_and_returns_the_previous_one_and_keeps_the_tracking_ledger():
+    X, y = _data()
     with pytest.raises(ValidationError, match="privsdr.Ledger"):
         privsdr.set_default_ledger("budget.jsonl")  # type: ignore[arg-type]
+    DPPLS(n_components=1, bound_x=1.0, bound_y=2.0, budget=Budget(0.5, 1e-6)).fit(X, y)
     first, second = Ledger(Budget(1.0, 1e-6)), Ledger(Budget(2.0, 1e-6))
     assert privsdr.set_default_ledger(first) is None
     assert privsdr.set_default_ledger(second) is first
-    assert privsdr.set_default_ledger(None) is second
-    assert privsdr.default_ledger().summary().get("tracking")
+    assert privsdr.set_default_ledger(None) is second  # the restore pattern: the tracked total is kept
+    assert privsdr.default_ledger().summary().get("tracking") and len(privsdr.default_ledger().runs) == 1
+
+
+def test_a_plan_or_forecast_is_not_a_fit_and_does_not_warn():
+    model = DPPLS(n_components=1, bound_x=1.0, bound_y=2.0, budget=Budget(0.5, 1e-6))
+    X, y = _data()
+    model.fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FreshBudgetWarning)
+        model.plan(400, 4)
+    assert len(privsdr.default_ledger().runs) == 1
+
+
+def test_every_estimator_without_ledger_obeys_the_configured_default_ledger():
+    """DP-BCD, PRIDE and DPPLS paper mode used to bypass it (review of issue 25)."""
+    from privsdr import DPBCDRegression, PRIDERegressor
+
+    X, y = _data(n=300, p=4)
+    ledger = Ledger(Budget(1.0, 1e-5), relation="replace_one")
+    privsdr.set_default_ledger(ledger)
+    with pytest.raises(BudgetExceededError):
+        DPBCDRegression(n_parties=2, row_bound=2.0, label_bound=3.0, coef_bound=2.0, budget=Budget(5.0, 1e-6), random_state=0).fit(X, y)
+    with pytest.raises(privsdr.RelationMismatchError):  # as published: add/remove noise, not converted
+        DPPLS(n_components=1, mode="paper", budget=Budget(5.0, 1e-6), allow_uncertified=True).fit(X, y)
+    with pytest.raises(privsdr.RelationMismatchError):  # PRIDE's cell-level unit cannot enter a row-level account
+        PRIDERegressor(n_parties=2, bounds=(-1.0, 1.0), budget=Budget(0.5, 1e-6), random_state=0).fit(X, y)
+    assert ledger.spent.epsilon == 0
+
+
+def test_a_configured_in_memory_ledger_never_lets_another_process_spend_a_fresh_budget():
+    """An estimator pickled to a worker carries the configured ledger, which arrives as a copy that refuses to spend;
+    a forked child refuses to spend its inherited in-memory copy (review of issue 25)."""
+    import multiprocessing
+    import pickle
+
+    from privsdr import AdaSSPRegression
+    from privsdr.errors import DetachedLedgerError
+
+    X, y = _data()
+    privsdr.set_default_ledger(Ledger(Budget(1.0, 1e-5)))
+    model = AdaSSPRegression(bound_x=2.0, bound_y=2.0, budget=Budget(0.5, 1e-6), random_state=0)
+    in_worker = pickle.loads(pickle.dumps(model))
+    privsdr.set_default_ledger(None)  # a spawned worker has no configured ledger of its own
+    with pytest.raises(DetachedLedgerError):
+        in_worker.fit(X, y)
+    privsdr.set_default_ledger(Ledger(Budget(1.0, 1e-5)))
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        outcome = pool.apply(_fit_in_child, (model, X, y))
+    assert outcome == "DetachedLedgerError"
+
+
+def _fit_in_child(model, X, y) -> str:
+    try:
+        model.fit(X, y)
+    except privsdr.PrivsdrError as exc:
+        return type(exc).__name__
+    return "fitted"
+
+
+def test_a_journal_backed_default_ledger_is_shared_with_a_worker(tmp_path):
+    import pickle
+
+    from privsdr import AdaSSPRegression
+
+    X, y = _data()
+    ledger = Ledger(Budget(2.0, 1e-5), journal=tmp_path / "j.jsonl")
+    privsdr.set_default_ledger(ledger)
+    in_worker = pickle.loads(pickle.dumps(AdaSSPRegression(bound_x=2.0, bound_y=2.0, budget=Budget(0.5, 1e-6), random_state=0)))
+    privsdr.set_default_ledger(None)
+    in_worker.fit(X, y)
+    assert len(Ledger.open(tmp_path / "j.jsonl").runs) == 1 and ledger.spent.epsilon > 0
 
 
 def test_a_huge_add_remove_epsilon_is_entered_without_overflow():
@@ -110,3 +182,5 @@ def test_a_huge_add_remove_epsilon_is_entered_without_overflow():
 
     [charge] = FitEntry("x", Cost(1000.0, 1e-6), Relation.ADD_REMOVE, Status.CLAIMED).charges()
     assert charge.events[0].epsilon == 2000.0 and charge.events[0].delta == 1.0
+    [cell] = FitEntry("x", Cost(1.0, 1e-6), Relation.REPLACE_ENTRY, Status.CERTIFIED).charges()
+    assert type(cell.events[0]).__name__ == "NonPrivateEvent"  # a cell-level guarantee says nothing about a row

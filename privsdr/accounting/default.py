@@ -19,10 +19,12 @@ tracking ledger holds every method. Basic composition of those entries is a vali
 from __future__ import annotations
 
 import math
+import os
 import sys
 import threading
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
@@ -36,6 +38,7 @@ from .relation import Relation, Status
 _LOCK = threading.Lock()
 _CONFIGURED: Ledger | None = None
 _TRACKER: Ledger | None = None
+CARRIED = "_privsdr_default_ledger"  #: the attribute a pickled estimator carries its process's configured ledger in
 
 
 def _new_tracker() -> Ledger:
@@ -44,35 +47,56 @@ def _new_tracker() -> Ledger:
     return tracker
 
 
-def default_ledger() -> Ledger:
-    """The ledger a fit without ``ledger=`` is charged to: the configured one, else this process's tracking
-    ledger (unlimited, in memory; module docstring). ``privsdr.ledger_to_markdown(default_ledger().summary())``
-    prints it as ``privsdr ledger show`` does."""
+def _tracker() -> Ledger:
+    """This process's tracking ledger (a forked child gets its own: the parent's is an account of the parent)."""
     global _TRACKER
     with _LOCK:
-        if _CONFIGURED is not None:
-            return _CONFIGURED
-        if _TRACKER is None:
+        if _TRACKER is None or _TRACKER.pid != os.getpid():
             _TRACKER = _new_tracker()
         return _TRACKER
 
 
+def default_ledger() -> Ledger:
+    """The ledger a fit without ``ledger=`` is charged to: the configured one, else this process's tracking
+    ledger (unlimited, in memory; module docstring). ``privsdr.ledger_to_markdown(default_ledger().summary())``
+    prints it as ``privsdr ledger show`` does."""
+    return _CONFIGURED if _CONFIGURED is not None else _tracker()
+
+
 def set_default_ledger(ledger: Ledger | None) -> Ledger | None:
-    """Charge every later fit without ``ledger=`` to ``ledger`` (``None``: back to a fresh tracking ledger).
-    Returns the previously configured ledger (None if there was none), so a caller can restore it."""
-    global _CONFIGURED, _TRACKER
+    """Charge every later fit without ``ledger=`` to ``ledger`` (``None``: no configured ledger; the tracking ledger
+    keeps what it recorded). Returns the previously configured ledger (None if there was none), so a caller can
+    restore it. Other processes: an estimator pickled to a worker (joblib, Dask) carries the configured ledger, which
+    arrives there as any pickled ledger does (reattached to its journal, or a copy that refuses to spend); a forked
+    child refuses to spend an in-memory one. So a budget shared with workers is a journal-backed ledger."""
+    global _CONFIGURED
     if ledger is not None and not isinstance(ledger, Ledger):
         raise ValidationError(f"the default ledger must be a privsdr.Ledger or None, got {type(ledger).__name__}")
     with _LOCK:
         previous, _CONFIGURED = _CONFIGURED, ledger
-        if ledger is None:
-            _TRACKER = None
         return previous
+
+
+def reset_tracking_ledger() -> None:
+    """Start a new, empty tracking ledger for this process (what was recorded is dropped: tests, a new session)."""
+    global _TRACKER
+    with _LOCK:
+        _TRACKER = None
 
 
 def configured_ledger() -> Ledger | None:
     """The default ledger if one was configured with ``set_default_ledger``, else None."""
     return _CONFIGURED
+
+
+def ledger_for(estimator: Any) -> Ledger | None:
+    """The ledger a fit of ``estimator`` is charged to before any fresh one: its ``ledger=``, else the configured default
+    ledger it carried from the process that pickled it (a worker), else this process's configured default, else None."""
+    own = getattr(estimator, "ledger", None)
+    if own is not None:
+        return own  # type: ignore[no-any-return]
+    carried = getattr(estimator, "__dict__", {}).get(CARRIED)
+    return carried if carried is not None else _CONFIGURED
 
 
 @attrs.frozen
@@ -89,12 +113,13 @@ class FitEntry:
         return Relation.REPLACE_ONE
 
     def charges(self) -> Sequence[Charge]:
-        if self.status == Status.NONE:
+        if self.status == Status.NONE or self.source not in (Relation.REPLACE_ONE, Relation.ADD_REMOVE):
+            # no guarantee, or one about a smaller unit (a cell, a zero-filled row) that says nothing about a row
             events: tuple[ApproxEvent | NonPrivateEvent, ...] = (NonPrivateEvent(),)
         else:
             eps, delta = self.cost
             if self.source == Relation.ADD_REMOVE:  # group privacy, two changes: (2 eps, (1 + e^eps) delta)
-                eps, delta = 2.0 * eps, min(1.0, (1.0 + math.exp(min(eps, 700.0))) * delta) if delta > 0 else 0.0
+                eps, delta = 2.0 * eps, (min(1.0, (1.0 + math.exp(eps)) * delta) if eps <= 700.0 else 1.0) if delta > 0 else 0.0
             events = (ApproxEvent(eps, delta),)
         return [Charge("fit", events, Relation.REPLACE_ONE, status=self.status)]
 
@@ -109,15 +134,18 @@ def _caller_stacklevel() -> int:
 
 
 def fresh_ledger(budget: Budget, accountant: object, who: str) -> Ledger:
-    """The fresh ledger of a fit given a budget and no ledger (none configured): it reports to the tracking
-    ledger, and the fit warns ``FreshBudgetWarning`` when earlier fits in this process were charged the same way."""
+    """The fresh ledger of a fit given a budget and no ledger (none configured): each run it reserves is entered in the
+    tracking ledger, and warns ``FreshBudgetWarning`` when earlier fits in this process released something the same
+    way (``warn_if_earlier_fits``). Noise-off budgets are not tracked."""
     ledger = Ledger(budget, accountant=accountant)  # type: ignore[arg-type]
-    if budget.is_infinite:
-        return ledger
-    tracker = default_ledger()
-    if tracker is _CONFIGURED:  # configured meanwhile: the caller decides; never report to a real account by the side
-        return ledger
-    earlier = len(tracker.runs)
+    if not budget.is_infinite:
+        ledger.report_to, ledger.report_as = _tracker(), who
+    return ledger
+
+
+def warn_if_earlier_fits(tracker: Ledger, who: str) -> None:
+    """``FreshBudgetWarning`` when this process's tracking ledger holds fits that released something."""
+    earlier = sum(1 for run in tracker.runs if run.charged)
     if earlier:
         eps, delta = tracker.spent
         warnings.warn(
@@ -125,5 +153,3 @@ def fresh_ledger(budget: Budget, accountant: object, who: str) -> Ledger:
             f"and together they have spent epsilon = {eps:.4g}, delta = {delta:.3g} before it (basic composition). To give "
             "them one budget, pass ledger= or set privsdr.set_default_ledger(Ledger(Budget(epsilon, delta)))",
             FreshBudgetWarning, stacklevel=_caller_stacklevel())
-    ledger.report_to = tracker
-    return ledger

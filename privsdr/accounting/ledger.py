@@ -159,6 +159,8 @@ class Ledger:
         self._detached: str | None = None  #: why this copy cannot spend (see "copies" below), None for a live account
         #: a ledger each run's guarantee is also entered in (``accounting.default``: the process's tracking ledger)
         self.report_to: Ledger | None = None
+        self.report_as = ""  #: the estimator named in the entries and warnings of ``report_to``
+        self.pid = os.getpid()  #: the process this account lives in (an in-memory account spends only there)
         self.tracking = False  #: the process's tracking ledger (``accounting.default``): no total, basic composition
         self._tracked: list[Cost] = []  #: a tracking ledger's charged costs, in order
         if journal is not None:
@@ -200,6 +202,9 @@ class Ledger:
         return self._detached
 
     def _check_attached(self) -> None:
+        if self._journal is None and self._detached is None and self.pid != os.getpid():
+            self._detached = ("it is an in-memory ledger copied into another process by fork (the account stays with the "
+                              f"process {self.pid} that made it)")
         if self._detached is not None:
             raise DetachedLedgerError(
                 f"this Ledger is a copy that cannot spend: {self._detached}. A copy that could spend would be a second "
@@ -459,6 +464,8 @@ class Ledger:
         hashes = [self._plan_hash(p) for p in plans]
         batch = uuid.uuid4().hex[:12]
         with self._transaction():
+            for plan in plans:  # every plan under the ledger's relation (or, on a fresh ledger, the first plan's)
+                self._check_relation(plan, plan.charges(), self.relation or plans[0].relation)
             groups = self._groups(charged_only=False)
             charges = [c for i, p in enumerate(plans) for c in self._qualified(p, f"{batch}/{i}")]
             after = self._history(groups + [(charges, BasicAccountant().cost(charges).delta)]).cost
@@ -519,10 +526,12 @@ class Ledger:
             })
         entry = None
         if self.report_to is not None:
-            from .default import FitEntry
+            from .default import FitEntry, warn_if_earlier_fits
 
-            entry = self.report_to.reserve(FitEntry(plan.name, preflight.requested, plan.relation, preflight.status),
-                                           allow_uncertified=True, run_id=run_id)
+            if self.report_to.tracking:
+                warn_if_earlier_fits(self.report_to, self.report_as or plan.name)
+            entry = self.report_to.reserve(FitEntry(self.report_as or plan.name, preflight.requested, plan.relation,
+                                                    preflight.status), allow_uncertified=True, run_id=run_id)
         return Reservation(self, run_id, charges, preflight, entry)
 
     def _qualified(self, plan: Chargeable, run_id: str) -> list[Charge]:
@@ -532,18 +541,7 @@ class Ledger:
         return [attrs.evolve(c, scope=c.scope.renamed(mapping)) if mapping else c for c in plan.charges()]
 
     def _check(self, plan: Chargeable, charges: Sequence[Charge], allow_uncertified: bool) -> Preflight:
-        if self.relation is not None and plan.relation != self.relation:
-            hint = ("a replace-one plan cannot be converted to add/remove (n would have to be public): give every method "
-                    "of a data set one journal created with relation 'replace_one' (`privsdr ledger init --relation "
-                    "replace_one`), to which add/remove plans are converted" if plan.relation == Relation.REPLACE_ONE
-                    else "use a separate ledger")
-            raise RelationMismatchError(
-                f"plan {plan.name!r} uses the {plan.relation.value!r} relation but this ledger composes "
-                f"{self.relation.value!r} charges; {hint}"
-            )
-        for c in charges:
-            if c.relation != plan.relation:
-                raise RelationMismatchError(f"node {c.label!r} declares {c.relation.value!r} inside a {plan.relation.value!r} plan")
+        self._check_relation(plan, charges)
         status = Status.worst([c.status for c in charges])
         if status != Status.CERTIFIED and not allow_uncertified:
             bad = ", ".join(f"{c.label} ({c.status.value})" for c in charges if c.status != Status.CERTIFIED)
@@ -551,6 +549,25 @@ class Ledger:
                 f"plan {plan.name!r} has nodes without a certified guarantee: {bad}. "
                 "Pass allow_uncertified=True to run it anyway; its report will say so."
             )
+        return self._priced(plan, charges, status)
+
+    def _check_relation(self, plan: Chargeable, charges: Sequence[Charge], relation: Relation | None = None) -> None:
+        """Refuse a plan whose relation is not the ledger's (``relation``: the one a batch being committed fixes)."""
+        relation = relation or self.relation
+        if relation is not None and plan.relation != relation:
+            hint = ("a replace-one plan cannot be converted to add/remove (n would have to be public): give every method "
+                    "of a data set one journal created with relation 'replace_one' (`privsdr ledger init --relation "
+                    "replace_one`), to which add/remove plans are converted" if plan.relation == Relation.REPLACE_ONE
+                    else "use a separate ledger")
+            raise RelationMismatchError(
+                f"plan {plan.name!r} uses the {plan.relation.value!r} relation but this ledger composes "
+                f"{relation.value!r} charges; {hint}"
+            )
+        for c in charges:
+            if c.relation != plan.relation:
+                raise RelationMismatchError(f"node {c.label!r} declares {c.relation.value!r} inside a {plan.relation.value!r} plan")
+
+    def _priced(self, plan: Chargeable, charges: Sequence[Charge], status: Status) -> Preflight:
         basic = BasicAccountant()
         items = tuple(
             PreflightItem(c.label, c.status, str(c.scope), basic.compose(list(c.events)) if c.events else Cost.zero())
@@ -633,7 +650,7 @@ def _unpickle_ledger(state: dict[str, Any]) -> Ledger:
     ledger._lock = threading.RLock()
     ledger._runs, ledger._batches = state["runs"], state["batches"]
     ledger._applied, ledger._spent_cost, ledger._journal = 0, None, None
-    ledger.report_to, ledger.tracking, ledger._tracked = None, False, []
+    ledger.report_to, ledger.report_as, ledger.tracking, ledger._tracked, ledger.pid = None, "", False, [], os.getpid()
     ledger._detached = reason or "it was unpickled from an in-memory ledger (the account stays with the original)"
     return ledger
 

@@ -11,7 +11,7 @@ from .. import core
 from .._sklearn import SklearnEstimator
 from .._validation import check_matrix, check_positive, check_vector  # noqa: F401 (re-exported for the estimators)
 from ..accounting import Budget, Ledger, as_budget, make_accountant
-from ..accounting.default import configured_ledger, fresh_ledger
+from ..accounting.default import fresh_ledger, ledger_for
 from ..errors import BudgetExceededError, InputTypeError, PlanError, ValidationError
 from ..mechanisms.secure import SAMPLERS
 from ..plan import Plan
@@ -38,7 +38,7 @@ class PrivateEstimator(SklearnEstimator):
         budget, ledger = getattr(self, "budget", None), getattr(self, "ledger", None)
         if ledger is not None and not isinstance(ledger, Ledger):
             raise ValidationError(f"ledger must be a privsdr.Ledger, got {type(ledger).__name__}")
-        ledger = ledger if ledger is not None else configured_ledger()
+        ledger = ledger_for(self)
         explicit = isinstance(budget, str) and budget == "remaining"  # asked for by name: no warning
         if explicit:
             budget = None

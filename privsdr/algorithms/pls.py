@@ -28,6 +28,7 @@ from sklearn.base import RegressorMixin
 from .. import core
 from .._validation import warn_column_vector
 from ..accounting import Budget, Ledger, as_budget, make_accountant
+from ..accounting.default import fresh_ledger, ledger_for
 from ..errors import ValidationError
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
@@ -251,13 +252,15 @@ class DPPLS(RegressorMixin, ForecastMixin, PrivateEstimator):
         if self.ledger is not None and not isinstance(self.ledger, Ledger):
             raise ValidationError(f"ledger must be a privsdr.Ledger, got {type(self.ledger).__name__}")
         plan = self.build_plan(n, m, per_release).allocate(per_release, sampler=self._sampler())
-        if self.ledger is not None:
-            return per_release, self.ledger, plan
+        given = ledger_for(self)
+        if given is not None:
+            return per_release, given, plan
         if per_release.is_infinite:  # else a ledger exactly as large as the composed published claim
             return per_release, Ledger(Budget.infinite()), plan
         accountant = make_accountant(self.accountant, per_release.delta)
         claimed = accountant.cost(plan.charges())
-        return per_release, Ledger(Budget(claimed.epsilon, claimed.delta), accountant=make_accountant(self.accountant, claimed.delta)), plan
+        return per_release, fresh_ledger(Budget(claimed.epsilon, claimed.delta), make_accountant(self.accountant, claimed.delta),
+                                         type(self).__name__), plan
 
     def plan(self, n_samples: int, n_features: int) -> CalibratedPlan:
         """The calibrated plan of a fit on data of this shape; ``.cost()`` prices it and, in certified (S2) mode,

@@ -12,7 +12,7 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from .._sklearn import SklearnEstimator
 from .._validation import check_matrix, check_positive
 from ..accounting import Budget, Ledger, as_budget, make_accountant
-from ..accounting.default import configured_ledger, fresh_ledger
+from ..accounting.default import fresh_ledger, ledger_for
 from ..errors import BudgetExceededError, ValidationError
 from ..persistence import model_class
 from ..plan import Plan, Run
@@ -146,7 +146,7 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
     def _budget_and_ledger(self, config: FSIRConfig) -> tuple[Budget, Ledger]:
         if self.ledger is not None and not isinstance(self.ledger, Ledger):
             raise ValidationError(f"ledger must be a privsdr.Ledger, got {type(self.ledger).__name__}")
-        ledger = self.ledger if self.ledger is not None else configured_ledger()
+        ledger = ledger_for(self)
         if config.mechanism == "none":
             budget = Budget.infinite()
         elif self.budget is not None and not (isinstance(self.budget, str) and self.budget == "remaining"):

@@ -17,6 +17,7 @@ import numpy as np
 from sklearn.base import RegressorMixin
 
 from ..accounting import Budget, Ledger, as_budget
+from ..accounting.default import ledger_for
 from ..algorithms._base import PrivateEstimator, check_matrix
 from ..core import split_columns
 from ..errors import ValidationError
@@ -189,7 +190,7 @@ class DPBCDRegression(VerticalModel, RegressorMixin, PrivateEstimator):
         budget = self._budget()
         outcome = run_protocol(DPBCDProtocol(config), parties, budget, ledgers=self.ledgers, accountant=self._accountant(),
                                executor=self.executor, random_state=self.random_state, allow_uncertified=self.allow_uncertified,
-                               message_reports=self.message_reports, project=self.ledger)
+                               message_reports=self.message_reports, project=ledger_for(self))
         result = outcome.result
         self.config_ = config
         self.layout_ = outcome.layout

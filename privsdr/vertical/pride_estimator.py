@@ -16,6 +16,7 @@ import numpy as np
 from sklearn.base import RegressorMixin
 
 from ..accounting import Budget, Ledger, as_budget, make_accountant
+from ..accounting.default import ledger_for
 from ..algorithms._base import PrivateEstimator, check_matrix
 from ..core import split_columns
 from ..errors import ValidationError
@@ -183,7 +184,7 @@ class PRIDERegressor(VerticalModel, RegressorMixin, PrivateEstimator):
         protocol = PRIDEProtocol(config)
         outcome = run_protocol(protocol, parties, self._budget(), ledgers=self.ledgers, accountant=self.accountant or "best",
                                executor=self.executor, random_state=self.random_state, allow_uncertified=self.allow_uncertified,
-                               message_reports=self.message_reports, project=self.ledger)
+                               message_reports=self.message_reports, project=ledger_for(self))
         result = outcome.result
         self.config_ = config
         self.layout_ = outcome.layout
