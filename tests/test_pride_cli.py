@@ -93,8 +93,8 @@ def test_two_party_processes_talk_through_a_mailbox_and_only_the_label_holder_es
     assert 0.5 < Ledger.open(journal).spent.epsilon <= 1.0  # (1, 1e-6) read at the journal's delta 1e-5
     assert sorted(p.name for p in box.iterdir()) == ["0000-alice-ready.npz", "0000-alice-sketch.npz", "0000-bob-ready.npz",
                                                      "0000-bob-sketch.npz"]
-    text = run("pride", "party", "--config", cfg, "--name", "bob", "--data", paths["bob"], "--mailbox", box)
-    assert text.returncode == 0 and "holds no y" in text.stdout  # bob again (its sketch is re-sent): a second charge
+    again = run("pride", "party", "--config", cfg, "--name", "bob", "--data", paths["bob"], "--mailbox", box)
+    assert again.returncode == 2 and "earlier run" in again.stderr  # a finished run's folder would stand in for a new run's
 
 
 def test_refusals_are_one_line_and_spend_nothing(tmp_path):

@@ -44,9 +44,13 @@ def test_with_filing_adds_purpose_digest_and_estimate_and_round_trips(fitted):
 
 def test_cli_fit_files_the_estimate_the_digest_and_the_purpose(cli, sir_table, tmp_path):
     out = tmp_path / "report.json"
+    plain = cli("fit", "dpsir", "--data", sir_table, "--target", "y", "--bound", 1, "--cut-points", -1, 0, 1,
+                "--epsilon", 2, "--delta", 1e-6, "--seed", 0, "--report", tmp_path / "plain.json")
+    assert plain.code == 0, plain.err  # the digest is opt-in: it identifies the data exactly and no noise covers it
+    assert json.loads((tmp_path / "plain.json").read_text())["filing"]["data"] == {"file": sir_table.name}
     result = cli("fit", "dpsir", "--data", sir_table, "--target", "y", "--bound", 1, "--cut-points", -1, 0, 1,
                  "--epsilon", 2, "--delta", 1e-6, "--seed", 0, "--report", out, "--purpose", "method comparison",
-                 "--out", tmp_path / "model.json")
+                 "--data-digest", "--out", tmp_path / "model.json")
     assert result.code == 0, result.err
     filing = json.loads(out.read_text())["filing"]
     assert filing["purpose"] == "method comparison"

@@ -70,7 +70,7 @@ def test_two_party_processes_talk_through_a_mailbox(tmp_path):
     alice = subprocess.Popen([*CLI, "vertical", "party", "--config", str(cfg), "--name", "alice", "--data", str(paths["alice"]),
                               "--target", "y", "--mailbox", str(box), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     bob = run("vertical", "party", "--config", cfg, "--name", "bob", "--data", paths["bob"], "--mailbox", box, "--journal", journal, "--json",
-              "--report", tmp_path / "bob.json", "--purpose", "a test of the filing")
+              "--report", tmp_path / "bob.json", "--purpose", "a test of the filing", "--data-digest")
     a_out, a_err = alice.communicate(timeout=120)
     assert alice.returncode == 0 and bob.returncode == 0, (a_err, bob.stderr)
     a, b = json.loads(a_out), json.loads(bob.stdout)
@@ -125,9 +125,12 @@ def test_a_party_refuses_messages_of_another_configuration(tmp_path):
     # issue 25: the mismatch is found in the "ready" handshake, before bob's first charge (bob used to release his gram
     # at stage 0 first); bob's refusal is posted as an abort for alice
     assert ledger.spent.epsilon == 0 and ledger.runs[0].closed
-    assert "another configuration" in PartyMessage.load(box / "0000-bob-abort.npz").meta["why"]
+    assert "ValidationError at party 'bob'" in PartyMessage.load(box / "0000-bob-abort.npz").meta["why"]
+    with pytest.raises(ValidationError, match="earlier run"):  # the folder holds this run's messages now
+        run_party(DPBCDProtocol(config), Party("bob", d.blocks[1]), layout, Budget(2.0, 1e-6), box, ledger=Ledger(Budget(5.0, 1e-5)))
     with pytest.raises(ValidationError, match="layout says"):
-        run_party(DPBCDProtocol(config), Party("bob", d.blocks[1][:, :2]), layout, Budget(2.0, 1e-6), box, ledger=Ledger(Budget(5.0, 1e-5)))
+        run_party(DPBCDProtocol(config), Party("bob", d.blocks[1][:, :2]), layout, Budget(2.0, 1e-6), tmp_path / "box2",
+                  ledger=Ledger(Budget(5.0, 1e-5)))
 
 
 def test_a_party_whose_peer_refuses_its_input_stops_before_its_first_charge(tmp_path):
@@ -160,7 +163,9 @@ def test_a_party_whose_peer_refuses_its_input_stops_before_its_first_charge(tmp_
                       ledger=Ledger(Budget(5.0, 1e-5)), timeout=60)
     finally:
         thread.join(60)
-    assert isinstance(outcome.get("alice"), ProtocolAborted) and "layout says" in str(outcome["alice"])
+    # alice learns that bob stopped and why in kind only: bob's message may describe bob's data
+    assert isinstance(outcome.get("alice"), ProtocolAborted) and "ValidationError at party 'bob'" in str(outcome["alice"])
+    assert "layout says" not in str(outcome["alice"])
     reopened = Ledger.open(tmp_path / "alice.jsonl")
     assert reopened.spent.epsilon == 0
     [record] = reopened.runs
@@ -183,9 +188,11 @@ def test_a_party_left_waiting_times_out_says_so_and_aborts(tmp_path, monkeypatch
               "--timeout", 1)
     assert out.returncode == 2 and "0000-alice-ready did not arrive" in out.stderr and "within 1 s" in out.stderr
     assert "[bob] waiting for message 0000-alice-ready" in out.stderr
-    assert "did not arrive" in PartyMessage.load(box / "0000-bob-abort.npz").meta["why"]
+    assert "TimeoutError at party 'bob'" in PartyMessage.load(box / "0000-bob-abort.npz").meta["why"]
     ledger = Ledger.open(journal)
     assert ledger.spent.epsilon == 0 and ledger.runs[0].closed and ledger.runs[0].summary["failed"]
     assert "failed: " in run("ledger", "show", journal).stdout
-    assert run("vertical", "party", "--config", cfg, "--name", "bob", "--data", paths["bob"], "--mailbox", box,
+    assert run("vertical", "party", "--config", cfg, "--name", "bob", "--data", paths["bob"], "--mailbox", tmp_path / "b2",
                "--timeout", 0).returncode == 2  # a timeout must be positive
+    again = run("vertical", "party", "--config", cfg, "--name", "bob", "--data", paths["bob"], "--mailbox", box)
+    assert again.returncode == 2 and "earlier run" in again.stderr  # the aborted run's folder is not reused

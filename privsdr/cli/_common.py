@@ -233,19 +233,30 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def filed(report: PrivacyReport, estimate: Any, data: str | Path | None, purpose: str | None) -> PrivacyReport:
+def filing(args: argparse.Namespace, data: str | Path | None) -> dict[str, Any]:
+    """What a command files beside its report, read before anything is charged: ``--purpose``, the data file's name
+    and, with ``--data-digest``, the sha256 of its bytes (the file the fit reads next)."""
+    digest = file_sha256(data) if data is not None and getattr(args, "data_digest", False) else None
+    return {"purpose": getattr(args, "purpose", None), "data_file": None if data is None else Path(data).name, "data_sha256": digest}
+
+
+def filed(report: PrivacyReport, estimate: Any, context: dict[str, Any]) -> PrivacyReport:
     """The report as the CLI files it: the released estimate (a fitted estimator's ``released_estimate``, or a
-    name -> numbers mapping), the data file's name and sha256, and ``--purpose``."""
+    name -> numbers mapping) and the ``filing`` context."""
     estimate = dict(estimate) if isinstance(estimate, dict) else released_estimate(estimate)
-    return report.with_filing(purpose=purpose, estimate=estimate,
-                              data_file=None if data is None else Path(data).name,
-                              data_sha256=None if data is None else file_sha256(data))
+    return report.with_filing(estimate=estimate, **context)
 
 
-def purpose_option(parser: argparse.ArgumentParser) -> None:
+def purpose_option(parser: argparse.ArgumentParser, *, digest: bool = True) -> None:
+    """``--purpose`` and (for a command that reads one data file) ``--data-digest``: what a report's filing section
+    holds beside the estimate."""
     parser.add_argument("--purpose", default=None, metavar="TEXT",
-                        help="why the data is released (written in the report's filing section beside the estimate and the "
-                        "data file's sha256)")
+                        help="why the data is released (written in the report's filing section beside the estimate)")
+    if digest:
+        parser.add_argument("--data-digest", action="store_true",
+                            help="also file the sha256 of the data file: it identifies the file exactly, so anyone holding "
+                            "a candidate file can check it; it is not covered by the privacy guarantee (file it, do not "
+                            "publish it)")
 
 
 def commit_report(outputs: Outputs, report: PrivacyReport, path: Path | None, option: str = "--report", *,

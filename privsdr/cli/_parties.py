@@ -126,9 +126,14 @@ def play_party(args: argparse.Namespace, protocol: Any, layout: Any, budget: Bud
     ``--timeout`` and progress lines on stderr, so that --json stays clean). Returns (party, outcome)."""
     from ..accounting import Ledger
     from ..vertical import run_party
+    from ..vertical.party_process import post_abort
 
-    party = load_party(args.name, args.data, args.target, args.columns)
-    ledger = Ledger.open(args.journal) if args.journal else None
+    try:
+        party = load_party(args.name, args.data, args.target, args.columns)
+        ledger = Ledger.open(args.journal) if args.journal else None
+    except Exception as exc:  # the others would wait for this party until their timeout
+        post_abort(args.mailbox, protocol, layout, args.name, exc)
+        raise
     outcome = run_party(protocol, party, layout, budget, args.mailbox, ledger=ledger, accountant=accountant,
                         allow_uncertified=args.allow_uncertified, timeout=args.timeout,
                         progress=lambda line: print(f"[{args.name}] {line}", file=sys.stderr, flush=True))

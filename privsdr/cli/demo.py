@@ -19,6 +19,7 @@ from ._common import (
     commit_report,
     distinct,
     filed,
+    filing,
     open_ledger,
     positive_int,
     purpose_option,
@@ -91,7 +92,7 @@ def _run_demo(args: argparse.Namespace, budget: Budget, ledger: Any, outputs: Ou
     if ledger is not None:
         eps, delta = ledger.remaining
         print(f"journal {args.journal}: remaining epsilon={eps:.4g}, delta={delta:.3g}")
-    commit_report(outputs, filed(report, est, None, args.purpose), report_path)
+    commit_report(outputs, filed(report, est, filing(args, None)), report_path)
     return 0
 
 
@@ -111,7 +112,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     demo.add_argument("--seed", type=int, default=None, help="seed the noise (reproducible demos only; never for real releases)")
     demo.add_argument("--journal", default=None, help="charge this ledger journal (see `privsdr ledger init`)")
     demo.add_argument("--report", default=None, help="write the report: OUT.html, OUT.md or OUT.json")
-    purpose_option(demo)
+    purpose_option(demo, digest=False)
     demo.add_argument("--write-data", default=None, metavar="ROWS.csv",
                       help="write the synthetic rows (x1..xp, y) to a CSV to try `privsdr fit` on, instead of fitting (spends nothing)")
     demo.add_argument("--data-seed", type=int, default=0, help="--write-data: seed of the rows (default 0, the demo's own)")

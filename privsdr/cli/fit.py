@@ -28,6 +28,7 @@ from ._common import (
     commit_report,
     distinct,
     filed,
+    filing,
     finite_float,
     input_file,
     load_bounds,
@@ -313,6 +314,7 @@ def _fit(args: argparse.Namespace) -> int:
             raise ValidationError(f"--out: {type(est).__name__} models cannot be saved yet; nothing was spent")
         np.set_printoptions(precision=5, suppress=True)
         print(f"columns: {', '.join(names)}")
+        context = filing(args, data)
         est.fit(X, y)
         method.show(est, names)
         if args.forecast:  # at the row count the releases made public (the DP count under add/remove); free
@@ -329,7 +331,7 @@ def _fit(args: argparse.Namespace) -> int:
             text, digest = dumps(est, {"columns": names, "target": args.target, "method": method.name, "command": "privsdr fit"})
             outputs.commit("--out", text)
             print(f"wrote the model to {model_path} (digest {digest}); `privsdr transform --model {model_path} --data NEW.csv`")
-        commit_report(outputs, filed(est.privacy_report_, est, data, args.purpose), report_path)
+        commit_report(outputs, filed(est.privacy_report_, est, context), report_path)
     return 0
 
 

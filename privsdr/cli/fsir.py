@@ -268,7 +268,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     fse.add_argument("--timeout", type=finite_float, default=60.0, help="seconds a party waits for the others (default 60)")
     fse.add_argument("--journal", default=None, help="charge this ledger journal")
     fse.add_argument("--report", default=None, help="write the privacy report (.md, .html or .json)")
-    purpose_option(fse)
+    purpose_option(fse, digest=False)
     fse.add_argument("--out", default=None, metavar="RESULT.json", help="write the result and the released sums as JSON")
     fse.add_argument("--json", action="store_true", help="print the result as JSON")
     fse.add_argument("--allow-uncertified", action="store_true", help="accept a non-private run (a configuration with noise off)")

@@ -17,7 +17,7 @@ import attrs
 from ..accounting import Budget
 from ..accounting.accountants import ACCOUNTANT_NAMES
 from ..errors import ValidationError
-from ._common import FORMATTER, REPORT_SUFFIXES, Outputs, Parser, commit_report, filed
+from ._common import FORMATTER, REPORT_SUFFIXES, Outputs, Parser, commit_report, filed, filing
 from ._parties import (
     add_party_and_fit,
     load_parties,
@@ -143,6 +143,7 @@ def _party(args: argparse.Namespace) -> int:
         raise ValidationError("the configuration has no layout: write it with `privsdr pride config ... --party NAME=N ... --rows N`")
     with Outputs() as outputs:  # a bad --report is refused before anything is charged
         report_path = outputs.add(args.report, "--report", REPORT_SUFFIXES)
+        context = filing(args, args.data)
         party, outcome = play_party(args, PRIDEProtocol(config), layout, budget, accountant)
         revealed = sent_by_party(outcome, lambda m: m.meta.get("status") or (m.report.status if m.report_json else "post-processing"))
         if not args.json:
@@ -153,7 +154,7 @@ def _party(args: argparse.Namespace) -> int:
         _estimates(outcome.result, args.json, layout, {"party": args.name, "report": report.to_dict()}, party)
         warn_if_fell_back(outcome.result)
         own = {f"coef_ ({name}, never sent)": block for name, block in outcome.result.coef_blocks.items()}
-        commit_report(outputs, filed(report, own, args.data, args.purpose), report_path, json_output=args.json)
+        commit_report(outputs, filed(report, own, context), report_path, json_output=args.json)
     return 0
 
 

@@ -9,7 +9,7 @@ import attrs
 from ..accounting import Budget
 from ..accounting.accountants import ACCOUNTANT_NAMES
 from ..errors import ValidationError
-from ._common import FORMATTER, REPORT_SUFFIXES, Outputs, Parser, commit_report, filed
+from ._common import FORMATTER, REPORT_SUFFIXES, Outputs, Parser, commit_report, filed, filing
 from ._parties import (
     add_party_and_fit,
     load_parties,
@@ -106,6 +106,7 @@ def _party(args: argparse.Namespace) -> int:
         raise ValidationError("the configuration has no layout: write it with `privsdr vertical config ... --party NAME=N ... --rows N --label NAME`")
     with Outputs() as outputs:  # a bad --report is refused before anything is charged
         report_path = outputs.add(args.report, "--report", REPORT_SUFFIXES)
+        context = filing(args, args.data)
         party, outcome = play_party(args, DPBCDProtocol(config), layout, budget, accountant)
         revealed = sent_by_party(outcome, lambda m: m.report.status if m.report_json else "post-processing")
         report = diagnosed({args.name: outcome.report}, outcome.result)[args.name]
@@ -117,7 +118,7 @@ def _party(args: argparse.Namespace) -> int:
                            {"party": args.name, "report": report.to_dict(), **model_extras(outcome.result)}, party)
         print_noise(outcome.result, args.json)
         estimate = {f"coef_ ({name})": block for name, block in outcome.result.coef_blocks.items()}
-        commit_report(outputs, filed(report, {**estimate, "intercept_": outcome.result.intercept}, args.data, args.purpose),
+        commit_report(outputs, filed(report, {**estimate, "intercept_": outcome.result.intercept}, context),
                       report_path, json_output=args.json)
     return 0
 

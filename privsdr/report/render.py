@@ -125,7 +125,8 @@ def filing_rows(filing: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("purpose", str(filing["purpose"])))
     if "data" in filing:
         data = filing["data"]
-        rows.append(("data set", f"{data.get('file')} · sha256 {data.get('sha256')} ({data.get('note')})"))
+        digest = f" · sha256 {data['sha256']} ({data.get('note')})" if "sha256" in data else ""
+        rows.append(("data set", f"{data.get('file')}{digest}"))
     rows += [(f"released: {name}", _numbers(value)) for name, value in filing.get("estimate", {}).items()]
     return rows
 

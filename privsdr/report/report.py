@@ -145,13 +145,13 @@ class PrivacyReport:
     def with_filing(self, *, purpose: str | None = None, data_file: str | None = None, data_sha256: str | None = None,
                     estimate: dict[str, Any] | None = None) -> PrivacyReport:
         """This report with what a filing needs beside the guarantee: the ``purpose`` of the release, the data set it was
-        computed on (a file name and its sha256: see ``DIGEST_NOTE``) and the released ``estimate`` (name -> numbers;
+        computed on (a file name, and its sha256 only when asked for: see ``DIGEST_NOTE``) and the released ``estimate`` (name -> numbers;
         arrays as nested lists). Post-processing and context: no cost, the guarantee is unchanged."""
         filing = dict(self.filing or {})
         if purpose is not None:
             filing["purpose"] = str(purpose)
-        if data_sha256 is not None:
-            filing["data"] = {"file": data_file, "sha256": data_sha256, "note": DIGEST_NOTE}
+        if data_file is not None or data_sha256 is not None:
+            filing["data"] = {"file": data_file, **({"sha256": data_sha256, "note": DIGEST_NOTE} if data_sha256 is not None else {})}
         if estimate is not None:
             filing["estimate"] = {k: _plain(v) for k, v in estimate.items()}
         return attrs.evolve(self, filing=filing or None)

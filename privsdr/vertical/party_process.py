@@ -48,22 +48,27 @@ class AbortWatchingMailbox(Mailbox):
         super().__init__(folder, poll=poll, timeout=timeout)
         self.progress = progress
 
+    def check_aborts(self) -> None:
+        """Raise ``ProtocolAborted`` if any party has posted an abort (before every charge and every read)."""
+        aborts = sorted(self.folder.glob("*-abort.npz"))
+        if aborts:
+            note = PartyMessage.load(aborts[0])
+            raise ProtocolAborted(f"party {note.sender!r} aborted the protocol: {note.meta.get('why', '')}", stage=note.stage,
+                                  party=note.sender, messages=(), reports={})
+
     def fetch(self, mid: str, **kwargs: Any) -> PartyMessage:
         import time
 
         start = time.monotonic()
         deadline, said = start + self.timeout, start
         path = self.path(mid)
+        self.check_aborts()  # also when the message is there already: an abort posted after it still stops the run
         while not path.exists():
             now = time.monotonic()
             if self.progress is not None and now - said >= PROGRESS_EVERY:
                 self.progress(f"waiting for message {mid} ({now - start:.0f} s of {self.timeout:g} s)")
                 said = now
-            aborts = sorted(self.folder.glob("*-abort.npz"))
-            if aborts:
-                note = PartyMessage.load(aborts[0])
-                raise ProtocolAborted(f"party {note.sender!r} aborted the protocol: {note.meta.get('why', '')}", stage=note.stage,
-                                      party=note.sender, messages=(), reports={})
+            self.check_aborts()
             if time.monotonic() > deadline:
                 raise TimeoutError(f"message {mid} did not arrive in {self.folder} within {self.timeout:g} s")
             time.sleep(self.poll)
@@ -84,22 +89,35 @@ def run_party(protocol: VerticalProtocol, party: Party, layout: Layout, budget: 
     ``abort`` that stops the others; a wait longer than ``timeout`` seconds (default ``DEFAULT_TIMEOUT``) fails (and aborts). ``progress`` gets one
     line per stage and one per ``PROGRESS_EVERY`` seconds of waiting. A failed run closes its journal run as failed:
     what it charged stays charged (``accounting.ledger``)."""
-    digest = protocol.digest(layout)
-    box = mailbox if isinstance(mailbox, Mailbox) else AbortWatchingMailbox(
-        mailbox, timeout=DEFAULT_TIMEOUT if timeout is None else timeout, progress=progress)
+    folder = mailbox.folder if isinstance(mailbox, Mailbox) else Path(mailbox)
+    wait = timeout if timeout is not None else (mailbox.timeout if isinstance(mailbox, Mailbox) else DEFAULT_TIMEOUT)
+    box = mailbox if isinstance(mailbox, AbortWatchingMailbox) else AbortWatchingMailbox(folder, timeout=wait, progress=progress)
+    name = getattr(party, "name", "?")
+    if box.path(message_id(0, name, "ready")).exists() or any(box.folder.glob("*-abort.npz")):
+        # messages of an earlier run would stand in for this run's: a "ready" of a party that is gone, an old abort
+        raise ValidationError(f"mailbox {box.folder} holds messages of an earlier run (of {name!r}, or an abort): give each run "
+                              "a fresh folder; nothing was charged")
     try:
-        return _play(protocol, party, layout, budget, box, digest, ledger=ledger, accountant=accountant, random_state=random_state,
-                     allow_uncertified=allow_uncertified, project=project, progress=progress or (lambda line: None))
+        return _play(protocol, party, layout, budget, box, protocol.digest(layout), ledger=ledger, accountant=accountant,
+                     random_state=random_state, allow_uncertified=allow_uncertified, project=project,
+                     progress=progress or (lambda line: None))
     except ProtocolAborted:
         raise  # posted already: by this party (its own abort) or by the party that stopped it
     except BaseException as exc:  # tell the others, so that nobody waits for this party until its timeout
-        name = getattr(party, "name", "?")
-        box.post(PartyMessage(protocol.name, protocol.version, digest, name, tuple(n for n in layout.names if n != name), "abort",
-                              0, {}, {"why": f"{type(exc).__name__}: {exc}"}))
+        post_abort(box, protocol, layout, name, exc)
         raise
 
 
-def _play(protocol: VerticalProtocol, party: Party, layout: Layout, budget: Budget, box: Mailbox, digest: str, *,
+def post_abort(mailbox: Mailbox | str | Path, protocol: VerticalProtocol, layout: Layout, name: str, exc: BaseException) -> None:
+    """Tell the other parties that ``name`` stopped. The note names the kind of failure only: an exception's text may
+    describe this party's data (e.g. where a value is missing), which no noise covers; the details stay in its log."""
+    box = mailbox if isinstance(mailbox, Mailbox) else Mailbox(mailbox)
+    why = f"{type(exc).__name__} at party {name!r} (its own output says why)"
+    box.post(PartyMessage(protocol.name, protocol.version, protocol.digest(layout), name, tuple(n for n in layout.names if n != name),
+                          "abort", 0, {}, {"why": why}))
+
+
+def _play(protocol: VerticalProtocol, party: Party, layout: Layout, budget: Budget, box: AbortWatchingMailbox, digest: str, *,
           ledger: Ledger | None, accountant: str, random_state: Any, allow_uncertified: bool, project: Ledger | None,
           progress: Callable[[str], None]) -> PartyOutcome:
     party = check_party(party)
@@ -140,6 +158,7 @@ def _play(protocol: VerticalProtocol, party: Party, layout: Layout, budget: Budg
                     if action.party != party.name:
                         continue
                     inbox = {mid: _checked(box.fetch(mid, **kw), digest, party.name) for mid in action.reads}
+                    box.check_aborts()  # nobody charges after another party has stopped
                     received.update(inbox)
                     if protocol.has_precheck(action):
                         protocol.precheck(action, party, state, inbox)
@@ -171,4 +190,4 @@ def _checked(message: PartyMessage, digest: str, me: str) -> PartyMessage:
     return message
 
 
-__all__ = ["DEFAULT_TIMEOUT", "AbortWatchingMailbox", "PartyOutcome", "run_party", "message_id"]
+__all__ = ["DEFAULT_TIMEOUT", "AbortWatchingMailbox", "PartyOutcome", "message_id", "post_abort", "run_party"]
