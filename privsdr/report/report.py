@@ -33,8 +33,8 @@ def _num(x: Any) -> Any:
 
 
 #: the fitted attributes that are the released estimate, in the order a filing lists them
-ESTIMATE_ATTRIBUTES = ("directions_", "components_", "eigenvalues_", "coef_", "intercept_", "mean_", "covariance_",
-                       "support_", "cut_points_")
+ESTIMATE_ATTRIBUTES = ("directions_", "components_", "eigenvalues_", "coef_", "intercept_", "mean_", "covariance_", "var_",
+                       "scale_", "support_", "cut_points_")
 
 
 def released_estimate(estimator: Any) -> dict[str, Any]:
