@@ -148,17 +148,25 @@ def test_a_configured_in_memory_ledger_never_lets_another_process_spend_a_fresh_
     with pytest.raises(DetachedLedgerError):
         in_worker.fit(X, y)
     privsdr.set_default_ledger(Ledger(Budget(1.0, 1e-5)))
-    with multiprocessing.get_context("fork").Pool(1) as pool:
-        outcome = pool.apply(_fit_in_child, (model, X, y))
-    assert outcome == "DetachedLedgerError"
+    context = multiprocessing.get_context("fork")
+    answers = context.SimpleQueue()
+    child = context.Process(target=_fit_in_child, args=(model, X, y, answers))  # forked: nothing is pickled on the way
+    child.start()
+    try:
+        child.join(60)
+        assert not answers.empty() and answers.get() == "DetachedLedgerError"
+    finally:
+        if child.is_alive():
+            child.kill()
+            child.join()
 
 
-def _fit_in_child(model, X, y) -> str:
+def _fit_in_child(model, X, y, answers) -> None:
     try:
         model.fit(X, y)
+        answers.put("fitted")
     except privsdr.PrivsdrError as exc:
-        return type(exc).__name__
-    return "fitted"
+        answers.put(type(exc).__name__)
 
 
 def test_a_journal_backed_default_ledger_is_shared_with_a_worker(tmp_path):
