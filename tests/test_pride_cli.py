@@ -69,8 +69,9 @@ def test_a_fit_the_held_out_errors_cannot_tell_from_the_mean_is_set_to_0_and_war
             csv.writer(fh).writerows(rows)
     cfg = tmp_path / "run.json"
     assert run("pride", "config", cfg, "--epsilon", 0.5, "--bounds", -1, 1).returncode == 0
-    out = run("pride", "fit", "--config", cfg, "--data", f"alice={paths['alice']}", f"bob={paths['bob']}", "--target", "y")
-    assert out.returncode == 0, out.stderr
+    out = run("pride", "fit", "--config", cfg, "--data", f"alice={paths['alice']}", f"bob={paths['bob']}", "--target", "y",
+              "--seed", 0)
+    assert out.returncode == 0, out.stderr  # seeded: the held-out tests that decide the fallback depend on the noise draw
     assert "coefficients set to 0" in out.stdout and "warning: the held-out errors of alice, bob" in out.stderr
 
 
