@@ -196,3 +196,20 @@ def test_a_party_left_waiting_times_out_says_so_and_aborts(tmp_path, monkeypatch
                "--timeout", 0).returncode == 2  # a timeout must be positive
     again = run("vertical", "party", "--config", cfg, "--name", "bob", "--data", paths["bob"], "--mailbox", box)
     assert again.returncode == 2 and "earlier run" in again.stderr  # the aborted run's folder is not reused
+
+
+def test_a_peer_that_failed_before_this_party_started_stops_it_with_its_abort(tmp_path):
+    """The race of the test above, forced: bob's abort is in the folder before alice starts. Alice stops on it (not on
+    "an earlier run", which is only about her own messages), with nothing charged."""
+    from privsdr.vertical import ProtocolAborted
+
+    d = dpbcd_synthetic(200, 5, seed=1)
+    layout = Layout(200, (PartyInfo("alice", 2, True), PartyInfo("bob", 3)))
+    config = DPBCDConfig(mode="certified", row_bound=8.0, label_bound=60.0, coef_bound=20.0)
+    box = tmp_path / "box"
+    with pytest.raises(ValidationError, match="layout says"):
+        run_party(DPBCDProtocol(config), Party("bob", d.blocks[1][:199]), layout, Budget(2.0, 1e-6), box, timeout=30)
+    ledger = Ledger(Budget(5.0, 1e-5))
+    with pytest.raises(ProtocolAborted, match="ValidationError at party 'bob'"):
+        run_party(DPBCDProtocol(config), Party("alice", d.blocks[0], d.y), layout, Budget(2.0, 1e-6), box, ledger=ledger, timeout=30)
+    assert ledger.spent.epsilon == 0

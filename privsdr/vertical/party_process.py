@@ -53,7 +53,8 @@ class AbortWatchingMailbox(Mailbox):
         aborts = sorted(self.folder.glob("*-abort.npz"))
         if aborts:
             note = PartyMessage.load(aborts[0])
-            raise ProtocolAborted(f"party {note.sender!r} aborted the protocol: {note.meta.get('why', '')}", stage=note.stage,
+            raise ProtocolAborted(f"party {note.sender!r} aborted the protocol: {note.meta.get('why', '')} (an abort left by an "
+                                  "earlier run stops this one too: give each run a fresh folder)", stage=note.stage,
                                   party=note.sender, messages=(), reports={})
 
     def fetch(self, mid: str, **kwargs: Any) -> PartyMessage:
@@ -93,10 +94,11 @@ def run_party(protocol: VerticalProtocol, party: Party, layout: Layout, budget: 
     wait = timeout if timeout is not None else (mailbox.timeout if isinstance(mailbox, Mailbox) else DEFAULT_TIMEOUT)
     box = mailbox if isinstance(mailbox, AbortWatchingMailbox) else AbortWatchingMailbox(folder, timeout=wait, progress=progress)
     name = getattr(party, "name", "?")
-    if box.path(message_id(0, name, "ready")).exists() or any(box.folder.glob("*-abort.npz")):
-        # messages of an earlier run would stand in for this run's: a "ready" of a party that is gone, an old abort
-        raise ValidationError(f"mailbox {box.folder} holds messages of an earlier run (of {name!r}, or an abort): give each run "
-                              "a fresh folder; nothing was charged")
+    if any(box.folder.glob(f"*-{name}-ready.npz")) or any(box.folder.glob(f"*-{name}-abort.npz")):
+        # this party's messages of an earlier run would stand in for this run's (another party's abort may be of this
+        # run: a peer that failed before this party started; the first read stops on it)
+        raise ValidationError(f"mailbox {box.folder} holds messages of an earlier run of {name!r}: give each run a fresh "
+                              "folder; nothing was charged")
     try:
         return _play(protocol, party, layout, budget, box, protocol.digest(layout), ledger=ledger, accountant=accountant,
                      random_state=random_state, allow_uncertified=allow_uncertified, project=project,
