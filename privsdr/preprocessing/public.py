@@ -22,6 +22,7 @@ from sklearn.base import OneToOneFeatureMixin, TransformerMixin
 
 from .._sklearn import SklearnEstimator
 from .._validation import check_matrix
+from ..algorithms._base import public_center
 from ..errors import InputTypeError, ValidationError
 from ..persistence import model_class
 
@@ -33,14 +34,10 @@ def public_values(value: Any, p: int, name: str) -> np.ndarray:
     if isinstance(value, (bool, np.bool_)) or (isinstance(value, (list, tuple)) and any(isinstance(v, (bool, np.bool_)) for v in value)):
         raise InputTypeError(f"{name} must be a number or one number per column, got {value!r}")
     try:
-        arr = np.asarray(value, dtype=float).ravel()
+        np.asarray(value, dtype=float)
     except (TypeError, ValueError):
         raise InputTypeError(f"{name} must be a number or one number per column, got {value!r}") from None
-    if arr.size not in (1, p):
-        raise ValidationError(f"{name} has {arr.size} values for {p} columns")
-    if not np.all(np.isfinite(arr)):
-        raise ValidationError(f"{name} must be finite")
-    return np.broadcast_to(arr, (p,)).astype(float)
+    return public_center(value, p, name)  # one number or one per column, finite (the same rule as a centre)
 
 
 def target_range(value: Any) -> tuple[float, float]:
