@@ -28,7 +28,8 @@ from typing import Any
 
 import attrs
 
-from ..errors import FreshBudgetWarning, ValidationError
+from ..errors import BudgetExceededError, FreshBudgetWarning, ValidationError
+from .accountants import Accountant, make_accountant
 from .budget import Budget, Cost
 from .charge import Charge
 from .events import ApproxEvent, NonPrivateEvent
@@ -133,11 +134,23 @@ def _caller_stacklevel() -> int:
     return level
 
 
-def fresh_ledger(budget: Budget, accountant: object, who: str) -> Ledger:
-    """The fresh ledger of a fit given a budget and no ledger (none configured): each run it reserves is entered in the
-    tracking ledger, and warns ``FreshBudgetWarning`` when earlier fits in this process released something the same
-    way (``warn_if_earlier_fits``). Noise-off budgets are not tracked."""
-    ledger = Ledger(budget, accountant=accountant)  # type: ignore[arg-type]
+def remaining_budget(ledger: Ledger, who: str) -> Budget:
+    """Everything left in ``ledger`` as a fit's budget (``budget=None``/``"remaining"``); refused when nothing is left."""
+    eps, delta = ledger.remaining
+    if eps <= 0 or (ledger.budget.delta > 0 and delta <= 0):
+        raise BudgetExceededError(who, (0.0, 0.0), (eps, delta), [], ledger.accountant.name, ledger.spent)
+    return Budget(eps, delta)
+
+
+def fresh_ledger(budget: Budget, accountant: str | Accountant, who: str) -> Ledger:
+    """The fresh ledger of a fit given a budget and no ledger (none configured), under ``accountant`` (a name, read at
+    the budget's delta, or an instance): each run it reserves is entered in the tracking ledger, and warns
+    ``FreshBudgetWarning`` when earlier fits in this process released something the same way
+    (``warn_if_earlier_fits``). Noise-off budgets are not tracked."""
+    try:
+        ledger = Ledger(budget, accountant=make_accountant(accountant, budget.delta))
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"accountant: {exc}") from None
     if not budget.is_infinite:
         ledger.report_to, ledger.report_as = _tracker(), who
     return ledger

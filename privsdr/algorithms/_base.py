@@ -10,9 +10,9 @@ import numpy as np
 from .. import core
 from .._sklearn import SklearnEstimator
 from .._validation import check_matrix, check_positive, check_vector  # noqa: F401 (re-exported for the estimators)
-from ..accounting import Budget, Ledger, as_budget, make_accountant
-from ..accounting.default import fresh_ledger, ledger_for
-from ..errors import BudgetExceededError, InputTypeError, PlanError, ValidationError
+from ..accounting import Budget, Ledger, as_budget
+from ..accounting.default import fresh_ledger, ledger_for, remaining_budget
+from ..errors import InputTypeError, PlanError, ValidationError
 from ..mechanisms.secure import SAMPLERS
 from ..plan import Plan
 
@@ -46,9 +46,8 @@ class PrivateEstimator(SklearnEstimator):
             if ledger is None:
                 raise ValidationError("give budget=Budget(epsilon, delta) or ledger=Ledger(...) "
                                       "(or configure one with privsdr.set_default_ledger)")
-            eps, delta = ledger.remaining
-            if eps <= 0 or (ledger.budget.delta > 0 and delta <= 0):
-                raise BudgetExceededError(type(self).__name__, (0.0, 0.0), (eps, delta), [], ledger.accountant.name, ledger.spent)
+            budget = remaining_budget(ledger, type(self).__name__)
+            eps, delta = budget
             if not explicit and (ledger.journal_path is not None or ledger.spent.epsilon > 0):
                 import warnings
 
@@ -57,14 +56,9 @@ class PrivateEstimator(SklearnEstimator):
                 warnings.warn(f"budget=None: this {type(self).__name__} fit takes everything left in the ledger (eps = {eps:.4g}, "
                               f"delta = {delta:.3g}), which leaves nothing for later fits on it; pass budget=Budget(epsilon, delta) "
                               "to take a share, or budget=\"remaining\" to take it all without this warning", WholeBudgetWarning, stacklevel=3)
-            budget = Budget(eps, delta)
         budget = as_budget(budget)
         if ledger is None:
-            try:
-                accountant = make_accountant(getattr(self, "accountant", "best"), budget.delta)
-            except (TypeError, ValueError) as exc:
-                raise ValidationError(f"accountant: {exc}") from None
-            ledger = fresh_ledger(budget, accountant, type(self).__name__)
+            ledger = fresh_ledger(budget, getattr(self, "accountant", "best"), type(self).__name__)
         return budget, ledger
 
 

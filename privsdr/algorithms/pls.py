@@ -259,8 +259,7 @@ class DPPLS(RegressorMixin, ForecastMixin, PrivateEstimator):
             return per_release, Ledger(Budget.infinite()), plan
         accountant = make_accountant(self.accountant, per_release.delta)
         claimed = accountant.cost(plan.charges())
-        return per_release, fresh_ledger(Budget(claimed.epsilon, claimed.delta), make_accountant(self.accountant, claimed.delta),
-                                         type(self).__name__), plan
+        return per_release, fresh_ledger(Budget(claimed.epsilon, claimed.delta), self.accountant, type(self).__name__), plan
 
     def plan(self, n_samples: int, n_features: int) -> CalibratedPlan:
         """The calibrated plan of a fit on data of this shape; ``.cost()`` prices it and, in certified (S2) mode,

@@ -11,9 +11,9 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
 from .._sklearn import SklearnEstimator
 from .._validation import check_matrix, check_positive
-from ..accounting import Budget, Ledger, as_budget, make_accountant
-from ..accounting.default import fresh_ledger, ledger_for
-from ..errors import BudgetExceededError, ValidationError
+from ..accounting import Budget, Ledger, as_budget
+from ..accounting.default import fresh_ledger, ledger_for, remaining_budget
+from ..errors import ValidationError
 from ..persistence import model_class
 from ..plan import Plan, Run
 from .client import (
@@ -152,18 +152,11 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
         elif self.budget is not None and not (isinstance(self.budget, str) and self.budget == "remaining"):
             budget = as_budget(self.budget)
         elif ledger is not None:
-            eps, delta = ledger.remaining
-            if eps <= 0 or (ledger.budget.delta > 0 and delta <= 0):
-                raise BudgetExceededError("FederatedSIR", (0.0, 0.0), (eps, delta), [], ledger.accountant.name, ledger.spent)
-            budget = Budget(eps, delta)
+            budget = remaining_budget(ledger, "FederatedSIR")
         else:
             raise ValidationError("give budget=Budget(epsilon, delta) (what each client spends on its own records) or ledger=")
         if ledger is None:
-            try:
-                accountant = make_accountant(self.accountant, budget.delta)
-            except (TypeError, ValueError) as exc:
-                raise ValidationError(f"accountant: {exc}") from None
-            ledger = fresh_ledger(budget, accountant, "FederatedSIR")
+            ledger = fresh_ledger(budget, self.accountant, "FederatedSIR")
         return budget, ledger
 
     def _round_plan(self, config: FSIRConfig, sizes: Sequence[int], p: int, ids: Sequence[str],
