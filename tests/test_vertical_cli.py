@@ -60,13 +60,18 @@ def test_fit_runs_every_party_from_its_own_csv(tmp_path):
     assert "the constant prediction" in (tmp_path / "reports" / "alice.html").read_text()
 
 
-def test_two_party_processes_talk_through_a_mailbox(tmp_path):
+def two_party_run(tmp_path):
+    """The party-process tests' setup: the two parties' CSVs, a certified configuration, bob's journal, a mailbox path."""
     _, paths = write_csvs(tmp_path)
     cfg = tmp_path / "cfg.json"
     assert run("vertical", "config", cfg, *CERT, "--party", "alice=2", "bob=3", "--rows", 300, "--label", "alice").returncode == 0
     journal = tmp_path / "bob.jsonl"
     assert run("ledger", "init", journal, "--epsilon", 5, "--delta", 1e-5).returncode == 0
-    box = tmp_path / "box"
+    return paths, cfg, journal, tmp_path / "box"
+
+
+def test_two_party_processes_talk_through_a_mailbox(tmp_path):
+    paths, cfg, journal, box = two_party_run(tmp_path)
     alice = subprocess.Popen([*CLI, "vertical", "party", "--config", str(cfg), "--name", "alice", "--data", str(paths["alice"]),
                               "--target", "y", "--mailbox", str(box), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     bob = run("vertical", "party", "--config", cfg, "--name", "bob", "--data", paths["bob"], "--mailbox", box, "--journal", journal, "--json",
@@ -178,12 +183,7 @@ def test_a_party_left_waiting_times_out_says_so_and_aborts(tmp_path, monkeypatch
     from privsdr.vertical import party_process
 
     monkeypatch.setattr(party_process, "PROGRESS_EVERY", 0.2)
-    _, paths = write_csvs(tmp_path)
-    cfg = tmp_path / "cfg.json"
-    assert run("vertical", "config", cfg, *CERT, "--party", "alice=2", "bob=3", "--rows", 300, "--label", "alice").returncode == 0
-    journal = tmp_path / "bob.jsonl"
-    assert run("ledger", "init", journal, "--epsilon", 5, "--delta", 1e-5).returncode == 0
-    box = tmp_path / "box"
+    paths, cfg, journal, box = two_party_run(tmp_path)
     out = run("vertical", "party", "--config", cfg, "--name", "bob", "--data", paths["bob"], "--mailbox", box, "--journal", journal,
               "--timeout", 1)
     assert out.returncode == 2 and "0000-alice-ready did not arrive" in out.stderr and "within 1 s" in out.stderr

@@ -10,7 +10,6 @@ import numpy as np
 from ..accounting import Budget
 from ..datasets import load_csv
 from ..errors import ValidationError
-from ..report import released_estimate
 from ._common import (
     FORMATTER,
     REPORT_SUFFIXES,
@@ -19,6 +18,8 @@ from ._common import (
     budget_options,
     commit_report,
     distinct,
+    filed,
+    filing,
     finite_float,
     input_file,
     load_bounds,
@@ -180,7 +181,7 @@ def _fsir_secure(args: argparse.Namespace) -> int:
                     "released": est.released_.to_dict()}
         if out is not None:
             outputs.commit("--out", json.dumps(document, indent=2, default=str) + "\n")
-        commit_report(outputs, report.with_filing(purpose=args.purpose, estimate=released_estimate(est)), report_path)
+        commit_report(outputs, filed(report, est, filing(args, None)), report_path)
     if args.json:
         print(json.dumps({k: v for k, v in document.items() if k != "released"}, indent=2, default=str))
         return 0
