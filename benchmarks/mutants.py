@@ -430,6 +430,16 @@ MUTANTS = (
     Mutant("failed_party_posts_no_abort", "a party that fails leaves the others waiting (no abort message)",
            "privsdr/vertical/party_process.py", "\"abort\", 0, {}, {\"why\": why}", "\"quiet\", 0, {}, {\"why\": why}",
            ("tests/test_vertical_cli.py",)),
+    # -- labels that follow the warnings (issue 33 item 1) ---------------------------------------------------
+    Mutant("pipeline_label_left_certified", "a fit behind a row-reading Pipeline step keeps its CERTIFIED report (warning only)",
+           "privsdr/_sklearn.py", "        obj.__dict__[self.name] = relabelled_behind_reading_steps(obj, value)\n",
+           "        obj.__dict__[self.name] = value\n", ("tests/test_labels.py",)),
+    Mutant("pipeline_label_skips_party_reports", "the per-party reports of a vertical fit behind a row-reading step stay CERTIFIED",
+           "privsdr/preprocessing/pipeline.py", "        out = {key: _relabelled(item, reason) for key, item in value.items()}",
+           "        out = dict(value)", ("tests/test_labels.py",)),
+    Mutant("not_private_keeps_the_status", "a relabelled report changes its status line but keeps status certified",
+           "privsdr/report/report.py", "        return attrs.evolve(self, status=\"none\", status_line=",
+           "        return attrs.evolve(self, status=self.status, status_line=", ("tests/test_labels.py",)),
 )
 
 

@@ -16,7 +16,9 @@ Contract:
   with string column names; ``transform``/``predict`` check both with scikit-learn's messages (a model file keeps
   both, so a loaded model checks them too).
 * A fit inside a scikit-learn ``Pipeline`` after a step fitted on the rows without noise warns
-  ``NonPrivatePreprocessingWarning`` (``privsdr.preprocessing.pipeline``; ``privsdr.check_pipeline`` is the full check).
+  ``NonPrivatePreprocessingWarning`` (``privsdr.preprocessing.pipeline``; ``privsdr.check_pipeline`` is the full check),
+  and its privacy records (``privacy_report_``, ``privacy_reports_``, ``privacy_``) are stored relabelled NOT PRIVATE
+  (status ``none``, the reason in the status line): every fit sets them through ``PrivacyRecord``, whatever its order.
 """
 from __future__ import annotations
 
@@ -47,10 +49,44 @@ def input_feature_names(X: Any) -> np.ndarray | None:
     return None
 
 
+class PrivacyRecord:
+    """A fitted privacy record attribute (``privacy_report_``, ``privacy_reports_``, ``privacy_``), kept in the instance's
+    ``__dict__`` under its own name (so ``vars``, pickling and scikit-learn's fitted check see a plain attribute). A value
+    set while the fit sits in a scikit-learn Pipeline behind a step fitted on the rows without noise is stored
+    relabelled NOT PRIVATE (``preprocessing.pipeline.relabelled_behind_reading_steps``): the label follows the warning for
+    every estimator, whichever order its fit sets the report and records its features in. Relabelling only ever lowers
+    a label, so a loaded model keeps the label it was saved with."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        try:
+            return obj.__dict__[self.name]
+        except KeyError:
+            raise AttributeError(f"{type(obj).__name__!r} object has no attribute {self.name!r}") from None
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        from .preprocessing.pipeline import relabelled_behind_reading_steps
+
+        obj.__dict__[self.name] = relabelled_behind_reading_steps(obj, value)
+
+    def __delete__(self, obj: Any) -> None:
+        try:
+            del obj.__dict__[self.name]
+        except KeyError:
+            raise AttributeError(self.name) from None
+
+
 class SklearnEstimator(BaseEstimator, PersistentModel):
     """Base of every privsdr estimator: scikit-learn's ``BaseEstimator`` plus privsdr model files."""
 
     _requires_y = False  #: the supervised estimators set True
+    privacy_report_ = PrivacyRecord()
+    privacy_reports_ = PrivacyRecord()
+    privacy_ = PrivacyRecord()
 
     # -- tags ------------------------------------------------------------------------------------
     def __sklearn_tags__(self) -> Any:

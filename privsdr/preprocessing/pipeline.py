@@ -33,6 +33,7 @@ import attrs
 from .._sklearn import SklearnEstimator
 from ..errors import InputTypeError, NonPrivatePreprocessingWarning, ValidationError
 from ..persistence import public_sklearn_step
+from ..report import PrivacyReport
 
 ADVICE = ("use privsdr.preprocessing.PublicRangeScaler (declared public ranges, free) or DPStandardScaler (a DP mean and "
           "variance, charged to the ledger) instead")
@@ -179,17 +180,54 @@ def reading_steps_before(pipe: Any, estimator: Any) -> list[tuple[str, str]]:
             if kind(leaf, path) == "reads"]
 
 
-def warn_if_behind_reading_steps(estimator: Any) -> None:
-    """At the end of a privsdr fit: ``NonPrivatePreprocessingWarning`` when a Pipeline on the call stack fitted a step
-    on the rows without noise before this estimator (best effort: module docstring)."""
+def reading_steps_seen(estimator: Any) -> dict[str, str]:
+    """path -> class name of the steps fitted on the rows without noise before ``estimator`` in the Pipelines on the call
+    stack (best effort: module docstring); {} for a public step or a fit outside any Pipeline."""
     if getattr(type(estimator), "model_public", False):
-        return
+        return {}
     seen: dict[str, str] = {}
     for pipe in _enclosing_pipelines(estimator):
         seen.update(reading_steps_before(pipe, estimator))
+    return seen
+
+
+def _steps_text(seen: dict[str, str]) -> str:
+    return ", ".join(f"{path!r} ({name})" for path, name in seen.items())
+
+
+def not_private_reason(seen: dict[str, str]) -> str:
+    """The reason a report behind these steps gives for its status ``none`` (``PrivacyReport.not_private``)."""
+    return (f"fitted in a scikit-learn Pipeline after step(s) fitted on the rows without noise ({_steps_text(seen)}): the "
+            "releases are functions of statistics that were never noised, so no privacy guarantee holds for this pipeline")
+
+
+def _relabelled(value: Any, reason: str) -> Any:
+    """A report (or a mapping of reports, or a protocol summary with a ``status``) relabelled NOT PRIVATE."""
+    if isinstance(value, PrivacyReport):
+        return value.not_private(reason)
+    if isinstance(value, dict):
+        out = {key: _relabelled(item, reason) for key, item in value.items()}
+        if "status" in out:
+            out.update(status="none", not_private=reason)
+        return out
+    return value
+
+
+def relabelled_behind_reading_steps(estimator: Any, value: Any) -> Any:
+    """``value`` (a privacy record being set on ``estimator`` during its fit) relabelled NOT PRIVATE when the fit sits in
+    a Pipeline after a step fitted on the rows without noise, else unchanged: the label follows the warning
+    (``warn_if_behind_reading_steps``, the same detection)."""
+    seen = reading_steps_seen(estimator)
+    return _relabelled(value, not_private_reason(seen)) if seen else value
+
+
+def warn_if_behind_reading_steps(estimator: Any) -> None:
+    """At the end of a privsdr fit: ``NonPrivatePreprocessingWarning`` when a Pipeline on the call stack fitted a step
+    on the rows without noise before this estimator (best effort: module docstring). Its privacy records are relabelled
+    NOT PRIVATE by the same detection (``relabelled_behind_reading_steps``, called from ``privsdr._sklearn``)."""
+    seen = reading_steps_seen(estimator)
     if seen:
-        steps = ", ".join(f"{path!r} ({name})" for path, name in seen.items())
         warnings.warn(f"{type(estimator).__name__} was fitted in a scikit-learn Pipeline after step(s) fitted on the rows "
-                      f"without noise: {steps}. It was fitted on a function of statistics that were never noised, so its "
-                      f"privacy guarantee does not hold for this pipeline; {ADVICE} (privsdr.check_pipeline(pipe) lists every "
-                      "such step)", NonPrivatePreprocessingWarning, stacklevel=4)
+                      f"without noise: {_steps_text(seen)}. It was fitted on a function of statistics that were never noised, so its "
+                      f"privacy guarantee does not hold for this pipeline and its privacy report says NOT PRIVATE; {ADVICE} "
+                      "(privsdr.check_pipeline(pipe) lists every such step)", NonPrivatePreprocessingWarning, stacklevel=4)

@@ -156,6 +156,25 @@ class PrivacyReport:
             filing["estimate"] = {k: _plain(v) for k, v in estimate.items()}
         return attrs.evolve(self, filing=filing or None)
 
+    def not_private(self, reason: str) -> PrivacyReport:
+        """This report relabelled NOT PRIVATE for a cause the run itself could not see (``reason``; e.g. the fit sat in a
+        scikit-learn Pipeline behind a step fitted on the rows without noise, ``privsdr.preprocessing.pipeline``): status
+        ``none`` and every node ``none``, the status line and a note give the reason. The releases, their noise and what
+        they cost the ledger are unchanged (the totals are still charged). Idempotent: the same reason is added once."""
+        note = f"not private: {reason}"
+        if note in self.notes:
+            return self
+        spent = self.budget["spent_by_run"]
+        if self.status == "none" and self.status_line.startswith("NOT PRIVATE: "):
+            rest = self.status_line[len("NOT PRIVATE: "):]
+        else:
+            rest = (f"the totals, (epsilon={spent['epsilon']:.4g}, delta={spent['delta']:.3g}) under the "
+                    f"{self.accountant.get('name')!r} accountant, {self.relation}, price the noise for the values the estimator "
+                    "was given, not a guarantee for the rows they were computed from")
+        nodes = [attrs.evolve(n, status="none") for n in self.nodes]
+        return attrs.evolve(self, status="none", status_line=f"NOT PRIVATE: {reason}; {rest}", nodes=nodes,
+                            notes=[*self.notes, note])
+
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
 
