@@ -47,6 +47,7 @@ import attrs
 import numpy as np
 
 from ._io import atomic_write_bytes
+from ._json import parse_json
 from ._version import __version__
 from .accounting import Budget
 from .errors import ValidationError
@@ -446,7 +447,7 @@ def _pipeline(document: dict[str, Any], reports: dict[str, PrivacyReport], sourc
 
 def loads(text: str, expected: type | None = None, source: str = "the model file") -> Any:
     try:
-        document = json.loads(text)
+        document = parse_json(text)
     except json.JSONDecodeError as exc:
         raise ValidationError(f"{source} is not a privsdr model file ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:

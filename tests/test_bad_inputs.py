@@ -142,6 +142,18 @@ CASES = [
      "not a privsdr vertical configuration"),
     ("pride fit on a JSON list", ["pride", "fit", "--config", "{d}/list.json", "--data", "a={d}/rows.csv", "--target", "y"], 2,
      "not a privsdr PRIDE configuration"),
+    # issue 33 item 8: tracebacks before (RecursionError; OverflowError in the distributed calibration). The secure
+    # vertical cases run without --journal: a party given one spends what the journal holds, not the configuration's budget
+    ("transform with a deeply nested model", ["transform", "--model", "{d}/deep.json", "--data", "{d}/rows.csv"], 2,
+     "nested more than 100 levels deep"),
+    ("report on a deeply nested JSON", ["report", "{d}/deep.json"], 2, "nested more than 100 levels deep"),
+    ("fsir config read from a deeply nested JSON", _replace(CLIENT, "--config", "{d}/deep.json"), 2, "nested more than 100 levels deep"),
+    ("fsir secure at epsilon 1e308", ["fsir", "secure", "--config", "{d}/cfg.json", "--data", "{d}/rows.csv", "{d}/rows2.csv",
+                                      "--target", "y", "--epsilon", "1e308", *J], 2, "is beyond 1e+12"),
+    ("vertical fit --secure at epsilon 1e308", ["vertical", "fit", "--secure", "--config", "{d}/secure_huge.json", "--data",
+                                                "a={d}/va.csv", "b={d}/vb.csv", "--target", "y"], 2, "is beyond 1e+12"),
+    ("vertical party --secure at epsilon 1e308", ["vertical", "party", "--secure", "--config", "{d}/secure_huge.json", "--name", "a",
+                                                  "--data", "{d}/va.csv", "--target", "y"], 2, "is beyond 1e+12"),
 ]
 
 
@@ -165,6 +177,10 @@ def _prepare(d: Path) -> None:
     (d / "latin1.csv").write_bytes(("\n".join(rows[:50]).replace("x1", "âge") + "\n").encode("latin-1"))
     (d / "empty.csv").write_text("")
     (d / "list.json").write_text("[1, 2]\n")
+    (d / "deep.json").write_text("[" * 50_000 + "]" * 50_000)  # beyond the JSON parser's recursion
+    (d / "rows2.csv").write_text("\n".join(rows[:301]) + "\n")  # a second client
+    (d / "va.csv").write_text("\n".join(",".join(r.split(",")[:2] + r.split(",")[4:]) for r in rows) + "\n")  # x1,x2,y
+    (d / "vb.csv").write_text("\n".join(",".join(r.split(",")[2:4]) for r in rows) + "\n")  # x3,x4
     (d / "header.csv").write_text(rows[0] + "\n")
     (d / "dup.csv").write_text("\n".join([rows[0].replace("x2", "x1")] + rows[1:50]) + "\n")
     (d / "text.csv").write_text("\n".join(rows[:10] + [rows[10].replace(rows[10].split(",")[1], "n/a", 1)] + rows[11:50]) + "\n")
@@ -181,6 +197,8 @@ def _prepare(d: Path) -> None:
     assert main(["fit", "dpsir", "--data", str(d / "rows.csv"), "--target", "y", "--bound", "1", "--cut-points", "-3", "0", "3",
                  "--out", str(d / "model.json"), "--report", str(d / "report.json")]) == 0
     assert main(["fit", "mean-covariance", "--data", str(d / "rows.csv"), "--clip", "2", "--out", str(d / "mc.json")]) == 0
+    assert main(["vertical", "config", str(d / "secure_huge.json"), "--secure", "--party", "a=2", "b=2", "--rows", "600", "--label",
+                 "a", "--epsilon", "1e308", "--row-bound", "3", "--label-bound", "10"]) == 0  # refused when a party runs it
     for name, extra in (("cfg", []), ("vgm", ["--mechanism", "vgm", "--calibration", "paper_approx"]),
                         ("none", ["--mechanism", "none", "--cov-mechanism", "none"])):
         assert main(["fsir", "config", str(d / f"{name}.json"), "--bound", "1", "--cut-points", "-3", "0", "3", *extra]) == 0
@@ -286,16 +304,42 @@ def _api_cases():
         ("FSIR string psd_floor", lambda: FederatedSIR(1, bound=1.0, cut_points=[0.0], psd_floor="x", budget=Budget(1, 1e-5)).fit([(X, y)])),
         ("FSIR string executor", lambda: FederatedSIR(1, bound=1.0, cut_points=[0.0], executor="x", budget=Budget(1, 1e-5)).fit([(X, y)])),
         ("FSIR unseen class", lambda: FederatedSIR(1, bound=1.0, classes=[0.0, 1.0], budget=Budget(1, 1e-5)).fit([(X, y)])),
+        *_huge_epsilon_cases(X, y),
     ]
 
 
-@pytest.mark.parametrize("index", range(19))
+def _huge_epsilon_cases(X, y, ledger=None):
+    """The secure paths at epsilon = 1e308 (an OverflowError in the distributed calibration before issue 33)."""
+    from privsdr import Budget, FederatedSIR, SecureVerticalRegression
+
+    budget = dict(ledger=ledger) if ledger is not None else dict(budget=Budget(1e308, 1e-6))
+    fsir = FederatedSIR(1, bound=1.0, cut_points=[-3.0, 0.0, 3.0], aggregation="secure", timeout=30.0, **budget)
+    vertical = SecureVerticalRegression(row_bound=3.0, label_bound=10.0, timeout=30.0, **budget)
+    return [("FSIR secure at epsilon 1e308", lambda: fsir.fit([(X[:200], y[:200]), (X[200:], y[200:])])),
+            ("secure vertical at epsilon 1e308", lambda: vertical.fit([X[:, :2], X[:, 2:]], y))]
+
+
+@pytest.mark.parametrize("index", range(21))
 def test_python_api_raises_privsdr_errors(index):
     from privsdr.errors import PrivsdrError
 
     name, call = _api_cases()[index]
     with pytest.raises(PrivsdrError):
         call()
+
+
+@pytest.mark.parametrize("index", range(2))
+def test_a_huge_epsilon_on_a_secure_path_is_refused_like_the_analytic_gaussian_before_anything_is_charged(index):
+    """As every other calibration refuses epsilon beyond MAX_EPSILON (``Budget.infinite()`` is the noise-off request)."""
+    from privsdr import Budget, Ledger, ValidationError
+    from privsdr.datasets import sir_model
+
+    X, y, _ = sir_model("M1", 400, 4, seed=0)
+    ledger = Ledger(Budget(1e308, 1e-6))
+    name, call = _huge_epsilon_cases(X, y, ledger)[index]
+    with pytest.raises(ValidationError, match=r"is beyond 1e\+12: no noise calibration is meaningful there \(use Budget.infinite"):
+        call()
+    assert ledger.spent.epsilon == 0.0 and ledger.spent.delta == 0.0
 
 
 DEGENERATE = {

@@ -17,6 +17,8 @@ from __future__ import annotations
 import functools
 import math
 
+from ..errors import ValidationError  # a ValueError: callers that caught ValueError still do
+
 #: relative error of one double-precision operation
 _U = 2.0**-53
 #: epsilons above this are refused: no noise level is meaningful there, and exp(eps) is not representable
@@ -65,11 +67,13 @@ def gaussian_delta_upper(noise_multiplier: float, epsilon: float) -> float:
     return min(1.0, value + err)
 
 
-def _check_epsilon(epsilon: float) -> None:
+def check_epsilon(epsilon: float) -> None:
+    """Refuse a finite epsilon beyond ``MAX_EPSILON`` before any calibration: every noise calibration (the analytic
+    Gaussian here, the discrete Gaussian of the secure paths in ``mechanisms.calibration``) says the same."""
     if epsilon > MAX_EPSILON:
-        raise ValueError(
-            f"epsilon = {epsilon:g} is beyond {MAX_EPSILON:g}: no noise calibration is meaningful there "
-            "(use Budget.infinite() for a non-private baseline)"
+        raise ValidationError(
+            f"epsilon = {epsilon:g} (one release's share of the budget) is beyond {MAX_EPSILON:g}: no noise calibration is "
+            "meaningful there (use Budget.infinite() for a non-private baseline)"
         )
 
 
@@ -113,7 +117,7 @@ def analytic_noise_multiplier(epsilon: float, delta: float) -> float:
         return 0.0
     if not (epsilon > 0 and 0 < delta < 1):
         raise ValueError("the analytic Gaussian needs epsilon > 0 and 0 < delta < 1")
-    _check_epsilon(epsilon)
+    check_epsilon(epsilon)
     from scipy import optimize
 
     # delta_upper(z, eps) decreases in z; bracket the root in log z

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from .._io import PendingFile
+from .._json import parse_json
 from ..accounting import Ledger
 from ..errors import ValidationError
 from ..report import PrivacyReport, released_estimate
@@ -285,7 +286,7 @@ def load_ranges(path: Path, names: Sequence[str], header: Sequence[str] | None =
     ``as_ranges`` a range [lo, hi] is its centre (lo + hi)/2 and half-width (hi - lo)/2 (the sensitivity then comes
     from the width), else the centre 0 and max(|lo|, |hi|)."""
     try:
-        data = json.loads(read_text(path, "--bounds"))
+        data = parse_json(read_text(path, "--bounds"))
     except json.JSONDecodeError as exc:
         raise ValidationError(f"--bounds {path} is not JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(data, dict) or not data:

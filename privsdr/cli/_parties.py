@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .._json import parse_json
 from ..accounting import Budget
 from ..datasets import load_csv
 from ..errors import ValidationError
@@ -31,7 +32,7 @@ def write_shared(path: str, tag: str, config: Any, accountant: str, budget: Budg
 def read_tagged(path: str, tag: str, what: str, hint: str = "") -> dict[str, Any]:
     """The JSON object of a configuration file whose ``format`` is ``tag``; one clear line for anything else."""
     try:
-        shared = json.loads(Path(path).read_text())
+        shared = parse_json(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise ValidationError(f"not a privsdr {what} configuration: {exc}") from None
     if not isinstance(shared, dict) or shared.get("format") != tag:

@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from .._json import parse_json
 from ..accounting import Budget
 from ..accounting.accountants import ACCOUNTANT_NAMES
 from ..errors import ValidationError
@@ -40,7 +41,7 @@ def _parse_bounds(values: list[str] | None) -> Any:
         return None
     if len(values) == 1 and values[0].startswith("@"):
         try:
-            return json.loads(Path(values[0][1:]).read_text())
+            return parse_json(Path(values[0][1:]).read_text())
         except (OSError, json.JSONDecodeError) as exc:
             raise ValidationError(f"--bounds {values[0]}: {exc}") from None
     if len(values) == 2 and all("=" not in v for v in values):

@@ -25,6 +25,7 @@ import attrs
 import numpy as np
 
 from .._io import atomic_write_bytes
+from .._json import parse_json
 from ..errors import ValidationError
 
 PROTOCOL = "privsdr.fsir"
@@ -282,7 +283,7 @@ class FSIRConfig:
     @classmethod
     def from_json(cls, text: str) -> FSIRConfig:
         try:
-            data = json.loads(text)
+            data = parse_json(text)
         except json.JSONDecodeError as exc:
             raise ValidationError(f"not an FSIR configuration ({exc.msg} at line {exc.lineno})") from None
         if not isinstance(data, dict) or data.get("protocol") != PROTOCOL:

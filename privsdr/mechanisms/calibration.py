@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from ..accounting.gaussian import analytic_noise_multiplier
+from ..accounting.gaussian import analytic_noise_multiplier, check_epsilon
 from ..accounting.rounding import div_up
 from ..accounting.zcdp import zcdp_epsilon, zcdp_rho_for
 
@@ -51,10 +51,13 @@ def gaussian_noise_multiplier(epsilon: float, delta: float, calibration: str = "
 
 
 def discrete_gaussian_noise_multiplier(epsilon: float, delta: float) -> float:
-    """The smallest multiplier z (to ~1e-12) whose discrete Gaussian, (1/2z^2)-zCDP, meets (eps, delta)."""
+    """The smallest multiplier z (to ~1e-12) whose discrete Gaussian, (1/2z^2)-zCDP, meets (eps, delta). A finite
+    epsilon beyond ``MAX_EPSILON`` is refused as the analytic Gaussian refuses it (its zCDP rho overflowed at 1e308);
+    ``Budget.infinite()`` is noise off."""
     if math.isinf(epsilon):
         return 0.0
     _check(epsilon, delta)
+    check_epsilon(epsilon)
     z = 1.0 / math.sqrt(2.0 * zcdp_rho_for(epsilon, delta))
     while zcdp_epsilon(0.5 / (z * z) * (1.0 + 1e-15), delta) > epsilon:  # the event's rho, rounded as it is
         z = math.nextafter(z, math.inf) * (1.0 + 1e-15)

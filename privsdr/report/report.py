@@ -1,7 +1,7 @@
 """PrivacyReport: one per fit or run; versioned JSON that round-trips.
 
 The report is plain data (built by ``privsdr.plan`` when a run closes) so that this module depends
-on nothing else of privsdr. Field by field documentation: ``docs/report.md``.
+on nothing else of privsdr (but ``privsdr._json``, which reads JSON safely). Field by field documentation: ``docs/report.md``.
 """
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import math
 from typing import Any
 
 import attrs
+
+from .._json import parse_json
 
 SCHEMA = "privsdr.privacy-report"
 SCHEMA_VERSION = 2
@@ -195,7 +197,7 @@ class PrivacyReport:
     @classmethod
     def from_json(cls, text: str) -> PrivacyReport:
         try:
-            data = json.loads(text)
+            data = parse_json(text)
         except json.JSONDecodeError as exc:
             raise ValueError(f"not a JSON privacy report ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
         if not isinstance(data, dict):

@@ -28,6 +28,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from .._json import parse_json
 from ..accounting import Budget
 from ..core import BlockSolver, gamma_min
 from ..errors import ValidationError
@@ -159,7 +160,7 @@ class DPBCDConfig:
     @classmethod
     def from_json(cls, text: str) -> DPBCDConfig:
         try:
-            data = json.loads(text)
+            data = parse_json(text)
         except json.JSONDecodeError as exc:
             raise ValidationError(f"not a DP-BCD configuration: {exc}") from None
         if not isinstance(data, dict) or data.get("protocol") != DPBCDProtocol.name or data.get("version") != DPBCDProtocol.version:

@@ -44,6 +44,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from .._json import parse_json
 from ..accounting import Budget
 from ..core import LocalDesign, default_lambdas, kfold, party_sketch, ridge_alpha
 from ..errors import ValidationError
@@ -262,7 +263,7 @@ class PRIDEConfig:
     @classmethod
     def from_json(cls, text: str) -> PRIDEConfig:
         try:
-            data = json.loads(text)
+            data = parse_json(text)
         except json.JSONDecodeError as exc:
             raise ValidationError(f"not a PRIDE configuration: {exc}") from None
         if not isinstance(data, dict) or data.get("protocol") != PRIDEProtocol.name or data.get("version") != PRIDEProtocol.version:
