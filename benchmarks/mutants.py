@@ -400,8 +400,9 @@ MUTANTS = (
            "privsdr/secure/crossproducts.py", "    room = bound - math.sqrt(X.shape[1]) * gamma / 2.0\n", "    room = bound\n",
            ("tests/test_secure_vertical.py",)),
     Mutant("secure_vertical_helper_adds_no_share", "the helper takes part without a noise share (the calibration counts it)",
-           "privsdr/secure/party.py", "            if name in job.inputs:  # a helper adds a noise share",
-           "            if name in job.products.parties:  # a helper adds a noise share", ("tests/test_secure_vertical.py",)),
+           "privsdr/secure/party.py", "        if name in job.inputs:  # a helper adds a noise share",
+           "        if name in job.products.parties:  # a helper adds a noise share",
+           ("tests/test_secure_vertical.py", "tests/test_secure_contributors.py")),
     Mutant("secure_vertical_solves_with_the_noise_free_gram", "the coefficients come from the noise-free Gram (the release is charged, unused)",
            "privsdr/vertical/secure_regression.py", "        released = from_run(run, NODES, n=0, source=\"secure vertical Gram\")\n",
            "        released = from_run(run, NODES, n=0, source=\"secure vertical Gram\")\n"
