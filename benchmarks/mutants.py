@@ -440,6 +440,21 @@ MUTANTS = (
     Mutant("sparse_pca_selection_before_clipping", "sparse PCA selects on the mean squares of the unclipped rows (clips after the selection)",
            "privsdr/algorithms/sparse_pca.py", 'run.release("support", np.mean(Xc * Xc, axis=0) / bounds**2)',
            'run.release("support", np.mean(X * X, axis=0) / bounds**2)', ("tests/test_sparse_moments_probe.py",)),
+    Mutant("noisy_top_charges_a_round_fewer", "noisy_top charges s - 1 selection events for its s rounds",
+           "privsdr/mechanisms/selection.py", '        return (PureEvent(div_up(2.0, z)),) * int(spec.params["s"])',
+           '        return (PureEvent(div_up(2.0, z)),) * max(1, int(spec.params["s"]) - 1)', ("tests/test_mechanism_draws.py",)),
+    Mutant("noisy_max_rounds_draw_twice", "each noisy-max round takes the larger of two noisy looks (one event charged)",
+           "privsdr/mechanisms/selection.py", "        noisy = scores + (rng.laplace(0.0, b, size=scores.shape) if b > 0 else 0.0)",
+           "        noisy = scores + (np.maximum(rng.laplace(0.0, b, size=scores.shape), rng.laplace(0.0, b, size=scores.shape)) "
+           "if b > 0 else 0.0)", ("tests/test_mechanism_draws.py",)),
+    Mutant("peeling_charges_one_selection", "peeling charges one selection event for its s rounds",
+           "privsdr/mechanisms/selection.py", "        return (select,) * s + (LaplaceEvent(z),) * (d * s)",
+           "        return (select,) + (LaplaceEvent(z),) * (d * s)", ("tests/test_mechanism_draws.py",)),
+    Mutant("report_noisy_max_draws_twice", "report-noisy-max adds two Laplace vectors and charges one selection",
+           "privsdr/mechanisms/selection.py", "            scores = scores + rng.laplace(0.0, spec.scale, size=scores.shape)\n        return int(np.argmax(scores))",
+           "            scores = scores + rng.laplace(0.0, spec.scale, size=scores.shape)\n"
+           "            scores = scores + rng.laplace(0.0, spec.scale, size=scores.shape)\n        return int(np.argmax(scores))",
+           ("tests/test_mechanism_draws.py",)),
     # -- the default ledger and party processes (issue 25) ---------------------------------------------------
     Mutant("tracker_drops_group_privacy", "an add/remove fit is entered in the tracking ledger at its own epsilon (no group privacy)",
            "privsdr/accounting/default.py", "            if self.source == Relation.ADD_REMOVE:", "            if False:",
