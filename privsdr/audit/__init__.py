@@ -14,7 +14,7 @@ from .neighbours import (
     replacement_rows,
     slice_change_pair,
 )
-from .probe import ProbeResult, norm_of, probe_sensitivity, released_coordinates
+from .probe import ProbeResult, norm_of, probe_releases, probe_sensitivity, recorded_releases, released_coordinates
 from .reconstruction import AttackResult, hit_rate, reconstruction_attack, residual_components
 from .stats import approx_dp_tradeoff, cp_lower, cp_upper, epsilon_lower_bound, gdp_tradeoff, mu_lower_bound
 from .testing import assert_dp, assert_mechanism_dp, assert_sensitivity
@@ -25,7 +25,7 @@ __all__ = [
     "audit_mechanism", "AuditResult", "canary_pair", "choose_threshold", "claim_from_report",
     "clip_bound_pair", "cp_lower", "cp_upper", "DEFAULT_SAMPLES", "epsilon_lower_bound", "evaluate", "GDP",
     "gdp_tradeoff", "hit_rate", "label_flip_pair", "membership_statistic", "mu_lower_bound", "norm_of",
-    "probe_sensitivity", "ProbeResult", "projection_statistic", "reconstruction_attack", "rejects",
+    "probe_releases", "probe_sensitivity", "ProbeResult", "recorded_releases", "projection_statistic", "reconstruction_attack", "rejects",
     "released_coordinates", "replacement_rows", "residual_components", "slice_change_pair",
     "subspace_statistic", "ZCDP",
 ]

@@ -2,13 +2,14 @@
 largest change with the declared sensitivity (spec/auditing.md §2.3). No sampling, no alpha."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
 import numpy as np
 
 from ..mechanisms import Sensitivity
+from ..plan import tap
 
 
 def released_coordinates(value: Any, mechanism: str = "gaussian") -> np.ndarray:
@@ -63,3 +64,51 @@ def probe_sensitivity(
     if count == 0:
         raise ValueError("the probe needs at least one neighbouring pair")
     return ProbeResult(worst, sensitivity.value, sensitivity.norm, count, worst_i, worst <= sensitivity.value * (1 + rtol))
+
+
+class _ReleaseRecorder:
+    """A tap (``plan.tap``) that keeps each release's noise-free value, output and spec, by node."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, tuple[Any, Any, Any]] = {}
+
+    def released(self, key: tuple[str, str], value: Any, output: Any, spec: Any, rows: Any = None) -> Any:
+        self.seen[key[1]] = (value, output, spec)
+        return output
+
+    def sent(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def recorded_releases(fit: Callable[[], Any]) -> dict[str, tuple[Any, Any, Any]]:
+    """Run ``fit()`` and return node -> (noise-free value, output, spec) of every release it made in this process."""
+    recorder = _ReleaseRecorder()
+    with tap.tapped(recorder):
+        fit()
+    return recorder.seen
+
+
+def _same(a: Any, b: Any) -> bool:
+    return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+
+
+def probe_releases(fit_on: Callable[[Any], Any], datasets: Sequence[Any], pairs: Iterable[tuple[int, int]], *,
+                   given: Sequence[str] = (), rtol: float = 1e-9) -> dict[str, ProbeResult]:
+    """The sensitivity probe of a whole fit, through its production code: ``fit_on(D)`` runs on every data set with the
+    releases recorded (``recorded_releases``); each node's noise-free value is probed over ``pairs`` (indices into
+    ``datasets``) against the sensitivity of the spec it was released with. A node's sensitivity holds given the
+    earlier outputs (adaptive composition), so a pair counts for the nodes after a ``given`` node (a selection) only
+    where that node's outputs agree on both data sets. Returns node -> ``ProbeResult``."""
+    seen = [recorded_releases(lambda D=D: fit_on(D)) for D in datasets]
+    pairs = list(pairs)
+    out: dict[str, ProbeResult] = {}
+    for node, (_, _, spec) in seen[0].items():
+        if spec.noise_off and spec.mechanism == "non_private":
+            continue
+        kept = [(a, b) for a, b in pairs if node in seen[a] and node in seen[b]
+                and (node in given or all(_same(seen[a][g][1], seen[b][g][1]) for g in given if g in seen[a] and g in seen[b]))]
+        if not kept:
+            continue
+        mechanism = "symmetric_gaussian" if spec.mechanism.endswith("symmetric_gaussian") else "gaussian"
+        out[node] = probe_sensitivity(lambda i, node=node: seen[i][node][0], kept, spec.sensitivity, mechanism=mechanism, rtol=rtol)
+    return out

@@ -107,6 +107,19 @@ def gram_input(job: AggregationJob, name: str, data: Mapping[str, Any]) -> tuple
     return with_shares(job, np.concatenate([own["xtx"], own["xty"]])), block, label
 
 
+def party_input(job: AggregationJob, name: str, data: Mapping[str, Any]) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """What party ``name`` inputs into the secure computation: (its vector with its noise shares, or None for a party
+    that adds nothing; its integer block and label, secure Gram only). The sensitivity and contributor probes
+    (``privsdr.audit.secure_probe``) run the party program through this function."""
+    if job.products is not None:
+        if name in job.inputs:  # a helper adds a noise share and no statistic
+            return gram_input(job, name, data)
+        return None, None, None
+    if name in job.inputs:
+        return local_vector(job, data), None, None
+    return None, None, None
+
+
 def _status(path: str | None, stage: str, **extra: Any) -> None:
     if path:
         with open(path, "a") as fh:
@@ -200,7 +213,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     watchdog = threading.Timer(job.timeout, expire)
     watchdog.daemon = True
     watchdog.start()
-    vector = block = label = None
     holds_data = name in job.inputs if job.products is None else name in job.products.parties
     if holds_data and args.input is None:
         print(f"party {name!r} contributes to this computation: give --input", file=sys.stderr)
@@ -210,11 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.input is not None:
             with np.load(args.input) as stored:
                 data = {k: stored[k] for k in stored.files}
-        if job.products is not None:
-            if name in job.inputs:  # a helper adds a noise share and no statistic
-                vector, block, label = gram_input(job, name, data)
-        elif name in job.inputs:
-            vector = local_vector(job, data)
+        vector, block, label = party_input(job, name, data)
     except ShareRefused as exc:
         _status(args.status, "refused", why=str(exc))
         print(f"party {name!r} refused: {exc}", file=sys.stderr)

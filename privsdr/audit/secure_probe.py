@@ -1,0 +1,151 @@
+"""The secure paths' party program, run in this process: what a secure opening sums, without MPC processes.
+
+``run_in_process(job, inputs)`` stands in for ``secure.launch.run_parties``: every party's input is made by the party
+program's own function (``secure.party.party_input``: clipped statistics rounded to the grid, plus its noise shares,
+or a secure Gram's blocks), and the party program's computation (``secure.party._aggregate``: the sum of the
+contributors' vectors and the cross-products of the blocks) runs once on plain integers through a stand-in for MPyC's
+runtime that holds every party's input. What it opens is what the real run opens, with the same noise shares.
+
+Two probes use it (``docs/audit.md``, "Probes of the secure paths"):
+
+* **sensitivity**: with every share drawn as 0 (``share=zero_shares``) the opening is the noise-free sum the parties
+  secret-share; on neighbouring data sets its change must stay within each node's declared sensitivity
+  (``probe_sensitivity``), whatever the clipping, rounding and layout code does on the way;
+* **contributors** (``share_counts``): every share a party draws is a marker B^i of its index i, so the opening's
+  noise tells, per coordinate, how many shares of each party it holds. An opening must hold exactly one share of each
+  of the K parties the calibration counted (K - t of them honest), never fewer.
+
+The stand-in runs the parties' arithmetic exactly (Python integers); it does not model the network or the Shamir
+shares (the view tests with real MPyC processes do that).
+"""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from ..mechanisms import NoiseSpec, Sensitivity
+from ..mechanisms import secure as exact
+from ..mechanisms.distributed import share_noise
+from ..secure import party as program
+from ..secure.job import AggregationJob
+from ..secure.launch import Opened, PartyFailed
+
+#: a share function: party index -> the value each of its noise-share draws returns
+Shares = Callable[[int], int]
+
+
+def opened_sensitivity(spec: NoiseSpec) -> Sensitivity:
+    """What a distributed node's calibration assumes of its opening, in real units: the rounded statistic moves by at
+    most (Delta / gamma + ceil(sqrt(d))) grid steps (``mechanisms.distributed.share_noise``), i.e. Delta plus the
+    rounding's ceil(sqrt(d)) gamma. The sensitivity probe compares the noise-free opening with this."""
+    noise = share_noise(spec)
+    return Sensitivity(noise.grid_sensitivity * noise.gamma, "l2", spec.sensitivity.relation,
+                       f"{spec.sensitivity.derivation}; plus the rounding to the grid {noise.gamma:g}")
+
+
+def zero_shares(index: int) -> int:
+    """Every share drawn as 0: the opening is the noise-free sum the parties secret-share."""
+    return 0
+
+
+class _SecureType:
+    def __init__(self, bits: int) -> None:
+        self.bits = bits
+
+    def array(self, value: Any) -> np.ndarray:
+        return np.array(np.asarray(value), dtype=object)
+
+
+class _Runtime:
+    """The part of MPyC's runtime the party program uses, on plain integers: ``input`` hands every sender's actual
+    input (the table), ``output`` opens the value as is."""
+
+    def __init__(self, job: AggregationJob, pid: int, table: Mapping[str, tuple[Any, Any, Any]]) -> None:
+        self.job, self.pid, self.table, self.parties = job, pid, table, []
+
+    async def start(self) -> None:
+        return None
+
+    async def shutdown(self) -> None:
+        return None
+
+    def SecInt(self, bits: int) -> _SecureType:  # noqa: N802 - MPyC's name
+        return _SecureType(bits)
+
+    def input(self, value: np.ndarray, senders: Any) -> Any:
+        if isinstance(senders, (int, np.integer)):  # one party's block (2-D) or the label holder's label (1-D)
+            vector, block, label = self.table[self.job.parties[int(senders)]]
+            held = block if np.ndim(value) == 2 else label
+            return np.array(np.zeros(np.shape(value), dtype=np.int64) if held is None else held, dtype=object)
+        out = []
+        for s in senders:
+            vector = self.table[self.job.parties[int(s)]][0]
+            out.append(np.array(np.zeros(np.shape(value), dtype=np.int64) if vector is None else vector, dtype=object))
+        return out
+
+    async def output(self, value: Any) -> Any:
+        return value
+
+    async def gather(self, value: Any) -> Any:
+        raise NotImplementedError("the in-process stand-in does not model the parties' views (use the MPyC runs)")
+
+
+@contextmanager
+def _drawn_as(value: int) -> Iterator[None]:
+    original = exact._discrete_gaussian
+    exact._discrete_gaussian = lambda num, den: value  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        exact._discrete_gaussian = original  # type: ignore[assignment]
+
+
+def party_inputs(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any]], share: Shares | None = None) -> dict[str, tuple[Any, Any, Any]]:
+    """Every party's input as the party program makes it (``party_input``); ``share(i)``: the value of each share draw
+    of party i (None: the real sampler). A party that refuses raises ``PartyFailed`` naming it."""
+    table = {}
+    for i, name in enumerate(job.parties):
+        data = {k: np.asarray(v) for k, v in dict(inputs.get(name) or {}).items()}
+        try:
+            if share is None:
+                table[name] = program.party_input(job, name, data)
+            else:
+                with _drawn_as(share(i)):
+                    table[name] = program.party_input(job, name, data)
+        except program.ShareRefused as exc:
+            raise PartyFailed(f"party {name!r} refused: {exc}", name) from None
+    return table
+
+
+def run_in_process(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any]], *, record_view: bool = False,
+                   share: Shares | None = None) -> Opened:
+    """``launch.run_parties`` in this process (module docstring): the opened integer sum."""
+    if record_view:
+        raise ValueError("the in-process stand-in records no views")
+    table = party_inputs(job, inputs, share)
+    vector, block, label = table[job.parties[0]]
+    opened, _, _ = asyncio.run(program._aggregate(_Runtime(job, 0, table), job, vector, False, None, block, label))
+    return Opened(np.asarray(opened, dtype=np.int64), {}, 0.0, {name: 0 for name in job.parties})
+
+
+def share_counts(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any]]) -> np.ndarray:
+    """(parties x coordinates): how many noise shares of each party the opening holds, read off marked shares (each
+    draw of party i is B^i with B = 2 m + 1, m parties; the counts are the base-B digits of the opened noise, -m..m)."""
+    m = len(job.parties)
+    base = 2 * m + 1
+    clean = run_in_process(job, inputs, share=zero_shares).aggregate.astype(object)
+    noise = run_in_process(job, inputs, share=lambda i: base**i).aggregate.astype(object) - clean
+    counts = np.zeros((m, noise.size), dtype=np.int64)
+    for c, value in enumerate(noise):
+        rest = int(value)
+        for i in range(m):  # balanced base-B digits: a digit in -m..m
+            digit = (rest + m) % base - m
+            counts[i, c] = digit
+            rest = (rest - digit) // base
+        if rest != 0:
+            counts[:, c] = base  # more shares than the digits can hold: certainly not one per party
+    return counts
