@@ -188,3 +188,33 @@ def test_sparse_pca_beats_its_paper_design_and_warns_when_noise_wins():
         with pytest.raises(ValidationError):
             DPSparsePCA(1, **{"bound": 1.0, **kw}, ledger=ledger, budget=Budget(0.5, 1e-6)).fit(small)
     assert ledger.spent.epsilon == 0
+
+
+def test_sparse_dpsir_warns_when_the_selections_own_margin_says_a_true_column_may_be_missed():
+    """Issue 33: at (2 x 10^4, 1000), eps = 0.5 a six-column index loses a true column with no word. Now the weakest
+    selected column's released score (from the released slice sums) against the selection's public Laplace scale gives
+    the chance a column that strong loses a round of the selection; at >= 0.05 the fit warns and the report says so."""
+    import warnings
+
+    from privsdr import Budget, NoiseDominatesWarning, SparseDPSIR
+    from privsdr.algorithms.forecast_sir import single_index
+
+    p = 300
+    u = np.zeros(p)
+    u[:6] = 1 / np.sqrt(6)
+    q = lambda prob: np.interp(prob, np.arange(5) / 4, [-2.0, -1.0, 0.0, 1.0, 2.0])  # noqa: E731
+    X, y = single_index(6000, np.ones(p), np.zeros(p), q, u, 0.5, np.random.default_rng(0), 0.7)
+
+    def fit(eps):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            est = SparseDPSIR(1, sparsity=6, bound=1.0, cut_points=[-1.0, 0.0, 1.0], budget=Budget(eps, 1e-6), random_state=0).fit(X, y)
+        return est, [str(w.message) for w in seen if issubclass(w.category, NoiseDominatesWarning) and "margin" in str(w.message)]
+
+    thin, warned = fit(0.5)
+    assert thin.miss_probability_ >= 0.05 and warned and "a true column may have been missed" in warned[0]
+    assert thin.privacy_report_.diagnostics["selection_miss_probability"] == thin.miss_probability_
+    assert "selection_margin" in thin.privacy_report_.diagnostics["messages"]
+    wide, quiet = fit(8.0)
+    assert set(range(6)) <= set(wide.screened_) and wide.miss_probability_ < 0.05 and not quiet
+    assert "may have been missed" not in wide.privacy_report_.diagnostics["messages"]["selection_margin"]

@@ -30,7 +30,7 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
 from .. import core
 from ..accounting import Budget, Ledger
-from ..errors import ValidationError
+from ..errors import NoiseDominatesWarning, ValidationError
 from ..mechanisms import Sensitivity
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
@@ -787,6 +787,7 @@ class SparseDPSIR(SIRForecastMixin, _SlicedDP):
         """The selection on all rows, then the moments of the selected columns (``sparse_sir``)."""
         scores = sparse_sir.selection_scores(X, labels, H, center, bounds)
         self._selected = selected = np.sort(np.asarray(run.release("support", scores), dtype=int))
+        self._selection_scale = float(calibrated.specs["support"].scale)  # public: the selection's Laplace scale
         return sir_moments.release_moments(run, calibrated, X[:, selected], labels, H, center[selected], bounds[selected])
 
     def _solve_moments(self, run: Run, release: Any, c: dict[str, Any], cuts: np.ndarray, n: int, p: int, center: np.ndarray,
@@ -805,12 +806,17 @@ class SparseDPSIR(SIRForecastMixin, _SlicedDP):
         shifted[selected] = center[selected] + mu
         self._store_moments_fit(run, eigenvalues, H, K, center, shifted, cuts, p, bounds, ledger)
         self.support_signal_ = sparse_sir.support_signal(release)
+        weakest, self.miss_probability_ = sparse_sir.selection_margin(release, bounds[selected], self._selection_scale, p, n)
+        margin = sparse_sir.margin_message(weakest, self.miss_probability_, len(selected), p)
+        if self.miss_probability_ >= sparse_sir.MISS_LEVEL:
+            warnings.warn(margin, NoiseDominatesWarning, stacklevel=5)
         if self.diagnose_noise:
             rng = diagnostic_rng(self.random_state)
             self.noise_error_ = sir_moments.noise_error(release, B_sel, K, True, rng)
             self.privacy_report_ = sparse_sir.with_diagnostics(run.report, self.noise_error_, self.random_error_,
                                                               self.support_signal_, K, len(selected))
             sparse_sir.warn_if_noise_wins(self.noise_error_, self.random_error_, self.support_signal_, K, len(selected), stacklevel=6)
+        self.privacy_report_ = sparse_sir.with_margin(self.privacy_report_, margin, self.miss_probability_)
         return self
 
     def _fit_released(self, run: Run, plan: CalibratedPlan, rows: ClippedRows, H: int,

@@ -7,15 +7,23 @@ The estimator, with its public bounds, centres and budget, is fitted on a public
                                                                           block C_k / (2 sqrt(m_k)) for DP-BCD)
     y = y_center + g^T z + (C_y / 3) sqrt(1 - s) e,   g = (C_y / 3) sqrt(s) u / sqrt(u^T R u)   (|y - y_center| <= C_y w.h.p.)
 
-with ``signal`` s the share of var(y) a linear model explains (a public assumption: 0.3 by default), u a random
-direction and ``correlation`` rho the columns' correlation (a public assumption: 0 by default; the vertical estimators
-gain from it, because one party's block then carries part of the others' signal). On fresh rows of the same problem,
+with ``signal`` s the share of var(y) a linear model explains (a public assumption: 0.3 by default), ``correlation`` rho
+the columns' correlation (a public assumption: 0 by default; the vertical estimators gain from it, because one party's
+block then carries part of the others' signal) and ``direction`` where the signal lies (a public assumption, u: "random"
+by default, "common" the columns' common factor 1 / sqrt(p), "same_sign" |g| / ||g||: every column pushing y the same
+way). With correlated columns the direction decides much: a signal along the common factor is estimated far better than
+one on a random direction. The forecast then also reports the error along the other directions and says when they
+differ by more than 2x (issue 33: on the DP-BCD simulation, whose coefficients share a sign, "common" is within 2x for
+DP-BCD and "same_sign" for AdaSSP, ``docs/accuracy.md``). On fresh rows of the same problem,
 the error of a fit is its excess risk, (test MSE - the noise variance) / var(y) = R^2 of the true model - R^2 of the
 fit, computed exactly from the fitted intercept and slopes (``excess_risk``): what the estimate loses against the best
 linear model (the irreducible noise would make any ratio look small). The forecast is the median over ``reps`` draws,
 beside the same estimator with the noise off, and the smallest epsilon on a doubling grid at which the private excess
 risk is within 1.5 times the non-private one (each fitted on the same ``reps`` draws of the data: the non-private
-excess risk is the sampling error). Nothing here reads data: only the public parameters.
+excess risk is the sampling error). Each simulated data set has at most ``simulated_rows(n, p)`` rows (10^5, fewer for
+wide p), made one at a time: beyond, the errors are carried to n by the rates of small noise (``at_full_size``), so a
+forecast's memory does not grow with n (issue 33: 10^8 rows used to allocate 10^8-row data sets). Nothing here reads
+data: only the public parameters.
 """
 from __future__ import annotations
 
@@ -32,6 +40,42 @@ from ..accounting import Budget
 WITHIN = 1.5
 #: the epsilons tried for ``epsilon_within``: the budget's epsilon times these factors
 GRID = tuple(2.0**k for k in range(-3, 11))
+#: the simulated data sets have at most this many rows, and at most ``MAX_SIMULATED_CELLS`` entries (but at least
+#: ``MIN_SIMULATED_ROWS`` rows): a forecast at more rows extrapolates (``at_full_size``), its memory is independent of n
+MAX_SIMULATED_ROWS = 100_000
+MAX_SIMULATED_CELLS = 20_000_000
+MIN_SIMULATED_ROWS = 20_000
+#: the directions of the signal a regression forecast can assume (``forecast_regression``)
+DIRECTIONS = ("random", "common", "same_sign")
+
+
+def simulated_rows(n: int, p: int) -> int:
+    """The rows of each simulated data set of a forecast at n x p: n up to a cap that depends on p only."""
+    return min(n, max(MIN_SIMULATED_ROWS, min(MAX_SIMULATED_ROWS, MAX_SIMULATED_CELLS // max(p, 1))))
+
+
+def at_full_size(error: Any, simulated: int, n: int, power: float = 1.0) -> Any:
+    """``error`` (budget -> the median error of fits on ``simulated`` rows) carried to n >= ``simulated`` rows by the
+    rates of the perturbation regime: the noise-off error (to the power ``power``: 1 for excess risks, 2 for projection
+    distances) decays as a / n (sampling), the private one as a / n + b / n^2 (noise of statistics whose sensitivity
+    over n falls as 1 / n, squared). With r = simulated / n and e_off the noise-off error at ``simulated`` rows,
+
+        e_off(n)^power = r e_off^power,   e(n)^power = r e_off^power + r^2 max(0, e^power - e_off^power).
+
+    The identity when ``simulated`` = n."""
+    if simulated >= n:
+        return error
+    r = simulated / n
+    cache: dict[str, float] = {}
+
+    def scaled(fit_budget: Budget) -> float:
+        if "off" not in cache:
+            cache["off"] = error(Budget.infinite()) ** power
+        off = cache["off"]
+        excess = 0.0 if fit_budget.is_infinite else max(0.0, error(fit_budget) ** power - off)
+        return float((r * off + r * r * excess) ** (1.0 / power))
+
+    return scaled
 
 
 @attrs.frozen
@@ -48,6 +92,17 @@ class Forecast:
     nonprivate_error: float
     epsilon_within: float | None  #: None: not within 1.5x even at the largest epsilon tried (or not searched)
     searched: bool = True  #: whether the epsilon grid was searched for ``epsilon_within``
+    simulated_rows: int = 0  #: the rows of each simulated data set (< n: extrapolated, ``at_full_size``; 0: n)
+    correlation: float = 0.0  #: the public assumption on the columns' correlation
+    direction: str = "random"  #: the public assumption on where the signal lies (``forecast_regression``)
+    #: with correlated columns: the private error along every direction of ``DIRECTIONS`` (at the budget; empty otherwise)
+    by_direction: dict[str, float] = attrs.field(factory=dict)
+
+    def direction_spread(self) -> float:
+        """max / min of ``by_direction`` (1 without correlation): above 2, where the signal lies (not public) decides the
+        error by more than the factor 2 a forecast aims at."""
+        values = [v for v in self.by_direction.values() if v > 0]
+        return max(values) / min(values) if len(values) > 1 else 1.0
 
     @property
     def private_r2(self) -> float:
@@ -64,9 +119,36 @@ class Forecast:
         if not self.searched:
             within = "the epsilon within 1.5x of it not searched"
         return (f"forecast at n = {self.n_samples}, p = {self.n_features}, (eps = {self.epsilon:g}, delta = {self.delta:g}), "
-                f"on a public synthetic problem whose linear signal explains {self.signal:.0%} of var(y): test R^2 "
-                f"{self.private_r2:.3f} (noise off: {self.nonprivate_r2:.3f}); excess risk {self.private_error:.3g} "
-                f"(noise off: {self.nonprivate_error:.3g}), {within}")
+                f"on a public synthetic problem whose linear signal explains {self.signal:.0%} of var(y)"
+                f"{assumed(self.correlation, self.direction)}: test R^2 {self.private_r2:.3f} (noise off: {self.nonprivate_r2:.3f}); "
+                f"excess risk {self.private_error:.3g} (noise off: {self.nonprivate_error:.3g}), {within}"
+                f"{extrapolation(self.simulated_rows, self.n_samples)}{self.direction_caveat()}")
+
+    def direction_caveat(self) -> str:
+        """The summary's sentence on the other directions (correlated columns only)."""
+        if not self.by_direction:
+            return ""
+        text = "; excess risk by where the signal lies: " + ", ".join(f"{k} {v:.3g}" for k, v in self.by_direction.items())
+        if self.direction_spread() > 2.0:
+            text += (f" (they differ {self.direction_spread():.1f}-fold: unless the direction assumption holds, the measured "
+                     "error can be more than 2x from this forecast)")
+        return text
+
+
+def extrapolation(simulated: int, n: int, what: str = "errors") -> str:
+    """The summary's sentence on a forecast simulated at fewer rows than n (``at_full_size``); empty otherwise."""
+    if not 0 < simulated < n:
+        return ""
+    return (f" (simulated on {simulated} rows and the {what} carried to n by the rates of small noise: sampling 1/n, "
+            "privacy noise 1/n^2)")
+
+
+def assumed(correlation: float, direction: str) -> str:
+    """The summary's words for the public correlation and direction assumptions."""
+    if correlation == 0.0:
+        return ", independent columns" + (", the signal on all columns equally" if direction == "common" else "")
+    where = "the columns' common factor" if direction == "common" else "a random direction"
+    return f", columns of correlation {correlation:g}, the signal along {where}"
 
 
 @attrs.frozen(eq=False)
@@ -131,34 +213,57 @@ def default_problem(estimator: Any, p: int) -> RegressionProblem:
 
 
 def forecast_regression(estimator: Any, n_samples: int, n_features: int, *, signal: float = 0.3, correlation: float = 0.0,
-                        reps: int = 5, seed: int = 0, search: bool = True, budget: Budget | None = None,
+                        direction: str = "random", reps: int = 5, seed: int = 0, search: bool = True, budget: Budget | None = None,
                         problem: RegressionProblem | None = None) -> Forecast:
     """The forecast of ``estimator`` (unfitted, with public bounds, centres and a budget) at n x p (module docstring).
     Each simulated fit is a clone with a fresh in-memory budget: nothing is charged to the estimator's ledger.
+    ``direction``: where the signal lies (``signal_direction``: "random", "common" or "same_sign"); with ``correlation``
+    > 0 they differ, and the forecast also reports the private error along the others (``by_direction``).
     ``search=False`` skips the epsilon search (``epsilon_within`` is then None); ``budget`` overrides the estimator's
-    (a fitted estimator's own run: its ledger may have nothing left); ``problem`` the scales read off its bounds."""
+    (a fitted estimator's own run: its ledger may have nothing left); ``problem`` the scales read off its bounds.
+    The simulated data sets have ``simulated_rows(n, p)`` rows; beyond, the errors are carried to n (``at_full_size``)."""
     from ..errors import ValidationError
 
     if not 0.0 < signal < 1.0:
         raise ValidationError(f"signal must be in (0, 1), got {signal!r}")
     if not 0.0 <= correlation < 1.0:
         raise ValidationError(f"correlation must be in [0, 1), got {correlation!r}")
+    if direction not in DIRECTIONS:
+        raise ValidationError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
     n, p = int(n_samples), int(n_features)
     if n < 2 or p < 1:
         raise ValidationError(f"a forecast needs n >= 2 rows and p >= 1 features, got {n} x {p}")
     budget = budget if budget is not None else estimator._resolve_budget()[0]
     problem = attrs.evolve(problem if problem is not None else default_problem(estimator, p), correlation=float(correlation))
-    rng = np.random.default_rng(seed)
-    direction = rng.standard_normal(p)
-    direction /= np.linalg.norm(direction)
-    draws = [synthetic_regression(n, problem, signal, rng, direction) for _ in range(reps)]
+    rows = simulated_rows(n, p)
 
-    def error(fit_budget: Budget) -> float:
-        fits = [simulated_fit(estimator, problem.fit_input(X), y, fit_budget, seed + rep) for rep, (X, y) in enumerate(draws)]
-        return float(np.median([excess_risk(est.predict, problem, signal, direction) for est in fits]))
+    def error_along(where: str) -> Any:
+        u = signal_direction(where, p, seed)
 
-    private, nonprivate, within = private_and_within(error, budget, search)
-    return Forecast(n, p, budget.epsilon, budget.delta, signal, reps, private, nonprivate, within, search)
+        def error(fit_budget: Budget) -> float:  # each draw made afresh from its own seed: one data set in memory at a time
+            risks = []
+            for rep in range(reps):
+                X, y = synthetic_regression(rows, problem, signal, np.random.default_rng([seed, rep]), u)
+                risks.append(excess_risk(simulated_fit(estimator, problem.fit_input(X), y, fit_budget, seed + rep).predict,
+                                         problem, signal, u))
+            return float(np.median(risks))
+
+        return at_full_size(error, rows, n)
+
+    private, nonprivate, within = private_and_within(error_along(direction), budget, search)
+    # with correlated columns, where the signal lies matters: the private error along each other direction, for the summary
+    others = {where: error_along(where)(budget) for where in DIRECTIONS if where != direction} if correlation > 0 else {}
+    return Forecast(n, p, budget.epsilon, budget.delta, signal, reps, private, nonprivate, within, search, rows,
+                    float(correlation), direction, {direction: private, **others} if others else {})
+
+
+def signal_direction(where: str, p: int, seed: int) -> np.ndarray:
+    """u of the module docstring, a unit vector: "random" (a standard normal direction, drawn from ``seed``), "common"
+    (1 / sqrt(p): the columns' common factor) or "same_sign" (|g| for a standard normal g: every column pushes y the same
+    way, by random amounts)."""
+    g = np.random.default_rng(seed).standard_normal(p)
+    u = g if where == "random" else np.ones(p) if where == "common" else np.abs(g)
+    return np.asarray(u / np.linalg.norm(u))
 
 
 def simulated_fit(estimator: Any, X: Any, y: np.ndarray, budget: Budget, seed: int, **params: Any) -> Any:

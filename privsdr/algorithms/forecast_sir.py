@@ -11,7 +11,8 @@ where q maps (0, 1) onto the estimator's public y scale: through the public cut 
 the public slices hold equal shares of the rows), or linearly onto ``y_grid`` for DP quantile slicing. The direction in
 x is u_j / b_j (for ``SparseDPSIR``, u has equal weights +-1/sqrt(s) on ``sparsity`` columns). The error is the projection distance ||P_u - P_hat||_F (random level ``random_subspace_error``), the
 median over ``reps`` draws, beside the same estimator with the noise off, and the smallest epsilon on a doubling grid
-at which it is within 1.5 times the noise-off error. ``noise_sd`` (0.5 by default) is a public assumption about how
+at which it is within 1.5 times the noise-off error. Each simulated data set has at most ``forecast.simulated_rows`` rows;
+beyond, the squared distances are carried to n by the rates of small noise (``forecast.at_full_size``). ``noise_sd`` (0.5 by default) is a public assumption about how
 much of y the index leaves unexplained. Nothing here reads data: only the public parameters.
 """
 from __future__ import annotations
@@ -26,7 +27,7 @@ from scipy.stats import norm
 from ..accounting import Budget
 from ..core import projection_distance
 from ..released.moments import random_subspace_error
-from .forecast import GRID, WITHIN, ForecastMixin, private_and_within, simulated_fit
+from .forecast import GRID, WITHIN, ForecastMixin, at_full_size, extrapolation, private_and_within, simulated_fit, simulated_rows
 
 
 @attrs.frozen
@@ -44,6 +45,7 @@ class SIRForecast:
     random_error: float
     epsilon_within: float | None  #: None: not within 1.5x even at the largest epsilon tried (or not searched)
     searched: bool = True
+    simulated_rows: int = 0  #: the rows of each simulated data set (< n: extrapolated, ``forecast.at_full_size``; 0: n)
 
     def summary(self) -> str:
         if not self.searched:
@@ -54,7 +56,8 @@ class SIRForecast:
             within = f"not within {WITHIN:g}x of it up to eps = {self.epsilon * GRID[-1]:.3g}"
         return (f"forecast at n = {self.n_samples}, p = {self.n_features}, (eps = {self.epsilon:g}, delta = {self.delta:g}), on a "
                 f"public single-index problem: projection distance {self.private_error:.3g} (noise off: "
-                f"{self.nonprivate_error:.3g}; a random direction: {self.random_error:.3g}), {within}")
+                f"{self.nonprivate_error:.3g}; a random direction: {self.random_error:.3g}), {within}"
+                f"{extrapolation(self.simulated_rows, self.n_samples, 'squared distances')}")
 
 
 def quantile_map(c: dict[str, Any]) -> Any:
@@ -110,16 +113,20 @@ def forecast_sir(estimator: Any, n_samples: int, n_features: int, *, noise_sd: f
         u = np.where(np.arange(p) < int(c["s"]), np.sign(u), 0.0)
     u /= np.linalg.norm(u)
     truth = (u / bounds)[:, None]
-    draws = [single_index(n, bounds, center, q, u, noise_sd, rng, fill) for _ in range(reps)]
+    rows = simulated_rows(n, p)
 
-    def error(fit_budget: Budget) -> float:
-        fits = [simulated_fit(estimator, X, y, fit_budget, seed + rep, n_directions=1, diagnose_noise=False)
-                for rep, (X, y) in enumerate(draws)]
-        return float(np.median([projection_distance(truth, est.directions_) for est in fits]))
+    def error(fit_budget: Budget) -> float:  # each draw made afresh from its own seed: one data set in memory at a time
+        distances = []
+        for rep in range(reps):
+            X, y = single_index(rows, bounds, center, q, u, noise_sd, np.random.default_rng([seed, rep]), fill)
+            est = simulated_fit(estimator, X, y, fit_budget, seed + rep, n_directions=1, diagnose_noise=False)
+            distances.append(projection_distance(truth, est.directions_))
+        return float(np.median(distances))
 
-    private, nonprivate, within = private_and_within(error, budget, search)
-    return SIRForecast(n, p, budget.epsilon, budget.delta, noise_sd, reps, private, nonprivate, random_subspace_error(p, 1), within,
-                       search)
+    random = random_subspace_error(p, 1)
+    scaled = at_full_size(error, rows, n, power=2.0)
+    private, nonprivate, within = private_and_within(lambda b: min(scaled(b), random), budget, search)
+    return SIRForecast(n, p, budget.epsilon, budget.delta, noise_sd, reps, private, nonprivate, random, within, search, rows)
 
 
 class SIRForecastMixin(ForecastMixin):

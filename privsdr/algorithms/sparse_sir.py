@@ -107,3 +107,56 @@ def warn_if_noise_wins(noise: float, random: float, signal: bool, K: int, screen
         warnings.warn(support_message(signal, screen, what), NoiseDominatesWarning, stacklevel=stacklevel)
     else:
         moments_rule(noise, random, stacklevel=stacklevel + 1)
+
+
+#: warn when a column as strong as the weakest selected one loses a round of the selection with at least this chance
+MISS_LEVEL = 0.05
+
+
+def released_scores(release: MomentRelease, bounds: np.ndarray) -> np.ndarray:
+    """The selection scores T_j = ||C s_j|| / c_j of the selected columns re-estimated from the released slice sums
+    (the same s_j / n, noise N(0, v) per entry), debiased: sqrt(max(0, ||C s_hat_j||^2 - (H - 1) v)) / c_j."""
+    sums = release.slice_sums
+    centred = sums - sums.mean(axis=1, keepdims=True)
+    energy = np.sum(centred**2, axis=1) - (sums.shape[1] - 1) * release.sums_scale**2
+    return np.asarray(np.sqrt(np.maximum(energy, 0.0)) / bounds)
+
+
+def miss_probability(score: float, b: float, others: int, null_level: float) -> float:
+    """The chance that a column of selection score ``score`` loses one round of report-noisy-max (Laplace(b) on every
+    score) to the best of ``others`` columns of score ``null_level``: 1 - E_L[F(score - null_level + L)^others], F the
+    Laplace(b) cdf, L ~ Laplace(b) (numerical quadrature; post-processing of public numbers only)."""
+    if others <= 0 or b <= 0:  # noise off: the selection is the exact top, no round is lost to noise
+        return 0.0
+    t = np.linspace(-40.0, 40.0, 8001)  # L / b
+    density = 0.5 * np.exp(-np.abs(t))
+    x = (score - null_level) / b + t
+    cdf = np.where(x < 0, 0.5 * np.exp(np.minimum(x, 0.0)), 1.0 - 0.5 * np.exp(-np.maximum(x, 0.0)))
+    return float(np.clip(1.0 - np.trapezoid(density * cdf**others, t), 0.0, 1.0))
+
+
+def selection_margin(release: MomentRelease, bounds: np.ndarray, b: float, p: int, n: int) -> tuple[float, float]:
+    """(the weakest selected column's released score, the chance a column that strong loses a round of the selection
+    to the best of the p - s' unselected ones), the null columns' score taken at its public upper bound
+    sqrt((H - 1) / (n H)) (slice sums of a column with no signal, |x_j - center_j| <= c_j). Above ``MISS_LEVEL`` a
+    true column may have been missed: post-processing of the released sums and the selection's public Laplace scale b."""
+    H = release.slice_sums.shape[1]
+    weakest = float(np.min(released_scores(release, bounds)))
+    return weakest, miss_probability(weakest, b, p - release.slice_sums.shape[0], math.sqrt((H - 1) / (n * H)))
+
+
+def margin_message(weakest: float, miss: float, screen: int, p: int) -> str:
+    if miss < MISS_LEVEL:
+        return (f"the selection's margin: a column as strong as the weakest of the {screen} selected (released score "
+                f"{weakest:.3g}) loses a round of the noisy selection to the {p - screen} others with chance {miss:.2g}")
+    return (f"the selection's margin is thin: a column as strong as the weakest of the {screen} selected (released score "
+            f"{weakest:.3g}) loses a round of the noisy selection to the {p - screen} others with chance {miss:.2g} "
+            f"(>= {MISS_LEVEL:g}): a true column may have been missed; more data, more budget or a larger screen_size "
+            "is needed")
+
+
+def with_margin(report: Any, message: str, miss: float) -> Any:
+    """The report with the selection's margin attached (``selection_margin``; post-processing: free)."""
+    from ..released.regression import with_noise_message
+
+    return with_noise_message(report, message, "selection_margin", selection_miss_probability=miss)
