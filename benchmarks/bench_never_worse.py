@@ -8,6 +8,8 @@ shrinkage (DP-BCD, DPPLS), beside the trivial model (R^2 = 0 up to the test spli
     python benchmarks/bench_never_worse.py adassp     # AdaSSPRegression on diabetes against its DP mean predictor
     python benchmarks/bench_never_worse.py pride --seeds 40   # certified PRIDE against the training mean, two designs
     python benchmarks/bench_never_worse.py forecast-sir       # DPSIR(...).plan(n, p).forecast() against DPSIR on model M1
+    python benchmarks/bench_never_worse.py table      # issue 33: every certified regression, diabetes and a noise-dominated
+                                                      # simulation, eps 1 and 8, 20 folds (tests/test_never_worse.py's fits)
 
 Cells: median test R^2 over ``--seeds`` data sets, "before / after" (issue 23's fit: ``shrinkage="none"``, no DP
 intercept / the default), then the smallest R^2 of the after-fits and the share of after-fits that warned ``NoiseDominatesWarning``.
@@ -255,10 +257,35 @@ def forecast_sir(seeds: int) -> None:
         print(f"| {n:.0e} | " + " | ".join(cells) + " |", flush=True)
 
 
+def table() -> None:
+    """Issue 33's never-worse table: min and median test R^2 over the 20 folds of ``tests/test_never_worse.py`` (the
+    same fits, seeds and public bounds: the test asserts what this prints), the smallest margin over the fit's own
+    DP-mean predictor, and the training mean's own min for reference."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from test_never_worse import ESTIMATORS, data, folds, r2, scores
+
+    print("Test R^2 over 20 folds (5-fold CV x 4 shuffles), delta = 1e-6: min / median; min of (fit - its DP mean)\n")
+    print("| estimator | data set | eps = 1: min / median | vs DP mean | eps = 8: min / median | vs DP mean |")
+    print("|---|---|---|---|---|---|")
+    for dataset in ("diabetes", "simulation"):
+        X, y, _ = data(dataset)
+        exact = [r2(y[test], np.full(len(test), y[train].mean())) for train, test in folds(len(y))]
+        print(f"| training mean (not private) | {dataset} | {min(exact):.3f} / {np.median(exact):.3f} | | | |")
+        for name in ESTIMATORS:
+            cells = []
+            for eps in (1.0, 8.0):
+                model, trivial = scores(name, dataset, eps)
+                cells.append(f"{model.min():.3f} / {np.median(model):.3f} | {np.min(model - trivial):.3f}")
+            print(f"| {name} | {dataset} | " + " | ".join(cells) + " |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("what", choices=("dpbcd", "diabetes", "pls", "forecast", "adassp", "pride",
-                                                 "forecast-sir"))
+                                                 "forecast-sir", "table"))
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--correlation", type=float, default=0.0, help="forecast: the public correlation assumption")
     args = parser.parse_args()
@@ -274,6 +301,8 @@ def main() -> None:
         forecast_sir(args.seeds)
     elif args.what == "adassp":
         adassp(8)
+    elif args.what == "table":
+        table()
     else:
         diabetes(2 * args.seeds)
 

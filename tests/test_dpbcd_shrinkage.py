@@ -71,14 +71,16 @@ def test_noise_off_the_shrinkage_is_off_and_the_intercept_is_the_mean():
 
 
 def test_where_noise_dominates_the_fit_is_no_worse_than_the_trivial_one_and_warns():
-    """40 seeds, n = 300, eps = 0.5: test R^2 >= -0.05 in >= 95 % of them (the unshrunk fit of issue 23 is far below)."""
+    """40 seeds, n = 300, eps = 0.5: test R^2 within 0.05 of the fit's own DP-mean predictor (its intercept) in >= 95 %
+    of them (the unshrunk fit of issue 23 is far below). Issue 33: the trivial model is the DP mean, not the public
+    centre (here the centre happens to be the design's true mean, so it once passed an absolute threshold by luck)."""
     ok = warned = 0
     for seed in range(40):
         X, y, Xt, yt, y_sd = simulation(300, seed)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             est = fit(X, y, y_sd, Budget(0.5, 1e-6), seed)
-        ok += r2(yt, est.predict(Xt)) >= -0.05
+        ok += r2(yt, est.predict(Xt)) >= r2(yt, np.full(len(yt), est.intercept_)) - 0.05
         warned += any(issubclass(w.category, NoiseDominatesWarning) for w in caught)
     assert ok >= 38 and warned >= 38
     X, y, Xt, yt, y_sd = simulation(300, 0)

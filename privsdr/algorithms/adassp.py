@@ -56,6 +56,7 @@ from .forecast import ForecastMixin, forecast_regression
 RELATION = "add_remove"
 NODES = ("lambda_min", "xtx", "xty")
 DEFAULT_WEIGHTS = {"lambda_min": 1.0, "xtx": 1.0, "xty": 1.0}  #: AdaSSP's equal thirds
+SHRINKAGES = ("snr", "none")
 
 
 def add_adassp_nodes(plan: Plan, row_bound: float, label_bound: float, weights: dict[str, float]) -> None:
@@ -111,6 +112,18 @@ def adassp_solution(released: Released, failure_probability: float = 0.05, const
     return np.append(beta, (y_bar - float(x_bar @ beta)) / constant), ridge, lambda_lo
 
 
+def fall_back(released: Released, constant: float | None, label_bound: float, coef: np.ndarray, x_center: np.ndarray,
+              y_center: float, ratio: float) -> tuple[np.ndarray, float, float]:
+    """(coef, intercept, factor): the slopes scaled by ``regression.fallback_factor(ratio)`` = max(0, 1 - r^2) and
+    the intercept that keeps the prediction at the DP means the release's constant column carries,
+    y_c + y_bar - (x_c + x_bar)^T coef: a warned fit predicts the DP mean of y (issue 33). Post-processing only."""
+    factor = regression.fallback_factor(ratio)
+    assert constant is not None  # the rule needs the release's DP mean: the constant column
+    x_bar, y_bar = regression.dp_centred(released["xtx"], released["xty"].ravel(), constant, label_bound)[:2]
+    coef = factor * np.asarray(coef, dtype=float)
+    return coef, float(y_center + y_bar - (np.asarray(x_center) + x_bar) @ coef), factor
+
+
 def chunk_statistics(X: np.ndarray, y: np.ndarray | None, *, x_center: np.ndarray, y_center: float, bound_x: float,
                      bound_y: float, intercept: bool) -> dict[str, Any]:
     """One row chunk's Z^T Z and Z^T y of its clipped rows (``privsdr.rows``: chunks add up)."""
@@ -139,10 +152,16 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
     weights: budget weights of the releases ``lambda_min``, ``xtx``, ``xty`` (default equal, as in the paper).
     diagnose_noise: measure ``noise_ratio_`` (how far the noise alone moves the fitted predictions, relative to
         their spread: ``privsdr.released.regression``) and warn ``NoiseDominatesWarning`` above 1/2. Free.
+    shrinkage: ``"snr"`` (default, with ``fit_intercept``): never worse than the DP mean (issue 33): the slopes are
+        scaled by ``shrinkage_factor_`` = ``released.regression.fallback_factor(noise_ratio_)`` = max(0, 1 - r^2) and
+        the intercept keeps the prediction at the DP means: the fit moves towards the DP mean of y its release
+        carries, and is that mean when the noise explains all of its spread (r >= 1); ``"none"``:
+        AdaSSP as published (Wang 2018). Post-processing; noise off it changes nothing.
     budget, ledger, accountant, random_state, tight, sampler: as for the other estimators.
     """
 
-    model_attributes = ("coef_", "intercept_", "ridge_", "lambda_lower_", "x_center_", "y_center_", "noise_ratio_", "n_features_in_")
+    model_attributes = ("coef_", "intercept_", "ridge_", "lambda_lower_", "x_center_", "y_center_", "noise_ratio_", "shrinkage_factor_",
+                        "n_features_in_")
     model_required = ("coef_", "intercept_")
     _requires_y = True
 
@@ -157,6 +176,7 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
         failure_probability: float = 0.05,
         weights: dict[str, float] | None = None,
         diagnose_noise: bool = True,
+        shrinkage: str = "snr",
         budget: Budget | tuple[float, float] | None = None,
         ledger: Ledger | None = None,
         accountant: str = "best",
@@ -172,6 +192,7 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
         self.failure_probability = failure_probability
         self.weights = weights
         self.diagnose_noise = diagnose_noise
+        self.shrinkage = shrinkage
         self.budget = budget
         self.ledger = ledger
         self.accountant = accountant
@@ -203,10 +224,13 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
         for name in ("tight", "diagnose_noise"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValidationError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.shrinkage not in SHRINKAGES:
+            raise ValidationError(f"shrinkage must be one of {SHRINKAGES}, got {self.shrinkage!r}")
         check_random_state(self.random_state)
         row_bound = math.sqrt(2.0) * bound_x if self.fit_intercept else bound_x
         return {"bound_x": bound_x, "bound_y": bound_y, "x_center": x_center, "y_center": float(y_center),
-                "intercept": bool(self.fit_intercept), "rho": rho, "weights": weights, "row_bound": row_bound}
+                "intercept": bool(self.fit_intercept), "rho": rho, "weights": weights, "row_bound": row_bound,
+                "shrink": self.shrinkage == "snr" and bool(self.fit_intercept)}
 
     def build_plan(self, n_features: int) -> Plan:
         """The release plan for data with ``n_features`` columns: public parameters only (n is not public)."""
@@ -284,14 +308,17 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
         self.plan_ = calibrated
         self.ledger_ = ledger
         self.privacy_report_ = run.report
-        if self.diagnose_noise:
+        if self.diagnose_noise or c["shrink"]:
             rng = diagnostic_rng(self.random_state)
             rho = c["rho"]
             metric = regression.slope_gram(released["xtx"], c["intercept"]) + ridge * np.eye(m)
             self.noise_ratio_ = regression.noise_ratio(released, lambda r: adassp_solution(r, rho, constant, c["bound_y"])[0][:m],
                                                        metric, rng)
+            if c["shrink"]:
+                self.coef_, self.intercept_, self.shrinkage_factor_ = fall_back(released, constant, c["bound_y"], self.coef_,
+                                                                                self.x_center_, self.y_center_, self.noise_ratio_)
             self.privacy_report_ = regression.with_diagnostics(run.report, self.noise_ratio_)
-            regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=2)
+            regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=2, fell_back=c["shrink"])
         return self
 
     def _released_row_count(self) -> int | None:

@@ -53,7 +53,8 @@ CENTERINGS = ("dp", "public")
 #: certified (S2) post-processing: "snr" keeps the leading components above the noise, none when X^T y is noise
 SHRINKAGES = ("snr", "none")
 AUTO_MAX_COMPONENTS = 30
-DEFAULT_WEIGHTS = {"xtx": 1.0, "xty": 1.0, "count": 0.25, "x_sum": 0.25, "y_sum": 0.25}
+#: the DP means are the fallback of a certified fit (issue 33): y_sum weighs as much as X^T y and X^T X together
+DEFAULT_WEIGHTS = {"xtx": 1.0, "xty": 1.0, "count": 1.0, "x_sum": 1.0, "y_sum": 2.0}
 
 
 @model_class
@@ -398,14 +399,15 @@ class DPPLS(RegressorMixin, ForecastMixin, PrivateEstimator):
         rng = diagnostic_rng(self.random_state)
         reps = 30 if m <= 200 else 8  # each draw refits (an m x m eigendecomposition): fewer for wide spectra
         self.noise_ratio_ = regression.noise_ratio(released, slopes, out["metric"], rng, reps=reps)
-        if c["shrinkage"] == "snr":
-            self.shrinkage_factor_ = regression.shrinkage_factor(1.0, self.noise_ratio_**2)
+        snr = c["shrinkage"] == "snr"
+        if snr:  # never worse than the DP mean (issue 33): a warned fit is the DP mean
+            self.shrinkage_factor_ = regression.fallback_factor(self.noise_ratio_)
             self.coef_path_ = self.shrinkage_factor_ * self.coef_path_
             self.coef_ = self.shrinkage_factor_ * self.coef_
             self.intercept_ = self.y_mean_ - float(self.x_mean_ @ self.coef_)
-        if self.diagnose_noise:
+        if self.diagnose_noise or snr:
             self.privacy_report_ = regression.with_diagnostics(run.report, self.noise_ratio_)
-            regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=3)
+            regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=3, fell_back=snr)
 
     def _released_row_count(self) -> int | None:
         """The DP count (certified S2 with DP centring; ``forecast`` exists for S2 only). None without one."""

@@ -158,7 +158,7 @@ def print_noise(result: Any, as_json: bool) -> None:
 
     if not as_json:
         print("\n" + regression.noise_message(result.noise_ratio))
-    regression.warn_if_noise_wins(result.noise_ratio, stacklevel=2)
+    regression.warn_if_noise_wins(result.noise_ratio, stacklevel=2, fell_back=getattr(result, "fell_back", False))
 
 
 def _protocol_options(p: argparse.ArgumentParser) -> None:

@@ -12,6 +12,10 @@ the root-mean-square change of the fitted predictions the noise alone induces, r
 predictions themselves. When ratio > 1/2 the released statistics cannot tell the fitted model from the trivial one
 (the constant prediction) reliably: the fit warns ``NoiseDominatesWarning`` and its report says so. Every quantity is
 a released value or a public scale: no row count and no private data enter.
+
+Never worse than the DP mean (issue 33, ``fallback_factor``): a certified regression scales its slopes by
+max(0, 1 - ratio^2) and keeps its intercept at the DP means, so that a fit whose noise explains all of its spread is
+the trivial model: the DP mean of y its own release carries (never a public centre).
 """
 from __future__ import annotations
 
@@ -56,6 +60,14 @@ def shrinkage_factor(energy: float, expected: float, spread: float | None = None
     if not energy > 0.0 or (spread is not None and not stands_above_noise(energy, expected, spread, level)):
         return 0.0
     return max(0.0, 1.0 - expected / energy)
+
+
+def fallback_factor(ratio: float) -> float:
+    """The certified regressions' one fallback rule (issue 33): the slopes are scaled by max(0, 1 - r^2), the share of
+    the predictions' spread the noise does not explain (positive-part James-Stein on the predictions; James & Stein
+    1961), so at r >= 1, and when the released signal is not positive (r = inf), the prediction is the DP mean of y
+    the release carries. Post-processing of the noise ratio, itself a function of releases and public scales."""
+    return shrinkage_factor(1.0, ratio**2) if math.isfinite(ratio) else 0.0
 
 
 def signal_in(values: np.ndarray, variances: np.ndarray, level: float = PRETEST_LEVEL) -> bool:
@@ -167,7 +179,13 @@ def with_diagnostics(report: Any, ratio: float) -> Any:
     return with_noise_message(report, noise_message(ratio), noise_ratio=ratio if math.isfinite(ratio) else None)
 
 
-def warn_if_noise_wins(ratio: float, stacklevel: int = 4) -> None:
+#: what a warned fit that applied ``fallback_factor`` says it did
+FALLBACK_NOTE = "its slopes were shrunk by max(0, 1 - ratio^2) towards the DP mean of y"
+
+
+def warn_if_noise_wins(ratio: float, stacklevel: int = 4, fell_back: bool = False) -> None:
+    """``NoiseDominatesWarning`` when ratio > NOISE_WARNING_SHARE; ``fell_back``: the fit applied ``fallback_factor``
+    and the warning says so."""
     import warnings
 
     from ..errors import NoiseDominatesWarning
@@ -176,4 +194,5 @@ def warn_if_noise_wins(ratio: float, stacklevel: int = 4) -> None:
         how = f"by {ratio:.3g} times" if math.isfinite(ratio) else "without bound against"
         warnings.warn(f"the noise alone moves the fitted predictions {how} their own spread (over "
                       f"{NOISE_WARNING_SHARE:g}): at this budget and sample size the model cannot be told reliably from "
-                      "the constant prediction", NoiseDominatesWarning, stacklevel=stacklevel)
+                      "the constant prediction" + (f"; {FALLBACK_NOTE}" if fell_back else ""), NoiseDominatesWarning,
+                      stacklevel=stacklevel)

@@ -2,22 +2,21 @@
 
 Every input is a released value or a public noise scale, so all of this is free: the increment of a step is shrunk by
 the share of its predicted change that its noise explains, a step of noise alone is dropped by a pre-test, and the
-label holder's DP mean is shrunk towards the public centre by the same rule (docs/algorithms/dpbcd.md).
+label holder's DP mean is kept as released: it is the fallback (issue 33: never a public centre; docs/algorithms/dpbcd.md).
 """
 from __future__ import annotations
 
 import attrs
 import numpy as np
 
-from ..released.regression import PRETEST_LEVEL, shrinkage_factor, shrunk_scalar
+from ..released.regression import PRETEST_LEVEL, shrinkage_factor
 
 
-def dp_label_mean(noisy_sum: float, noise_sd: float, n_rows: int, label_bound: float, n_tests: int = 1) -> float:
-    """The DP mean of the clipped, centred labels: the released sum over the public N, clamped into [-C_y, C_y], and
-    shrunk towards 0 (the public centre) with its noise variance (noise_sd / N)^2 (``released.regression.shrunk_scalar``,
-    one of the fit's ``n_tests`` pre-tests)."""
-    mean = float(np.clip(noisy_sum / n_rows, -label_bound, label_bound))
-    return shrunk_scalar(mean, (noise_sd / n_rows) ** 2, PRETEST_LEVEL / n_tests)
+def dp_label_mean(noisy_sum: float, n_rows: int, label_bound: float) -> float:
+    """The DP mean of the clipped, centred labels: the released sum over the public N, clamped into [-C_y, C_y]. It is
+    the trivial model's prediction (offset from the public centre) and is never shrunk towards the public centre
+    (issue 33: a fit whose steps all fall back predicts this DP mean, not the centre)."""
+    return float(np.clip(noisy_sum / n_rows, -label_bound, label_bound))
 
 
 def certified_increment(G: np.ndarray, statistic: np.ndarray, beta: np.ndarray, ridge: float, bound: float,

@@ -66,7 +66,9 @@ class DPBCDRegression(VerticalModel, RegressorMixin, PrivateEstimator):
     ridge, remainder_clip, split, calibration: certified mode (see ``DPBCDConfig``).
     shrinkage: certified mode's post-processing of each step: ``"james_stein"`` (default) shrinks the step towards 0
         by the share of its predicted change that the released noise alone explains (``dpbcd_shrinkage.certified_increment``),
-        so a step whose statistic is noise adds nothing; ``"none"``: the unshrunk step (issue 23's fit).
+        so a step whose statistic is noise adds nothing, and a fit that warns ``NoiseDominatesWarning`` sets every
+        coefficient to 0 (with ``dp_intercept``: it predicts the DP mean, issue 33); ``"none"``: the unshrunk step
+        (issue 23's fit).
     y_center: a public centre c of y (e.g. the middle of the label's public range, never read off the data): labels
         are clipped to c +- label_bound.
     dp_intercept: certified mode (default True): the label holder also releases the sum of its clipped labels once
@@ -205,7 +207,7 @@ class DPBCDRegression(VerticalModel, RegressorMixin, PrivateEstimator):
         if result.noise_ratio is not None:
             from ..released import regression
 
-            regression.warn_if_noise_wins(result.noise_ratio, stacklevel=2)
+            regression.warn_if_noise_wins(result.noise_ratio, stacklevel=2, fell_back=result.fell_back)
         self.plans_ = dict(outcome.plans)
         return self
 

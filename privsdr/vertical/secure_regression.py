@@ -60,7 +60,9 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
     fit_intercept: the constant column c (its coefficient times c is the intercept).
     n_components: None (ridge, AdaSSP's rule) or k >= 1 (PLS with at most k components, DPPLS S2's post-processing
         with its ``shrinkage="snr"`` rule, issue 24: the components above the noise, none when the centred X^T y is
-        noise, slopes scaled by ``shrinkage_factor_`` = max(0, 1 - noise_ratio_^2)).
+        noise, slopes scaled by ``shrinkage_factor_`` = max(0, 1 - noise_ratio_^2)). Ridge with an intercept
+        gets the same factor (``released.regression.fallback_factor``, issue 33): the prediction moves towards the
+        DP mean of y the constant column carries, and is that mean when the noise explains all of its spread.
     colluders: t, the collusion threshold (MPyC's Shamir threshold; the noise is calibrated without t shares).
     helper: add a helper party that holds no data ("auto": when fewer than 3 data parties, for an honest majority).
     timeout: seconds a party process waits for the others. max_rows: the public cap on N that sets the grid.
@@ -266,7 +268,7 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
                                        timeout=c["timeout"], helper=HELPER if HELPER in c["parties"] else None, own=own,
                                        ports=ports, progress=progress)
         released = from_run(run, NODES, n=0, source="secure vertical Gram")
-        self._post_process(released, c, P)
+        shrink = self._fit_released(released, c, P)
         self.coef_blocks_ = {}
         at = 0
         for name, w in zip(names, widths, strict=True):
@@ -279,23 +281,30 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         self.layout_ = layout
         self.secure_cost_ = {"seconds": done.opened.seconds, "bytes_sent": dict(done.opened.bytes_sent), "field_bits": done.job.bits}
         report = run.report
-        pls = c["n_components"] is not None
-        if self.diagnose_noise or pls:
-            # unseeded, the bootstrap is seeded by the opened statistics: every party computes the same diagnostic
-            rng = diagnostic_rng(self.random_state if self.random_state is not None else _release_seed(released))
-            m = sum(widths)
-            metric = regression.slope_gram(released["xtx"], c["intercept"]) + self.ridge_ * np.eye(m)
-            self.noise_ratio_ = regression.noise_ratio(released, lambda r: self._solve(r, c)[0][:m], metric, rng)
-            if pls:  # DPPLS's rule (issue 24): the slopes scaled by the share of their spread the noise does not explain
-                self._shrink(released, c, self.noise_ratio_)
-            if self.diagnose_noise:
-                report = regression.with_diagnostics(report, self.noise_ratio_)
-                regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=4)
+        if self.diagnose_noise:
+            report = regression.with_diagnostics(report, self.noise_ratio_)
+            regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=4, fell_back=shrink)
         self.privacy_report_ = report
 
+    def _fit_released(self, released: Released, c: dict[str, Any], P: int) -> bool:
+        """The model from the opened statistics (post-processing only: every party computes the same), its noise ratio
+        and, with an intercept or PLS, the fallback rule (issue 33: ``_shrink``). Returns whether it shrank."""
+        self._post_process(released, c, P)
+        shrink = c["n_components"] is not None or c["intercept"]
+        if self.diagnose_noise or shrink:
+            # unseeded, the bootstrap is seeded by the opened statistics: every party computes the same diagnostic
+            rng = diagnostic_rng(self.random_state if self.random_state is not None else _release_seed(released))
+            m = self.coef_.shape[0]
+            metric = regression.slope_gram(released["xtx"], c["intercept"]) + self.ridge_ * np.eye(m)
+            self.noise_ratio_ = regression.noise_ratio(released, lambda r: self._solve(r, c)[0][:m], metric, rng)
+            if shrink:
+                self._shrink(released, c, self.noise_ratio_)
+        return bool(shrink)
+
     def _shrink(self, released: Released, c: dict[str, Any], ratio: float) -> None:
-        """coef_ times max(0, 1 - ratio^2) (``shrinkage_factor_``); the intercept keeps the prediction at the DP means."""
-        factor = regression.shrinkage_factor(1.0, ratio**2)
+        """coef_ times ``regression.fallback_factor`` (``shrinkage_factor_`` = max(0, 1 - ratio^2)); the intercept keeps
+        the prediction at the DP means."""
+        factor = regression.fallback_factor(ratio)
         x_mean = c["x_center"]
         if c["intercept"]:
             x_mean = x_mean + regression.dp_centred(released["xtx"], released["xty"].ravel(), released_constant(c), c["label_bound"])[0]

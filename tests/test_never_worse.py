@@ -1,0 +1,169 @@
+"""Never worse than the DP mean (issue 33): every certified regression and PLS mode, on sklearn's diabetes and on a
+noise-dominated simulation whose mean sits far from the public centre, over 20 folds (5-fold CV, 4 shuffles), at
+eps = 1 and 8. Each fold is scored against the fit's own DP-mean predictor (the trivial model its releases carry: a
+fit that falls back to a public centre, as DP-BCD did, fails here) and in absolute test R^2 (pre-registered: >= -0.05).
+
+SecureVerticalRegression's fallback is its post-processing of a ``Released`` (``_fit_released``); here the release is
+simulated in process (the clipped Gram plus Gaussian noise at the plan's opened sd), so no MPC process is started.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from functools import cache
+from typing import Any
+
+import numpy as np
+import pytest
+
+from privsdr import DPPLS, AdaSSPRegression, Budget, DPBCDRegression, PRIDERegressor
+from privsdr.datasets.vertical import dpbcd_synthetic
+from privsdr.released import Released
+from privsdr.released.regression import dp_centred, symmetric_noise
+
+THRESHOLD = -0.05  #: pre-registered (issue 33): the smallest test R^2 over the 20 folds, and against the DP mean
+EPSILONS = (1.0, 8.0)
+ESTIMATORS = ("AdaSSP", "DPPLS S2", "DPPLS S1", "DPBCD", "PRIDE", "Secure ridge", "Secure PLS")
+
+
+@cache
+def data(name: str) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
+    """(X, y, public bounds). Diabetes: every column has norm 1 over its 442 rows (documented), so ||x|| <= 0.35;
+    the target's documented range 25..346 gives the centre 185.5 +- 160.5. Simulation: the DP-BCD design (p = 10,
+    population R^2 0.1, 1000 rows) with y shifted 1.5 sd away from the public centre 0."""
+    if name == "diabetes":
+        from sklearn.datasets import load_diabetes
+
+        X, y = load_diabetes(return_X_y=True)
+        return X, y, {"bound_x": 0.35, "bound_y": 160.5, "y_center": 185.5, "entry": 0.35, "coef": 2000.0}
+    d = dpbcd_synthetic(1000, 10, r2=0.1, seed=7)
+    sd = math.sqrt(float(d.beta @ (0.7 * np.eye(10) + 0.3) @ d.beta) / 0.1)  # the design's public sd of y
+    return np.hstack(d.blocks), d.y + 1.5 * sd, {"bound_x": 2.5 * math.sqrt(10), "bound_y": 4.5 * sd, "y_center": 0.0,
+                                                "entry": 4.0, "coef": 6.5 * math.sqrt(5)}
+
+
+def folds(n: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    from sklearn.model_selection import KFold
+
+    return [split for shuffle in range(4) for split in KFold(5, shuffle=True, random_state=shuffle).split(np.zeros(n))]
+
+
+def r2(y: np.ndarray, pred: np.ndarray) -> float:
+    return 1.0 - float(np.sum((y - pred) ** 2)) / float(np.sum((y - y.mean()) ** 2))
+
+
+def secure_fit(X: np.ndarray, y: np.ndarray, b: dict[str, float], eps: float, seed: int, n_components: int | None) -> Any:
+    """SecureVerticalRegression's post-processing on a simulated opening: Z^T Z and Z^T y of the clipped blocks and
+    the constant column, plus Gaussian noise at the plan's opened sds (the shared post-processing, no processes)."""
+    from privsdr.mechanisms.distributed import share_noise
+    from privsdr.vertical.secure_regression import SecureVerticalRegression, released_constant
+
+    widths = {"party0": 5, "party1": 5}
+    bound = b["bound_x"] / math.sqrt(2.0)
+    # y in units of its public bound (a public constant: the secure grid refuses bounds 250x apart, issue 33 item 6)
+    unit = b["bound_y"]
+    y = y / unit
+    b = {**b, "bound_y": 1.0, "y_center": b["y_center"] / unit}
+    est = SecureVerticalRegression(row_bound=bound, label_bound=b["bound_y"], y_center=b["y_center"], n_components=n_components,
+                                   budget=Budget(eps, 1e-6), random_state=seed)
+    c = est._checked(list(widths), list(widths.values()))
+    specs = est.plan(widths).specs
+    scales = {k: share_noise(specs[k]).opened_sd for k in ("xtx", "xty")}
+    blocks = []
+    for block in (X[:, :5], X[:, 5:]):
+        norms = np.maximum(np.linalg.norm(block, axis=1) / bound, 1.0)
+        blocks.append(block / norms[:, None])
+    Z = np.column_stack(blocks + [np.full(len(y), released_constant(c))])
+    labels = np.clip(y - b["y_center"], -b["bound_y"], b["bound_y"])
+    rng = np.random.default_rng(seed)
+    released = Released({"xtx": Z.T @ Z + symmetric_noise(scales["xtx"], Z.shape[1], rng),
+                         "xty": Z.T @ labels + scales["xty"] * rng.standard_normal(Z.shape[1])}, scales, 0, "add_remove", "simulated")
+    est._fit_released(released, c, Z.shape[1])
+    est.coef_, est.intercept_ = unit * est.coef_, unit * est.intercept_
+    est.dp_mean_ = unit * (b["y_center"] + dp_centred(released["xtx"], released["xty"], released_constant(c), b["bound_y"])[1])
+    return est
+
+
+def fitted(name: str, X: np.ndarray, y: np.ndarray, b: dict[str, float], eps: float, seed: int) -> tuple[Any, float]:
+    """(the fit, its DP-mean prediction: the trivial model its own releases carry)."""
+    budget = Budget(eps, 1e-6)
+    if name == "AdaSSP":
+        est = AdaSSPRegression(bound_x=b["bound_x"], bound_y=b["bound_y"], y_center=b["y_center"], budget=budget, random_state=seed)
+        est.fit(X, y)
+        return est, b["y_center"] + dp_centred(est.released_["xtx"], est.released_["xty"], b["bound_x"], b["bound_y"])[1]
+    if name.startswith("DPPLS"):
+        mode = "certified" if name.endswith("S2") else "certified_iterative"
+        est = DPPLS(2, mode=mode, bound_x=b["bound_x"], bound_y=b["bound_y"], y_center=b["y_center"], budget=budget,
+                    random_state=seed).fit(X, y)
+        return est, est.y_mean_
+    if name == "DPBCD":  # the DP mean is read off the recorded y_sum release, not off what the fit made of it
+        from privsdr.audit.replay import record
+
+        est = DPBCDRegression("certified", n_parties=2, budget=budget, row_bound=b["bound_x"] / math.sqrt(2.0), label_bound=b["bound_y"],
+                              coef_bound=b["coef"], y_center=b["y_center"], message_reports=False, random_state=seed)
+        _, recording = record(lambda: est.fit(X, y))
+        total = next(float(np.ravel(r.output)[0]) for r in recording.releases if r.key[1].endswith("/y_sum"))
+        return est, b["y_center"] + float(np.clip(total / len(y), -b["bound_y"], b["bound_y"]))
+    if name == "PRIDE":  # y is not protected in PRIDE (spec A0.2): its trivial model is the training mean
+        est = PRIDERegressor("certified", bounds=(-b["entry"], b["entry"]), n_parties=2, budget=budget, message_reports=False,
+                             random_state=seed).fit(X, y)
+        return est, float(np.mean(y))
+    est = secure_fit(X, y, b, eps, seed, 2 if name == "Secure PLS" else None)
+    return est, est.dp_mean_
+
+
+def predict(est: Any, X: np.ndarray) -> np.ndarray:
+    return X @ np.asarray(est.coef_) + float(est.intercept_) if hasattr(est, "dp_mean_") else est.predict(X)
+
+
+@cache
+def scores(name: str, dataset: str, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """Test R^2 of the fit and of its DP-mean predictor on each of the 20 folds (fixed seeds)."""
+    X, y, b = data(dataset)
+    model, trivial = [], []
+    for k, (train, test) in enumerate(folds(len(y))):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est, mean = fitted(name, X[train], y[train], b, eps, seed=k)
+        model.append(r2(y[test], predict(est, X[test])))
+        trivial.append(r2(y[test], np.full(len(test), mean)))
+    return np.array(model), np.array(trivial)
+
+
+#: cells that still miss the threshold with these seeds (issue 33, not done; docs/accuracy.md): strict, so a fix shows
+KNOWN_GAPS = {
+    ("relative", "DPPLS S2", "simulation", 1.0): "S2 keeps one component whose slopes are large in a direction the noisy "
+                                                 "Gram underrates: its noise ratio (0.74) does not see it",
+    ("absolute", "DPPLS S2", "simulation", 1.0): "the same fold",
+    ("absolute", "AdaSSP", "simulation", 1.0): "the DP mean of the constant column is 3 sds off in one fold",
+    ("absolute", "DPBCD", "simulation", 1.0): "the DP mean's noise (replace-one label sum) at n = 800",
+}
+
+
+def cells(kind: str, keep: Any) -> list[Any]:
+    return [pytest.param(name, dataset, eps, marks=[pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[(kind, name, dataset, eps)])]
+                         if (kind, name, dataset, eps) in KNOWN_GAPS else [])
+            for name in ESTIMATORS for dataset in ("diabetes", "simulation") for eps in EPSILONS if keep(dataset, eps)]
+
+
+@pytest.mark.parametrize(("name", "dataset", "eps"), cells("relative", lambda dataset, eps: True))
+def test_never_worse_than_its_own_dp_mean(name: str, dataset: str, eps: float) -> None:
+    """The fallback rule: on no fold is the fit more than 0.05 of test R^2 below the DP mean its releases carry."""
+    model, trivial = scores(name, dataset, eps)
+    assert float(np.min(model - trivial)) >= THRESHOLD, (model - trivial).round(3)
+
+
+@pytest.mark.parametrize(("name", "dataset", "eps"), cells("absolute", lambda dataset, eps: not (dataset == "diabetes" and eps == 1.0)))
+def test_min_test_r2(name: str, dataset: str, eps: float) -> None:
+    """Issue 33's threshold: the smallest test R^2 over the 20 folds is at least -0.05. Diabetes at eps = 1 is left
+    out: there the exact training mean itself reaches -0.042 on its 88-row test folds, so any DP mean must be within
+    about 1 % of sd(y), which eps = 1 cannot buy at n = 354 with the documented range (docs/accuracy.md)."""
+    model, _ = scores(name, dataset, eps)
+    assert float(np.min(model)) >= THRESHOLD, model.round(3)
+
+
+def test_the_exact_mean_leaves_no_room_on_diabetes() -> None:
+    """Why diabetes at eps = 1 is tested against the DP mean only: the training mean itself scores below -0.04."""
+    X, y, _ = data("diabetes")
+    worst = min(r2(y[test], np.full(len(test), y[train].mean())) for train, test in folds(len(y)))
+    assert -0.05 < worst < -0.04
