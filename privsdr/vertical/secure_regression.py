@@ -163,10 +163,12 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         check_random_state(self.random_state)
         parties, t = self._parties_of(names)
         C = math.sqrt(sum(b * b for b in bounds.values()))
-        exponent = crossproducts.grid_exponent(int(max_rows), max(C, label_bound), len(parties))
+        scale = label_scale(C, label_bound)  # y in units of C_y / C (a power of two): public, never read off y
+        exponent = crossproducts.grid_exponent(int(max_rows), max(C, label_bound * scale), len(parties))
         constant = math.floor(C / 2.0**exponent) if self.fit_intercept else 0  # c <= C on the grid
         row_bound = math.hypot(C, constant * 2.0**exponent) if self.fit_intercept else C
-        return {"bounds": bounds, "label_bound": label_bound, "x_center": x_center, "y_center": float(self.y_center), "rho": rho,
+        return {"bounds": bounds, "label_bound": label_bound * scale, "label_scale": scale, "declared_label_bound": label_bound,
+                "x_center": x_center, "y_center": float(self.y_center), "rho": rho,
                 "weights": weights, "parties": parties, "t": t, "exponent": exponent, "constant": constant, "row_bound": row_bound,
                 "timeout": timeout, "max_rows": int(max_rows), "intercept": bool(self.fit_intercept), "n_components": k}
 
@@ -178,7 +180,8 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
 
     def _plan(self, c: dict[str, Any], names: list[str], widths: list[int]) -> Plan:
         P = sum(widths) + (1 if c["intercept"] else 0)
-        public = {"blocks": dict(zip(names, widths, strict=True)), "row_bounds": c["bounds"], "label_bound": c["label_bound"],
+        public = {"blocks": dict(zip(names, widths, strict=True)), "row_bounds": c["bounds"], "label_bound": c["declared_label_bound"],
+                  "label_scale": c["label_scale"],
                   "fit_intercept": c["intercept"], "parties": c["parties"], "colluders": c["t"], "max_rows": c["max_rows"],
                   "grid_exponent": c["exponent"], "aggregation": "secure vertical Gram (MPyC)"}
         plan = Plan("secure_vertical_regression", RELATION, public)
@@ -254,11 +257,12 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
             if name in data:
                 blocks[name] = crossproducts.party_block(data[name].X - c["x_center"][at:at + w], c["bounds"][name], e)
                 if data[name].holds_label:
-                    label = crossproducts.label_vector(np.asarray(data[name].y, dtype=float) - c["y_center"], c["label_bound"], e)
+                    y_scaled = (np.asarray(data[name].y, dtype=float) - c["y_center"]) * c["label_scale"]
+                    label = crossproducts.label_vector(y_scaled, c["label_bound"], e)
             at += w
         products = crossproducts.CrossProducts(N, list(zip(names, widths, strict=True)), labels[0], e, c["constant"])
         P = products.width
-        bound = N * max(c["row_bound"], c["label_bound"]) ** 2
+        bound = c["max_rows"] * max(c["row_bound"], c["label_bound"]) ** 2  # the public cap sizes the field, never N
         with Run(calibrated, ledger, random_state=self.random_state, data_shape=None, algorithm="SecureVerticalRegression",
                  notes=["X^T X and X^T y were computed inside a secure computation (MPyC) from the parties' clipped, rounded "
                         "columns; every party added a discrete Gaussian share and only the noisy statistics were opened"]) as run:
@@ -277,6 +281,7 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         self.ledger_ = ledger
         self.parties_ = c["parties"]
         self.layout_ = layout
+        # seconds and bytes grow with N: they stay on the estimator (the parties know N) and are never put in the report
         self.secure_cost_ = {"seconds": done.opened.seconds, "bytes_sent": dict(done.opened.bytes_sent), "field_bits": done.job.bits}
         report = run.report
         pls = c["n_components"] is not None
@@ -327,6 +332,7 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         theta, ridge = self._solve(released, c)
         m = P - (1 if c["intercept"] else 0)
         const = released_constant(c)
+        theta = theta / c["label_scale"]  # back to y's own units (post-processing)
         self.coef_ = theta[:m]
         self.intercept_ = c["y_center"] + (float(theta[m]) * const if c["intercept"] else 0.0) - float(c["x_center"] @ theta[:m])
         self.ridge_ = ridge
@@ -345,6 +351,14 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         if X.shape[1] != self.coef_.shape[0]:
             raise ValidationError(f"X has {X.shape[1]} features, but SecureVerticalRegression is expecting {self.coef_.shape[0]}")
         return X @ self.coef_ + float(self.intercept_)
+
+
+def label_scale(row_bound: float, label_bound: float) -> float:
+    """The public power of two s_y with s_y C_y within a factor sqrt(2) of C: the parties clip and round
+    (y - y_center) s_y to the bound s_y C_y, so that a label bound orders of magnitude from the row bound neither
+    wastes the fixed-point grid nor leaves the Gram's noise below it; the coefficients are divided by s_y
+    afterwards (post-processing). A function of the public bounds only."""
+    return float(2.0 ** round(math.log2(row_bound / label_bound)))
 
 
 def released_constant(c: dict[str, Any]) -> float:
