@@ -141,7 +141,8 @@ def _tally_receipts(mpc: Any) -> dict[str, dict[str, int]]:
     receive, keys = mpc._receive_message, mpc._prss_keys_from_peer
 
     def receive_counted(peer_pid: int) -> Any:
-        frame, step = sys._getframe(1), None
+        frame: Any = sys._getframe(1)
+        step = None
         while frame is not None and step is None:  # the MPyC step that asked (a comprehension inside it is skipped)
             step = RECEIVING_STEPS.get(frame.f_code.co_name)
             frame = frame.f_back if step is None and frame.f_code.co_name.startswith("<") else None

@@ -37,10 +37,10 @@ def describe(job: AggregationJob, party: str, view: dict[str, Any]) -> str:
     """The sentence "what ``party`` sees" for what its process receives (``received`` or a recording of it)."""
     products = job.products
     if products is None:
-        own = "its own statistics and noise share" if party in job.inputs else "no data of its own (it contributes nothing)"
+        own = "its own statistics and noise share" if party in job.inputs else "nothing of its own (it holds no data and contributes nothing)"
     else:
         own = (f"its own columns{', the label' if party == products.label else ''} and noise share" if party in products.parties
-               else "no data of its own (it adds a noise share)")
+               else "nothing of its own (it holds no data and adds a noise share)")
     holds = products.parties if products is not None else job.inputs
 
     def kind(peer: str, obj: str) -> str:
