@@ -19,7 +19,7 @@ from privsdr.secure.job import AggregationJob, NodeJob
 from privsdr.secure.launch import run_parties
 from privsdr.secure.party import RECEIVING_STEPS
 from privsdr.secure.trust import describe, received, trust_model
-from privsdr.vertical.secure_regression import label_scale
+from privsdr.vertical.secure_regression import column_scales, label_scale
 
 pytest.importorskip("mpyc")
 
@@ -96,19 +96,31 @@ def diabetes():
     return X, y
 
 
-def test_raw_unit_labels_far_above_the_row_bound_fit_by_a_public_rescale():
-    """Item 4: sklearn's diabetes with y in raw units, label bound 1333 x a party's row bound (no row clipped). Main refused it with a
-    bare ValueError (noise on) and, noise off, lost the columns to the grid the label's bound set. The label is now
-    rescaled by a power of two read off the public bounds only and the coefficients scaled back."""
+@pytest.mark.parametrize("case", ["label", "columns"])
+def test_raw_unit_data_with_bounds_orders_of_magnitude_apart_fits_by_a_public_rescale(case):
+    """Item 4: sklearn's diabetes with y in raw units (label bound 400, 1333 x a party's row bound 0.3; no row clipped)
+    and, in the second case, the second party's columns in units 1000 times smaller (bound 300). Main refused the first
+    with a bare ValueError (noise on or off) and, in the second, left the small party two grid steps of resolution.
+    Every block and the label are now rescaled by powers of two read off the public bounds only, and the coefficients
+    scaled back: noise off, the fit is pooled least squares on the raw-unit data."""
     X, y = diabetes()
-    kw = {"row_bound": 0.3, "label_bound": 400.0, "y_center": 150.0, "n_parties": 2, "timeout": 60.0}
+    row_bound: float | dict[str, float] = 0.3
+    if case == "columns":
+        X = np.hstack([X[:, :5], 1000.0 * X[:, 5:]])
+        row_bound = {"party0": 0.3, "party1": 300.0}
+    kw = {"row_bound": row_bound, "label_bound": 400.0, "y_center": 150.0, "n_parties": 2, "timeout": 60.0}
     exact = SecureVerticalRegression(**kw, budget=Budget.infinite()).fit(X, y)
     ols = LinearRegression().fit(X, y)
     assert np.abs(exact.predict(X) - ols.predict(X)).max() < 0.05  # y's sd is 77: the fixed-point grid's rounding only
-    assert np.allclose(exact.coef_, ols.coef_, rtol=0, atol=0.02 * np.abs(ols.coef_).max())  # diabetes' Gram: condition ~ 10^3
-    scale = exact.plan_.plan.public_params["label_scale"]
-    assert scale == label_scale(math.sqrt(2) * 0.3, 400.0) == 2.0**-10  # the declared bounds, never y
-    assert scale == SecureVerticalRegression(**kw, budget=Budget(1.0, 1e-6)).build_plan({"party0": 5, "party1": 5}).public_params["label_scale"]
+    scaled_ols = ols.coef_ / np.repeat([1.0, 1000.0 if case == "columns" else 1.0], 5)
+    scaled_fit = exact.coef_ / np.repeat([1.0, 1000.0 if case == "columns" else 1.0], 5)
+    assert np.allclose(scaled_fit, scaled_ols, rtol=0, atol=0.02 * np.abs(scaled_ols).max())  # diabetes' Gram: condition ~ 10^3
+    public = exact.plan_.plan.public_params
+    scales = column_scales({"party0": 0.3, "party1": 300.0 if case == "columns" else 0.3})
+    assert public["row_scales"] == scales == ({"party0": 1024.0, "party1": 1.0} if case == "columns" else {"party0": 1.0, "party1": 1.0})
+    C = math.sqrt(2) * (300.0 if case == "columns" else 0.3)
+    assert public["label_scale"] == label_scale(C, 400.0)  # the declared bounds, never y
+    assert public == SecureVerticalRegression(**kw, budget=Budget(1.0, 1e-6)).build_plan({"party0": 5, "party1": 5}).public_params
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         noisy = SecureVerticalRegression(**kw, budget=Budget(1.0, 1e-6), random_state=0).fit(X, y)
@@ -116,19 +128,19 @@ def test_raw_unit_labels_far_above_the_row_bound_fit_by_a_public_rescale():
 
 
 def test_no_report_of_an_add_remove_fit_depends_on_N():
-    """Neighbouring data sets of 511 and 512 rows (main's field grew from 41 to 42 bits there): the trust model, the
-    field size and the report's public parts are the same; the field is sized from the public max_rows."""
+    """Data sets of 300 and 4000 rows give the same report but for its run id and timestamps: the same trust model and
+    field size (main sized the field from N: 41 bits up to N = 511 and 42 from 512 in the issue's case), because the
+    field now comes from the public max_rows."""
     rng = np.random.default_rng(0)
-    X = rng.normal(size=(512, 4)) * 0.3
-    y = X @ np.array([1.0, -1.0, 0.5, 0.0]) + 0.1 * rng.normal(size=512)
-    reports = []
-    for n in (511, 512):
+    X = rng.normal(size=(4000, 4)) * 0.3
+    y = X @ np.array([1.0, -1.0, 0.5, 0.0]) + 0.1 * rng.normal(size=4000)
+    reports, bits = [], []
+    for n in (300, 4000):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             est = SecureVerticalRegression(row_bound=1.0, label_bound=3.0, n_parties=2, budget=Budget(1.0, 1e-6), random_state=0,
                                            diagnose_noise=False, max_rows=2**20).fit(X[:n], y[:n])
-        reports.append(est.privacy_report_)
-        assert est.secure_cost_["field_bits"] == reports[0].trust_model["field_bits"]
-    assert reports[0].trust_model == reports[1].trust_model
-    text = [r.to_markdown() for r in reports]
-    assert "511" not in text[0] and "512" not in text[1]
+        reports.append({k: v for k, v in est.privacy_report_.to_dict().items() if k not in ("run_id", "timestamps")})
+        bits.append(est.secure_cost_["field_bits"])
+    assert bits[0] == bits[1] == reports[0]["trust_model"]["field_bits"]
+    assert reports[0] == reports[1]
