@@ -491,6 +491,25 @@ MUTANTS = (
     Mutant("not_private_keeps_the_status", "a relabelled report changes its status line but keeps status certified",
            "privsdr/report/report.py", "        return attrs.evolve(self, status=\"none\", status_line=",
            "        return attrs.evolve(self, status=self.status, status_line=", ("tests/test_labels.py",)),
+    # issue 33: the secure paths' trust-model sentences, the field of an add/remove fit, the label's public rescale
+    Mutant("secure_server_said_to_see_sums_only", "the trust model drops the shares a non-contributor (the FSIR server) receives",
+           "privsdr/secure/trust.py", '        objects = ["vector"] if peer in job.inputs else []',
+           '        objects = ["vector"] if peer in job.inputs and party in job.inputs else []', ("tests/test_secure_views.py",)),
+    Mutant("secure_gram_claims_deviation_is_harmless", "the secure Gram's report says a deviating party cannot hurt privacy",
+           "privsdr/secure/trust.py", '        deviation = ("semi-honest parties: every party runs the protocol as written, and the other',
+           '        deviation = deviation or ("semi-honest parties: every party runs the protocol as written, and the other',
+           ("tests/test_secure_views.py",)),
+    Mutant("secure_vertical_field_from_N", "the secure vertical field is sized from the data's N (field_bits tells N)",
+           "privsdr/vertical/secure_regression.py", '        bound = c["max_rows"] * max(c["row_bound"], c["label_bound"]) ** 2',
+           '        bound = N * max(c["row_bound"], c["label_bound"]) ** 2', ("tests/test_secure_views.py",)),
+    Mutant("secure_label_scale_read_off_y", "the label's rescale is read off the data's largest |y| instead of its public bound",
+           "privsdr/vertical/secure_regression.py",
+           '        c = self._checked(names, widths)\n        if own is not None and own not in c["parties"]:',
+           '        c = self._checked(names, widths)\n        for p in data.values():\n            if p.holds_label:\n'
+           '                c["label_scale"] = label_scale(math.sqrt(sum(b * b for b in c["bounds"].values())), '
+           'float(np.abs(np.asarray(p.y) - c["y_center"]).max()))\n'
+           '                c["label_bound"] = c["declared_label_bound"] * c["label_scale"]\n'
+           '        if own is not None and own not in c["parties"]:', ("tests/test_secure_views.py",)),
 )
 
 

@@ -153,7 +153,7 @@ def test_with_noise_the_opened_sum_carries_every_partys_share_and_the_report_sta
     report = run.report
     assert report.status_line.startswith("CERTIFIED (secure aggregation, <= 1 colluding parties)")
     assert report.trust_model["collusion_threshold"] == 1 and report.trust_model["contributors"] == ["a", "b"]
-    assert "opened noisy sums only" in report.trust_model["what_each_party_sees"]["server"]
+    assert "Shamir shares (uniformly random field elements) of a's vector" in report.trust_model["what_each_party_sees"]["server"]
     assert "Trust model" in report.to_markdown() and "Trust model" in report.to_html()
     assert type(report).from_json(report.to_json()) == report
     assert [n.sampler for n in report.nodes] == ["distributed"]

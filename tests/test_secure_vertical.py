@@ -24,6 +24,7 @@ from privsdr.secure.job import AggregationJob, NodeJob
 from privsdr.secure.launch import run_parties
 from privsdr.secure.party import with_shares
 from privsdr.vertical import Party
+from privsdr.vertical.secure_regression import label_scale
 
 pytest.importorskip("mpyc")
 
@@ -53,7 +54,8 @@ def test_noise_off_it_is_pooled_ols_to_the_fixed_point_resolution_for_two_and_th
     assert est.parties_ == (["helper", "party0", "party1"] if len(widths) == 2 else ["party0", "party1", "party2"])
     # the opened statistics are exactly the integer Gram of the rounded columns (the secure products lose nothing)
     e = est.privacy_report_.public_parameters["grid_exponent"]
-    assert e == grid_exponent(2**24, 50.0, len(est.parties_))  # from the public bounds and max_rows, never from N
+    C = 20.0 * math.sqrt(len(widths))  # the label bound 50 is rescaled by a public power of two to within sqrt(2) of C
+    assert e == grid_exponent(2**24, max(C, 50.0 * label_scale(C, 50.0)), len(est.parties_))  # public bounds and max_rows, never N
     Q = np.column_stack([party_block(b, 20.0, e) for b in blocks] + [np.full(len(y), math.floor(20.0 * math.sqrt(len(widths)) / 2.0**e))])
     gram = np.array(Q.astype(object).T @ Q.astype(object), dtype=float) * 4.0**e
     assert np.array_equal(est.released_["xtx"], gram)
@@ -227,7 +229,7 @@ def test_with_noise_the_fit_is_charged_once_and_the_report_states_the_trust_mode
     assert ledger.spent.epsilon == pytest.approx(2.0, rel=1e-3)
     trust = report.trust_model
     assert trust["parties"] == ["helper", "party0", "party1"] and trust["contributors"] == ["helper", "party0", "party1"]
-    assert "holds no data" in trust["what_each_party_sees"]["helper"] and "its own columns and the label" in trust["what_each_party_sees"]["party0"]
+    assert "holds no data" in trust["what_each_party_sees"]["helper"] and "its own columns, the label" in trust["what_each_party_sees"]["party0"]
     assert "X^T y are opened" in trust["setting"]
     assert "n" not in report.public_parameters and report.data_shape is None  # add/remove: N is not published
     X = np.hstack(blocks)

@@ -125,8 +125,6 @@ def _print_result(args: argparse.Namespace, est: Any, name: str | None) -> None:
         print("\nwhat each party sees (nothing else is revealed to anyone):")
         for who, what in report.trust_model["what_each_party_sees"].items():
             print(f"  {who:<12} {what}")
-        print(f"\ntime {est.secure_cost_['seconds']:.1f} s; bytes sent: "
-              + ", ".join(f"{k} {v}" for k, v in est.secure_cost_["bytes_sent"].items()))
         print("\npublished coefficients:")
         for col, value in zip(columns, est.coef_, strict=True):
             print(f"  {col:<24} {value: .6g}")

@@ -146,5 +146,5 @@ def _run(run: Run, job: AggregationJob, parties: Callable[[AggregationJob], Open
             value = tap.release_seen((run.algorithm, node.name), clean, value, run.plan.specs[node.name])
         values[node.name] = value
         run.accept(node.name, value, run.plan.specs[node.name])
-    run.trust_model = trust_model(job, server)
+    run.trust_model = trust_model(job, server, run.plan.budget)
     return SecureRelease(values, job, opened)

@@ -48,6 +48,8 @@ class Opened:
     seconds: float
     bytes_sent: Mapping[str, int]  #: what each party sent to the others (MPyC's own count: payloads plus headers)
     pids: tuple[int, ...] = ()  #: the party processes that ran (all ended)
+    #: (``record_view``) party -> MPyC step -> peer -> messages its process received (``party._tally_receipts``)
+    receipts: Mapping[str, Mapping[str, Mapping[str, int]]] = attrs.field(factory=dict)
 
 
 def free_ports(count: int) -> list[int]:
@@ -190,16 +192,19 @@ def run_parties(job: AggregationJob, inputs: Mapping[str, Mapping[str, np.ndarra
         opened = []
         sent: dict[str, int] = {}
         views: dict[str, dict[str, np.ndarray]] = {}
+        receipts: dict[str, dict[str, dict[str, int]]] = {}
         for i, name in enumerate(job.parties):
             with np.load(folder / f"out{i}.npz") as data:
                 opened.append(np.array(data["aggregate"], dtype=np.int64))
                 sent[name] = int(data["bytes_sent"])
                 views[name] = {k.split("/", 1)[1]: np.array([int(v) for v in data[k]], dtype=object) for k in data.files
-                               if k.startswith("view/")}
+                               if k.startswith("view/") and not k.startswith("view/receipts/")}
+                receipts[name] = {k.rsplit("/", 1)[1]: {peer: int(n) for peer, n in (str(v).split("=") for v in data[k])}
+                                  for k in data.files if k.startswith("view/receipts/")}
         if any(not np.array_equal(opened[0], o) for o in opened[1:]):
             raise PartyFailed("the parties opened different sums", None, tuple(p.pid for p in procs.values()))
         seconds = time.monotonic() - start
-        return Opened(opened[0], views, seconds, sent, tuple(p.pid for p in procs.values()))
+        return Opened(opened[0], views, seconds, sent, tuple(p.pid for p in procs.values()), receipts)
     finally:
         for proc in procs.values():  # exactly the processes started here
             _end(proc)

@@ -19,8 +19,10 @@ MPyC listens on every interface by default; this program binds its listening soc
 is replaced before MPyC is imported), and the launcher gives 127.0.0.1 addresses for every party. A watchdog ends
 the process after the job's timeout (exit code 4), so a party whose peers dropped out never waits for ever.
 
-``--record-view`` also writes what this party received for each other contributor's vector and block (its Shamir
-shares, a field element per coordinate): the tests check that they do not depend on that contributor's data.
+``--record-view`` also writes what this party received for each other contributor's vector, block and label (its
+Shamir shares, a field element per coordinate), and a tally of every message its process received, by peer and by
+the MPyC step that asked for it (``receipts``): the tests check that the shares do not depend on that contributor's
+data and that the report's "what each party sees" names exactly what the tally holds (``trust.received``).
 """
 from __future__ import annotations
 
@@ -136,8 +138,42 @@ def _loopback_event_loop() -> None:
     asyncio.set_event_loop(LoopbackLoop())
 
 
+#: MPyC's steps that receive messages from a peer, by the name the tally gives them (``trust.received``)
+RECEIVING_STEPS = {"_distribute": "input", "_reshare": "reshare", "output": "open", "transfer": "sync"}
+
+
+def _tally_receipts(mpc: Any) -> dict[str, dict[str, int]]:
+    """Count every message this process receives, by step (``RECEIVING_STEPS``) and peer index, and the peers whose
+    pseudorandom secret-sharing keys it receives at start-up (step "keys"): MPyC's own receiving calls, wrapped."""
+    tally: dict[str, dict[str, int]] = {}
+
+    def count(step: str, peer: int) -> None:
+        tally.setdefault(step, {}).setdefault(str(peer), 0)
+        tally[step][str(peer)] += 1
+
+    receive, keys = mpc._receive_message, mpc._prss_keys_from_peer
+
+    def receive_counted(peer_pid: int) -> Any:
+        frame: Any = sys._getframe(1)
+        step = None
+        while frame is not None and step is None:  # the MPyC step that asked (a comprehension inside it is skipped)
+            step = RECEIVING_STEPS.get(frame.f_code.co_name)
+            frame = frame.f_back if step is None and frame.f_code.co_name.startswith("<") else None
+        count(step or sys._getframe(1).f_code.co_name, peer_pid)
+        return receive(peer_pid)
+
+    def keys_counted(peer_pid: int, data: Any = None) -> Any:
+        if data is not None:
+            count("keys", peer_pid)
+        return keys(peer_pid, data)
+
+    mpc._receive_message, mpc._prss_keys_from_peer = receive_counted, keys_counted
+    return tally
+
+
 async def _aggregate(mpc: Any, job: AggregationJob, vector: np.ndarray | None, record_view: bool, status: str | None,
                      block: np.ndarray | None = None, label: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
+    tally = _tally_receipts(mpc) if record_view else {}
     await mpc.start()
     _status(status, "connected")
     secint = mpc.SecInt(job.bits)
@@ -158,16 +194,19 @@ async def _aggregate(mpc: Any, job: AggregationJob, vector: np.ndarray | None, r
     if job.products is not None:
         cross, blocks = _cross_products(mpc, secint, job, block, label)
         total = total + cross
-        if record_view:  # what this party holds of the other data parties' blocks: their Shamir shares
+        if record_view:  # what this party holds of the other data parties' blocks and the label: their Shamir shares
             for name, shared in blocks.items():
-                if job.index(name) != mpc.pid:
+                if (name[len("label:"):] if name.startswith("label:") else name) != job.parties[mpc.pid]:
                     received = await mpc.gather(shared.share)
-                    view[f"block:{name}"] = np.array([int(v) for v in np.asarray(received.value).ravel()], dtype=object)
+                    key = name if name.startswith("label:") else f"block:{name}"
+                    view[key] = np.array([int(v) for v in np.asarray(received.value).ravel()], dtype=object)
         _status(status, "products")
     opened = await mpc.output(total)
     _status(status, "opened")
     sent = sum(peer.protocol.nbytes_sent for peer in mpc.parties if peer.protocol is not None and peer.pid != mpc.pid)
     await mpc.shutdown()
+    for step, peers in tally.items():  # the receipts, by peer name: what this process received, message by message
+        view[f"receipts/{step}"] = np.array([f"{job.parties[int(i)]}={n}" for i, n in sorted(peers.items())], dtype=object)
     return np.asarray(opened, dtype=np.int64).ravel(), view, int(sent)
 
 
@@ -191,7 +230,7 @@ def _cross_products(mpc: Any, secint: Any, job: AggregationJob, block: np.ndarra
         product = shared[a].T @ (shared[b] if node == "xtx" else y)
         placed = products.scatter(node, a, b) @ product.reshape(-1)
         total = placed if total is None else total + placed
-    return (total if total is not None else secint.array(np.zeros(job.dimension, dtype=np.int64))), shared
+    return (total if total is not None else secint.array(np.zeros(job.dimension, dtype=np.int64))), {**shared, f"label:{products.label}": y}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

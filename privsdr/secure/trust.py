@@ -1,30 +1,99 @@
-"""The trust model of a secure aggregation, as every report states it (JSON, Markdown, HTML)."""
+"""The trust model of a secure aggregation, as every report states it (JSON, Markdown, HTML).
+
+What each party sees is derived from the job (``received``: the messages its process receives, by MPyC step and
+peer) and written out by ``describe``; ``tests/test_secure_views.py`` records the messages the real party processes
+receive (``party --record-view``) and checks that ``describe`` of the recording is the report's sentence.
+"""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .job import AggregationJob
 
+SHARES = "Shamir shares (uniformly random field elements)"
 
-def trust_model(job: AggregationJob, server: str | None = None) -> dict[str, Any]:
-    """Who must not collude and what each party sees, for the report's ``trust_model`` section."""
+
+def received(job: AggregationJob, party: str) -> dict[str, Any]:
+    """What ``party``'s process receives, by MPyC step: ``keys`` (the peers whose pseudorandom secret-sharing keys
+    reach it at start-up), ``input`` (peer -> the objects it secret-shares: ``vector``, ``block``, ``label``),
+    ``reshare`` (the peers that reshare their products to it), ``open`` (the t peers whose shares of the total it
+    uses to open it), ``sync`` (the peers of MPyC's start and shutdown barriers, no data)."""
+    i, m, t = job.index(party), len(job.parties), job.threshold
+    peers = [p for p in job.parties if p != party]
+    inputs: dict[str, list[str]] = {}
+    for peer in peers:
+        objects = ["vector"] if peer in job.inputs else []
+        if job.products is not None and peer in job.products.parties:
+            objects += ["block"] + (["label"] if peer == job.products.label else [])
+        if objects:
+            inputs[peer] = objects
+    reshare = peers if job.products is not None and job.products.products() else []
+    return {"keys": list(job.parties[:i]), "input": inputs, "reshare": reshare,
+            "open": [job.parties[(i - t + j) % m] for j in range(t)], "sync": peers}
+
+
+def describe(job: AggregationJob, party: str, view: dict[str, Any]) -> str:
+    """The sentence "what ``party`` sees" for what its process receives (``received`` or a recording of it)."""
+    products = job.products
+    if products is None:
+        own = "its own statistics and noise share" if party in job.inputs else "nothing of its own (it holds no data and contributes nothing)"
+    else:
+        own = (f"its own columns{', the label' if party == products.label else ''} and noise share" if party in products.parties
+               else "nothing of its own (it holds no data and adds a noise share)")
+    holds = products.parties if products is not None else job.inputs
+
+    def kind(peer: str, obj: str) -> str:
+        if obj == "vector":
+            what = "its rounded statistics" if products is None else "its own products"
+            return f"vector ({what} plus its noise share)" if peer in holds else "vector (its noise share alone)"
+        return {"block": "rounded columns", "label": "rounded label"}[obj]
+
+    parts = [own]
+    shared = [f"{peer}'s " + " and ".join(kind(peer, k) for k in objects) for peer, objects in view["input"].items()]
+    if shared:
+        parts.append(f"{SHARES} of " + "; of ".join(shared))
+    if view["reshare"]:
+        parts.append(f"{SHARES} of the partial products that {', '.join(view['reshare'])} reshare while the cross-products are "
+                     "computed")
+    if view["keys"]:
+        parts.append(f"the pseudorandom secret-sharing keys of {', '.join(view['keys'])} (random, independent of the data)")
+    opened = "the noisy X^T X and X^T y" if products is not None else "the noisy sums"
+    parts.append(f"the shares of {', '.join(view['open'])} that open {opened}, and the opened values")
+    return "; ".join(parts) + ". Nothing else reaches its process (barrier messages carry no data)"
+
+
+def trust_model(job: AggregationJob, server: str | None = None, budget: Any = None) -> dict[str, Any]:
+    """Who must not collude and what each party sees, for the report's ``trust_model`` section. ``budget``: the
+    run's (epsilon, delta), for the secure Gram's statement on one party's own values (group privacy)."""
     m, t = len(job.parties), job.threshold
     honest = len(job.inputs) - t
-    viewers = {name: ("the opened noisy sums only" if name not in job.inputs else
-                      "its own statistics, Shamir shares (uniformly random field elements) of the other contributors' vectors, "
-                      "and the opened noisy sums") for name in job.parties}
+    viewers = {name: describe(job, name, received(job, name)) for name in job.parties}
     setting = "secure aggregation on MPyC: Shamir secret sharing over a prime field (BGW-style, honest majority)"
+    deviation = ("semi-honest parties: every party runs the protocol as written. The computation is additions of shares and one "
+                 "opening, so whatever a deviating party inputs or sends changes the opened value by an amount that does not depend "
+                 "on the other parties' data: it can spoil the result's accuracy, not the other parties' privacy")
+    extra: dict[str, Any] = {}
     if job.products is not None:
-        data = set(job.products.parties)
-        viewers = {name: (f"its own columns{' and the label' if name == job.products.label else ''}, Shamir shares (uniformly "
-                          "random field elements) of the other parties' rounded columns and noise vectors, and the opened noisy "
-                          "Gram and X^T y" if name in data else
-                          "Shamir shares (uniformly random field elements) of every party's rounded columns and noise vectors, and "
-                          "the opened noisy Gram and X^T y; it holds no data and adds a noise share")
-                   for name in job.parties}
         setting = ("secure Gram on MPyC: every data party secret-shares its clipped, rounded columns (Shamir, prime field, "
                    "BGW-style, honest majority); the cross-products are computed on the shares and only the noisy X^T X and "
                    "X^T y are opened; rows are aligned by a public row order, so every party knows N and which row is whose")
+        deviation = ("semi-honest parties: every party runs the protocol as written, and the other parties' privacy depends on it. "
+                     "Nothing inside the secure computation checks what a data party inputs: a data party that inputs a block whose "
+                     "rows exceed its public bound C_i by a factor r (unclipped columns, say) multiplies every other party's row by "
+                     "up to r in the opened cross-products, and the noise, calibrated for rows of norm C_i, then gives the other "
+                     "parties r times the privacy loss (a mu-GDP release becomes r mu-GDP), with r as large as the field allows; "
+                     "the label holder's label likewise. A row-norm check inside the computation would take about N (w + 1) secure "
+                     "comparisons, hundreds of times the secure Gram's own time (benchmarks/bench_secure_rowcheck.py), and is not "
+                     "made. The helper inputs only a noise share: a deviating helper's input changes the opened value by an amount "
+                     "that does not depend on the data")
+        if budget is not None and math.isfinite(budget.epsilon):
+            e, d = budget.epsilon, budget.delta
+            extra["own_values"] = (f"one person's whole row is protected at (epsilon, delta) = ({e:.4g}, {d:.3g}) (add/remove). A data "
+                                   "party's own values in one row (its columns, or the label), the rest of the row unchanged, are a "
+                                   "replacement of that row, a removal and an addition: against the other parties and every reader "
+                                   f"of the release they are protected at (2 epsilon, (1 + e^epsilon) delta) = ({2 * e:.4g}, "
+                                   f"{(1 + math.exp(e)) * d:.3g}) by group privacy (Dwork & Roth 2014, Thm 2.2)")
     return {
         "setting": setting,
         "parties": list(job.parties),
@@ -32,11 +101,12 @@ def trust_model(job: AggregationJob, server: str | None = None) -> dict[str, Any
         "server": server,
         "collusion_threshold": t,
         "assumptions": [
-            "semi-honest parties: every party runs the protocol as written (a party that deviates can spoil the result's "
-            "accuracy, not the other parties' privacy: the opened value is the honest parties' noisy sum plus values it chose "
-            "without seeing them)",
+            deviation,
             f"at most t = {t} of the {m} parties collude (t < m/2: an honest majority)",
-            "private, authenticated channels between the parties (here TCP on 127.0.0.1)",
+            "channels: TCP on 127.0.0.1, neither encrypted nor authenticated. MPyC takes a peer's party number from the first "
+            "message on a connection, so any process on this machine that connects to a party's port first can claim to be "
+            "another party; the guarantee assumes that no other process on the machine does so (and that no one with root "
+            "reads the loopback traffic). Across hosts MPyC's --ssl gives TLS channels; privsdr does not set them up yet",
         ],
         "what_each_party_sees": viewers,
         "opened": [n.name for n in job.nodes],
@@ -44,5 +114,6 @@ def trust_model(job: AggregationJob, server: str | None = None) -> dict[str, Any
                   f"{honest} contributors outside any coalition of {t} alone meet the calibration (Kairouz, Liu & Steinke, ICML 2021, "
                   "Prop. 14)"),
         "field_bits": job.bits,
+        **extra,
         "status": f"secure aggregation, <= {t} colluding parties",
     }

@@ -14,9 +14,16 @@ Post-processing (free): ``n_components=None``: ridge with AdaSSP's noise-aware l
 lambda_min taken from the noisy Gram itself (no third release: ``adassp_solution``); ``n_components=k``: DPPLS S2's
 kernel PLS1 on the same release, centred at the DP means the intercept column carries (``_pls_modes.ssp_postprocess``).
 
-Trust: semi-honest parties, at most t colluding (t < m/2); two data parties need a third, non-colluding helper (it
-holds no data, adds a noise share and sees Shamir shares only). Row alignment is public: every party knows N and
-which row is whose; nothing else about the other parties' columns is revealed beyond the opened noisy statistics.
+Trust (``privsdr.secure.trust``, ``docs/vertical.md``): semi-honest parties, at most t colluding (t < m/2); two data
+parties need a third, non-colluding helper (it holds no data, adds a noise share and receives Shamir shares only).
+Nothing inside the secure computation checks a data party's input: one that inputs unclipped rows (r times its bound)
+leaves the others r times the privacy loss, which every report says. Row alignment is public: every party knows N and
+which row is whose; the field is sized from the public cap ``max_rows``, so nothing the fit files depends on N. A
+party's own values in one row are a replacement of that row: (2 eps, (1 + e^eps) delta) by group privacy.
+
+Bounds far apart: each party clips and rounds (x - x_center) s_i (``column_scales``) and the label holder
+(y - y_center) s_y (``label_scale``), powers of two read off the public bounds only; the coefficients are scaled back
+afterwards (post-processing).
 """
 from __future__ import annotations
 
@@ -54,7 +61,8 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
     Parameters
     ----------
     row_bound: public bound C_i on the norm of every row of a party's block (one number for every party, or a mapping
-        party -> number); rows beyond it are scaled down by their party. Required.
+        party -> number); rows beyond it are scaled down by their party. Required. Bounds far apart are fine: every
+        block and the label are rescaled by public powers of two (``column_scales``, ``label_scale``) and back.
     label_bound: public bound C_y on |y - y_center| (clipped by the label holder). Required.
     x_center: public centres of the columns (pooled order; default 0); y_center: public centre of y.
     fit_intercept: the constant column c (its coefficient times c is the intercept).
@@ -164,11 +172,17 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         timeout = check_positive(self.timeout, "timeout")
         check_random_state(self.random_state)
         parties, t = self._parties_of(names)
+        declared = bounds
+        row_scales = column_scales(declared)  # each block in units of its bound / the largest (powers of two, public)
+        bounds = {n: declared[n] * row_scales[n] for n in names}
         C = math.sqrt(sum(b * b for b in bounds.values()))
-        exponent = crossproducts.grid_exponent(int(max_rows), max(C, label_bound), len(parties))
+        scale = label_scale(C, label_bound)  # y in units of C_y / C (a power of two): public, never read off y
+        exponent = crossproducts.grid_exponent(int(max_rows), max(C, label_bound * scale), len(parties))
         constant = math.floor(C / 2.0**exponent) if self.fit_intercept else 0  # c <= C on the grid
         row_bound = math.hypot(C, constant * 2.0**exponent) if self.fit_intercept else C
-        return {"bounds": bounds, "label_bound": label_bound, "x_center": x_center, "y_center": float(self.y_center), "rho": rho,
+        return {"bounds": bounds, "declared_bounds": declared, "row_scales": row_scales,
+                "columns_scale": np.repeat([row_scales[n] for n in names], widths), "label_bound": label_bound * scale, "label_scale": scale, "declared_label_bound": label_bound,
+                "x_center": x_center, "y_center": float(self.y_center), "rho": rho,
                 "weights": weights, "parties": parties, "t": t, "exponent": exponent, "constant": constant, "row_bound": row_bound,
                 "timeout": timeout, "max_rows": int(max_rows), "intercept": bool(self.fit_intercept), "n_components": k}
 
@@ -180,7 +194,8 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
 
     def _plan(self, c: dict[str, Any], names: list[str], widths: list[int]) -> Plan:
         P = sum(widths) + (1 if c["intercept"] else 0)
-        public = {"blocks": dict(zip(names, widths, strict=True)), "row_bounds": c["bounds"], "label_bound": c["label_bound"],
+        public = {"blocks": dict(zip(names, widths, strict=True)), "row_bounds": c["declared_bounds"], "row_scales": c["row_scales"],
+                  "label_bound": c["declared_label_bound"], "label_scale": c["label_scale"],
                   "fit_intercept": c["intercept"], "parties": c["parties"], "colluders": c["t"], "max_rows": c["max_rows"],
                   "grid_exponent": c["exponent"], "aggregation": "secure vertical Gram (MPyC)"}
         plan = Plan("secure_vertical_regression", RELATION, public)
@@ -254,13 +269,15 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         blocks, label, at = {}, None, 0
         for name, w in zip(names, widths, strict=True):
             if name in data:
-                blocks[name] = crossproducts.party_block(data[name].X - c["x_center"][at:at + w], c["bounds"][name], e)
+                centred = (data[name].X - c["x_center"][at:at + w]) * c["row_scales"][name]
+                blocks[name] = crossproducts.party_block(centred, c["bounds"][name], e)
                 if data[name].holds_label:
-                    label = crossproducts.label_vector(np.asarray(data[name].y, dtype=float) - c["y_center"], c["label_bound"], e)
+                    y_scaled = (np.asarray(data[name].y, dtype=float) - c["y_center"]) * c["label_scale"]
+                    label = crossproducts.label_vector(y_scaled, c["label_bound"], e)
             at += w
         products = crossproducts.CrossProducts(N, list(zip(names, widths, strict=True)), labels[0], e, c["constant"])
         P = products.width
-        bound = N * max(c["row_bound"], c["label_bound"]) ** 2
+        bound = c["max_rows"] * max(c["row_bound"], c["label_bound"]) ** 2  # the public cap sizes the field, never N
         with Run(calibrated, ledger, random_state=self.random_state, data_shape=None, algorithm="SecureVerticalRegression",
                  notes=["X^T X and X^T y were computed inside a secure computation (MPyC) from the parties' clipped, rounded "
                         "columns; every party added a discrete Gaussian share and only the noisy statistics were opened"]) as run:
@@ -279,6 +296,7 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         self.ledger_ = ledger
         self.parties_ = c["parties"]
         self.layout_ = layout
+        # seconds and bytes grow with N: they stay on the estimator (the parties know N) and are never put in the report
         self.secure_cost_ = {"seconds": done.opened.seconds, "bytes_sent": dict(done.opened.bytes_sent), "field_bits": done.job.bits}
         report = run.report
         if self.diagnose_noise:
@@ -307,7 +325,8 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         factor = regression.fallback_factor(ratio)
         x_mean = c["x_center"]
         if c["intercept"]:
-            x_mean = x_mean + regression.dp_centred(released["xtx"], released["xty"].ravel(), released_constant(c), c["label_bound"])[0]
+            shift = regression.dp_centred(released["xtx"], released["xty"].ravel(), released_constant(c), c["label_bound"])[0]
+            x_mean = x_mean + shift / c["columns_scale"]  # the DP means, back in the columns' own units
         self.intercept_ = float(self.intercept_) + (1.0 - factor) * float(self.coef_ @ x_mean)
         self.coef_ = factor * self.coef_
         self.shrinkage_factor_ = factor
@@ -336,6 +355,8 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         theta, ridge = self._solve(released, c)
         m = P - (1 if c["intercept"] else 0)
         const = released_constant(c)
+        theta = theta / c["label_scale"]  # back to y's own units (post-processing) ...
+        theta[:m] = theta[:m] * c["columns_scale"]  # ... and to the columns' own units
         self.coef_ = theta[:m]
         self.intercept_ = c["y_center"] + (float(theta[m]) * const if c["intercept"] else 0.0) - float(c["x_center"] @ theta[:m])
         self.ridge_ = ridge
@@ -354,6 +375,23 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         if X.shape[1] != self.coef_.shape[0]:
             raise ValidationError(f"X has {X.shape[1]} features, but SecureVerticalRegression is expecting {self.coef_.shape[0]}")
         return X @ self.coef_ + float(self.intercept_)
+
+
+def column_scales(bounds: Mapping[str, float]) -> dict[str, float]:
+    """Per party, the public power of two s_i with s_i C_i within a factor sqrt(2) of the largest bound: a party whose
+    bound is orders of magnitude below another's keeps its resolution on the common fixed-point grid and its share of
+    the Gram's sensitivity. Equal bounds give s_i = 1. The party clips and rounds (x - x_center) s_i to s_i C_i; the
+    coefficients are multiplied by s_i afterwards (post-processing). A function of the public bounds only."""
+    largest = max(bounds.values())
+    return {name: float(2.0 ** round(math.log2(largest / bound))) for name, bound in bounds.items()}
+
+
+def label_scale(row_bound: float, label_bound: float) -> float:
+    """The public power of two s_y with s_y C_y within a factor sqrt(2) of C: the parties clip and round
+    (y - y_center) s_y to the bound s_y C_y, so that a label bound orders of magnitude from the row bound neither
+    wastes the fixed-point grid nor leaves the Gram's noise below it; the coefficients are divided by s_y
+    afterwards (post-processing). A function of the public bounds only."""
+    return float(2.0 ** round(math.log2(row_bound / label_bound)))
 
 
 def released_constant(c: dict[str, Any]) -> float:
