@@ -4,6 +4,7 @@ import csv
 import numpy as np
 import pytest
 
+from privsdr.accounting import Budget
 from privsdr.core import bcd_offset_form
 from privsdr.reproduce import REPRODUCTIONS, dpbcd_realdata, dpbcd_tables
 
@@ -33,11 +34,20 @@ def test_table_cells_run_write_and_repeat(tmp_path):
     assert cert[0] == cert[1]  # certified mode has no gamma: one fit per data set, repeated
 
 
-def test_secure_column_beside_the_paper(tmp_path):
+def test_secure_column_beside_the_paper(tmp_path, monkeypatch):
     """Issue 33: SecureVerticalRegression at the same (eps, 1e-6) on the same data sets, beside the published numbers.
     One secure fit (three MPyC processes on 127.0.0.1, about a second): Table 2 at two gammas shares it, as certified."""
     pytest.importorskip("mpyc")
+    budgets = []
+
+    class Recorded(dpbcd_tables.SecureVerticalRegression):
+        def fit(self, X, y=None):
+            budgets.append(self.budget)
+            return super().fit(X, y)
+
+    monkeypatch.setattr(dpbcd_tables, "SecureVerticalRegression", Recorded)
     rows = dpbcd_tables.run("dpbcd-table2", reps=1, levels=[1.15, 3.0], secure_reps=1)
+    assert budgets == [Budget(2.0, 1e-6)]  # the same nominal (eps, delta) as the table's other columns, one fit
     secure = [r for r in rows if r["mode"] == "secure"]
     assert len(secure) == 2 and all(r["reps"] == 1 and r["paper_median"] is None for r in secure)
     assert secure[0]["median"] == secure[1]["median"]  # no gamma: one fit per data set, repeated

@@ -96,7 +96,7 @@ def test_airline_reproduction(tmp_path):
     assert (tmp_path / "fsir-flights.png").stat().st_size > 10_000
 
 
-def test_fsir_secure_column_beside_the_published_methods(tmp_path):
+def test_fsir_secure_column_beside_the_published_methods(tmp_path, monkeypatch):
     """Issue 33: FederatedSIR(aggregation="secure") on the same clients at the same (2 eps, 2 n^-1.1), at K >= 2 only,
     shown beside the better published method. One secure fit: K = 10 clients of 500 rows (11 MPyC processes)."""
     import pytest
@@ -104,7 +104,19 @@ def test_fsir_secure_column_beside_the_published_methods(tmp_path):
     pytest.importorskip("mpyc")
     from privsdr.reproduce import fsir_tables
 
+    from privsdr.accounting import Budget
+
+    budgets = []
+
+    class Recorded(fsir_tables.FederatedSIR):
+        def fit(self, X, y=None):
+            if self.aggregation == "secure":
+                budgets.append(self.budget)
+            return super().fit(X, y)
+
+    monkeypatch.setattr(fsir_tables, "FederatedSIR", Recorded)
     rows = fsir_tables.run("fsir-table1", reps=1, cells=[("I", 500)], K_values=(1, 10), secure_K=(10,))
+    assert budgets == [Budget(2.0, 2 * 500**-1.1)]  # the local methods' (2 eps, 2 n^-1.1), one secure fit
     by = {(r["method"], r["K"]): r for r in rows}
     assert ("IID (secure)", 1) not in by  # secure aggregation needs two clients
     secure = by[("IID (secure)", 10)]
