@@ -12,6 +12,13 @@ entries, against non-private BCD after the same T = 5 rounds (spec A13):
 * ``certified`` mode at the same eps_total with delta = 1e-6: record-level DP; public bounds from
   the simulation design (never from the data): C_i = 2.5 sqrt(m_i) per block, C_y = 3 sd(y) with
   E var(y) = E[b^T S b] / R^2 over b ~ N(2, 1.5^2), and B_i = sqrt(m_i) (2 + 3 * 1.5) per increment.
+* ``secure``: ``SecureVerticalRegression`` (issue 23) on the same data sets at the same (eps_total, 1e-6), the same
+  public C_i and C_y, no intercept (the simulation has none): X^T X and X^T y computed on MPyC and opened once with
+  central noise (add/remove one row: at the same eps it implies replace-one DP at 2 eps, group privacy), then
+  AdaSSP's ridge. Every fit starts three MPyC processes on 127.0.0.1 (two parties and a helper; about a second
+  each), so it runs on the first ``secure_reps`` replications of each cell only (at most ``SECURE_EXTENSION_REPS``
+  beyond the paper's grid, where a fit of 10^6 rows takes tens of seconds); its noise comes from the OS CSPRNG, so
+  unlike the other columns it does not repeat for a seed. The column says how many replications it has.
 
 Table 1 (eps), Table 2 (gamma; certified has no gamma: its value at eps = 2 is repeated) and
 Table 5 (N; the paper used 100 replications; we add N = 1e5 and 1e6, where certified mode starts to
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +40,8 @@ from .._progress import progress
 from ..accounting import Budget
 from ..core import aapd, bcd
 from ..datasets import dpbcd_synthetic
-from ..vertical import DPBCDRegression
-from ._output import write_table
+from ..vertical import DPBCDRegression, SecureVerticalRegression
+from ._output import merge_secure, write_table
 
 DELTA = 1e-6
 T_ROUNDS = 5
@@ -52,6 +60,13 @@ BANDS = {("dpbcd-table1", 2.0): {"median": (0.40, 0.55), "mean": (2.0, 4.0)}, ("
 #: EXTENSION_REPS replications each (a fit at N = 1e6 takes seconds)
 EXTENSIONS = {"dpbcd-table5": (100_000, 1_000_000)}
 EXTENSION_REPS = 20
+#: replications of the secure column when the caller does not say (``secure_reps=None``): at most this many per cell,
+#: and at most SECURE_EXTENSION_REPS beyond the paper's grid
+SECURE_REPS = 20
+SECURE_EXTENSION_REPS = 3
+#: seconds a secure fit's party processes may take (a fit of 10^6 rows takes about 40 s on two free cores)
+SECURE_TIMEOUT = 600.0
+MODES = ("paper", "certified", "secure")
 
 TABLES: dict[str, tuple[str, dict, str]] = {
     "dpbcd-table1": ("eps", TABLE1_PAPER, "DP-BCD Table 1: AAPD over eps (total), gamma = 1.2, T = 5"),
@@ -81,40 +96,70 @@ def _fits(n: int, eps: float, gamma: float, rep: int, modes: tuple[str, ...]) ->
         bounds = public_bounds(10, [b.shape[1] for b in blocks])
         out["certified"] = DPBCDRegression("certified", n_rounds=T_ROUNDS, budget=Budget(eps, DELTA), message_reports=False,
                                            random_state=rep, **bounds).fit(blocks, d.y).coef_
+    if "secure" in modes:
+        bounds = public_bounds(10, [b.shape[1] for b in blocks])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. the noise-dominates warning: the table shows the error itself
+            out["secure"] = SecureVerticalRegression(row_bound=bounds["row_bound"], label_bound=bounds["label_bound"],
+                                                     fit_intercept=False, budget=Budget(eps, DELTA), timeout=SECURE_TIMEOUT,
+                                                     random_state=rep).fit(blocks, d.y).coef_
     return out
 
 
-def run(table: str, reps: int = 3, seed: int = 0, levels: list[float] | None = None) -> list[dict[str, Any]]:
-    """Mean and median AAPD per level and mode, beside the paper's."""
+def secure_counts(grid: list[float], extra: tuple[float, ...], reps: int, secure_reps: int | None) -> dict[float, int]:
+    """Replications of the secure column per level: the first ``secure_reps`` (default min(reps, SECURE_REPS)) of each
+    cell's, at most SECURE_EXTENSION_REPS beyond the paper's grid."""
+    wanted = min(reps, SECURE_REPS) if secure_reps is None else secure_reps
+    if wanted < 0:
+        raise ValueError(f"secure_reps must be >= 0, got {wanted}")
+    return {level: min(wanted, reps, SECURE_EXTENSION_REPS if level in extra else reps) for level in grid}
+
+
+def run(table: str, reps: int = 3, seed: int = 0, levels: list[float] | None = None,
+        secure_reps: int | None = None, secure_only: bool = False) -> list[dict[str, Any]]:
+    """Mean and median AAPD per level and mode, beside the paper's; the secure column on the first ``secure_reps``
+    replications of each cell (``secure_counts``; 0: no secure column). ``secure_only``: the secure rows alone (the
+    other modes are deterministic for a seed: ``merge_secure`` puts these rows into a table already written)."""
     what, paper, _ = TABLES[table]
     grid = list(levels or (*paper, *EXTENSIONS.get(table, ())))
     start = time.perf_counter()
     rows: list[dict[str, Any]] = []
     certified_cache: dict[int, np.ndarray] = {}
+    secure_cache: dict[int, np.ndarray] = {}
     extra = EXTENSIONS.get(table, ())
     counts = {level: min(reps, EXTENSION_REPS) if level in extra else reps for level in grid}
-    tasks = [(level, r) for level in grid for r in range(counts[level])]
+    secure = secure_counts(grid, extra, reps, secure_reps)
+    tasks = [(level, r) for level in grid for r in range(secure[level] if secure_only else counts[level])]
     errors: dict[tuple[float, str], list[np.ndarray]] = {}
     for level, r in progress(tasks, len(tasks), table, min_total=1):
         rep = seed + r
         n = int(level) if what == "N" else 1000
         eps = float(level) if what == "eps" else 2.0
         gamma = float(level) if what == "gamma" else 1.2
-        modes = ("paper",) if what == "gamma" and rep in certified_cache else ("paper", "certified")
+        modes: tuple[str, ...] = (() if secure_only else ("paper",) if what == "gamma" and rep in certified_cache
+                                  else ("paper", "certified"))
+        if r < secure[level] and not (what == "gamma" and rep in secure_cache):
+            modes += ("secure",)
         fits = _fits(n, eps, gamma, rep, modes)
-        if what == "gamma":
-            if rep not in certified_cache:  # the certified fit does not depend on gamma: one per rep
-                certified_cache[rep] = fits["certified"]
-            fits["certified"] = certified_cache[rep]
-        for mode in ("paper", "certified"):
-            errors.setdefault((level, mode), []).append(aapd(fits[mode], fits["reference"]))
+        if what == "gamma":  # neither the certified nor the secure fit depends on gamma: one of each per rep
+            for mode, cache in (("certified", certified_cache), ("secure", secure_cache)):
+                if mode in fits:
+                    cache[rep] = fits[mode]
+                elif rep in cache and (mode == "certified" or r < secure[level]):
+                    fits[mode] = cache[rep]
+        for mode in MODES:
+            if mode in fits:
+                errors.setdefault((level, mode), []).append(aapd(fits[mode], fits["reference"]))
     elapsed = time.perf_counter() - start
     for level in grid:
-        for mode in ("paper", "certified"):
+        for mode in MODES:
+            if (level, mode) not in errors:
+                continue
             values = np.concatenate(errors[(level, mode)])
             row = {"table": table, what: level, "mode": mode, "mean": float(values.mean()), "median": float(np.median(values)),
                    "paper_mean": paper[level][0] if mode == "paper" and level in paper else None,
-                   "paper_median": paper[level][1] if mode == "paper" and level in paper else None, "reps": counts[level],
+                   "paper_median": paper[level][1] if mode == "paper" and level in paper else None,
+                   "reps": secure[level] if mode == "secure" else counts[level],
                    "in_band": _in_band(table, level, mode, values), "seconds_total": round(elapsed, 2)}
             rows.append(row)
     return rows
@@ -133,20 +178,41 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
     what, _, title = TABLES[table]
     levels = list(dict.fromkeys(r[what] for r in rows))
     by = {(r[what], r["mode"]): r for r in rows}
+    secure = any(r["mode"] == "secure" for r in rows)
+    header = f"| {what} | paper mode: mean / median (ours) | the paper: mean / median | O-S3 band | certified (delta = 1e-6): mean / median |"
+    if secure:
+        header += " secure (delta = 1e-6): mean / median (replications) | secure median / the paper's median |"
     lines = [f"**{title}** — ours: {rows[0]['reps']} replications per cell; AAPD against non-private BCD after T = 5 rounds "
-             "(mean / median over all coefficients and replications)", "",
-             f"| {what} | paper mode: mean / median (ours) | the paper: mean / median | O-S3 band | certified (delta = 1e-6): mean / median |",
-             "|---|---|---|---|---|"]
+             "(mean / median over all coefficients and replications)", "", header, "|---" * header.count(" | ") + "|---|"]
     for level in levels:
         p, c = by[(level, "paper")], by[(level, "certified")]
         published = (f"{p['paper_mean']:.2f} / {p['paper_median']:.2f}" if p["paper_mean"] is not None else
                      f"— (beyond the paper's grid; {p['reps']} replications)")
-        lines.append(f"| {level:g} | {p['mean']:.3g} / {p['median']:.3g} | {published} | "
-                     f"{p['in_band'] or '—'} | {c['mean']:.3g} / {c['median']:.3g} |")
+        line = f"| {level:g} | {p['mean']:.3g} / {p['median']:.3g} | {published} | {p['in_band'] or '—'} | {c['mean']:.3g} / {c['median']:.3g} |"
+        if secure:
+            s = by.get((level, "secure"))
+            line += (" — (not run) | — |" if s is None else f" {s['mean']:.3g} / {s['median']:.3g} ({s['reps']}) | "
+                     + (f"{s['median'] / p['paper_median']:.2f} |" if p["paper_median"] is not None else "— |"))
+        lines.append(line)
     lines += ["", "paper mode: Algorithm 2 as the authors ran it (no aborts, eps_step = eps/(kT)); its guarantee is eps-LSDP "
               "claimed, not standard DP. certified: replace-one (eps, 1e-6)-DP with public bounds from the simulation design."]
+    if secure:
+        lines[-1] += (" secure: SecureVerticalRegression (X^T X and X^T y on MPyC, central noise, AdaSSP's ridge) at the same "
+                      "(eps, 1e-6), add/remove one row, the same public bounds, on the first replications of each cell only "
+                      "(each fit starts three party processes); below 1 in the last column it beats the published method.")
+        ratios = np.array([by[(level, "secure")]["median"] / by[(level, "paper")]["paper_median"] for level in levels
+                           if (level, "secure") in by and by[(level, "paper")]["paper_median"] is not None])
+        if ratios.size:
+            lines += ["", f"The secure median is below the published one at {int(np.sum(ratios < 1))} of {ratios.size} levels "
+                      f"(secure / published: {ratios.min():.2f} to {ratios.max():.2f})."]
     return "\n".join(lines) + "\n"
 
 
 def write(rows: list[dict[str, Any]], out_dir: str | Path) -> tuple[Path, Path]:
     return write_table(rows, out_dir, to_markdown)
+
+
+def merge(secure_rows: list[dict[str, Any]], out_dir: str | Path) -> list[dict[str, Any]]:
+    """The table in ``out_dir`` with these secure rows in place of its own (``_output.merge_secure``)."""
+    what = TABLES[secure_rows[0]["table"]][0]
+    return merge_secure(secure_rows, out_dir, lambda row: row["mode"] == "secure", lambda row: (float(row[what]),))
