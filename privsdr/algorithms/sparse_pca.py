@@ -79,6 +79,27 @@ def support_correlated(sigma: np.ndarray, scale: float) -> bool:
     return bool(upper.size == 0 or signal_in(upper, np.full(upper.size, scale**2)))
 
 
+def lonely_columns(sigma: np.ndarray, scale: float) -> np.ndarray:
+    """The selected coordinates whose released covariances with the other selected ones cannot be told from their
+    noise (``released.regression.signal_in`` at 0.05, row by row): a spike's coordinates co-vary with the rest of the
+    spike, so such a coordinate may stand where a spiked one was missed (issue 33; post-processing of the release)."""
+    from ..released.regression import signal_in
+
+    s = sigma.shape[0]
+    if s < 2:
+        return np.zeros(0, dtype=int)
+    lonely = [j for j in range(s) if not signal_in(np.delete(sigma[j], j), np.full(s - 1, scale**2))]
+    return np.asarray(lonely, dtype=int)
+
+
+def lonely_message(lonely: np.ndarray, selected: np.ndarray) -> str:
+    if lonely.size == 0:
+        return f"each of the {selected.size} selected coordinates co-varies with the others beyond the release's noise"
+    return (f"selected coordinate(s) {', '.join(map(str, selected[lonely]))} co-vary with no other selected coordinate beyond "
+            "the release's noise: if the spike has as many coordinates as were selected, a spiked one may have been missed; "
+            "more data or more budget is needed")
+
+
 def top_eigenvectors(sigma: np.ndarray, K: int) -> np.ndarray:
     values, vectors = np.linalg.eigh(sigma)
     return np.asarray(vectors[:, np.argsort(values)[::-1][:K]])
@@ -266,6 +287,14 @@ class DPSparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEsti
         self.privacy_report_ = run.report
         scale = float(calibrated.specs["sigma"].scale)
         self.support_signal_ = support_correlated(sigma, scale)
+        self.lonely_support_ = selected[lonely_columns(sigma, scale)]
+        margin = lonely_message(lonely_columns(sigma, scale), selected)
+        if self.support_signal_ and self.lonely_support_.size:  # a support with no signal at all has its own warning
+            import warnings
+
+            from ..errors import NoiseDominatesWarning
+
+            warnings.warn(margin, NoiseDominatesWarning, stacklevel=3)
         if self.diagnose_noise:
             from .sparse_sir import with_diagnostics as sparse_diagnostics
 
@@ -274,6 +303,10 @@ class DPSparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEsti
                                                       what="the released covariances between")
             sparse_warn(self.noise_error_, self.random_error_, self.support_signal_, K, s, stacklevel=3,
                         what="the released covariances between")
+        from ..released.regression import with_noise_message
+
+        self.privacy_report_ = with_noise_message(self.privacy_report_, margin, "selection_margin",
+                                                  lonely_support=[int(j) for j in self.lonely_support_])
         return self
 
     def transform(self, X: Any) -> np.ndarray:
