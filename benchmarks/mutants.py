@@ -236,6 +236,9 @@ MUTANTS = (
            more=(("privsdr/algorithms/dpsir.py", "sparse_sir.selection_margin(release, bounds[selected], self._selection_scale, p, n)",
                   "(float(np.min(self._private_scores[selected])), sparse_sir.miss_probability(float(np.min(self._private_scores[selected])), "
                   "self._selection_scale, p - len(selected), 0.0))"),)),
+    Mutant("sparse_pca_margin_reads_the_private_covariances", "sparse PCA's lonely-coordinate warning reads the noise-free covariances",
+           "privsdr/algorithms/sparse_pca.py", "        self.co_variation_ = co_variation(sigma, scale)",
+           "        self.co_variation_ = co_variation(core.covariance_uncentred(Xc[:, selected]), scale)", ('tests/test_replay.py',)),
     Mutant("noisy_top_noise_halved", "the top-s selection (noisy_top's and peeling's) draws half its Laplace noise",
            "privsdr/mechanisms/selection.py", "        noisy = scores + (rng.laplace(0.0, b, size=scores.shape) if b > 0 else 0.0)",
            "        noisy = scores + (rng.laplace(0.0, b / 2, size=scores.shape) if b > 0 else 0.0)", ('tests/test_audit.py',)),

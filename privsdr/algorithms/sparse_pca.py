@@ -79,17 +79,26 @@ def support_correlated(sigma: np.ndarray, scale: float) -> bool:
     return bool(upper.size == 0 or signal_in(upper, np.full(upper.size, scale**2)))
 
 
-def lonely_columns(sigma: np.ndarray, scale: float) -> np.ndarray:
-    """The selected coordinates whose released covariances with the other selected ones cannot be told from their
-    noise (``released.regression.signal_in`` at 0.05, row by row): a spike's coordinates co-vary with the rest of the
-    spike, so such a coordinate may stand where a spiked one was missed (issue 33; post-processing of the release)."""
-    from ..released.regression import signal_in
-
+def co_variation(sigma: np.ndarray, scale: float) -> np.ndarray:
+    """Per selected coordinate j, the energy of its released covariances with the other selected ones over what their
+    noise alone gives, ||Sigma_j,-j||^2 / ((s - 1) scale^2) (inf with no noise): about 1 for a coordinate that co-varies
+    with none of the others (post-processing of the release)."""
     s = sigma.shape[0]
-    if s < 2:
-        return np.zeros(0, dtype=int)
-    lonely = [j for j in range(s) if not signal_in(np.delete(sigma[j], j), np.full(s - 1, scale**2))]
-    return np.asarray(lonely, dtype=int)
+    energy = np.array([float(np.sum(np.delete(sigma[j], j) ** 2)) for j in range(s)])
+    return energy / ((s - 1) * scale**2) if scale > 0 and s > 1 else np.full(s, np.inf)
+
+
+def lonely_columns(ratios: np.ndarray) -> np.ndarray:
+    """The selected coordinates whose ``co_variation`` does not pass the pre-test of ``released.regression.signal_in``
+    (chi^2 with s - 1 degrees of freedom at 0.05): a spike's coordinates co-vary with the rest of the spike, so such a
+    coordinate may stand where a spiked one was missed (issue 33)."""
+    from scipy.stats import chi2
+
+    from ..released.regression import PRETEST_LEVEL
+
+    dof = max(ratios.size - 1, 1)
+    threshold = max(float(chi2.ppf(1.0 - PRETEST_LEVEL, dof)) / dof, 1.0)
+    return np.flatnonzero(ratios <= threshold) if ratios.size > 1 else np.zeros(0, dtype=int)
 
 
 def lonely_message(lonely: np.ndarray, selected: np.ndarray) -> str:
@@ -287,8 +296,10 @@ class DPSparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEsti
         self.privacy_report_ = run.report
         scale = float(calibrated.specs["sigma"].scale)
         self.support_signal_ = support_correlated(sigma, scale)
-        self.lonely_support_ = selected[lonely_columns(sigma, scale)]
-        margin = lonely_message(lonely_columns(sigma, scale), selected)
+        self.co_variation_ = co_variation(sigma, scale)
+        lonely = lonely_columns(self.co_variation_)
+        self.lonely_support_ = selected[lonely]
+        margin = lonely_message(lonely, selected)
         if self.support_signal_ and self.lonely_support_.size:  # a support with no signal at all has its own warning
             import warnings
 
@@ -306,7 +317,8 @@ class DPSparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEsti
         from ..released.regression import with_noise_message
 
         self.privacy_report_ = with_noise_message(self.privacy_report_, margin, "selection_margin",
-                                                  lonely_support=[int(j) for j in self.lonely_support_])
+                                                  lonely_support=[int(j) for j in self.lonely_support_],
+                                                  co_variation=[float(r) for r in self.co_variation_])
         return self
 
     def transform(self, X: Any) -> np.ndarray:
