@@ -231,6 +231,18 @@ MUTANTS = (
            "privsdr/algorithms/dpsir.py", 'selected = np.sort(np.asarray(run.release("support", scores), dtype=int))',
            'selected = np.sort(np.argsort(-scores)[: int(run.plan.specs["support"].params["s"])]); run.release("support", scores)',
            ('tests/test_sparse_moments.py', 'tests/test_replay.py')),
+    Mutant("sparse_margin_reads_the_private_scores", "sparse SIR's selection-margin warning reads the noise-free scores of the rows",
+           "privsdr/algorithms/dpsir.py",
+           "        self._selection_scale = float(calibrated.specs[\"support\"].scale)  # public: the selection's Laplace scale\n",
+           "        self._selection_scale = float(calibrated.specs[\"support\"].scale)  # public: the selection's Laplace scale\n"
+           "        self._private_scores = scores\n",
+           ('tests/test_replay.py',),
+           more=(("privsdr/algorithms/dpsir.py", "sparse_sir.selection_margin(release, bounds[selected], self._selection_scale, p, n)",
+                  "(float(np.min(self._private_scores[selected])), sparse_sir.miss_probability(float(np.min(self._private_scores[selected])), "
+                  "self._selection_scale, p - len(selected), 0.0))"),)),
+    Mutant("sparse_pca_margin_reads_the_private_covariances", "sparse PCA's lonely-coordinate warning reads the noise-free covariances",
+           "privsdr/algorithms/sparse_pca.py", "        self.co_variation_ = co_variation(sigma, scale)",
+           "        self.co_variation_ = co_variation(core.covariance_uncentred(Xc[:, selected]), scale)", ('tests/test_replay.py',)),
     Mutant("noisy_top_noise_halved", "the top-s selection (noisy_top's and peeling's) draws half its Laplace noise",
            "privsdr/mechanisms/selection.py", "        noisy = scores + (rng.laplace(0.0, b, size=scores.shape) if b > 0 else 0.0)",
            "        noisy = scores + (rng.laplace(0.0, b / 2, size=scores.shape) if b > 0 else 0.0)", ('tests/test_audit.py',)),

@@ -218,3 +218,30 @@ def test_sparse_dpsir_warns_when_the_selections_own_margin_says_a_true_column_ma
     wide, quiet = fit(8.0)
     assert set(range(6)) <= set(wide.screened_) and wide.miss_probability_ < 0.05 and not quiet
     assert "may have been missed" not in wide.privacy_report_.diagnostics["messages"]["selection_margin"]
+
+
+def test_sparse_pca_warns_when_a_selected_coordinate_co_varies_with_no_other():
+    """Issue 33, DPSparsePCA (moments): a selected coordinate whose released covariances with the other selected ones
+    cannot be told from their noise may stand where a spiked coordinate was missed; the fit warns and reports it."""
+    import warnings
+
+    from privsdr import Budget, DPSparsePCA, NoiseDominatesWarning
+
+    rng = np.random.default_rng(1)
+    u = np.zeros(250)
+    u[:5] = 1 / np.sqrt(5)
+    X = np.clip((rng.standard_normal((2000, 250)) + 2.0 * rng.standard_normal((2000, 1)) * u) / 3, -1, 1)
+
+    def fit(eps):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            est = DPSparsePCA(1, sparsity=5, bound=1.0, budget=Budget(eps, 1e-6), random_state=1).fit(X)
+        return est, [str(w.message) for w in seen if issubclass(w.category, NoiseDominatesWarning) and "co-vary" in str(w.message)]
+
+    thin, warned = fit(2.0)
+    missed = set(range(5)) - set(thin.support_)
+    assert missed and thin.lonely_support_.size and set(thin.lonely_support_) <= set(thin.support_) - set(range(5))
+    assert warned and "a spiked one may have been missed" in warned[0]
+    assert thin.privacy_report_.diagnostics["lonely_support"] == [int(j) for j in thin.lonely_support_]
+    wide, quiet = fit(8.0)
+    assert set(wide.support_) == set(range(5)) and wide.lonely_support_.size == 0 and not quiet

@@ -79,6 +79,36 @@ def support_correlated(sigma: np.ndarray, scale: float) -> bool:
     return bool(upper.size == 0 or signal_in(upper, np.full(upper.size, scale**2)))
 
 
+def co_variation(sigma: np.ndarray, scale: float) -> np.ndarray:
+    """Per selected coordinate j, the energy of its released covariances with the other selected ones over what their
+    noise alone gives, ||Sigma_j,-j||^2 / ((s - 1) scale^2) (inf with no noise): about 1 for a coordinate that co-varies
+    with none of the others (post-processing of the release)."""
+    s = sigma.shape[0]
+    energy = np.array([float(np.sum(np.delete(sigma[j], j) ** 2)) for j in range(s)])
+    return energy / ((s - 1) * scale**2) if scale > 0 and s > 1 else np.full(s, np.inf)
+
+
+def lonely_columns(ratios: np.ndarray) -> np.ndarray:
+    """The selected coordinates whose ``co_variation`` does not pass the pre-test of ``released.regression.signal_in``
+    (chi^2 with s - 1 degrees of freedom at 0.05): a spike's coordinates co-vary with the rest of the spike, so such a
+    coordinate may stand where a spiked one was missed (issue 33)."""
+    from scipy.stats import chi2
+
+    from ..released.regression import PRETEST_LEVEL
+
+    dof = max(ratios.size - 1, 1)
+    threshold = max(float(chi2.ppf(1.0 - PRETEST_LEVEL, dof)) / dof, 1.0)
+    return np.flatnonzero(ratios <= threshold) if ratios.size > 1 else np.zeros(0, dtype=int)
+
+
+def lonely_message(lonely: np.ndarray, selected: np.ndarray) -> str:
+    if lonely.size == 0:
+        return f"each of the {selected.size} selected coordinates co-varies with the others beyond the release's noise"
+    return (f"selected coordinate(s) {', '.join(map(str, selected[lonely]))} co-vary with no other selected coordinate beyond "
+            "the release's noise: if the spike has as many coordinates as were selected, a spiked one may have been missed; "
+            "more data or more budget is needed")
+
+
 def top_eigenvectors(sigma: np.ndarray, K: int) -> np.ndarray:
     values, vectors = np.linalg.eigh(sigma)
     return np.asarray(vectors[:, np.argsort(values)[::-1][:K]])
@@ -266,6 +296,16 @@ class DPSparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEsti
         self.privacy_report_ = run.report
         scale = float(calibrated.specs["sigma"].scale)
         self.support_signal_ = support_correlated(sigma, scale)
+        self.co_variation_ = co_variation(sigma, scale)
+        lonely = lonely_columns(self.co_variation_)
+        self.lonely_support_ = selected[lonely]
+        margin = lonely_message(lonely, selected)
+        if self.support_signal_ and self.lonely_support_.size:  # a support with no signal at all has its own warning
+            import warnings
+
+            from ..errors import NoiseDominatesWarning
+
+            warnings.warn(margin, NoiseDominatesWarning, stacklevel=3)
         if self.diagnose_noise:
             from .sparse_sir import with_diagnostics as sparse_diagnostics
 
@@ -274,6 +314,11 @@ class DPSparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEsti
                                                       what="the released covariances between")
             sparse_warn(self.noise_error_, self.random_error_, self.support_signal_, K, s, stacklevel=3,
                         what="the released covariances between")
+        from ..released.regression import with_noise_message
+
+        self.privacy_report_ = with_noise_message(self.privacy_report_, margin, "selection_margin",
+                                                  lonely_support=[int(j) for j in self.lonely_support_],
+                                                  co_variation=[float(r) for r in self.co_variation_])
         return self
 
     def transform(self, X: Any) -> np.ndarray:
