@@ -82,11 +82,11 @@ def _counting_exact(draws: Draws) -> Iterator[None]:
             draws.laplace += 1
         return laplace(t, s)
 
-    exact._discrete_gaussian, exact._discrete_laplace = counted_gaussian, counted_laplace  # type: ignore[assignment]
+    exact._discrete_gaussian, exact._discrete_laplace = counted_gaussian, counted_laplace
     try:
         yield
     finally:
-        exact._discrete_gaussian, exact._discrete_laplace = gaussian, laplace  # type: ignore[assignment]
+        exact._discrete_gaussian, exact._discrete_laplace = gaussian, laplace
 
 
 def count_draws(mechanism: str, value: Any, spec: NoiseSpec, seed: int = 0, **options: Any) -> tuple[Draws, Any]:
