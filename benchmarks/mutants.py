@@ -471,6 +471,15 @@ MUTANTS = (
            "            scores = scores + rng.laplace(0.0, spec.scale, size=scores.shape)\n"
            "            scores = scores + rng.laplace(0.0, spec.scale, size=scores.shape)\n        return int(np.argmax(scores))",
            ("tests/test_mechanism_draws.py",)),
+    Mutant("chunked_pls_labels_not_clipped", "a DPPLS row chunk sums its labels before clipping them",
+           "privsdr/algorithms/_pls_queries.py", "np.broadcast_to(center, (m,)), y_center, bound_x, bound_y))",
+           "np.broadcast_to(center, (m,)), y_center, bound_x, np.inf))", ("tests/test_chunked_release_probe.py",)),
+    Mutant("chunked_pls_rows_not_clipped", "a DPPLS row chunk sums its rows before clipping them",
+           "privsdr/algorithms/_pls_queries.py", "np.broadcast_to(center, (m,)), y_center, bound_x, bound_y))",
+           "np.broadcast_to(center, (m,)), y_center, np.inf, bound_y))", ("tests/test_chunked_release_probe.py",)),
+    Mutant("chunked_sir_rows_not_clipped", "a DPSIR row chunk sums its rows before clipping them",
+           "privsdr/algorithms/sir_moments.py", "core.clipped_sufficient_sums(X, labels, len(cuts) + 1, shift, bounds)",
+           "core.clipped_sufficient_sums(X, labels, len(cuts) + 1, shift, 1e6 * bounds)", ("tests/test_chunked_release_probe.py",)),
     # -- the default ledger and party processes (issue 25) ---------------------------------------------------
     Mutant("tracker_drops_group_privacy", "an add/remove fit is entered in the tracking ledger at its own epsilon (no group privacy)",
            "privsdr/accounting/default.py", "            if self.source == Relation.ADD_REMOVE:", "            if False:",

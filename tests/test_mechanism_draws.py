@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privsdr import Budget
-from privsdr.audit.draws import DRAW_RULES, count_draws, events_match_draws
+from privsdr import DPSIR, Budget, SparseDPSIR
+from privsdr.audit.draws import DRAW_RULES, count_draws, events_match_draws, fit_events_match_draws
 from privsdr.mechanisms import Sensitivity, available_mechanisms, get_mechanism
 
 SHARE = Budget(1.0, 1e-6)
@@ -66,3 +66,19 @@ def test_the_counts_see_each_kind_of_draw():
                                                            params={"parties": 3, "colluders": 1, "dimension": 2})
     draws, _ = count_draws("distributed_gaussian", np.zeros(2), spec)
     assert draws.gaussian == 6
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("make", [
+    lambda: SparseDPSIR(1, sparsity=2, bound=1.0, cut_points=[-0.5, 0.5], n_slices=3, budget=Budget(1.0, 1e-6), diagnose_noise=False,
+                        random_state=0),
+    lambda: DPSIR(1, bound=1.0, cut_points=[-0.5, 0.5], n_slices=3, budget=Budget(1.0, 1e-6), diagnose_noise=False, random_state=0),
+], ids=["sparse_sir_moments", "dpsir"])
+def test_every_release_of_a_fit_charges_the_rounds_its_run_draws(make):
+    """The same rule inside whole fits: each node's generator (``Run``) counted, each node's spec from its release."""
+    rng = np.random.default_rng(0)
+    X, y = rng.uniform(-1, 1, (300, 6)), rng.choice([-1.0, 0.0, 1.0], 300)
+    results = fit_events_match_draws(lambda: make().fit(X, y))
+    assert len(results) >= 3, sorted(results)
+    bad = {name: (dict(c), dict(n)) for name, (ok, c, n) in results.items() if not ok}
+    assert not bad, bad

@@ -116,6 +116,7 @@ def _fsir_datasets(p=3, n=6, bound=1.0, norm="linf", seed=1):
     return out
 
 
+@pytest.mark.filterwarnings("ignore::privsdr.errors.NoiseDominatesWarning")
 @pytest.mark.parametrize("norm", ["linf", "l2"])
 def test_the_secure_fsir_moments_stay_within_their_declared_sensitivities_on_extreme_neighbours(noise_free_parties, norm):
     datasets = _fsir_datasets(norm=norm)

@@ -82,11 +82,11 @@ def _counting_exact(draws: Draws) -> Iterator[None]:
             draws.laplace += 1
         return laplace(t, s)
 
-    exact._discrete_gaussian, exact._discrete_laplace = counted_gaussian, counted_laplace  # type: ignore[assignment]
+    exact._discrete_gaussian, exact._discrete_laplace = counted_gaussian, counted_laplace
     try:
         yield
     finally:
-        exact._discrete_gaussian, exact._discrete_laplace = gaussian, laplace  # type: ignore[assignment]
+        exact._discrete_gaussian, exact._discrete_laplace = gaussian, laplace
 
 
 def count_draws(mechanism: str, value: Any, spec: NoiseSpec, seed: int = 0, **options: Any) -> tuple[Draws, Any]:
@@ -166,3 +166,56 @@ def events_match_draws(mechanism: str, value: Any, spec: NoiseSpec, size: int, s
     charged = Counter(type(e).__name__ for e in get_mechanism(mechanism).events(spec))
     needed = +DRAW_RULES[mechanism](draws, spec, size)
     return charged == needed, charged, needed
+
+
+@attrs.define
+class _FitRecorder:
+    """A release tap keeping each node's spec and value, and the counting generators the fit's runs were given."""
+
+    seen: dict[str, tuple[NoiseSpec, Any]] = attrs.field(factory=dict)
+    draws: list[dict[str, Draws]] = attrs.field(factory=list)
+
+    def released(self, key: tuple[str, str], value: Any, output: Any, spec: Any, rows: Any = None) -> Any:
+        self.seen[key[1]] = (spec, value)
+        return output
+
+    def sent(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def fit_draws(fit: Callable[[], Any]) -> dict[str, tuple[Draws, NoiseSpec, Any]]:
+    """Run ``fit()`` with every ``Run``'s per-node generators counting (``plan.execute``) and the release tap recording:
+    node -> (what its release drew, the spec it was released with, its noise-free value). One run per fit."""
+    from ..plan import Run, tap
+
+    recorder = _FitRecorder()
+    run_enter = Run.__enter__
+
+    def counting_enter(self: Any) -> Any:
+        out = run_enter(self)
+        counted = {name: Draws() for name in self._rngs}
+        recorder.draws.append(counted)
+        self._rngs = {name: CountingGenerator(rng, counted[name]) for name, rng in self._rngs.items()}
+        return out
+
+    Run.__enter__ = counting_enter  # type: ignore[method-assign]
+    try:
+        with tap.tapped(recorder):
+            fit()
+    finally:
+        Run.__enter__ = run_enter  # type: ignore[method-assign]
+    (counted,) = recorder.draws
+    return {name: (counted[name], spec, value) for name, (spec, value) in recorder.seen.items()}
+
+
+def fit_events_match_draws(fit: Callable[[], Any]) -> dict[str, tuple[bool, Counter[str], Counter[str]]]:
+    """For every release of a fit: (charged == needed, the charged event types, the events its draws need). ``size`` of
+    each rule is read off the released value (the scores of a selection, the columns of peeling's matrix)."""
+    out = {}
+    for name, (draws, spec, value) in fit_draws(fit).items():
+        arr = np.asarray(value)
+        size = arr.shape[-1] if spec.mechanism == "peeling" else arr.size
+        charged = Counter(type(e).__name__ for e in get_mechanism(spec.mechanism).events(spec))
+        needed = +DRAW_RULES[spec.mechanism](draws, spec, size)
+        out[name] = (charged == needed, charged, needed)
+    return out

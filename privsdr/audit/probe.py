@@ -2,6 +2,7 @@
 largest change with the declared sensitivity (spec/auditing.md §2.3). No sampling, no alpha."""
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -88,6 +89,10 @@ def recorded_releases(fit: Callable[[], Any]) -> dict[str, tuple[Any, Any, Any]]
     return recorder.seen
 
 
+def _value_of(seen: Sequence[dict[str, tuple[Any, Any, Any]]], node: str, i: int) -> Any:
+    return seen[i][node][0]
+
+
 def _same(a: Any, b: Any) -> bool:
     return bool(np.array_equal(np.asarray(a), np.asarray(b)))
 
@@ -99,7 +104,7 @@ def probe_releases(fit_on: Callable[[Any], Any], datasets: Sequence[Any], pairs:
     ``datasets``) against the sensitivity of the spec it was released with. A node's sensitivity holds given the
     earlier outputs (adaptive composition), so a pair counts for the nodes after a ``given`` node (a selection) only
     where that node's outputs agree on both data sets. Returns node -> ``ProbeResult``."""
-    seen = [recorded_releases(lambda D=D: fit_on(D)) for D in datasets]
+    seen = [recorded_releases(functools.partial(fit_on, D)) for D in datasets]
     pairs = list(pairs)
     out: dict[str, ProbeResult] = {}
     for node, (_, _, spec) in seen[0].items():
@@ -110,5 +115,5 @@ def probe_releases(fit_on: Callable[[Any], Any], datasets: Sequence[Any], pairs:
         if not kept:
             continue
         mechanism = "symmetric_gaussian" if spec.mechanism.endswith("symmetric_gaussian") else "gaussian"
-        out[node] = probe_sensitivity(lambda i, node=node: seen[i][node][0], kept, spec.sensitivity, mechanism=mechanism, rtol=rtol)
+        out[node] = probe_sensitivity(functools.partial(_value_of, seen, node), kept, spec.sensitivity, mechanism=mechanism, rtol=rtol)
     return out

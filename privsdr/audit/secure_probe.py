@@ -65,7 +65,8 @@ class _Runtime:
     input (the table), ``output`` opens the value as is."""
 
     def __init__(self, job: AggregationJob, pid: int, table: Mapping[str, tuple[Any, Any, Any]]) -> None:
-        self.job, self.pid, self.table, self.parties = job, pid, table, []
+        self.job, self.pid, self.table = job, pid, table
+        self.parties: list[Any] = []  # no peers: nothing is sent
 
     async def start(self) -> None:
         return None
@@ -97,11 +98,11 @@ class _Runtime:
 @contextmanager
 def _drawn_as(value: int) -> Iterator[None]:
     original = exact._discrete_gaussian
-    exact._discrete_gaussian = lambda num, den: value  # type: ignore[assignment]
+    exact._discrete_gaussian = lambda num, den: value
     try:
         yield
     finally:
-        exact._discrete_gaussian = original  # type: ignore[assignment]
+        exact._discrete_gaussian = original
 
 
 def party_inputs(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any]], share: Shares | None = None) -> dict[str, tuple[Any, Any, Any]]:
