@@ -102,9 +102,8 @@ def test_fsir_secure_column_beside_the_published_methods(tmp_path, monkeypatch):
     import pytest
 
     pytest.importorskip("mpyc")
-    from privsdr.reproduce import fsir_tables
-
     from privsdr.accounting import Budget
+    from privsdr.reproduce import fsir_tables
 
     budgets = []
 

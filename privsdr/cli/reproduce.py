@@ -23,6 +23,8 @@ def _reproduce(args: argparse.Namespace) -> int:
     module, _ = REPRODUCTIONS[args.name]
     check_output_dir(args.out, "--out")  # before minutes of work
     start = time.perf_counter()
+    if args.secure_reps is not None and args.secure_reps < 0:
+        raise ValueError(f"--secure-reps must be at least 0, got {args.secure_reps}")
     secure: dict[str, Any] = {} if args.secure_reps is None else {"secure_reps": args.secure_reps}
     if args.secure_only:
         secure["secure_only"] = True
@@ -47,17 +49,6 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 
 
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
-    return value
-
-
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     repro = sub.add_parser("reproduce", formatter_class=FORMATTER, help="reproduce a paper's table (--list shows them)",
                            description="Run a paper's simulation grid and write a CSV and a Markdown table with our medians "
@@ -65,7 +56,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     repro.add_argument("name", nargs="?", default=None, help="e.g. dpsir-table1")
     repro.add_argument("--list", action="store_true", help="list the available reproductions")
     repro.add_argument("--reps", type=positive_int, default=3, help="replications per cell (default 3; the paper: 1000)")
-    repro.add_argument("--secure-reps", type=non_negative_int, default=None,
+    repro.add_argument("--secure-reps", type=int, default=None,
                        help="replications of the secure estimator's column (dpbcd-table*, fsir-table1/2; each fit starts MPyC "
                        "party processes on 127.0.0.1): the first N of each cell; 0: none (default: min(--reps, 20) for DP-BCD, "
                        "1 for FSIR)")
