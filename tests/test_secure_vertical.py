@@ -269,14 +269,14 @@ def test_bad_input_is_refused_before_anything_is_charged(kw, blocks_of, match, t
     assert ledger.spent.epsilon == 0.0 and not Ledger.open(journal).charges
 
 
-def test_a_timeout_ends_every_party_process_and_the_journal_says_what_was_charged(tmp_path):
+def test_a_timeout_before_the_parties_agree_ends_every_party_process_with_nothing_charged(tmp_path):
     blocks, y = data(n=200)
     journal = tmp_path / "budget.jsonl"
     ledger = Ledger(Budget(1.0, 1e-6), journal=journal)
     est = SecureVerticalRegression(row_bound=1.0, label_bound=2.0, ledger=ledger, timeout=0.01)
-    with pytest.raises(SecureAggregationError) as info:
+    with pytest.raises(SecureAggregationError, match="nothing was charged") as info:
         est.fit(blocks, y)
     assert gone(info.value.pids) and len(info.value.pids) == 3
-    # write-ahead: both nodes were charged before any party started, and the journal says so
-    assert [c.label for c in Ledger.open(journal).charges] == ["xtx", "xty"]
+    # the nodes are charged only once every party process has agreed on the public job (issue 33), and none did
+    assert not info.value.charged and not Ledger.open(journal).charges
     assert not hasattr(est, "coef_")

@@ -9,8 +9,10 @@ a secure computation (``SecureVerticalRegression``; MPyC, one process per party 
     privsdr vertical fit --secure --config shared.json --data alice=alice.csv bob=bob.csv --target y   # all here
 
 Contract: the configuration file is ``{"format": "privsdr.vertical-secure-run", "estimator", "accountant", "budget",
-"layout", "ports"}``; every party reads the same file. Each party charges its own journal (``--journal``) before
-its process starts; every party ends with the same opened statistics and prints the same model.
+"layout", "ports"}``; every party reads the same file. Each party spends exactly the configured budget on its own
+journal (``--journal``; one with less left is refused before the run), and only once every party has confirmed that
+it holds the same public configuration (``SecureVerticalRegression.fit_party``); every party ends with the same
+opened statistics and prints the same model.
 """
 from __future__ import annotations
 
@@ -73,7 +75,7 @@ def _estimator(params: dict[str, Any], budget: Budget, ledger: Ledger | None, ac
     from ..vertical.secure_regression import SecureVerticalRegression
 
     return SecureVerticalRegression(**{**params, "helper": HELPER_CHOICES.get(params["helper"], params["helper"])},
-                                    budget=None if ledger is not None else budget, ledger=ledger, accountant=accountant)
+                                    budget=budget, ledger=ledger, accountant=accountant)  # the configured budget, exactly
 
 
 def _ledger(journal: str | None, budget: Budget, accountant: str) -> Ledger | None:
