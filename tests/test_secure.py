@@ -96,13 +96,14 @@ def test_the_job_digest_covers_every_public_field_by_construction_and_survives_t
 
 
 def test_a_party_goes_on_only_when_every_party_is_ready_and_holds_its_digest():
-    job = AggregationJob(PARTIES, ["a", "b"], 1, (NodeJob("v", 2, 2.0**-10, (0, 1), bound=1.0),))
-    d = job.digest()
-    assert disagreements(job, d, [[d, None]] * 3) == []
-    said = disagreements(job, d, [[d, None], ["f" * 64, None], [d, "BudgetExceededError at party 'b'"]])
-    assert said == [f"'a' holds another public configuration (digest {'f' * 16}, this party's {d[:16]})",
-                    "'b' is not ready (BudgetExceededError at party 'b')"]
-    assert disagreements(job, d, [[d, None], "junk", [d, None]]) == ["'a' sent no configuration digest"]
+    job = AggregationJob(PARTIES, ["a", "b"], 1, (NodeJob("v", 2, 2.0**-10, (0, 1), bound=1.0),), public={"budget": {"epsilon": 1.0}})
+    other = attrs.evolve(job, public={"budget": {"epsilon": 100.0}}, timeout=job.timeout + 1)
+    d, mine = job.digest(), [job.digest(), None, job.record()]
+    assert disagreements(job, d, [mine] * 3) == []
+    said = disagreements(job, d, [mine, [other.digest(), None, other.record()], [d, "BudgetExceededError at party 'b'", job.record()]])
+    assert said == [f"'a' holds another public configuration (it differs in: public.budget, timeout; digest {other.digest()[:16]}, "
+                    f"this party's {d[:16]})", "'b' is not ready (BudgetExceededError at party 'b')"]
+    assert disagreements(job, d, [mine, "junk", mine]) == ["'a' sent no configuration digest"]
 
 
 def test_a_party_refuses_a_statistic_beyond_its_public_bound_before_sending_anything():

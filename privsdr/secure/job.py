@@ -159,10 +159,13 @@ class AggregationJob:
     def index(self, party: str) -> int:
         return self.parties.index(party)
 
+    def record(self) -> str:
+        """The canonical serialisation of the whole job: every field (``canonical``) and the field size."""
+        return json.dumps({**canonical(self), "bits": self.bits}, sort_keys=True, separators=(",", ":"))
+
     def digest(self) -> str:
-        """sha256 of the canonical serialisation of the whole job: every field (``canonical``) and the field size."""
-        record = {**canonical(self), "bits": self.bits}
-        return hashlib.sha256(json.dumps(record, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+        """sha256 of ``record()``: what the parties compare before anything is charged."""
+        return hashlib.sha256(self.record().encode()).hexdigest()
 
     def to_dict(self) -> dict[str, Any]:
         return {"parties": list(self.parties), "inputs": list(self.inputs), "threshold": self.threshold, "timeout": self.timeout,
@@ -182,6 +185,26 @@ class AggregationJob:
         if job.bits != data.get("bits", job.bits):
             raise ValidationError("the job's field size does not follow from its nodes")
         return job
+
+
+def differences(mine: str, theirs: str) -> list[str]:
+    """Which parts of two jobs' ``record()`` differ (``public.budget``, ``nodes``, ...), for a party's message."""
+    try:
+        a, b = json.loads(mine), json.loads(theirs)
+        a["public"], b["public"] = json.loads(a.get("public") or "{}"), json.loads(b.get("public") or "{}")
+    except (TypeError, ValueError, AttributeError):
+        return ["(unreadable)"]
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return ["(unreadable)"]
+    paths = []
+    for key in sorted(set(a) | set(b)):
+        x, y = a.get(key), b.get(key)
+        if x != y:
+            if isinstance(x, dict) and isinstance(y, dict):
+                paths += [f"{key}.{k}" for k in sorted(set(x) | set(y)) if x.get(k) != y.get(k)]
+            else:
+                paths.append(str(key))
+    return paths
 
 
 def field_bits(job: AggregationJob) -> int:

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from ..mechanisms import secure as exact
-from .job import AggregationJob
+from .job import AggregationJob, differences
 
 EXIT_TIMEOUT = 4
 EXIT_REFUSED = 5
@@ -141,23 +141,26 @@ def _loopback_event_loop() -> None:
 
 
 def disagreements(job: AggregationJob, digest: str, said: Sequence[Any]) -> list[str]:
-    """What keeps the parties from going on, from every party's (digest, reason not ready or None), in MPyC's order;
-    empty when every party is ready and holds ``digest``."""
+    """What keeps the parties from going on, from every party's [digest, reason not ready or None, its job's
+    ``record()``], in MPyC's order; empty when every party is ready and holds ``digest``."""
     problems = []
     for who, item in zip(job.parties, said, strict=True):
-        if not (isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[0], str)
-                and (item[1] is None or isinstance(item[1], str))):
+        if not (isinstance(item, (list, tuple)) and len(item) == 3 and isinstance(item[0], str)
+                and (item[1] is None or isinstance(item[1], str)) and isinstance(item[2], str)):
             problems.append(f"{who!r} sent no configuration digest")
         elif item[1] is not None:
             problems.append(f"{who!r} is not ready ({item[1][:WHY_LIMIT]})")
         elif item[0] != digest:
-            problems.append(f"{who!r} holds another public configuration (digest {item[0][:16]}, this party's {digest[:16]})")
+            where = ", ".join(differences(job.record(), item[2])[:8]) or "?"
+            problems.append(f"{who!r} holds another public configuration (it differs in: {where}; digest {item[0][:16]}, "
+                            f"this party's {digest[:16]})")
     return problems
 
 
 async def agree(mpc: Any, job: AggregationJob, digest: str, why: str | None) -> list[str]:
-    """Send every party this party's digest and readiness (MPyC's transfer of public values) and check theirs."""
-    said = await mpc.transfer([digest, why])
+    """Send every party this party's digest, readiness and public job (MPyC's transfer of public values) and check
+    theirs."""
+    said = await mpc.transfer([digest, why, job.record()])
     return disagreements(job, digest, said)
 
 
