@@ -24,7 +24,7 @@ from typing import Any
 
 from ..accounting import Budget, Ledger
 from ..errors import ValidationError
-from ._common import write_report
+from ._common import REPORT_SUFFIXES, Outputs, commit_report, write_report
 from ._parties import load_parties, load_party, read_tagged
 
 SECURE = "privsdr.vertical-secure-run"
@@ -96,13 +96,16 @@ def party(args: argparse.Namespace, name: str, holds_data: bool) -> int:
         raise ValidationError("the configuration has no layout: write it with `privsdr vertical config ... --secure --party NAME=N ... "
                               "--rows N --label NAME`")
     budget, accountant = shared["budget"], shared["accountant"]
-    est = _estimator(shared["estimator"], budget, _ledger(args.journal, budget, accountant), accountant)
-    data = load_party(name, args.data, args.target, args.columns) if holds_data else None
-    parties = est.parties_for(layout)
-    if not holds_data and name not in parties:
-        raise ValidationError("this configuration has no helper: its parties are " + ", ".join(parties))
-    est.fit_party(layout, name, data, list(shared["ports"]), progress=_progress)
-    _print_result(args, est, name)
+    with Outputs() as outputs:  # the report's path is checked and reserved before the run (issue 33)
+        report_path = outputs.add(getattr(args, "report", None), "--report", REPORT_SUFFIXES)
+        est = _estimator(shared["estimator"], budget, _ledger(args.journal, budget, accountant), accountant)
+        data = load_party(name, args.data, args.target, args.columns) if holds_data else None
+        parties = est.parties_for(layout)
+        if not holds_data and name not in parties:
+            raise ValidationError("this configuration has no helper: its parties are " + ", ".join(parties))
+        est.fit_party(layout, name, data, list(shared["ports"]), progress=_progress)
+        _print_result(args, est, name)
+        commit_report(outputs, est.privacy_report_, report_path)
     return 0
 
 
@@ -136,7 +139,6 @@ def _print_result(args: argparse.Namespace, est: Any, name: str | None) -> None:
     if getattr(args, "report_dir", None):
         Path(args.report_dir).mkdir(parents=True, exist_ok=True)
         write_report(report, str(Path(args.report_dir) / "report.html"))
-    write_report(report, getattr(args, "report", None))
 
 
 def add_config_options(conf: argparse.ArgumentParser) -> None:
