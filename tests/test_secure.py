@@ -3,10 +3,12 @@ processes on 127.0.0.1 (started and ended by the tests), what a party sees, drop
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import socket
 from fractions import Fraction
 
+import attrs
 import numpy as np
 import pytest
 from conftest import gone
@@ -19,9 +21,11 @@ from privsdr.audit import GDP, audit
 from privsdr.mechanisms import get_mechanism
 from privsdr.mechanisms.distributed import share_noise
 from privsdr.secure import AggregationJob, NodeJob, SecureAggregationError, field_bits, secure_release
+from privsdr.secure.aggregate import build_job
+from privsdr.secure.crossproducts import CrossProducts
 from privsdr.secure.job import MAX_BITS
 from privsdr.secure.launch import run_parties
-from privsdr.secure.party import ShareRefused, _loopback_event_loop, local_vector
+from privsdr.secure.party import ShareRefused, _loopback_event_loop, disagreements, local_vector
 
 pytest.importorskip("mpyc")
 
@@ -55,6 +59,51 @@ def test_the_field_fits_every_sum_the_bounds_allow_and_a_grid_too_fine_is_refuse
         with pytest.raises(ValidationError, match=match):
             AggregationJob(**{**kw, **bad})
     assert AggregationJob.from_json(job.to_json()) == job
+
+
+def test_the_job_digest_covers_every_public_field_by_construction_and_survives_the_job_file():
+    """Issue 33: the parties compare one digest of the whole public job before anything is charged. It changes with
+    every field (the calibrated plan's record with its budget included), with a field added later without an edit
+    (a subclass stands in for one), and a party process reading the job file computes the same digest."""
+    calibrated = plan_of(Budget(1.0, 1e-6), d=4)
+    job = build_job(calibrated, ["v"], {"v": 1.0}, parties=PARTIES, contributors=["a", "b"], threshold=1, timeout=TIMEOUT)
+    record = json.loads(job.public)
+    assert record["budget"] == {"epsilon": 1.0, "delta": 1e-6} and record["plan"]["relation"] == "replace_one"
+    assert AggregationJob.from_json(job.to_json()).digest() == job.digest()
+    node = job.nodes[0]
+    five = attrs.evolve(job, parties=[*PARTIES, "c", "d"])
+    assert attrs.evolve(five, threshold=2).digest() != five.digest()  # t (with five parties: 1 or 2)
+    edits = {"parties": ["a", "server", "b"], "inputs": ["a", "server"], "threshold": 2, "timeout": TIMEOUT + 1,
+             "nodes": (attrs.evolve(node, sigma_local2=(node.sigma_local2[0] + 1, node.sigma_local2[1])),),
+             "public": {**record, "budget": {"epsilon": 100.0, "delta": 1e-6}}}
+    for field in attrs.fields(AggregationJob):
+        if field.name in edits and field.name != "threshold":
+            assert attrs.evolve(job, **{field.name: edits[field.name]}).digest() != job.digest(), field.name
+    products = CrossProducts(10, [("a", 1), ("b", 1)], "a", -4, 1)
+    gram = attrs.evolve(job, nodes=(NodeJob("xtx", 6, 2.0**-8, (1, 1), 9.0, 3), NodeJob("xty", 3, 2.0**-8, (1, 1), 9.0)),
+                        inputs=PARTIES, products=products)
+    assert attrs.evolve(gram, products=attrs.evolve(products, rows=11)).digest() != gram.digest()
+    assert {f.name for f in attrs.fields(AggregationJob)} <= set(edits) | {"products"}  # a new field needs a case here
+    at_100 = build_job(plan_of(Budget(100.0, 1e-6), d=4), ["v"], {"v": 1.0}, parties=PARTIES, contributors=["a", "b"],
+                       threshold=1, timeout=TIMEOUT)
+    assert at_100.digest() != job.digest()
+
+    @attrs.frozen
+    class Wider(AggregationJob):
+        cap: int = 10  # e.g. a public cap on N that sizes the field
+
+    assert Wider(**attrs.asdict(job, recurse=False), cap=11).digest() != Wider(**attrs.asdict(job, recurse=False)).digest()
+
+
+def test_a_party_goes_on_only_when_every_party_is_ready_and_holds_its_digest():
+    job = AggregationJob(PARTIES, ["a", "b"], 1, (NodeJob("v", 2, 2.0**-10, (0, 1), bound=1.0),), public={"budget": {"epsilon": 1.0}})
+    other = attrs.evolve(job, public={"budget": {"epsilon": 100.0}}, timeout=job.timeout + 1)
+    d, mine = job.digest(), [job.digest(), None, job.record()]
+    assert disagreements(job, d, [mine] * 3) == []
+    said = disagreements(job, d, [mine, [other.digest(), None, other.record()], [d, "BudgetExceededError at party 'b'", job.record()]])
+    assert said == [f"'a' holds another public configuration (it differs in: public.budget, timeout; digest {other.digest()[:16]}, "
+                    f"this party's {d[:16]})", "'b' is not ready (BudgetExceededError at party 'b')"]
+    assert disagreements(job, d, [mine, "junk", mine]) == ["'a' sent no configuration digest"]
 
 
 def test_a_party_refuses_a_statistic_beyond_its_public_bound_before_sending_anything():
@@ -179,17 +228,18 @@ def test_what_one_party_receives_does_not_depend_on_another_partys_data():
     assert not np.array_equal(views[0], views[1])
 
 
-def test_a_party_that_drops_out_ends_the_run_with_its_name_every_process_ended_and_the_nodes_charged(tmp_path):
+def test_a_party_that_refuses_its_input_stops_every_party_at_the_agreement_with_nothing_charged(tmp_path):
     calibrated = plan_of(Budget(1.0, 1e-6), d=4)
     journal = tmp_path / "budget.jsonl"
     ledger = Ledger(Budget(1.0, 1e-6), journal=journal)
     with pytest.raises(SecureAggregationError, match="party 'b'") as info:
         with Run(calibrated, ledger, random_state=0) as run:
-            # b's statistic is beyond the public bound: b refuses and leaves; the others would wait for ever
+            # b's statistic is beyond the public bound: b says it is not ready, and every party stops (issue 33)
             secure_release(run, ["v"], {"a": {"v": np.zeros(4)}, "b": {"v": np.full(4, 5.0)}}, {"v": 1.0}, parties=PARTIES,
                            threshold=1, timeout=TIMEOUT)
     assert info.value.party == "b" and len(info.value.pids) == 3 and gone(info.value.pids)
-    assert [c.label for c in Ledger.open(journal).charges] == ["v"]  # charged before the parties started: it stays charged
+    assert not info.value.charged and "nothing was charged" in str(info.value) and "not ready" in str(info.value)
+    assert Ledger.open(journal).charges == () and ledger.spent.epsilon == 0.0  # charged only once every party agreed
     assert run.outputs.get("v") is None  # nothing was released
 
 

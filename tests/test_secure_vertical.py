@@ -271,14 +271,28 @@ def test_bad_input_is_refused_before_anything_is_charged(kw, blocks_of, match, t
     assert ledger.spent.epsilon == 0.0 and not Ledger.open(journal).charges
 
 
-def test_a_timeout_ends_every_party_process_and_the_journal_says_what_was_charged(tmp_path):
+def test_a_timeout_before_the_parties_agree_ends_every_party_process_with_nothing_charged(tmp_path):
     blocks, y = data(n=200)
     journal = tmp_path / "budget.jsonl"
     ledger = Ledger(Budget(1.0, 1e-6), journal=journal)
     est = SecureVerticalRegression(row_bound=1.0, label_bound=2.0, ledger=ledger, timeout=0.01)
-    with pytest.raises(SecureAggregationError) as info:
+    with pytest.raises(SecureAggregationError, match="nothing was charged") as info:
         est.fit(blocks, y)
     assert gone(info.value.pids) and len(info.value.pids) == 3
-    # write-ahead: both nodes were charged before any party started, and the journal says so
-    assert [c.label for c in Ledger.open(journal).charges] == ["xtx", "xty"]
+    # the nodes are charged only once every party process has agreed on the public job (issue 33), and none did
+    assert not info.value.charged and not Ledger.open(journal).charges
     assert not hasattr(est, "coef_")
+
+
+def test_a_party_of_a_secure_run_is_given_the_run_s_budget_not_what_its_ledger_holds():
+    """Issue 33: one party's share of a run is calibrated for the configured budget; ``budget=None`` would take what
+    its own ledger holds (and calibrate its share for that), so ``fit_party`` refuses it before anything starts."""
+    from privsdr.vertical.layout import check_parties
+
+    blocks, y = data(n=50)
+    layout = check_parties([Party("a", blocks[0], y), Party("b", blocks[1])])[1]
+    ledger = Ledger(Budget(10.0, 1e-6))
+    est = SecureVerticalRegression(row_bound=1.0, label_bound=2.0, ledger=ledger)
+    with pytest.raises(ValidationError, match="configured budget"):
+        est.fit_party(layout, "b", Party("b", blocks[1]), [1, 2, 3])
+    assert ledger.spent.epsilon == 0.0

@@ -9,8 +9,10 @@ a secure computation (``SecureVerticalRegression``; MPyC, one process per party 
     privsdr vertical fit --secure --config shared.json --data alice=alice.csv bob=bob.csv --target y   # all here
 
 Contract: the configuration file is ``{"format": "privsdr.vertical-secure-run", "estimator", "accountant", "budget",
-"layout", "ports"}``; every party reads the same file. Each party charges its own journal (``--journal``) before
-its process starts; every party ends with the same opened statistics and prints the same model.
+"layout", "ports"}``; every party reads the same file. Each party spends exactly the configured budget on its own
+journal (``--journal``; one with less left is refused before the run), and only once every party has confirmed that
+it holds the same public configuration (``SecureVerticalRegression.fit_party``); every party ends with the same
+opened statistics and prints the same model.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from typing import Any
 
 from ..accounting import Budget, Ledger
 from ..errors import ValidationError
-from ._common import write_report
+from ._common import REPORT_SUFFIXES, Outputs, commit_report, write_report
 from ._parties import load_parties, load_party, read_tagged
 
 SECURE = "privsdr.vertical-secure-run"
@@ -73,7 +75,7 @@ def _estimator(params: dict[str, Any], budget: Budget, ledger: Ledger | None, ac
     from ..vertical.secure_regression import SecureVerticalRegression
 
     return SecureVerticalRegression(**{**params, "helper": HELPER_CHOICES.get(params["helper"], params["helper"])},
-                                    budget=None if ledger is not None else budget, ledger=ledger, accountant=accountant)
+                                    budget=budget, ledger=ledger, accountant=accountant)  # the configured budget, exactly
 
 
 def _ledger(journal: str | None, budget: Budget, accountant: str) -> Ledger | None:
@@ -94,13 +96,16 @@ def party(args: argparse.Namespace, name: str, holds_data: bool) -> int:
         raise ValidationError("the configuration has no layout: write it with `privsdr vertical config ... --secure --party NAME=N ... "
                               "--rows N --label NAME`")
     budget, accountant = shared["budget"], shared["accountant"]
-    est = _estimator(shared["estimator"], budget, _ledger(args.journal, budget, accountant), accountant)
-    data = load_party(name, args.data, args.target, args.columns) if holds_data else None
-    parties = est.parties_for(layout)
-    if not holds_data and name not in parties:
-        raise ValidationError("this configuration has no helper: its parties are " + ", ".join(parties))
-    est.fit_party(layout, name, data, list(shared["ports"]), progress=_progress)
-    _print_result(args, est, name)
+    with Outputs() as outputs:  # the report's path is checked and reserved before the run (issue 33)
+        report_path = outputs.add(getattr(args, "report", None), "--report", REPORT_SUFFIXES)
+        est = _estimator(shared["estimator"], budget, _ledger(args.journal, budget, accountant), accountant)
+        data = load_party(name, args.data, args.target, args.columns) if holds_data else None
+        parties = est.parties_for(layout)
+        if not holds_data and name not in parties:
+            raise ValidationError("this configuration has no helper: its parties are " + ", ".join(parties))
+        est.fit_party(layout, name, data, list(shared["ports"]), progress=_progress)
+        _print_result(args, est, name)
+        commit_report(outputs, est.privacy_report_, report_path)
     return 0
 
 
@@ -132,7 +137,6 @@ def _print_result(args: argparse.Namespace, est: Any, name: str | None) -> None:
     if getattr(args, "report_dir", None):
         Path(args.report_dir).mkdir(parents=True, exist_ok=True)
         write_report(report, str(Path(args.report_dir) / "report.html"))
-    write_report(report, getattr(args, "report", None))
 
 
 def add_config_options(conf: argparse.ArgumentParser) -> None:

@@ -183,6 +183,7 @@ def trust_lines(model: dict[str, Any]) -> list[str]:
     lines += [f"assumption: {a}" for a in model.get("assumptions", [])]
     lines += [f"{party} sees {what}" for party, what in model.get("what_each_party_sees", {}).items()]
     lines += [f"one party's own values: {model['own_values']}"] if model.get("own_values") else []
+    lines += [f"agreement: {model['agreement']}"] if model.get("agreement") else []
     lines += [f"opened: {', '.join(model.get('opened', []))}", f"noise: {model.get('noise', '')}"]
     return [line for line in lines if line]
 

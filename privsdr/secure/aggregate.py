@@ -3,18 +3,23 @@
 ``secure_release(run, names, contributions, ...)``:
 
 1. builds the public job from the nodes' calibrated specs (``distributed_gaussian`` / ``distributed_symmetric_gaussian``:
-   grid, share variance) and the public per-node bounds, which sizes the field (``job.field_bits``);
-2. charges every node (``Run.issue``: write-ahead, before any party draws a share or anything is opened);
-3. runs one process per party on 127.0.0.1 (``launch.run_parties``); each contributor rounds its statistics to the
-   grid and adds its own noise share; only the sum is opened;
+   grid, share variance), the public per-node bounds, which size the field (``job.field_bits``), and the calibrated
+   plan's public record (``public_record``: budget, accountant, relation, sensitivities, noise events);
+2. runs one process per party on 127.0.0.1 (``launch.run_parties``); the processes first check that every party
+   holds the same public job (its digest, over MPyC's channels) and is ready (issue 33);
+3. only then charges every node (``Run.issue``: write-ahead, before any party draws a share or anything is opened),
+   and lets the processes go on: each contributor rounds its statistics to the grid and adds its own noise share;
+   only the sum is opened;
 4. records the opened sums, back in real units, as the nodes' outputs (``Run.accept``) and the trust model on the
    run's report.
 
-A party that fails, refuses or times out raises ``SecureAggregationError`` naming it; the nodes stay charged (the
-journal says so), nothing else is released, and every party process has been ended.
+A party that fails, refuses or times out raises ``SecureAggregationError`` naming it and every party process has
+been ended; nothing else is released. Before the agreement nothing is charged (``charged`` False); after it the
+nodes stay charged (the journal says so).
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
@@ -24,7 +29,7 @@ import numpy as np
 
 from ..errors import PrivsdrError, ValidationError
 from ..mechanisms.distributed import SAMPLER, from_upper_triangle, share_noise
-from ..plan import Run, tap
+from ..plan import CalibratedPlan, Run, tap
 from .crossproducts import CrossProducts
 from .job import AggregationJob, NodeJob
 from .launch import Opened, PartyFailed, run_own_party, run_parties
@@ -37,10 +42,11 @@ class SecureAggregationError(PrivsdrError, RuntimeError):
     """The secure aggregation did not complete: ``party`` names the party that failed (None if unknown). The nodes
     charged before the parties started stay charged; ``pids`` are the party processes, all ended."""
 
-    def __init__(self, message: str, party: str | None = None, pids: tuple[int, ...] = ()) -> None:
+    def __init__(self, message: str, party: str | None = None, pids: tuple[int, ...] = (), charged: bool = True) -> None:
         super().__init__(message)
         self.party = party
         self.pids = pids
+        self.charged = charged  #: False: the parties never all agreed, nothing was charged
 
 
 @attrs.frozen(eq=False)
@@ -52,9 +58,20 @@ class SecureRelease:
     opened: Opened
 
 
-def node_job(run: Run, name: str, bound: float) -> NodeJob:
+def public_record(plan: CalibratedPlan) -> dict[str, Any]:
+    """Every public number the calibration and the accounting of ``plan`` depend on, for the job's digest: the plan
+    (relation, public parameters, nodes, sensitivities, weights), the budget, the accountant, the allocation and every
+    node's charged noise events."""
+    pricing = plan.pricing
+    record = {"plan": plan.plan.public_dict(), "budget": {"epsilon": plan.budget.epsilon, "delta": plan.budget.delta},
+              "allocation": plan.allocation, "accountant": str(pricing) if pricing is None or isinstance(pricing, str) else pricing.to_dict(),
+              "charges": [c.to_dict() for c in plan.charges()]}
+    return dict(json.loads(json.dumps(record, default=str)))  # as the plan's own hash reads it (``Plan.plan_hash``)
+
+
+def node_job(run: Run | CalibratedPlan, name: str, bound: float) -> NodeJob:
     """The public description of node ``name`` for the parties (from its calibrated spec)."""
-    spec = run.plan.specs[name]
+    spec = (run if isinstance(run, CalibratedPlan) else run.plan).specs[name]
     if spec.sampler != SAMPLER:
         raise ValidationError(f"node {name!r} is not a distributed release (mechanism {spec.mechanism!r})")
     noise = share_noise(spec)
@@ -67,17 +84,18 @@ def node_job(run: Run, name: str, bound: float) -> NodeJob:
     return NodeJob(name, d, noise.gamma, (variance.numerator, variance.denominator), float(bound), square)
 
 
-def build_job(run: Run, names: Sequence[str], bounds: Mapping[str, float], *, parties: Sequence[str], contributors: Sequence[str],
-              threshold: int, timeout: float) -> AggregationJob:
-    """The job of releasing ``names`` (checked: every node's share count matches the contributors and t)."""
+def build_job(plan: CalibratedPlan, names: Sequence[str], bounds: Mapping[str, float], *, parties: Sequence[str],
+              contributors: Sequence[str], threshold: int, timeout: float, products: CrossProducts | None = None) -> AggregationJob:
+    """The job of releasing ``names`` of ``plan`` (checked: every node's share count matches the contributors and t)."""
     for name in names:
-        spec = run.plan.specs[name]
+        spec = plan.specs[name]
         if spec.sampler != SAMPLER:
             raise ValidationError(f"node {name!r} is not a distributed release")
         if int(spec.params["parties"]) != len(contributors) or int(spec.params["colluders"]) != threshold:
             raise ValidationError(f"node {name!r} was calibrated for {spec.params['parties']} noise shares and "
                                   f"{spec.params['colluders']} colluders, not {len(contributors)} and {threshold}")
-    return AggregationJob(parties, contributors, threshold, tuple(node_job(run, n, bounds[n]) for n in names), timeout)
+    nodes = tuple(node_job(plan, n, bounds[n]) for n in names)
+    return AggregationJob(parties, contributors, threshold, nodes, timeout, products, public_record(plan))
 
 
 def secure_release(run: Run, names: Sequence[str], contributions: Mapping[str, Mapping[str, Any]], bounds: Mapping[str, float], *,
@@ -86,10 +104,26 @@ def secure_release(run: Run, names: Sequence[str], contributions: Mapping[str, M
     """Release ``names`` as secure aggregates of ``contributions[party][node]`` (module docstring). ``parties``: every
     MPyC party in order (the contributors and, e.g., a server that contributes nothing)."""
     contributors = [p for p in parties if p in contributions]
-    job = build_job(run, names, bounds, parties=parties, contributors=contributors, threshold=threshold, timeout=timeout)
+    job = build_job(run.plan, names, bounds, parties=parties, contributors=contributors, threshold=threshold, timeout=timeout)
     plain: dict[str, np.ndarray] = {name: np.sum([np.asarray(c[name], dtype=float) for c in contributions.values()], axis=0)
                                     for name in names}
-    return _run(run, job, lambda j: run_parties(j, contributions, record_view=record_view), plain, server)
+    return _run(run, job, lambda j, charge: run_parties(j, contributions, charge=charge, record_view=record_view), plain, server)
+
+
+def gram_job(plan: CalibratedPlan, products: CrossProducts, *, parties: Sequence[str], threshold: int, bound: float,
+             timeout: float) -> AggregationJob:
+    """The public job of a secure Gram (``secure_gram_release``): every party of ``parties`` adds a noise share."""
+    return build_job(plan, ("xtx", "xty"), {"xtx": bound, "xty": bound}, parties=parties, contributors=list(parties),
+                     threshold=threshold, timeout=timeout, products=products)
+
+
+def decline_own_party(job: AggregationJob, own: str, ports: Sequence[int], why: str, progress: Any = None) -> None:
+    """Take part in the agreement of ``job`` as party ``own``, not ready (``why``: the kind of failure, never data),
+    so that the other parties stop at once with nothing charged; returns when they have heard it (or timed out)."""
+    try:
+        run_own_party(job, own, None, list(ports), decline=why, progress=progress)
+    except PartyFailed:
+        pass  # expected: this party and every other stops at the agreement
 
 
 def secure_gram_release(run: Run, products: CrossProducts, blocks: Mapping[str, np.ndarray], label: np.ndarray | None, *,
@@ -103,9 +137,7 @@ def secure_gram_release(run: Run, products: CrossProducts, blocks: Mapping[str, 
 
     ``own``: run only this party (``blocks``/``label`` hold its own data only, or nothing for a helper); the others
     run the same job elsewhere on ``ports`` of 127.0.0.1; ``progress(line)`` hears while it waits."""
-    job = build_job(run, ("xtx", "xty"), {"xtx": bound, "xty": bound}, parties=parties, contributors=list(parties),
-                    threshold=threshold, timeout=timeout)
-    job = attrs.evolve(job, products=products)
+    job = gram_job(run.plan, products, parties=parties, threshold=threshold, bound=bound, timeout=timeout)
     holders = products.parties if own is None else [own] if own in products.parties else []
     inputs: dict[str, dict[str, np.ndarray]] = {name: {"block": blocks[name]} for name in holders}
     if products.label in inputs:
@@ -116,25 +148,29 @@ def secure_gram_release(run: Run, products: CrossProducts, blocks: Mapping[str, 
         if ports is None:
             raise ValidationError("one party's run needs the parties' loopback ports")
         mine = inputs.get(own)
-        return _run(run, job, lambda j: run_own_party(j, own, mine, list(ports), progress=progress), None, helper)
+        return _run(run, job, lambda j, charge: run_own_party(j, own, mine, list(ports), charge=charge, progress=progress), None, helper)
     # the noise-free Gram, for the replay audit's tap only (this process holds every block in a simulated fit)
     Z = np.column_stack([blocks[name] for name in products.parties]
                         + ([np.full(products.rows, products.intercept)] if products.intercept else [])).astype(object)
     scale = 2.0 ** (2 * products.exponent)
     plain = {"xtx": np.array(Z.T @ Z, dtype=float) * scale, "xty": np.array(Z.T @ np.asarray(label).astype(object), dtype=float) * scale}
-    return _run(run, job, lambda j: run_parties(j, inputs, record_view=record_view), plain, helper)
+    return _run(run, job, lambda j, charge: run_parties(j, inputs, charge=charge, record_view=record_view), plain, helper)
 
 
-def _run(run: Run, job: AggregationJob, parties: Callable[[AggregationJob], Opened], plain: Mapping[str, np.ndarray] | None,
-         server: str | None) -> SecureRelease:
-    """Charge the job's nodes (write-ahead), run the parties, accept the opened values (real units). ``plain``: the
-    noise-free values when this process holds every input (the replay audit's tap), else None."""
+def _run(run: Run, job: AggregationJob, parties: Callable[[AggregationJob, Callable[[], None]], Opened],
+         plain: Mapping[str, np.ndarray] | None, server: str | None) -> SecureRelease:
+    """Run the parties; when every party has agreed on the public job, charge the job's nodes (write-ahead: before
+    any share exists); accept the opened values (real units). ``plain``: the noise-free values when this process
+    holds every input (the replay audit's tap), else None."""
     names = [node.name for node in job.nodes]
-    run.issue(*names)  # write-ahead: every node charged before any share exists
+
+    def charge() -> None:
+        run.issue(*names)  # write-ahead: every node charged before any share exists, after every party agreed
+
     try:
-        opened = parties(job)
+        opened = parties(job, charge)
     except PartyFailed as exc:
-        raise SecureAggregationError(str(exc), exc.party, exc.pids) from None
+        raise SecureAggregationError(str(exc), exc.party, exc.pids, exc.charged) from None
     values: dict[str, np.ndarray] = {}
     at = 0
     for node in job.nodes:

@@ -13,11 +13,19 @@ S = k (ceil(B / gamma) + 1 + 40 sigma_local), and the secure integers get ``bits
 (sign included), at most 62 so that the parties' vectors and the opened sum are exact int64 arrays. MPyC's
 SecInt(bits) works in a prime field of more than 2^(bits + 30) elements, so a sum within +-2^(bits - 1) is
 decoded exactly.
+
+Agreement (issue 33): ``digest()`` is the sha256 of a canonical serialisation of every field of the job, nested
+records included (``canonical``: built from the attrs fields themselves, so a field added later is covered without
+an edit), and ``public`` carries the calibrated plan's public record (budget, accountant, relation, sensitivities,
+noise events: ``aggregate.public_record``). Every party checks, over MPyC's channels, that all parties hold the same
+digest before anything is charged (``party``).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -38,6 +46,33 @@ def _names(value: Any) -> tuple[str, ...]:
 
 def _nodes(value: Any) -> tuple[NodeJob, ...]:
     return tuple(value)
+
+
+def canonical(value: Any) -> Any:
+    """``value`` as plain JSON types, the same in every process: attrs records field by field (every field, by
+    construction), mappings with string keys, sequences as lists; anything else is refused rather than guessed."""
+    if attrs.has(type(value)):
+        return {f.name: canonical(getattr(value, f.name)) for f in attrs.fields(type(value))}
+    if isinstance(value, Mapping):
+        return {str(k): canonical(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [canonical(v) for v in value]
+    if isinstance(value, Fraction):
+        return [value.numerator, value.denominator]
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)  # repr: exact, and the same in every process
+    if hasattr(value, "item"):  # a numpy scalar
+        return canonical(value.item())
+    raise TypeError(f"the job's digest cannot serialise a {type(value).__name__} canonically")
+
+
+def _public(value: Any) -> str:
+    """The public record as canonical JSON text (a frozen, hashable field)."""
+    if isinstance(value, str):
+        value = json.loads(value) if value else {}
+    return json.dumps(canonical(value or {}), sort_keys=True, separators=(",", ":"))
 
 
 @attrs.frozen
@@ -90,6 +125,8 @@ class AggregationJob:
     nodes: tuple[NodeJob, ...] = attrs.field(converter=_nodes)
     timeout: float = 60.0
     products: CrossProducts | None = None  #: a secure Gram of vertically partitioned columns (``crossproducts``)
+    #: the calibrated plan's public record (``aggregate.public_record``), canonical JSON: in the digest
+    public: str = attrs.field(default="", converter=_public)
 
     def __attrs_post_init__(self) -> None:
         m = len(self.parties)
@@ -122,10 +159,18 @@ class AggregationJob:
     def index(self, party: str) -> int:
         return self.parties.index(party)
 
+    def record(self) -> str:
+        """The canonical serialisation of the whole job: every field (``canonical``) and the field size."""
+        return json.dumps({**canonical(self), "bits": self.bits}, sort_keys=True, separators=(",", ":"))
+
+    def digest(self) -> str:
+        """sha256 of ``record()``: what the parties compare before anything is charged."""
+        return hashlib.sha256(self.record().encode()).hexdigest()
+
     def to_dict(self) -> dict[str, Any]:
         return {"parties": list(self.parties), "inputs": list(self.inputs), "threshold": self.threshold, "timeout": self.timeout,
                 "nodes": [{**attrs.asdict(n), "sigma_local2": list(n.sigma_local2)} for n in self.nodes], "bits": self.bits,
-                "products": None if self.products is None else self.products.to_dict()}
+                "products": None if self.products is None else self.products.to_dict(), "public": json.loads(self.public)}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)
@@ -135,10 +180,31 @@ class AggregationJob:
         data = json.loads(text)
         nodes = tuple(NodeJob(**{**n, "sigma_local2": tuple(n["sigma_local2"])}) for n in data["nodes"])
         products = None if data.get("products") is None else CrossProducts.from_dict(data["products"])
-        job = cls(data["parties"], data["inputs"], int(data["threshold"]), nodes, float(data["timeout"]), products)
+        job = cls(data["parties"], data["inputs"], int(data["threshold"]), nodes, float(data["timeout"]), products,
+                  data.get("public") or {})
         if job.bits != data.get("bits", job.bits):
             raise ValidationError("the job's field size does not follow from its nodes")
         return job
+
+
+def differences(mine: str, theirs: str) -> list[str]:
+    """Which parts of two jobs' ``record()`` differ (``public.budget``, ``nodes``, ...), for a party's message."""
+    try:
+        a, b = json.loads(mine), json.loads(theirs)
+        a["public"], b["public"] = json.loads(a.get("public") or "{}"), json.loads(b.get("public") or "{}")
+    except (TypeError, ValueError, AttributeError):
+        return ["(unreadable)"]
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return ["(unreadable)"]
+    paths = []
+    for key in sorted(set(a) | set(b)):
+        x, y = a.get(key), b.get(key)
+        if x != y:
+            if isinstance(x, dict) and isinstance(y, dict):
+                paths += [f"{key}.{k}" for k in sorted(set(x) | set(y)) if x.get(k) != y.get(k)]
+            else:
+                paths.append(str(key))
+    return paths
 
 
 def field_bits(job: AggregationJob) -> int:

@@ -5,6 +5,13 @@ folder (mode 0700), picks one free loopback port per party, starts ``python -m p
 party with MPyC's ``-M/-I/-T/-P`` flags, and waits. It returns the opened sum (every party must have opened the
 same one) or raises ``PartyFailed`` naming the party that failed, refused or never got connected, after ending
 every process it started (by PID, also when the caller is interrupted). The job's timeout bounds the wait.
+
+Charging (issue 33): ``charge()`` is called only when the party processes report that every party holds the same
+public job and is ready (``party``: the digest exchange); then the launcher opens each process's gate and only then
+do the processes draw their noise shares. A disagreement, a party that is not ready or one that never connects ends
+the run with ``charge`` never called: ``PartyFailed.charged`` is False and the message says nothing was charged.
+``run_own_party`` starts its process in the caller's process group, so whoever ends the caller's group (a shell, a
+test) ends it too; ``run_parties`` starts each in a group of its own and ends them by group.
 """
 from __future__ import annotations
 
@@ -16,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +32,7 @@ import numpy as np
 
 from ..errors import PrivsdrError
 from .job import AggregationJob
+from .party import EXIT_DISAGREED
 
 #: seconds on top of the job's timeout before the launcher gives up on a party (its own watchdog fires first)
 GRACE = 5.0
@@ -33,10 +41,16 @@ GRACE = 5.0
 class PartyFailed(PrivsdrError, RuntimeError):
     """A party of a secure aggregation failed, refused, or timed out; every party process was ended."""
 
-    def __init__(self, message: str, party: str | None, pids: tuple[int, ...] = ()) -> None:
+    def __init__(self, message: str, party: str | None, pids: tuple[int, ...] = (), charged: bool = True) -> None:
         super().__init__(message)
         self.party = party
         self.pids = pids  #: the processes that were started (all ended)
+        self.charged = charged  #: whether ``charge`` had been called (False: the parties never agreed; nothing spent)
+
+
+def _charged_note(charged: bool) -> str:
+    return ("; the nodes were charged when every party had agreed, and stay charged" if charged else
+            "; nothing was charged (the parties never all agreed on the public job)")
 
 
 @attrs.frozen(eq=False)
@@ -83,10 +97,14 @@ def _last_line(path: Path) -> str:
 
 
 def _start(job: AggregationJob, i: int, folder: Path, inputs: Mapping[str, np.ndarray] | None, addresses: list[str],
-           record_view: bool, python: str | None) -> subprocess.Popen[bytes]:
-    """Start party ``i`` (its statistics, if any, written into the private folder first)."""
+           record_view: bool, python: str | None, *, decline: str | None = None, own_group: bool = True) -> subprocess.Popen[bytes]:
+    """Start party ``i`` (its statistics, if any, written into the private folder first); it waits for its gate
+    ``go{i}`` after the agreement (``open_gates``). ``own_group``: a process group of its own (else the caller's)."""
     command = [python or sys.executable, "-m", "privsdr.secure.party", "--job", str(folder / "job.json"), "--index", str(i),
-               "--output", str(folder / f"out{i}.npz"), "--status", str(folder / f"status{i}.jsonl")]
+               "--output", str(folder / f"out{i}.npz"), "--status", str(folder / f"status{i}.jsonl"),
+               "--digest", job.digest(), "--gate", str(folder / f"go{i}")]
+    if decline is not None:
+        command += ["--decline", decline]
     if inputs is not None:
         arrays: dict[str, Any] = {k: np.asarray(v) if np.asarray(v).dtype.kind in "iu" else np.asarray(v, dtype=float)
                                   for k, v in inputs.items()}
@@ -96,17 +114,30 @@ def _start(job: AggregationJob, i: int, folder: Path, inputs: Mapping[str, np.nd
         command.append("--record-view")
     command += ["-M", str(len(job.parties)), "-I", str(i), "-T", str(job.threshold), *addresses]
     with open(folder / f"err{i}.txt", "wb") as err:
-        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, start_new_session=own_group)
 
 
 def _end(proc: subprocess.Popen[bytes]) -> None:
-    """End a party process this module started (its own process group, by PID) and reap it."""
+    """End a party process this module started (its own process group, or by PID in the caller's) and reap it."""
     if proc.poll() is None:
         try:
-            os.killpg(proc.pid, 9)
+            if os.getpgid(proc.pid) == proc.pid:
+                os.killpg(proc.pid, 9)
+            else:
+                proc.kill()
         except ProcessLookupError:
             pass
     proc.wait()
+
+
+def open_gates(folder: Path, indices: list[int]) -> None:
+    """Let these party processes go on after the charge (each waits for its file ``go{i}``)."""
+    for i in indices:
+        (folder / f"go{i}").touch()
+
+
+def _agreed(folder: Path, i: int) -> bool:
+    return "agreed" in _stages(folder / f"status{i}.jsonl")
 
 
 def loopback_addresses(ports: list[int]) -> list[str]:
@@ -115,10 +146,13 @@ def loopback_addresses(ports: list[int]) -> list[str]:
 
 
 def run_own_party(job: AggregationJob, name: str, inputs: Mapping[str, np.ndarray] | None, ports: list[int], *,
-                  progress: Any = None, every: float = 5.0, python: str | None = None) -> Opened:
+                  charge: Callable[[], None] | None = None, decline: str | None = None, progress: Any = None,
+                  every: float = 5.0, python: str | None = None) -> Opened:
     """Run only party ``name`` of ``job`` (the others run elsewhere, each with the same job and ``ports`` on
-    127.0.0.1): start its process, report its stage to ``progress(line)`` every ``every`` seconds while it waits
-    for the others, bound the wait by the job's timeout, end the process (by PID) whatever happens."""
+    127.0.0.1): start its process, call ``charge()`` once every party has agreed on the public job (module
+    docstring), report its stage to ``progress(line)`` every ``every`` seconds while it waits for the others, bound
+    the wait by the job's timeout, end the process (by PID) whatever happens. ``decline``: take part in the
+    agreement only, as not ready for this reason (the others then stop with nothing charged); raises ``PartyFailed``."""
     if len(ports) != len(job.parties):
         raise PrivsdrError(f"need one port per party ({len(job.parties)}), got {len(ports)}")
     i = job.index(name)
@@ -126,26 +160,36 @@ def run_own_party(job: AggregationJob, name: str, inputs: Mapping[str, np.ndarra
     os.chmod(folder, 0o700)
     start = time.monotonic()
     proc = None
+    charged = False
     try:
         (folder / "job.json").write_text(job.to_json())
-        proc = _start(job, i, folder, inputs, loopback_addresses(ports), False, python)
+        proc = _start(job, i, folder, inputs, loopback_addresses(ports), False, python, decline=decline, own_group=False)
         deadline, told = start + job.timeout + GRACE, start
         while proc.poll() is None:
             now = time.monotonic()
             if now > deadline:
                 break
+            if not charged and decline is None and _agreed(folder, i):
+                if charge is not None:
+                    charge()
+                charged = True
+                open_gates(folder, [i])
             if progress is not None and now - told >= every:
                 stages = _stages(folder / f"status{i}.jsonl")
-                where = "connected, computing" if "connected" in stages else "waiting for the other parties to connect"
+                where = ("agreed, computing" if "agreed" in stages else "connected, agreeing on the public job" if "connected" in stages
+                         else "waiting for the other parties to connect")
                 progress(f"[{name}] {where} ({now - start:.0f} s of at most {job.timeout:g} s)")
                 told = now
             time.sleep(0.05)
         if proc.poll() != 0:
             stages = _stages(folder / f"status{i}.jsonl")
             why = _last_line(folder / f"err{i}.txt") or ", ".join(stages) or "no output"
+            if proc.poll() == EXIT_DISAGREED:  # the child's own line says who disagreed and that nothing was charged
+                raise PartyFailed(f"{why}; its process was ended", name, (proc.pid,), charged)
             if proc.poll() is None or "timed out" in stages:
                 why = ("timed out: " if "connected" in stages else "timed out waiting for the other parties: ") + why
-            raise PartyFailed(f"party {name!r} did not finish ({why}); its process was ended", name, (proc.pid,))
+            raise PartyFailed(f"party {name!r} did not finish ({why}); its process was ended{_charged_note(charged)}", name,
+                              (proc.pid,), charged)
         with np.load(folder / f"out{i}.npz") as data:
             aggregate, sent = np.array(data["aggregate"], dtype=np.int64), int(data["bytes_sent"])
         return Opened(aggregate, {}, time.monotonic() - start, {name: sent}, (proc.pid,))
@@ -155,9 +199,10 @@ def run_own_party(job: AggregationJob, name: str, inputs: Mapping[str, np.ndarra
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_parties(job: AggregationJob, inputs: Mapping[str, Mapping[str, np.ndarray]], *, record_view: bool = False,
-                python: str | None = None) -> Opened:
-    """Run the aggregation ``job`` with each contributor's statistics ``inputs[party][node]`` (module docstring)."""
+def run_parties(job: AggregationJob, inputs: Mapping[str, Mapping[str, np.ndarray]], *, charge: Callable[[], None] | None = None,
+                record_view: bool = False, python: str | None = None) -> Opened:
+    """Run the aggregation ``job`` with each contributor's statistics ``inputs[party][node]``; ``charge()`` once
+    every party process has agreed on the public job (module docstring)."""
     missing = [p for p in (job.inputs if job.products is None else job.products.parties) if p not in inputs]
     if missing:
         raise PrivsdrError(f"no statistics for the contributing parties {missing}")
@@ -165,6 +210,7 @@ def run_parties(job: AggregationJob, inputs: Mapping[str, Mapping[str, np.ndarra
     os.chmod(folder, 0o700)
     procs: dict[str, subprocess.Popen[bytes]] = {}
     start = time.monotonic()
+    charged = False
     try:
         (folder / "job.json").write_text(job.to_json())
         ports = free_ports(len(job.parties))
@@ -177,17 +223,30 @@ def run_parties(job: AggregationJob, inputs: Mapping[str, Mapping[str, np.ndarra
             if failed:
                 name, code = failed[0]
                 i = job.index(name)
+                if code == EXIT_DISAGREED:  # every party stops at the agreement: name the one that was not ready
+                    settle = min(deadline, time.monotonic() + GRACE)
+                    while time.monotonic() < settle and any(p.poll() is None for p in procs.values()):
+                        time.sleep(0.02)
+                    refused = [n for n in job.parties if "refused" in _stages(folder / f"status{job.index(n)}.jsonl")]
+                    name = refused[0] if refused else name
+                    i = job.index(name)
                 raise PartyFailed(f"party {name!r} ended with exit code {code} ("
                                   f"{_last_line(folder / f'err{i}.txt') or ', '.join(_stages(folder / f'status{i}.jsonl')) or 'no output'})"
-                                  "; every party process was ended", name, tuple(p.pid for p in procs.values()))
+                                  f"; every party process was ended{_charged_note(charged)}", name, tuple(p.pid for p in procs.values()),
+                                  charged)
+            if not charged and all(_agreed(folder, job.index(n)) for n in job.parties):
+                if charge is not None:
+                    charge()
+                charged = True
+                open_gates(folder, list(range(len(job.parties))))
             if all(p.poll() == 0 for p in procs.values()):
                 break
             if time.monotonic() > deadline:
                 stuck = [n for n in job.parties if "connected" not in _stages(folder / f"status{job.index(n)}.jsonl")]
                 culprit = stuck[0] if stuck else None
                 who = (f"{', '.join(stuck)} never connected" if stuck else "every party connected but the computation did not finish")
-                raise PartyFailed(f"the secure aggregation timed out after {job.timeout:g} s ({who}); every party process was ended",
-                                  culprit, tuple(p.pid for p in procs.values()))
+                raise PartyFailed(f"the secure aggregation timed out after {job.timeout:g} s ({who}); every party process was "
+                                  f"ended{_charged_note(charged)}", culprit, tuple(p.pid for p in procs.values()), charged)
             time.sleep(0.02)
         opened = []
         sent: dict[str, int] = {}

@@ -1,7 +1,16 @@
 """One party of a secure aggregation, as its own process (the only module that imports ``mpyc.runtime``).
 
     python -m privsdr.secure.party --job JOB.json --index I --output OUT.npz [--input IN.npz] [--status S.jsonl]
-                                   [--record-view]  -M m -I i -T t -P 127.0.0.1:PORT_0 ... -P 127.0.0.1:PORT_{m-1}
+                                   [--digest HEX] [--gate GO] [--decline WHY] [--record-view]
+                                   -M m -I i -T t -P 127.0.0.1:PORT_0 ... -P 127.0.0.1:PORT_{m-1}
+
+Agreement before any charge (issue 33): the party checks its input against the public bounds (drawing no noise),
+then, once MPyC has connected every party, sends every other party the digest of its public job (``job.digest``:
+budget, accountant, relation, bounds, grids, noise shares, layout, parties, t, field size) and whether it is ready
+(``--decline``: its launcher cannot take part, e.g. its journal has less left than the run costs), with MPyC's own
+transfer of public values. Every party receives the same list; if any party is not ready or holds another digest,
+every party stops (exit code 6) and nothing is charged anywhere. Otherwise it reports ``agreed`` and waits for its
+launcher to charge the nodes and create the file ``--gate``; only then does it draw its noise shares and compute.
 
 A contributing party rounds each of its statistics to the node's public grid, adds its own exact discrete Gaussian
 share (Canonne, Kamath & Steinke 2020 sampler, operating-system randomness) and inputs the integer vector into the
@@ -41,10 +50,13 @@ from typing import Any
 import numpy as np
 
 from ..mechanisms import secure as exact
-from .job import AggregationJob
+from .job import AggregationJob, differences
 
 EXIT_TIMEOUT = 4
 EXIT_REFUSED = 5
+EXIT_DISAGREED = 6  #: the parties did not all hold the same public job, or one was not ready: nothing was charged
+#: the longest reason a party's note of refusal may carry to the others (it names a kind of failure, never data)
+WHY_LIMIT = 200
 
 
 class ShareRefused(RuntimeError):
@@ -53,6 +65,11 @@ class ShareRefused(RuntimeError):
 
 def local_vector(job: AggregationJob, values: Mapping[str, Any]) -> np.ndarray:
     """The integer vector this party sends: per node, round(x / gamma) + its own noise share (module docstring)."""
+    return with_shares(job, local_grid(job, values))
+
+
+def local_grid(job: AggregationJob, values: Mapping[str, Any]) -> np.ndarray:
+    """Per node, round(x / gamma) of this party's statistics, checked against the public bounds (no noise yet)."""
     parts = []
     for node in job.nodes:
         if node.name not in values:
@@ -68,7 +85,7 @@ def local_vector(job: AggregationJob, values: Mapping[str, Any]) -> np.ndarray:
         if np.any(np.abs(x) > node.bound * (1.0 + 1e-12)):
             raise ShareRefused(f"{node.name!r} exceeds its public bound {node.bound:g}: the statistic must be clipped first")
         parts.append(np.array([round(float(v) / node.gamma) for v in x], dtype=np.int64))
-    return with_shares(job, np.concatenate(parts).astype(np.int64))
+    return np.concatenate(parts).astype(np.int64)
 
 
 def with_shares(job: AggregationJob, q: np.ndarray) -> np.ndarray:
@@ -88,7 +105,7 @@ def with_shares(job: AggregationJob, q: np.ndarray) -> np.ndarray:
 
 
 def gram_input(job: AggregationJob, name: str, data: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """A secure Gram's party: (its local statistics plus noise shares, its integer block, its integer label)."""
+    """A secure Gram's party: (its local statistics, its integer block, its integer label), checked (no noise yet)."""
     products = job.products
     assert products is not None
     block = label = None
@@ -106,20 +123,27 @@ def gram_input(job: AggregationJob, name: str, data: Mapping[str, Any]) -> tuple
         if np.any(np.abs(block) > math.isqrt(limit) + 1) or (label is not None and np.any(np.abs(label) > math.isqrt(limit) + 1)):
             raise ShareRefused("the block exceeds the public bounds: it must be clipped and rounded first (crossproducts.party_block)")
     own = products.local_statistics(name, block, label)
-    return with_shares(job, np.concatenate([own["xtx"], own["xty"]])), block, label
+    return np.concatenate([own["xtx"], own["xty"]]).astype(np.int64), block, label
 
 
-def party_input(job: AggregationJob, name: str, data: Mapping[str, Any]) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
-    """What party ``name`` inputs into the secure computation: (its vector with its noise shares, or None for a party
-    that adds nothing; its integer block and label, secure Gram only). The sensitivity and contributor probes
-    (``privsdr.audit.secure_probe``) run the party program through this function."""
+def party_statistics(job: AggregationJob, name: str, data: Mapping[str, Any]) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """What party ``name`` computes from its data before the agreement, checked and with no noise yet: (its integer
+    statistics on the grid, or None for a party that adds nothing; its integer block and label, secure Gram only)."""
     if job.products is not None:
         if name in job.inputs:  # a helper adds a noise share and no statistic
             return gram_input(job, name, data)
         return None, None, None
     if name in job.inputs:
-        return local_vector(job, data), None, None
+        return local_grid(job, data), None, None
     return None, None, None
+
+
+def party_input(job: AggregationJob, name: str, data: Mapping[str, Any]) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """What party ``name`` inputs into the secure computation: ``party_statistics`` with this party's noise shares
+    added (``with_shares``, drawn by the party program only after the launcher has charged). The sensitivity and
+    contributor probes (``privsdr.audit.secure_probe``) run the party program through this function."""
+    q, block, label = party_statistics(job, name, data)
+    return (with_shares(job, q) if q is not None else None), block, label
 
 
 def _status(path: str | None, stage: str, **extra: Any) -> None:
@@ -171,11 +195,59 @@ def _tally_receipts(mpc: Any) -> dict[str, dict[str, int]]:
     return tally
 
 
+def disagreements(job: AggregationJob, digest: str, said: Sequence[Any]) -> list[str]:
+    """What keeps the parties from going on, from every party's [digest, reason not ready or None, its job's
+    ``record()``], in MPyC's order; empty when every party is ready and holds ``digest``."""
+    problems = []
+    for who, item in zip(job.parties, said, strict=True):
+        if not (isinstance(item, (list, tuple)) and len(item) == 3 and isinstance(item[0], str)
+                and (item[1] is None or isinstance(item[1], str)) and isinstance(item[2], str)):
+            problems.append(f"{who!r} sent no configuration digest")
+        elif item[1] is not None:
+            problems.append(f"{who!r} is not ready ({item[1][:WHY_LIMIT]})")
+        elif item[0] != digest:
+            where = ", ".join(differences(job.record(), item[2])[:8]) or "?"
+            problems.append(f"{who!r} holds another public configuration (it differs in: {where}; digest {item[0][:16]}, "
+                            f"this party's {digest[:16]})")
+    return problems
+
+
+async def agree(mpc: Any, job: AggregationJob, digest: str, why: str | None) -> list[str]:
+    """Send every party this party's digest, readiness and public job (MPyC's transfer of public values) and check
+    theirs."""
+    said = await mpc.transfer([digest, why, job.record()])
+    return disagreements(job, digest, said)
+
+
+async def _gate(path: str) -> None:
+    """Wait (serving the other parties meanwhile) until the launcher has charged the nodes and created ``path``."""
+    while not os.path.exists(path):
+        await asyncio.sleep(0.02)
+
+
+async def _session(mpc: Any, job: AggregationJob, digest: str, why: str | None, q: np.ndarray | None, args: Any,
+                   block: np.ndarray | None, label: np.ndarray | None) -> tuple[np.ndarray, dict[str, np.ndarray], int] | list[str]:
+    """Connect, agree, wait for the charge, then draw the shares and aggregate; the disagreements if there are any."""
+    tally = _tally_receipts(mpc) if args.record_view else {}
+    await mpc.start()
+    _status(args.status, "connected")
+    problems = await agree(mpc, job, digest, why)
+    if problems:
+        _status(args.status, "disagreed", why="; ".join(problems))
+        await mpc.shutdown()
+        return problems
+    _status(args.status, "agreed", digest=digest)
+    if args.gate:
+        await _gate(args.gate)
+    vector = with_shares(job, q) if q is not None else None  # the noise exists only after the charge
+    opened, view, sent = await _aggregate(mpc, job, vector, args.record_view, args.status, block, label)
+    for step, peers in tally.items():  # the receipts, by peer name: what this process received, message by message
+        view[f"receipts/{step}"] = np.array([f"{job.parties[int(i)]}={n}" for i, n in sorted(peers.items())], dtype=object)
+    return opened, view, sent
+
+
 async def _aggregate(mpc: Any, job: AggregationJob, vector: np.ndarray | None, record_view: bool, status: str | None,
                      block: np.ndarray | None = None, label: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
-    tally = _tally_receipts(mpc) if record_view else {}
-    await mpc.start()
-    _status(status, "connected")
     secint = mpc.SecInt(job.bits)
     d = job.dimension
     mine = secint.array(vector if vector is not None else np.zeros(d, dtype=np.int64))  # same type for every party
@@ -205,8 +277,6 @@ async def _aggregate(mpc: Any, job: AggregationJob, vector: np.ndarray | None, r
     _status(status, "opened")
     sent = sum(peer.protocol.nbytes_sent for peer in mpc.parties if peer.protocol is not None and peer.pid != mpc.pid)
     await mpc.shutdown()
-    for step, peers in tally.items():  # the receipts, by peer name: what this process received, message by message
-        view[f"receipts/{step}"] = np.array([f"{job.parties[int(i)]}={n}" for i, n in sorted(peers.items())], dtype=object)
     return np.asarray(opened, dtype=np.int64).ravel(), view, int(sent)
 
 
@@ -240,10 +310,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--output", required=True)
     parser.add_argument("--input", default=None)
     parser.add_argument("--status", default=None)
+    parser.add_argument("--digest", default=None, help="the launcher's digest of the job (the file must carry all of it)")
+    parser.add_argument("--gate", default=None, help="after the agreement, wait for this file (the launcher has charged)")
+    parser.add_argument("--decline", default=None, help="take part in the agreement only, as not ready (this reason)")
     parser.add_argument("--record-view", action="store_true")
     args, mpc_argv = parser.parse_known_args(sys.argv[1:] if argv is None else list(argv))
     job = AggregationJob.from_json(Path(args.job).read_text())
     name = job.parties[args.index]
+    digest = args.digest or job.digest()
     _status(args.status, "started", party=name)
     def expire() -> None:
         _status(args.status, "timed out")
@@ -252,8 +326,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     watchdog = threading.Timer(job.timeout, expire)
     watchdog.daemon = True
     watchdog.start()
+    q = block = label = None
+    why = args.decline
+    if job.digest() != digest:  # a field of the job was lost on its way through the file: not the job the launcher priced
+        why = "its job file does not carry the whole public job"
     holds_data = name in job.inputs if job.products is None else name in job.products.parties
-    if holds_data and args.input is None:
+    if holds_data and args.input is None and why is None:
         print(f"party {name!r} contributes to this computation: give --input", file=sys.stderr)
         return 2
     try:
@@ -261,17 +339,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.input is not None:
             with np.load(args.input) as stored:
                 data = {k: stored[k] for k in stored.files}
-        vector, block, label = party_input(job, name, data)
-    except ShareRefused as exc:
+        if why is None:
+            q, block, label = party_statistics(job, name, data)
+    except ShareRefused as exc:  # the others hear the kind of failure only (the text may describe this party's data)
         _status(args.status, "refused", why=str(exc))
         print(f"party {name!r} refused: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+        why = "it refused its own input"
     os.environ.setdefault("MPYC_NOUVLOOP", "1")
     _loopback_event_loop()
     sys.argv = [sys.argv[0], *mpc_argv, "--no-log"]
     from mpyc.runtime import mpc  # parses sys.argv: -M, -I, -T, -P
 
-    opened, view, sent = mpc.run(_aggregate(mpc, job, vector, args.record_view, args.status, block, label))
+    try:
+        done = mpc.run(_session(mpc, job, digest, why, q, args, block, label))
+    except ShareRefused as exc:  # a share beyond the tail bound (decided by the noise alone)
+        _status(args.status, "refused", why=str(exc))
+        print(f"party {name!r} refused: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    if isinstance(done, list):
+        print(f"party {name!r} stopped before anything was charged: {'; '.join(done)}. Every party received the same "
+              "list and stops, so nothing was charged anywhere (give every party the same configuration, and journals "
+              "with at least the run's budget left under its accountant)", file=sys.stderr)
+        watchdog.cancel()
+        return EXIT_DISAGREED
+    opened, view, sent = done
     arrays = {"aggregate": opened, "bytes_sent": np.array(sent, dtype=np.int64), **{f"view/{k}": v.astype(str) for k, v in view.items()}}
     tmp = args.output + ".tmp.npz"
     np.savez(tmp, **arrays)

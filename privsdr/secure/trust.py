@@ -109,6 +109,10 @@ def trust_model(job: AggregationJob, server: str | None = None, budget: Any = No
             "reads the loopback traffic). Across hosts MPyC's --ssl gives TLS channels; privsdr does not set them up yet",
         ],
         "what_each_party_sees": viewers,
+        "agreement": ("before anything was charged, every party sent every other party the record and digest of its public job "
+                      "(budget, accountant, relation, bounds, grids, noise shares, layout, parties, t, field size) and whether it "
+                      "was ready, over MPyC's channels (public values); the run went on only because every party held the same "
+                      "job and was ready, so every party calibrated and certified the same release"),
         "opened": [n.name for n in job.nodes],
         "noise": (f"each of the {len(job.inputs)} contributors adds its own exact discrete Gaussian share; the shares of the "
                   f"{honest} contributors outside any coalition of {t} alone meet the calibration (Kairouz, Liu & Steinke, ICML 2021, "

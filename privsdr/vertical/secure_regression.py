@@ -38,13 +38,13 @@ from ..accounting import Budget, Ledger
 from ..algorithms._base import PrivateEstimator, check_matrix, check_positive, check_random_state, diagnostic_rng, for_ledger
 from ..algorithms._pls_modes import ssp_postprocess
 from ..algorithms.adassp import adassp_solution
-from ..errors import ValidationError
+from ..errors import PrivsdrError, ValidationError
 from ..mechanisms import Sensitivity
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
 from ..released import Released, from_run, regression
 from ..secure import crossproducts
-from ..secure.aggregate import secure_gram_release
+from ..secure.aggregate import decline_own_party, gram_job, secure_gram_release
 from .layout import Layout, Party, check_parties, is_block_list
 
 RELATION = "add_remove"
@@ -218,7 +218,7 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
     def fit(self, X: Any, y: Any = None) -> SecureVerticalRegression:
         """Fit on ``Party`` objects, a list of column blocks and y, or a pooled X and y with ``n_parties``: every party
         runs as its own process on 127.0.0.1. Everything is checked before anything is charged; the nodes are charged
-        before any party process starts."""
+        when every party process has agreed on the public job, before any noise share exists."""
         from .estimator import as_parties
 
         X_raw = X
@@ -232,21 +232,33 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         """Run one party of the fit in this process (``privsdr vertical party --secure``): ``layout`` is the public
         layout every party shares, ``party`` this party's own data (None for the helper), ``ports`` the loopback
         ports of every party in MPyC's order (``parties_for``). The other parties run the same call elsewhere with
-        the same public configuration; every one of them ends with the same opened statistics and the same model."""
+        the same public configuration; every one of them ends with the same opened statistics and the same model.
+
+        Agreement (issue 33): the party spends exactly ``budget`` (given explicitly: never what its ledger holds),
+        and charges nothing until every party has confirmed, over MPyC's channels, that it holds the same public job
+        (one digest over the budget, accountant, bounds, layout, noise shares, parties and t) and is ready. A party
+        whose data or ledger is refused here tells the others it is not ready; every party then stops with nothing
+        charged."""
+        if self.budget is None or (isinstance(self.budget, str) and self.budget == "remaining"):
+            raise ValidationError("a party of a secure run spends the run's configured budget: pass budget=Budget(epsilon, "
+                                  "delta) as every party has it, not what this party's ledger holds; nothing was charged")
         if party is not None and party.name != name:
             raise ValidationError(f"the data belong to {party.name!r}, not {name!r}")
-        if party is not None:
-            info = {p.name: p for p in layout.parties}.get(name)
-            if info is None:
-                raise ValidationError(f"{name!r} is not a party of the layout {[p.name for p in layout.parties]}")
-            party = check_parties([party], min_rows=1)[0][0]
-            if party.X.shape != (layout.n_rows, info.n_columns) or party.holds_label != info.holds_label:
-                raise ValidationError(f"{name!r} must hold {layout.n_rows} rows and {info.n_columns} columns"
-                                      + (" and the label" if info.holds_label else " and no label")
-                                      + f" (the layout), got {party.X.shape[0]} x {party.X.shape[1]}"
-                                      + (" with a label" if party.holds_label else ""))
         self._fit_layout(layout, {} if party is None else {name: party}, name, ports, progress)
         return self
+
+    def _own_data(self, layout: Layout, name: str, party: Party) -> Party:
+        """This party's data, checked against the public layout."""
+        info = {p.name: p for p in layout.parties}.get(name)
+        if info is None:
+            raise ValidationError(f"{name!r} is not a party of the layout {[p.name for p in layout.parties]}")
+        party = check_parties([party], min_rows=1)[0][0]
+        if party.X.shape != (layout.n_rows, info.n_columns) or party.holds_label != info.holds_label:
+            raise ValidationError(f"{name!r} must hold {layout.n_rows} rows and {info.n_columns} columns"
+                                  + (" and the label" if info.holds_label else " and no label")
+                                  + f" (the layout), got {party.X.shape[0]} x {party.X.shape[1]}"
+                                  + (" with a label" if party.holds_label else ""))
+        return party
 
     def parties_for(self, layout: Layout) -> list[str]:
         """The MPyC parties of a fit on this layout, in order (the helper first when there is one)."""
@@ -266,6 +278,21 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         budget, ledger = self._resolve_budget()
         calibrated = for_ledger(self._plan(c, names, widths), ledger).allocate(budget, accountant=ledger.accountant, tight=self.tight)
         e = c["exponent"]
+        products = crossproducts.CrossProducts(N, list(zip(names, widths, strict=True)), labels[0], e, c["constant"])
+        bound = c["max_rows"] * max(c["row_bound"], c["label_bound"]) ** 2  # the public cap sizes the field, never N
+        if own is not None:  # this party's data and ledger, checked before the agreement: a refusal stops every party
+            job = gram_job(calibrated, products, parties=c["parties"], threshold=c["t"], bound=bound, timeout=c["timeout"])
+            try:
+                if own in data:
+                    data = {own: self._own_data(layout, own, data[own])}
+                ledger.preflight(calibrated)
+            except PrivsdrError as exc:
+                assert ports is not None
+                if progress is not None:
+                    progress(f"[{own}] cannot take part ({exc}); telling the other parties, nothing is charged "
+                             f"(at most {c['timeout']:g} s)")
+                decline_own_party(job, own, ports, f"{type(exc).__name__} at party {own!r} (its own output says why)", progress)
+                raise
         blocks, label, at = {}, None, 0
         for name, w in zip(names, widths, strict=True):
             if name in data:
@@ -275,9 +302,7 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
                     y_scaled = (np.asarray(data[name].y, dtype=float) - c["y_center"]) * c["label_scale"]
                     label = crossproducts.label_vector(y_scaled, c["label_bound"], e)
             at += w
-        products = crossproducts.CrossProducts(N, list(zip(names, widths, strict=True)), labels[0], e, c["constant"])
         P = products.width
-        bound = c["max_rows"] * max(c["row_bound"], c["label_bound"]) ** 2  # the public cap sizes the field, never N
         with Run(calibrated, ledger, random_state=self.random_state, data_shape=None, algorithm="SecureVerticalRegression",
                  notes=["X^T X and X^T y were computed inside a secure computation (MPyC) from the parties' clipped, rounded "
                         "columns; every party added a discrete Gaussian share and only the noisy statistics were opened"]) as run:
