@@ -26,15 +26,15 @@ def openings(monkeypatch):
     seen: list[dict] = []
     build = aggregate.build_job
 
-    def recording_build_job(run, names, bounds, **kw):
-        job = build(run, names, bounds, **kw)
-        seen.append({"calibrated": {n: (int(run.plan.specs[n].params["parties"]), int(run.plan.specs[n].params["colluders"]))
+    def recording_build_job(plan, names, bounds, **kw):
+        job = build(plan, names, bounds, **kw)
+        seen.append({"calibrated": {n: (int(plan.specs[n].params["parties"]), int(plan.specs[n].params["colluders"]))
                                     for n in names}})
         return job
 
-    def recording_run_parties(job, inputs, record_view=False):
+    def recording_run_parties(job, inputs, charge=None, record_view=False):
         seen[-1].update(job=job, counts=share_counts(job, inputs))
-        return run_in_process(job, inputs, share=zero_shares)
+        return run_in_process(job, inputs, charge=charge, share=zero_shares)
 
     monkeypatch.setattr(aggregate, "build_job", recording_build_job)
     monkeypatch.setattr(aggregate, "run_parties", recording_run_parties)
@@ -132,7 +132,7 @@ def test_the_stand_in_opens_the_sum_of_the_contributions():
     config, run = _calibrated_run(3, 1, ledger)
     stats = {f"c{i}": client_statistics(config.truncate(X), config.slice_labels(y), 3, 24) for i, (X, y) in enumerate(clients(3))}
     with run:
-        job = aggregate.build_job(run, NODES, party_bounds(config, 3), parties=[SERVER, "c0", "c1", "c2"],
+        job = aggregate.build_job(run.plan, NODES, party_bounds(config, 3), parties=[SERVER, "c0", "c1", "c2"],
                                   contributors=["c0", "c1", "c2"], threshold=1, timeout=10.0)
     opened = run_in_process(job, stats, share=zero_shares).aggregate
     at = 0

@@ -122,11 +122,19 @@ def party_inputs(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any]], s
     return table
 
 
-def run_in_process(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any]], *, record_view: bool = False,
-                   share: Shares | None = None) -> Opened:
-    """``launch.run_parties`` in this process (module docstring): the opened integer sum."""
+def run_in_process(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any]], *, charge: Callable[[], None] | None = None,
+                   record_view: bool = False, share: Shares | None = None) -> Opened:
+    """``launch.run_parties`` in this process (module docstring): the opened integer sum. In the same order as the
+    party processes: every party checks its input (a refusal raises before ``charge``), ``charge()``, then the shares."""
     if record_view:
         raise ValueError("the in-process stand-in records no views")
+    for name in job.parties:
+        try:
+            program.party_statistics(job, name, {k: np.asarray(v) for k, v in dict(inputs.get(name) or {}).items()})
+        except program.ShareRefused as exc:
+            raise PartyFailed(f"party {name!r} refused: {exc}", name) from None
+    if charge is not None:
+        charge()
     table = party_inputs(job, inputs, share)
     vector, block, label = table[job.parties[0]]
     opened, _, _ = asyncio.run(program._aggregate(_Runtime(job, 0, table), job, vector, False, None, block, label))
