@@ -84,9 +84,11 @@ def test_the_opening_is_the_parties_integer_gram(noise_free_parties):
     e = est.privacy_report_.public_parameters["grid_exponent"]
     from privsdr.secure.crossproducts import label_vector, party_block
 
-    c = est._checked(["a", "b"], [2, 1])
-    Z = np.column_stack([party_block(base[k], BOUNDS[k], e) for k in ("a", "b")] + [np.full(len(y), c["constant"])]).astype(object)
-    yq = label_vector(y, CY, e).astype(object)
+    c = est._checked(["a", "b"], [2, 1])  # the public parameters the fit used (with any public rescaling of blocks and label)
+    scales = c.get("row_scales", {"a": 1.0, "b": 1.0})
+    Z = np.column_stack([party_block(base[k] * scales[k], c["bounds"][k], e) for k in ("a", "b")]
+                        + [np.full(len(y), c["constant"])]).astype(object)
+    yq = label_vector(y * c.get("label_scale", 1.0), c["label_bound"], e).astype(object)
     assert np.array_equal(est.released_["xtx"], np.array(Z.T @ Z, dtype=float) * 4.0**e)
     assert np.array_equal(est.released_["xty"].ravel(), np.array(Z.T @ yq, dtype=float) * 4.0**e)
 
