@@ -2,6 +2,7 @@
 
     python benchmarks/bench_forecast.py correlated --seeds 5    # estimator x correlation x n x eps
     python benchmarks/bench_forecast.py extrapolation           # the forecast at 10^6 rows carried from 10^5 vs simulated
+    python benchmarks/bench_forecast.py margins --seeds 10      # the sparse selection-margin warnings against the truth
 
 ``correlated``: AdaSSP and certified DP-BCD on the DP-BCD simulation at column correlation rho (coefficients N(2, 1.5^2),
 of one sign; public bounds as in ``bench_never_worse.py``), the measured excess risk exact from beta and Sigma (median
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import math
 import warnings
+from typing import Any
 
 import numpy as np
 from bench_never_worse import make_regression
@@ -72,12 +74,47 @@ def extrapolation() -> None:
             print(f"| {name} | {eps:g} | {direct:.3g} | {carried:.3g} | {carried / direct:.2f} |", flush=True)
 
 
+def margins(seeds: int) -> None:
+    """SparseDPSIR on a six-column single index (``forecast_sir.single_index``, fill 0.7, cut points -1, 0, 1) and
+    DPSparsePCA on ``bench_sparse.py``'s spike: per cell, seeds that missed a true column, seeds that warned, and both."""
+    from bench_sparse import spike
+
+    from privsdr import DPSparsePCA, NoiseDominatesWarning, SparseDPSIR
+    from privsdr.algorithms.forecast_sir import single_index
+
+    def quantiles(prob: np.ndarray) -> np.ndarray:
+        return np.interp(prob, np.arange(5) / 4, [-2.0, -1.0, 0.0, 1.0, 2.0])
+
+    print(f"sparse selection margins, {seeds} seeds: missed a true column / warned / both\n")
+    print("| estimator | (n, p) | eps | missed | warned | both |")
+    print("|---|---|---|---|---|---|")
+    for name, n, p, eps in (("SparseDPSIR", 20_000, 1000, 0.5), ("SparseDPSIR", 20_000, 1000, 4.0), ("DPSparsePCA", 2000, 250, 2.0),
+                            ("DPSparsePCA", 20_000, 250, 0.5), ("DPSparsePCA", 2000, 250, 8.0)):
+        missed, warned = [], []
+        for seed in range(seeds):
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                if name == "SparseDPSIR":
+                    u = np.where(np.arange(p) < 6, 1 / math.sqrt(6), 0.0)
+                    X, y = single_index(n, np.ones(p), np.zeros(p), quantiles, u, 0.5, np.random.default_rng(seed), 0.7)
+                    est: Any = SparseDPSIR(1, sparsity=6, bound=1.0, cut_points=[-1.0, 0.0, 1.0], budget=Budget(eps, 1e-6),
+                                           random_state=seed).fit(X, y)
+                    missed.append(not set(range(6)) <= set(est.screened_))
+                else:
+                    est = DPSparsePCA(1, sparsity=5, bound=1.0, budget=Budget(eps, 1e-6), random_state=seed).fit(spike(n, p, seed)[0])
+                    missed.append(not set(range(5)) <= set(est.support_))
+            warned.append(any(issubclass(w.category, NoiseDominatesWarning) and ("margin" in str(w.message) or "co-vary" in str(w.message))
+                              for w in seen))
+        both = sum(m and w for m, w in zip(missed, warned, strict=True))
+        print(f"| {name} | ({n}, {p}) | {eps:g} | {sum(missed)} | {sum(warned)} | {both} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("correlated", "extrapolation"))
+    parser.add_argument("what", choices=("correlated", "extrapolation", "margins"))
     parser.add_argument("--seeds", type=int, default=5)
     args = parser.parse_args()
-    correlated(args.seeds) if args.what == "correlated" else extrapolation()
+    {"correlated": lambda: correlated(args.seeds), "extrapolation": extrapolation, "margins": lambda: margins(args.seeds)}[args.what]()
 
 
 if __name__ == "__main__":
