@@ -249,7 +249,8 @@ def test_component_choice_is_post_processing():
     est = DPPLS(6, bound_x=6.0, bound_y=15.0, budget=Budget(1.0, 1e-6), random_state=0, shrinkage="none").fit(X, y)
     assert est.coef_path_.shape == (10, 6) and np.allclose(est.predict(X, n_components=6), est.predict(X))
     assert not np.allclose(est.predict(X, n_components=2), est.predict(X))
-    assert est.component_snr_.shape == (6,) and est.component_snr_[0] > 10
+    # > 5: issue 33 gave the DP means a larger share of the budget (the fallback), so X^T y and X^T X got less
+    assert est.component_snr_.shape == (6,) and est.component_snr_[0] > 5
     auto = DPPLS("auto", bound_x=6.0, bound_y=15.0, budget=Budget(1.0, 1e-6), random_state=0).fit(X, y)
     assert auto.n_components_ >= 3 and np.all(auto.component_snr_[: auto.n_components_] > 1)
     # the default shrinkage makes n_components a maximum: the leading components above the noise, as "auto"

@@ -90,10 +90,9 @@ def test_bad_shrinkage_is_refused_before_anything_is_spent():
 
 
 def test_the_slopes_are_scaled_by_the_share_of_their_spread_the_noise_does_not_explain():
-    """Between the two regimes (n = 1500, eps = 1; issue 33 gave the DP means a larger share, so the regime starts
-    later than n = 1000): a component is kept, and its slopes are scaled by max(0, 1 - noise_ratio_^2)
-    (positive-part James-Stein on the bootstrap's noise share)."""
-    X, y, _, _ = problem(1500, 5)
+    """Between the two regimes (n = 1000, eps = 1): a component is kept, and its slopes are scaled by
+    max(0, 1 - noise_ratio_^2) (positive-part James-Stein on the bootstrap's noise share)."""
+    X, y, _, _ = problem(1000, 5)
     est = fit(X, y, 1.0, 0)
     plain = fit(X, y, 1.0, 0, shrinkage="none")
     assert est.n_components_ == 1 and 0.0 < est.shrinkage_factor_ < 0.5

@@ -53,8 +53,8 @@ CENTERINGS = ("dp", "public")
 #: certified (S2) post-processing: "snr" keeps the leading components above the noise, none when X^T y is noise
 SHRINKAGES = ("snr", "none")
 AUTO_MAX_COMPONENTS = 30
-#: the DP means are the fallback of a certified fit (issue 33): y_sum weighs as much as X^T y and X^T X together
-DEFAULT_WEIGHTS = {"xtx": 1.0, "xty": 1.0, "count": 1.0, "x_sum": 1.0, "y_sum": 2.0}
+#: the DP means are the fallback of a certified fit (issue 33): y_sum weighs as much as X^T y (4x its old share of rho)
+DEFAULT_WEIGHTS = {"xtx": 1.0, "xty": 1.0, "count": 0.5, "x_sum": 0.5, "y_sum": 1.0}
 
 
 @model_class
@@ -405,7 +405,7 @@ class DPPLS(RegressorMixin, ForecastMixin, PrivateEstimator):
             self.coef_path_ = self.shrinkage_factor_ * self.coef_path_
             self.coef_ = self.shrinkage_factor_ * self.coef_
             self.intercept_ = self.y_mean_ - float(self.x_mean_ @ self.coef_)
-        if self.diagnose_noise or snr:
+        if self.diagnose_noise:
             self.privacy_report_ = regression.with_diagnostics(run.report, self.noise_ratio_)
             regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=3, fell_back=snr)
 

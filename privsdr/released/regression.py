@@ -78,13 +78,6 @@ def signal_in(values: np.ndarray, variances: np.ndarray, level: float = PRETEST_
     return expected == 0.0 or stands_above_noise(float(values @ values), expected, float(np.sum(np.square(variances))), level)
 
 
-def shrunk_scalar(value: float, variance: float, level: float = PRETEST_LEVEL) -> float:
-    """A noisy scalar (a DP mean, as an offset from its public centre) shrunk towards 0 by ``shrinkage_factor`` with
-    its pre-test (one degree of freedom: |value| > 1.96 sd at level 0.05), else 0, the public centre; unchanged with
-    no noise."""
-    return shrinkage_factor(value * value, variance, variance**2, level) * value
-
-
 def symmetric_noise(scale: float, size: int, rng: np.random.Generator) -> np.ndarray:
     """One draw of a symmetric matrix Gaussian's noise (Analyze-Gauss): the upper triangle with the diagonal drawn at
     ``scale``, mirrored. For the parametric bootstraps of symmetric releases."""
