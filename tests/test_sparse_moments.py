@@ -245,3 +245,22 @@ def test_sparse_pca_warns_when_a_selected_coordinate_co_varies_with_no_other():
     assert thin.privacy_report_.diagnostics["lonely_support"] == [int(j) for j in thin.lonely_support_]
     wide, quiet = fit(8.0)
     assert set(wide.support_) == set(range(5)) and wide.lonely_support_.size == 0 and not quiet
+
+
+def test_the_selection_margin_is_the_chance_a_column_that_strong_loses_a_round_by_monte_carlo():
+    """``sparse_sir.selection_margin`` against a direct simulation of one round of report-noisy-max: the weakest
+    released score plus Laplace(b) against the best of p - s' null scores (at sqrt((H - 1) / (n H))) plus Laplace(b)."""
+    from privsdr.algorithms import sparse_sir
+    from privsdr.released.moments import MomentRelease
+
+    n, p, H, b = 20_000, 400, 4, 0.01
+    sums = np.array([[0.05, -0.05, 0.05, -0.05], [0.02, -0.02, 0.02, -0.02]])  # scores 0.1 and 0.04 (bounds 1)
+    release = MomentRelease(sums, np.full(H, 1 / H), np.eye(2), 0.0, 0.0, 0.0, n)
+    weakest, miss = sparse_sir.selection_margin(release, np.ones(2), b, p, n)
+    rng = np.random.default_rng(0)
+    null = np.sqrt((H - 1) / (n * H))
+    draws = 20_000
+    best_other = null + np.max(rng.laplace(0.0, b, (draws, p - 2)), axis=1)
+    simulated = float(np.mean(weakest + rng.laplace(0.0, b, draws) < best_other))
+    assert abs(weakest - 0.04) < 1e-12 and abs(miss - simulated) < 0.02, (miss, simulated)
+    assert 0.05 < miss < 0.95  # a case where the margin matters
