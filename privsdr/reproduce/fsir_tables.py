@@ -17,7 +17,7 @@ The paper omits R, the slicing and the centring (spec §7.7), so each choice her
   (2 eps, 2 n^-1.1) and the same slicing and truncation: the clients' sums are added on MPyC (one process per client
   plus the server) and released once for all K n rows. It needs K >= 2 clients and no screening, so it has no K = 1
   column and no high-dimensional table (Tables 3-4 screen). A fit starts K + 1 processes (about 3.5 s at K = 10 and
-  17 s at K = 50 on two cores; 40 s or more at K = 100), so it runs at K in ``SECURE_K`` only and on the first
+  17 s at K = 50 on two shared cores; K = 100, 101 processes, was not run), so it runs at K in ``SECURE_K`` only and on the first
   ``secure_reps`` replications of each cell (default ``SECURE_REPS``); its noise comes from the OS CSPRNG, so it does
   not repeat for a seed. Each of its cells shows our mean beside the better of the two published methods.
 """
