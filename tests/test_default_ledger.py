@@ -39,8 +39,9 @@ def test_cross_val_score_accumulates_in_the_default_ledger_and_warns_from_the_se
     tracker = privsdr.default_ledger()
     assert len(tracker.runs) == 3 and tracker.summary()["tracking"]
     eps, delta = _as_replace_one({"epsilon": 0.5, "delta": 1e-6}, "add_remove")
-    assert tracker.spent.epsilon == pytest.approx(3 * eps, rel=1e-9)
-    assert tracker.spent.delta == pytest.approx(3 * delta, rel=1e-9)
+    # each fit spends its budget up to the tight calibration's rounding (inward), never more
+    assert 3 * eps * (1 - 1e-3) <= tracker.spent.epsilon <= 3 * eps * (1 + 1e-9)
+    assert 3 * delta * (1 - 1e-3) <= tracker.spent.delta <= 3 * delta * (1 + 1e-9)
     text = privsdr.ledger_to_markdown(tracker.summary())
     assert "tracking ledger" in text and "no total" in text
 

@@ -74,13 +74,15 @@ def secure_fit(X: np.ndarray, y: np.ndarray, b: dict[str, float], eps: float, se
         norms = np.maximum(np.linalg.norm(block, axis=1) / bound, 1.0)
         blocks.append(block / norms[:, None])
     Z = np.column_stack(blocks + [np.full(len(y), released_constant(c))])
-    labels = np.clip(y - b["y_center"], -b["bound_y"], b["bound_y"])
+    # the party program's public rescale of the label (issue 33 item 4): y in units of C_y / C
+    labels = np.clip(y - b["y_center"], -b["bound_y"], b["bound_y"]) * c["label_scale"]
     rng = np.random.default_rng(seed)
     released = Released({"xtx": Z.T @ Z + symmetric_noise(scales["xtx"], Z.shape[1], rng),
                          "xty": Z.T @ labels + scales["xty"] * rng.standard_normal(Z.shape[1])}, scales, 0, "add_remove", "simulated")
     est._fit_released(released, c, Z.shape[1])
     est.coef_, est.intercept_ = unit * est.coef_, unit * est.intercept_
-    est.dp_mean_ = unit * (b["y_center"] + dp_centred(released["xtx"], released["xty"], released_constant(c), b["bound_y"])[1])
+    y_shift = dp_centred(released["xtx"], released["xty"], released_constant(c), c["label_bound"])[1] / c["label_scale"]
+    est.dp_mean_ = unit * (b["y_center"] + y_shift)
     return est
 
 

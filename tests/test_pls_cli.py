@@ -42,7 +42,8 @@ def test_fit_pls_certified_and_paper(table, tmp_path):
     assert out.returncode == 0, out.stderr  # seeded: unseeded, the noise put b_4 outside the tolerance in 2 of 8 suite runs
     assert "coefficients b" in out.stdout and out.stdout.count("CERTIFIED") == 1
     coef = np.array(out.stdout.split("coefficients b:")[1].split("]")[0].strip(" [\n").split(), dtype=float)
-    assert np.allclose(coef, [1.0, -2.0, 0.5, 3.0], atol=0.5)
+    # the DP means' share (issue 33) leaves the slopes more noise: over seeds 0-19 the largest error was 0.13-0.56
+    assert np.allclose(coef, [1.0, -2.0, 0.5, 3.0], atol=0.75)
     assert "shrinkage (never worse than the DP mean):" in out.stdout and "the noise alone moves" in out.stdout
     # the paper mode is refused without the opt-in, and spends nothing
     before = journal.read_bytes()
