@@ -17,7 +17,7 @@ import warnings
 from typing import Any
 
 import numpy as np
-from bench_never_worse import make_regression
+from bench_never_worse import excess_risk_on, make_regression
 
 from privsdr import DPSIR, AdaSSPRegression, Budget
 from privsdr.datasets.vertical import dpbcd_synthetic
@@ -42,11 +42,7 @@ def correlated(seeds: int) -> None:
                         d = dpbcd_synthetic(n, p, seed=seed, correlation=rho)
                         var_y = float(d.beta @ sigma @ d.beta) / 0.3
                         est = make_regression(name, eps, 3.0 * math.sqrt(var_y), seed)
-                        with warnings.catch_warnings():
-                            warnings.simplefilter("ignore")
-                            est.fit(np.hstack(d.blocks), d.y)
-                        miss = est.coef_ - d.beta
-                        measured.append(float((miss @ sigma @ miss + est.intercept_**2) / var_y))
+                        measured.append(excess_risk_on(est, d, sigma, var_y))
                     m = float(np.median(measured))
                     plan = est.plan(n, [5, 5]) if name == "DPBCDRegression" else est.plan(n, p)
                     made = plan.forecast(signal=0.3, correlation=rho, search=False)

@@ -122,6 +122,16 @@ def pls(shuffles: int) -> None:
               f"{np.mean(np.array(relative) >= -0.05):.0%} | {np.mean(warned):.0%} |", flush=True)
 
 
+
+def excess_risk_on(est: Any, d: Any, sigma: np.ndarray, var_y: float) -> float:
+    """Fit ``est`` on the DP-BCD simulation ``d`` (warnings silenced) and return its excess risk relative to var(y):
+    ((b - beta)^T Sigma (b - beta) + intercept^2) / var(y) (the design's columns and y are centred at 0)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(np.hstack(d.blocks), d.y)
+    miss = est.coef_ - d.beta
+    return float((miss @ sigma @ miss + est.intercept_**2) / var_y)
+
 def forecast(seeds: int, correlation: float = 0.0) -> None:
     """The forecast (``est.plan(n, p).forecast()``: an isotropic public synthetic problem, signal 0.3) against the
     excess risk measured on the DP-BCD simulation (correlation 0.3, population R^2 0.3), computed exactly from the
@@ -140,11 +150,7 @@ def forecast(seeds: int, correlation: float = 0.0) -> None:
                     d = dpbcd_synthetic(n, p, seed=seed)
                     var_y = float(d.beta @ sigma @ d.beta) / 0.3
                     est = make_regression(name, eps, 3.0 * math.sqrt(var_y), seed)
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        est.fit(np.hstack(d.blocks), d.y)
-                    miss = est.coef_ - d.beta
-                    measured.append(float((miss @ sigma @ miss + est.intercept_**2) / var_y))
+                    measured.append(excess_risk_on(est, d, sigma, var_y))
                 plan = est.plan(n, [5, 5]) if name == "DPBCDRegression" else est.plan(n, p)
                 predicted = plan.forecast(signal=0.3, correlation=correlation, search=False).private_error
                 cells.append(f"{predicted:.3g} / {np.median(measured):.3g} ({predicted / np.median(measured):.2f})")

@@ -13,6 +13,15 @@ P = 10
 SIGMA = 0.7 * np.eye(P) + 0.3  # the simulation's covariance: correlation 0.3
 
 
+def _excess_risk(est, d, sigma, var_y) -> float:
+    """Fit ``est`` on the DP-BCD simulation ``d`` (warnings silenced): ((b - beta)^T Sigma (b - beta) + intercept^2) / var(y)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(np.hstack(d.blocks), d.y)
+    miss = est.coef_ - d.beta
+    return float((miss @ sigma @ miss + est.intercept_**2) / var_y)
+
+
 def adassp(eps, bound_y, seed=0, **kw):
     return AdaSSPRegression(bound_x=2.5 * math.sqrt(P), bound_y=bound_y, budget=Budget(eps, 1e-6), random_state=seed, **kw)
 
@@ -24,11 +33,7 @@ def measured_excess_risk(n, eps, seeds):
         d = dpbcd_synthetic(n, P, seed=seed)
         var_y = float(d.beta @ SIGMA @ d.beta) / 0.3
         est = adassp(eps, 3.0 * math.sqrt(var_y), seed)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            est.fit(np.hstack(d.blocks), d.y)
-        miss = est.coef_ - d.beta
-        risks.append(float((miss @ SIGMA @ miss + est.intercept_**2) / var_y))
+        risks.append(_excess_risk(est, d, SIGMA, var_y))
     return float(np.median(risks)), var_y
 
 
@@ -202,11 +207,7 @@ def measured_on_correlated(name, n, eps, rho, seeds):
                                   random_state=seed)
         else:
             est = adassp(eps, 3.0 * math.sqrt(var_y), seed)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            est.fit(np.hstack(d.blocks), d.y)
-        miss = est.coef_ - d.beta
-        risks.append(float((miss @ sigma @ miss + est.intercept_**2) / var_y))
+        risks.append(_excess_risk(est, d, sigma, var_y))
     return float(np.median(risks)), est
 
 
