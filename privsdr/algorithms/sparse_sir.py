@@ -132,7 +132,9 @@ def miss_probability(score: float, b: float, others: int, null_level: float) -> 
     density = 0.5 * np.exp(-np.abs(t))
     x = (score - null_level) / b + t
     cdf = np.where(x < 0, 0.5 * np.exp(np.minimum(x, 0.0)), 1.0 - 0.5 * np.exp(-np.maximum(x, 0.0)))
-    return float(np.clip(1.0 - np.trapezoid(density * cdf**others, t), 0.0, 1.0))
+    from scipy.integrate import trapezoid  # np.trapezoid needs numpy 2; privsdr supports numpy >= 1.23
+
+    return float(np.clip(1.0 - trapezoid(density * cdf**others, t), 0.0, 1.0))
 
 
 def selection_margin(release: MomentRelease, bounds: np.ndarray, b: float, p: int, n: int) -> tuple[float, float]:
