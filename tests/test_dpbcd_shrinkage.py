@@ -9,6 +9,7 @@ import pytest
 
 from privsdr import Budget, DPBCDRegression, NoiseDominatesWarning
 from privsdr.datasets import dpbcd_synthetic
+from privsdr.released.regression import ZEROED_NOTE
 from privsdr.vertical import dpbcd_shrinkage as shrinkage
 
 P, M = 10, 5
@@ -81,7 +82,10 @@ def test_where_noise_dominates_the_fit_is_no_worse_than_the_trivial_one_and_warn
             warnings.simplefilter("always")
             est = fit(X, y, y_sd, Budget(0.5, 1e-6), seed)
         ok += r2(yt, est.predict(Xt)) >= r2(yt, np.full(len(yt), est.intercept_)) - 0.05
-        warned += any(issubclass(w.category, NoiseDominatesWarning) for w in caught)
+        noise = [str(w.message) for w in caught if issubclass(w.category, NoiseDominatesWarning)]
+        warned += bool(noise)
+        # a warned fit drops every slope, and its warning says so (not AdaSSP's "shrunk by max(0, 1 - ratio^2)")
+        assert not noise or (ZEROED_NOTE in noise[0] and not np.any(est.coef_))
     assert ok >= 38 and warned >= 38
     X, y, Xt, yt, y_sd = simulation(300, 0)
     with warnings.catch_warnings():

@@ -318,7 +318,7 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
                 self.coef_, self.intercept_, self.shrinkage_factor_ = fall_back(released, constant, c["bound_y"], self.coef_,
                                                                                 self.x_center_, self.y_center_, self.noise_ratio_)
             self.privacy_report_ = regression.with_diagnostics(run.report, self.noise_ratio_)
-            regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=2, fell_back=c["shrink"])
+            regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=2, fallback=regression.FALLBACK_NOTE if c["shrink"] else None)
         return self
 
     def _released_row_count(self) -> int | None:

@@ -407,7 +407,7 @@ class DPPLS(RegressorMixin, ForecastMixin, PrivateEstimator):
             self.intercept_ = self.y_mean_ - float(self.x_mean_ @ self.coef_)
         if self.diagnose_noise:
             self.privacy_report_ = regression.with_diagnostics(run.report, self.noise_ratio_)
-            regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=3, fell_back=snr)
+            regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=3, fallback=regression.FALLBACK_NOTE if snr else None)
 
     def _released_row_count(self) -> int | None:
         """The DP count (certified S2 with DP centring; ``forecast`` exists for S2 only). None without one."""

@@ -158,7 +158,8 @@ def print_noise(result: Any, as_json: bool) -> None:
 
     if not as_json:
         print("\n" + regression.noise_message(result.noise_ratio))
-    regression.warn_if_noise_wins(result.noise_ratio, stacklevel=2, fell_back=getattr(result, "fell_back", False))
+    regression.warn_if_noise_wins(result.noise_ratio, stacklevel=2,
+                                  fallback=regression.ZEROED_NOTE if getattr(result, "fell_back", False) else None)
 
 
 def _protocol_options(p: argparse.ArgumentParser) -> None:

@@ -174,11 +174,13 @@ def with_diagnostics(report: Any, ratio: float) -> Any:
 
 #: what a warned fit that applied ``fallback_factor`` says it did
 FALLBACK_NOTE = "its slopes were shrunk by max(0, 1 - ratio^2) towards the DP mean of y"
+#: what a warned fit that dropped every slope says it did (certified DP-BCD: its steps were shrunk already)
+ZEROED_NOTE = "every coefficient was set to 0: the fit predicts the DP mean of y"
 
 
-def warn_if_noise_wins(ratio: float, stacklevel: int = 4, fell_back: bool = False) -> None:
-    """``NoiseDominatesWarning`` when ratio > NOISE_WARNING_SHARE; ``fell_back``: the fit applied ``fallback_factor``
-    and the warning says so."""
+def warn_if_noise_wins(ratio: float, stacklevel: int = 4, fallback: str | None = None) -> None:
+    """``NoiseDominatesWarning`` when ratio > NOISE_WARNING_SHARE; ``fallback``: what the fit did about it
+    (``FALLBACK_NOTE``, ``ZEROED_NOTE``), said in the warning."""
     import warnings
 
     from ..errors import NoiseDominatesWarning
@@ -187,5 +189,5 @@ def warn_if_noise_wins(ratio: float, stacklevel: int = 4, fell_back: bool = Fals
         how = f"by {ratio:.3g} times" if math.isfinite(ratio) else "without bound against"
         warnings.warn(f"the noise alone moves the fitted predictions {how} their own spread (over "
                       f"{NOISE_WARNING_SHARE:g}): at this budget and sample size the model cannot be told reliably from "
-                      "the constant prediction" + (f"; {FALLBACK_NOTE}" if fell_back else ""), NoiseDominatesWarning,
+                      "the constant prediction" + (f"; {fallback}" if fallback else ""), NoiseDominatesWarning,
                       stacklevel=stacklevel)

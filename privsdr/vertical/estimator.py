@@ -207,7 +207,7 @@ class DPBCDRegression(VerticalModel, RegressorMixin, PrivateEstimator):
         if result.noise_ratio is not None:
             from ..released import regression
 
-            regression.warn_if_noise_wins(result.noise_ratio, stacklevel=2, fell_back=result.fell_back)
+            regression.warn_if_noise_wins(result.noise_ratio, stacklevel=2, fallback=regression.ZEROED_NOTE if result.fell_back else None)
         self.plans_ = dict(outcome.plans)
         return self
 

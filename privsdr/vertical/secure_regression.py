@@ -326,7 +326,7 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         report = run.report
         if self.diagnose_noise:
             report = regression.with_diagnostics(report, self.noise_ratio_)
-            regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=4, fell_back=shrink)
+            regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=4, fallback=regression.FALLBACK_NOTE if shrink else None)
         self.privacy_report_ = report
 
     def _fit_released(self, released: Released, c: dict[str, Any], P: int) -> bool:
