@@ -112,18 +112,6 @@ def adassp_solution(released: Released, failure_probability: float = 0.05, const
     return np.append(beta, (y_bar - float(x_bar @ beta)) / constant), ridge, lambda_lo
 
 
-def fall_back(released: Released, constant: float | None, label_bound: float, coef: np.ndarray, x_center: np.ndarray,
-              y_center: float, ratio: float) -> tuple[np.ndarray, float, float]:
-    """(coef, intercept, factor): the slopes scaled by ``regression.fallback_factor(ratio)`` = max(0, 1 - r^2) and
-    the intercept that keeps the prediction at the DP means the release's constant column carries,
-    y_c + y_bar - (x_c + x_bar)^T coef: a warned fit predicts the DP mean of y (issue 33). Post-processing only."""
-    factor = regression.fallback_factor(ratio)
-    assert constant is not None  # the rule needs the release's DP mean: the constant column
-    x_bar, y_bar = regression.dp_centred(released["xtx"], released["xty"].ravel(), constant, label_bound)[:2]
-    coef = factor * np.asarray(coef, dtype=float)
-    return coef, float(y_center + y_bar - (np.asarray(x_center) + x_bar) @ coef), factor
-
-
 def chunk_statistics(X: np.ndarray, y: np.ndarray | None, *, x_center: np.ndarray, y_center: float, bound_x: float,
                      bound_y: float, intercept: bool) -> dict[str, Any]:
     """One row chunk's Z^T Z and Z^T y of its clipped rows (``privsdr.rows``: chunks add up)."""
@@ -314,9 +302,11 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
             metric = regression.slope_gram(released["xtx"], c["intercept"]) + ridge * np.eye(m)
             self.noise_ratio_ = regression.noise_ratio(released, lambda r: adassp_solution(r, rho, constant, c["bound_y"])[0][:m],
                                                        metric, rng)
-            if c["shrink"]:
-                self.coef_, self.intercept_, self.shrinkage_factor_ = fall_back(released, constant, c["bound_y"], self.coef_,
-                                                                                self.x_center_, self.y_center_, self.noise_ratio_)
+            if c["shrink"]:  # never worse than the DP mean (issue 33): the fit predicts y_c + y_bar at x_c + x_bar
+                assert constant is not None  # the rule needs the release's DP means: the constant column
+                x_bar = regression.dp_centred(released["xtx"], released["xty"].ravel(), constant, c["bound_y"])[0]
+                self.coef_, self.intercept_, self.shrinkage_factor_ = regression.towards_dp_mean(
+                    self.coef_, self.intercept_, self.x_center_ + x_bar, self.noise_ratio_)
             self.privacy_report_ = regression.with_diagnostics(run.report, self.noise_ratio_)
             regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=2, fallback=regression.FALLBACK_NOTE if c["shrink"] else None)
         return self

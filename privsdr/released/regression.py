@@ -70,6 +70,15 @@ def fallback_factor(ratio: float) -> float:
     return shrinkage_factor(1.0, ratio**2) if math.isfinite(ratio) else 0.0
 
 
+def towards_dp_mean(coef: np.ndarray, intercept: float, dp_x_mean: np.ndarray, ratio: float) -> tuple[np.ndarray, float, float]:
+    """(coef, intercept, factor) of ``fallback_factor``'s rule: the slopes times f = max(0, 1 - ratio^2), the intercept
+    moved by (1 - f) coef^T x_bar, so that a fit whose prediction at the DP mean x_bar of x (in the columns' own units)
+    is the DP mean of y keeps it there and is that mean at f = 0 (issue 33). Post-processing only."""
+    factor = fallback_factor(ratio)
+    coef = np.asarray(coef, dtype=float)
+    return factor * coef, float(intercept) + (1.0 - factor) * float(coef @ np.asarray(dp_x_mean, dtype=float)), factor
+
+
 def signal_in(values: np.ndarray, variances: np.ndarray, level: float = PRETEST_LEVEL) -> bool:
     """Does a released vector stand above its own noise N(0, diag(variances))? ||values||^2 against
     sum_j v_j chi^2_1 (``stands_above_noise``); with no noise any vector does."""

@@ -347,14 +347,11 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
     def _shrink(self, released: Released, c: dict[str, Any], ratio: float) -> None:
         """coef_ times ``regression.fallback_factor`` (``shrinkage_factor_`` = max(0, 1 - ratio^2)); the intercept keeps
         the prediction at the DP means."""
-        factor = regression.fallback_factor(ratio)
         x_mean = c["x_center"]
         if c["intercept"]:
             shift = regression.dp_centred(released["xtx"], released["xty"].ravel(), released_constant(c), c["label_bound"])[0]
             x_mean = x_mean + shift / c["columns_scale"]  # the DP means, back in the columns' own units
-        self.intercept_ = float(self.intercept_) + (1.0 - factor) * float(self.coef_ @ x_mean)
-        self.coef_ = factor * self.coef_
-        self.shrinkage_factor_ = factor
+        self.coef_, self.intercept_, self.shrinkage_factor_ = regression.towards_dp_mean(self.coef_, self.intercept_, x_mean, ratio)
 
     def _solve(self, released: Released, c: dict[str, Any]) -> tuple[np.ndarray, float]:
         """(theta on the columns of Z, ridge) from the release: AdaSSP's ridge, or PLS on the DP-centred statistics."""
