@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from types import SimpleNamespace
 
 import attrs
 import numpy as np
@@ -149,7 +148,7 @@ def simulated_opened(D, noise_scale=1.0, noise=True):
     c = est._checked(["party0", "party1"], [1, 1])
     e = c["exponent"]
     products = CrossProducts(len(y), [("party0", 1), ("party1", 1)], "party0", e, 0)
-    nodes = tuple(node_job(SimpleNamespace(plan=plan), name, 256.0) for name in ("xtx", "xty"))
+    nodes = tuple(node_job(plan, name, 256.0) for name in ("xtx", "xty"))
     sds = [math.sqrt(3 * n.variance) for n in nodes]  # three shares of sigma_local^2 each, in grid steps
     scaled = tuple(attrs.evolve(n, sigma_local2=(n.sigma_local2[0], n.sigma_local2[1] * round(1 / noise_scale**2))) for n in nodes)
     job = AggregationJob(c["parties"], c["parties"], 1, scaled, 60.0, products)

@@ -69,9 +69,9 @@ def public_record(plan: CalibratedPlan) -> dict[str, Any]:
     return dict(json.loads(json.dumps(record, default=str)))  # as the plan's own hash reads it (``Plan.plan_hash``)
 
 
-def node_job(run: Run | CalibratedPlan, name: str, bound: float) -> NodeJob:
+def node_job(plan: CalibratedPlan, name: str, bound: float) -> NodeJob:
     """The public description of node ``name`` for the parties (from its calibrated spec)."""
-    spec = (run if isinstance(run, CalibratedPlan) else run.plan).specs[name]
+    spec = plan.specs[name]
     if spec.sampler != SAMPLER:
         raise ValidationError(f"node {name!r} is not a distributed release (mechanism {spec.mechanism!r})")
     noise = share_noise(spec)

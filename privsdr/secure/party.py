@@ -268,7 +268,7 @@ async def _aggregate(mpc: Any, job: AggregationJob, vector: np.ndarray | None, r
         total = total + cross
         if record_view:  # what this party holds of the other data parties' blocks and the label: their Shamir shares
             for name, shared in blocks.items():
-                if (name[len("label:"):] if name.startswith("label:") else name) != job.parties[mpc.pid]:
+                if name.removeprefix("label:") != job.parties[mpc.pid]:
                     received = await mpc.gather(shared.share)
                     key = name if name.startswith("label:") else f"block:{name}"
                     view[key] = np.array([int(v) for v in np.asarray(received.value).ravel()], dtype=object)

@@ -34,6 +34,7 @@ from ..core import BlockSolver, gamma_min
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity
 from ..plan import NoiseTicket, Plan
+from ..released.regression import NOISE_WARNING_SHARE
 from . import dpbcd_shrinkage as shrinkage
 from . import dpbcd_steps as steps
 from .engine import Action, ActionResult, Outgoing, ProtocolAbort, Stage, VerticalProtocol
@@ -569,8 +570,6 @@ class DPBCDProtocol(VerticalProtocol):
         metas = [m.meta for m in messages if m.kind == "coefficients"]
         ratio = noise_ratio_of(metas) if self.config.mode == "certified" else None
         shift = sum(float(m.get("y_shift", 0.0)) for m in metas)
-        from ..released.regression import NOISE_WARNING_SHARE
-
         # never worse than the DP mean (issue 33): a warned fit is the DP mean (post-processing; its steps were shrunk
         # already, so an unwarned fit is kept as it is)
         fell_back = (ratio is not None and not ratio <= NOISE_WARNING_SHARE and self.config.shrinkage == "james_stein"
