@@ -18,7 +18,8 @@ def received(job: AggregationJob, party: str) -> dict[str, Any]:
     """What ``party``'s process receives, by MPyC step: ``keys`` (the peers whose pseudorandom secret-sharing keys
     reach it at start-up), ``input`` (peer -> the objects it secret-shares: ``vector``, ``block``, ``label``),
     ``reshare`` (the peers that reshare their products to it), ``open`` (the t peers whose shares of the total it
-    uses to open it), ``sync`` (the peers of MPyC's start and shutdown barriers, no data)."""
+    uses to open it), ``sync`` (the peers of the agreement's exchange of public jobs, digests and readiness, and of MPyC's start and
+    shutdown barriers, no data)."""
     i, m, t = job.index(party), len(job.parties), job.threshold
     peers = [p for p in job.parties if p != party]
     inputs: dict[str, list[str]] = {}
@@ -60,7 +61,8 @@ def describe(job: AggregationJob, party: str, view: dict[str, Any]) -> str:
         parts.append(f"the pseudorandom secret-sharing keys of {', '.join(view['keys'])} (random, independent of the data)")
     opened = "the noisy X^T X and X^T y" if products is not None else "the noisy sums"
     parts.append(f"the shares of {', '.join(view['open'])} that open {opened}, and the opened values")
-    return "; ".join(parts) + ". Nothing else reaches its process (barrier messages carry no data)"
+    return ("; ".join(parts) + ". Nothing else reaches its process but, before anything is charged, every other party's "
+            "public job, its digest and whether it is ready (the agreement), and barrier messages, which carry no data")
 
 
 def trust_model(job: AggregationJob, server: str | None = None, budget: Any = None) -> dict[str, Any]:
