@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -45,6 +46,9 @@ GRID = tuple(2.0**k for k in range(-3, 11))
 MAX_SIMULATED_ROWS = 100_000
 MAX_SIMULATED_CELLS = 20_000_000
 MIN_SIMULATED_ROWS = 20_000
+#: a forecast keeps its ``reps`` simulated data sets across the budgets it tries while they hold at most this many
+#: entries in all (40 MB), else makes each afresh from its seed every time (``simulated_draws``)
+KEPT_CELLS = 5_000_000
 #: the directions of the signal a regression forecast can assume (``forecast_regression``)
 DIRECTIONS = ("random", "common", "same_sign")
 
@@ -52,6 +56,24 @@ DIRECTIONS = ("random", "common", "same_sign")
 def simulated_rows(n: int, p: int) -> int:
     """The rows of each simulated data set of a forecast at n x p: n up to a cap that depends on p only."""
     return min(n, max(MIN_SIMULATED_ROWS, min(MAX_SIMULATED_ROWS, MAX_SIMULATED_CELLS // max(p, 1))))
+
+
+def simulated_draws(make: Callable[[int], Any], reps: int, rows: int, p: int) -> Callable[[int], Any]:
+    """``draw(rep)``: the forecast's simulated data set ``rep`` (``make(rep)``, deterministic in its seed), kept across
+    the budgets a forecast tries when all ``reps`` sets of ``rows`` x ``p`` fit in ``KEPT_CELLS`` entries, else made
+    afresh on every call, so that the memory never grows with n (one set at a time)."""
+    keep = reps * rows * max(p, 1) <= KEPT_CELLS
+    kept: dict[int, Any] = {}
+
+    def draw(rep: int) -> Any:
+        if rep in kept:
+            return kept[rep]
+        data = make(rep)
+        if keep:
+            kept[rep] = data
+        return data
+
+    return draw
 
 
 def at_full_size(error: Any, simulated: int, n: int, power: float = 1.0) -> Any:
@@ -239,11 +261,13 @@ def forecast_regression(estimator: Any, n_samples: int, n_features: int, *, sign
 
     def error_along(where: str) -> Any:
         u = signal_direction(where, p, seed)
+        draw = simulated_draws(lambda rep: synthetic_regression(rows, problem, signal, np.random.default_rng([seed, rep]), u),
+                               reps, rows, p)
 
-        def error(fit_budget: Budget) -> float:  # each draw made afresh from its own seed: one data set in memory at a time
+        def error(fit_budget: Budget) -> float:
             risks = []
             for rep in range(reps):
-                X, y = synthetic_regression(rows, problem, signal, np.random.default_rng([seed, rep]), u)
+                X, y = draw(rep)
                 risks.append(excess_risk(simulated_fit(estimator, problem.fit_input(X), y, fit_budget, seed + rep).predict,
                                          problem, signal, u))
             return float(np.median(risks))

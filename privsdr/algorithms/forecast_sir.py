@@ -27,7 +27,17 @@ from scipy.stats import norm
 from ..accounting import Budget
 from ..core import projection_distance
 from ..released.moments import random_subspace_error
-from .forecast import GRID, WITHIN, ForecastMixin, at_full_size, extrapolation, private_and_within, simulated_fit, simulated_rows
+from .forecast import (
+    GRID,
+    WITHIN,
+    ForecastMixin,
+    at_full_size,
+    extrapolation,
+    private_and_within,
+    simulated_draws,
+    simulated_fit,
+    simulated_rows,
+)
 
 
 @attrs.frozen
@@ -115,10 +125,13 @@ def forecast_sir(estimator: Any, n_samples: int, n_features: int, *, noise_sd: f
     truth = (u / bounds)[:, None]
     rows = simulated_rows(n, p)
 
-    def error(fit_budget: Budget) -> float:  # each draw made afresh from its own seed: one data set in memory at a time
+    draw = simulated_draws(lambda rep: single_index(rows, bounds, center, q, u, noise_sd, np.random.default_rng([seed, rep]), fill),
+                           reps, rows, p)
+
+    def error(fit_budget: Budget) -> float:
         distances = []
         for rep in range(reps):
-            X, y = single_index(rows, bounds, center, q, u, noise_sd, np.random.default_rng([seed, rep]), fill)
+            X, y = draw(rep)
             est = simulated_fit(estimator, X, y, fit_budget, seed + rep, n_directions=1, diagnose_noise=False)
             distances.append(projection_distance(truth, est.directions_))
         return float(np.median(distances))
