@@ -10,7 +10,7 @@ import attrs
 import numpy as np
 
 from ..mechanisms import Sensitivity
-from ..plan import tap
+from .replay import record
 
 
 def released_coordinates(value: Any, mechanism: str = "gaussian") -> np.ndarray:
@@ -67,26 +67,11 @@ def probe_sensitivity(
     return ProbeResult(worst, sensitivity.value, sensitivity.norm, count, worst_i, worst <= sensitivity.value * (1 + rtol))
 
 
-class _ReleaseRecorder:
-    """A tap (``plan.tap``) that keeps each release's noise-free value, output and spec, by node."""
-
-    def __init__(self) -> None:
-        self.seen: dict[str, tuple[Any, Any, Any]] = {}
-
-    def released(self, key: tuple[str, str], value: Any, output: Any, spec: Any, rows: Any = None) -> Any:
-        self.seen[key[1]] = (value, output, spec)
-        return output
-
-    def sent(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
 def recorded_releases(fit: Callable[[], Any]) -> dict[str, tuple[Any, Any, Any]]:
-    """Run ``fit()`` and return node -> (noise-free value, output, spec) of every release it made in this process."""
-    recorder = _ReleaseRecorder()
-    with tap.tapped(recorder):
-        fit()
-    return recorder.seen
+    """Run ``fit()`` and return node -> (noise-free value, output, spec) of every release it made in this process (the
+    replay audit's recording, ``replay.record``; a node released twice: its last release)."""
+    _, recording = record(fit)
+    return {r.key[1]: (r.value, r.output, r.spec) for r in recording.releases}
 
 
 def _value_of(seen: Sequence[dict[str, tuple[Any, Any, Any]]], node: str, i: int) -> Any:

@@ -47,7 +47,8 @@ class ReplayMismatch(AssertionError):
 
 @attrs.frozen(eq=False)
 class Released:
-    """One release as the tap saw it: its key (run label, node), occurrence, noise-free input, output, rows read."""
+    """One release as the tap saw it: its key (run label, node), occurrence, noise-free input, output, rows read, and
+    the spec it was released with (``spec.sensitivity``: what ``audit.probe.probe_releases`` checks)."""
 
     key: tuple[str, str]
     index: int
@@ -55,6 +56,7 @@ class Released:
     output: Any
     rows: np.ndarray | None
     scale: float | None
+    spec: Any = None
 
 
 @attrs.frozen(eq=False)
@@ -94,7 +96,7 @@ class Recorder:
 
     def released(self, key: tuple[str, str], value: Any, output: Any, spec: Any, rows: Any = None) -> Any:
         self.releases.append(Released(key, self._index(key), _copy(value), _copy(output),
-                                      None if rows is None else np.asarray(rows), getattr(spec, "scale", None)))
+                                      None if rows is None else np.asarray(rows), getattr(spec, "scale", None), spec))
         return output
 
     def sent(self, sender: str, kind: str, recipients: Sequence[str], arrays: Mapping[str, Any], nodes: Sequence[str],
