@@ -163,49 +163,40 @@ def events_match_draws(mechanism: str, value: Any, spec: NoiseSpec, size: int, s
     if mechanism not in DRAW_RULES:
         raise KeyError(f"no draw rule for the mechanism {mechanism!r}: add one to privsdr.audit.draws.DRAW_RULES")
     draws, _ = count_draws(mechanism, value, spec, seed, **options)
+    return _compared(mechanism, draws, spec, size)
+
+
+def _compared(mechanism: str, draws: Draws, spec: NoiseSpec, size: int) -> tuple[bool, Counter[str], Counter[str]]:
+    """(charged == needed, the event types ``mechanism`` charges for ``spec``, the events ``draws`` need)."""
     charged = Counter(type(e).__name__ for e in get_mechanism(mechanism).events(spec))
     needed = +DRAW_RULES[mechanism](draws, spec, size)
     return charged == needed, charged, needed
 
 
-@attrs.define
-class _FitRecorder:
-    """A release tap keeping each node's spec and value, and the counting generators the fit's runs were given."""
-
-    seen: dict[str, tuple[NoiseSpec, Any]] = attrs.field(factory=dict)
-    draws: list[dict[str, Draws]] = attrs.field(factory=list)
-
-    def released(self, key: tuple[str, str], value: Any, output: Any, spec: Any, rows: Any = None) -> Any:
-        self.seen[key[1]] = (spec, value)
-        return output
-
-    def sent(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
 def fit_draws(fit: Callable[[], Any]) -> dict[str, tuple[Draws, NoiseSpec, Any]]:
     """Run ``fit()`` with every ``Run``'s per-node generators counting (``plan.execute``) and the release tap recording:
-    node -> (what its release drew, the spec it was released with, its noise-free value). One run per fit."""
-    from ..plan import Run, tap
+    node -> (what its release drew, the spec it was released with, its noise-free value). One run per fit; the releases
+    are recorded by the replay audit's tap (``replay.record``)."""
+    from ..plan import Run
+    from .replay import record
 
-    recorder = _FitRecorder()
+    runs: list[dict[str, Draws]] = []
     run_enter = Run.__enter__
 
     def counting_enter(self: Any) -> Any:
         out = run_enter(self)
         counted = {name: Draws() for name in self._rngs}
-        recorder.draws.append(counted)
+        runs.append(counted)
         self._rngs = {name: CountingGenerator(rng, counted[name]) for name, rng in self._rngs.items()}
         return out
 
     Run.__enter__ = counting_enter  # type: ignore[method-assign]
     try:
-        with tap.tapped(recorder):
-            fit()
+        _, recording = record(fit)
     finally:
         Run.__enter__ = run_enter  # type: ignore[method-assign]
-    (counted,) = recorder.draws
-    return {name: (counted[name], spec, value) for name, (spec, value) in recorder.seen.items()}
+    (counted,) = runs
+    return {r.key[1]: (counted[r.key[1]], r.spec, r.value) for r in recording.releases}
 
 
 def fit_events_match_draws(fit: Callable[[], Any]) -> dict[str, tuple[bool, Counter[str], Counter[str]]]:
@@ -214,8 +205,5 @@ def fit_events_match_draws(fit: Callable[[], Any]) -> dict[str, tuple[bool, Coun
     out = {}
     for name, (draws, spec, value) in fit_draws(fit).items():
         arr = np.asarray(value)
-        size = arr.shape[-1] if spec.mechanism == "peeling" else arr.size
-        charged = Counter(type(e).__name__ for e in get_mechanism(spec.mechanism).events(spec))
-        needed = +DRAW_RULES[spec.mechanism](draws, spec, size)
-        out[name] = (charged == needed, charged, needed)
+        out[name] = _compared(spec.mechanism, draws, spec, arr.shape[-1] if spec.mechanism == "peeling" else arr.size)
     return out
