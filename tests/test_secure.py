@@ -25,7 +25,7 @@ from privsdr.secure.aggregate import build_job
 from privsdr.secure.crossproducts import CrossProducts
 from privsdr.secure.job import MAX_BITS
 from privsdr.secure.launch import run_parties
-from privsdr.secure.party import ShareRefused, _loopback_event_loop, disagreements, local_vector
+from privsdr.secure.party import ShareRefused, disagreements, local_vector, own_address_loop
 
 pytest.importorskip("mpyc")
 
@@ -71,18 +71,20 @@ def test_the_job_digest_covers_every_public_field_by_construction_and_survives_t
     assert record["budget"] == {"epsilon": 1.0, "delta": 1e-6} and record["plan"]["relation"] == "replace_one"
     assert AggregationJob.from_json(job.to_json()).digest() == job.digest()
     node = job.nodes[0]
-    five = attrs.evolve(job, parties=[*PARTIES, "c", "d"])
+    five = attrs.evolve(job, parties=[*PARTIES, "c", "d"], addresses=())
     assert attrs.evolve(five, threshold=2).digest() != five.digest()  # t (with five parties: 1 or 2)
     edits = {"parties": ["a", "server", "b"], "inputs": ["a", "server"], "threshold": 2, "timeout": TIMEOUT + 1,
              "nodes": (attrs.evolve(node, sigma_local2=(node.sigma_local2[0] + 1, node.sigma_local2[1])),),
-             "public": {**record, "budget": {"epsilon": 100.0, "delta": 1e-6}}}
+             "public": {**record, "budget": {"epsilon": 100.0, "delta": 1e-6}},
+             "addresses": (job.addresses[1], job.addresses[0], job.addresses[2]), "tls": False}  # issue 36: addresses, TLS
     for field in attrs.fields(AggregationJob):
-        if field.name in edits and field.name != "threshold":
+        if field.name in edits and field.name not in ("threshold", "parties"):
             assert attrs.evolve(job, **{field.name: edits[field.name]}).digest() != job.digest(), field.name
     products = CrossProducts(10, [("a", 1), ("b", 1)], "a", -4, 1)
     gram = attrs.evolve(job, nodes=(NodeJob("xtx", 6, 2.0**-8, (1, 1), 9.0, 3), NodeJob("xty", 3, 2.0**-8, (1, 1), 9.0)),
                         inputs=PARTIES, products=products)
     assert attrs.evolve(gram, products=attrs.evolve(products, rows=11)).digest() != gram.digest()
+    assert attrs.evolve(job, parties=edits["parties"]).digest() != job.digest()
     assert {f.name for f in attrs.fields(AggregationJob)} <= set(edits) | {"products"}  # a new field needs a case here
     at_100 = build_job(plan_of(Budget(100.0, 1e-6), d=4), ["v"], {"v": 1.0}, parties=PARTIES, contributors=["a", "b"],
                        threshold=1, timeout=TIMEOUT)
@@ -113,9 +115,9 @@ def test_a_party_refuses_a_statistic_beyond_its_public_bound_before_sending_anyt
     assert list(local_vector(job, {"v": np.array([0.5, -1.0, 0.0])})) == [2**15, -(2**16), 0]  # noise off: the rounded value
 
 
-def test_the_party_program_listens_on_loopback_only():
-    _loopback_event_loop()
-    loop = asyncio.get_event_loop()
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.3"])
+def test_the_party_program_listens_on_its_configured_host_only(host):
+    loop = own_address_loop(host, 1, True, print)
 
     async def bound_address():
         server = await loop.create_server(asyncio.Protocol, port=0)  # as MPyC calls it: no host
@@ -123,7 +125,7 @@ def test_the_party_program_listens_on_loopback_only():
         server.close()
         return addresses
 
-    assert loop.run_until_complete(bound_address()) == {"127.0.0.1"}
+    assert loop.run_until_complete(bound_address()) == {host}
     loop.close()
     asyncio.set_event_loop(asyncio.new_event_loop())
 

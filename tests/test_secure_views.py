@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import warnings
 
+import attrs
 import numpy as np
 import pytest
 from conftest import gone
@@ -18,7 +19,7 @@ from privsdr.secure.crossproducts import CrossProducts
 from privsdr.secure.job import AggregationJob, NodeJob
 from privsdr.secure.launch import run_parties
 from privsdr.secure.party import RECEIVING_STEPS
-from privsdr.secure.trust import describe, received, trust_model
+from privsdr.secure.trust import PLAINTEXT_CHANNELS, TLS_CHANNELS, describe, received, trust_model
 from privsdr.vertical.secure_regression import column_scales, label_scale
 
 pytest.importorskip("mpyc")
@@ -54,20 +55,30 @@ def sum_job() -> AggregationJob:
     return AggregationJob(["server", "a", "b"], ["a", "b"], 1, (NodeJob("v", 3, 1.0, (0, 1), 5.0),), 60.0)
 
 
-@pytest.mark.parametrize("which", ["gram", "sum"])
+@pytest.mark.parametrize("which", ["gram", "sum", "sum-plaintext"])
 def test_what_each_party_sees_is_what_its_process_receives(which):
     """Every party's sentence in the report is ``describe`` of what its real process recorded receiving, message by
     message: the FSIR server receives shares of every client's vector (not "the opened sums only"), a data party of
-    the secure Gram the other parties' columns, label and resharings, and nobody anything the sentence leaves out."""
+    the secure Gram the other parties' columns, label and resharings, and nobody anything the sentence leaves out.
+    Issue 36: the channels sentence says mutual TLS exactly when every process held TLS connections whose peer
+    certificates name the peers' parties, and plaintext exactly when none did."""
     if which == "gram":
         job, N = gram_job(), 16
         inputs = {"party0": {"block": np.ones((N, 1), dtype=np.int64), "label": np.arange(N, dtype=np.int64)},
                   "party1": {"block": np.ones((N, 2), dtype=np.int64)}}
     else:
         job, inputs = sum_job(), {"a": {"v": np.zeros(3)}, "b": {"v": np.ones(3)}}
+        job = attrs.evolve(job, tls=which == "sum")
     opened = run_parties(job, inputs, record_view=True)
     assert gone(opened.pids)
     sentences = trust_model(job)["what_each_party_sees"]
+    channels = trust_model(job)["assumptions"][2]
+    for party in job.parties:
+        held = opened.channels[party]
+        peers = {p: [f"MPyC party {job.index(p)}"] if job.tls else [] for p in job.parties if p != party}
+        assert held == {"tls": job.tls, "peer_certificates": peers}, party
+    assert channels.startswith("channels: " + (TLS_CHANNELS if job.tls else PLAINTEXT_CHANNELS))
+    assert ("plaintext channels" in trust_model(job)["status"]) != job.tls
     for party in job.parties:
         view = recorded_view(job, party, opened)
         assert view["sync"] == [p for p in job.parties if p != party]  # barriers: no data
@@ -84,8 +95,11 @@ def test_the_secure_gram_states_the_guarantee_a_deviating_data_party_leaves_and_
     assert "Nothing inside the secure computation checks what a data party inputs" in deviation
     assert "r mu-GDP" in deviation and "not the other parties' privacy" not in deviation
     assert "not the other parties' privacy" in plain["assumptions"][0]  # additions only: true there
-    for model in (gram, plain):
-        channels = model["assumptions"][2]
+    for model in (gram, plain):  # issue 36: TLS by default; plaintext only when asked for, and then said
+        assert "mutual TLS" in model["assumptions"][2] and "names the party it claims to be" in model["assumptions"][2]
+        assert "plaintext" not in model["status"]
+    for job in (gram_job(), sum_job()):
+        channels = trust_model(attrs.evolve(job, tls=False))["assumptions"][2]
         assert "neither encrypted nor authenticated" in channels and "can claim to be another party" in channels
     # group privacy for one party's own values in one row: (2 eps, (1 + e^eps) delta)
     assert f"({2.0:.4g}, {(1 + math.e) * 1e-6:.3g})" in gram["own_values"] and "own_values" not in plain

@@ -1,5 +1,5 @@
-"""``privsdr vertical ... --secure``: a shared configuration with loopback ports, the helper and the parties as
-separate CLI processes (started and ended by process group here), the one-machine fit, refusals and timeouts, and
+"""``privsdr vertical ... --secure``: a shared configuration with loopback addresses, certificates from ``privsdr
+secure keys`` (mutual TLS by default), the helper and the parties as separate CLI processes (started and ended by process group here), the one-machine fit, refusals and timeouts, and
 the agreement before any charge (issue 33)."""
 from __future__ import annotations
 
@@ -36,6 +36,9 @@ def config(tmp_path, *extra, rows=400):
     done = run_cli("vertical", "config", cfg, "--secure", "--party", "alice=2", "bob=2", "--rows", rows, "--label", "alice",
                    "--epsilon", 4, "--row-bound", 2, "--label-bound", 4, "--y-center", 1, *extra)
     assert done.returncode == 0, done.stderr
+    if not (tmp_path / "keys").exists():  # one CA and a folder per party (issue 36: TLS by default)
+        keys = run_cli("secure", "keys", tmp_path / "keys", "--config", cfg)
+        assert keys.returncode == 0, keys.stderr
     return cfg
 
 
@@ -49,11 +52,12 @@ def run_three(tmp_path, configs, timeout=180):
     process group (their party processes run in it) also when the test fails: {name: (returncode, stdout, stderr)}."""
     _, _, alice, bob = write_csvs(tmp_path)
     commands = {
-        "helper": ["vertical", "helper", "--config", configs["helper"], "--json", "--journal", tmp_path / "helper.jsonl"],
+        "helper": ["vertical", "helper", "--config", configs["helper"], "--json", "--journal", tmp_path / "helper.jsonl",
+                   "--certs", tmp_path / "keys" / "helper"],
         "bob": ["vertical", "party", "--secure", "--config", configs["bob"], "--name", "bob", "--data", bob, "--json",
-                "--journal", tmp_path / "bob.jsonl"],
+                "--journal", tmp_path / "bob.jsonl", "--certs", tmp_path / "keys"],
         "alice": ["vertical", "party", "--secure", "--config", configs["alice"], "--name", "alice", "--data", alice, "--target", "y",
-                  "--json", "--journal", tmp_path / "alice.jsonl", "--report", tmp_path / "alice.md"],
+                  "--json", "--journal", tmp_path / "alice.jsonl", "--report", tmp_path / "alice.md", "--certs", tmp_path / "keys"],
     }
     procs = {}
     try:
@@ -76,7 +80,7 @@ def charges(path):
 def test_every_party_as_its_own_process_prints_the_same_model_and_charges_exactly_the_configured_budget(tmp_path):
     cfg = config(tmp_path)
     shared = json.loads(cfg.read_text())
-    assert len(shared["ports"]) == 3 and shared["format"] == "privsdr.vertical-secure-run"
+    assert len(shared["addresses"]) == 3 and shared["format"] == "privsdr.vertical-secure-run" and shared["estimator"]["tls"]
     Ledger(Budget(10.0, 1e-6), journal=tmp_path / "alice.jsonl")  # alice's journal holds more than the run's epsilon = 4
     done = run_three(tmp_path, {"helper": cfg, "bob": cfg, "alice": cfg})
     results = {}
@@ -135,7 +139,8 @@ def test_a_party_whose_data_do_not_match_the_layout_is_refused_before_anything_i
     _, _, alice, bob = write_csvs(tmp_path, n=399)
     cfg = config(tmp_path, "--timeout", 1)  # the layout says 400 rows; bob tells the others (none here) within 1 s
     journal = tmp_path / "bob.jsonl"
-    done = run_cli("vertical", "party", "--secure", "--config", cfg, "--name", "bob", "--data", bob, "--journal", journal)
+    done = run_cli("vertical", "party", "--secure", "--config", cfg, "--name", "bob", "--data", bob, "--journal", journal,
+                   "--certs", tmp_path / "keys")
     assert done.returncode != 0 and "400 rows" in done.stderr
     assert not journal.exists() or not Ledger.open(journal).charges
 
@@ -144,7 +149,8 @@ def test_a_party_alone_times_out_ends_its_process_and_charges_nothing(tmp_path):
     _, _, _, bob = write_csvs(tmp_path)
     cfg = config(tmp_path, "--timeout", 0.5)
     journal = tmp_path / "bob.jsonl"
-    done = run_cli("vertical", "party", "--secure", "--config", cfg, "--name", "bob", "--data", bob, "--journal", journal)
+    done = run_cli("vertical", "party", "--secure", "--config", cfg, "--name", "bob", "--data", bob, "--journal", journal,
+                   "--certs", tmp_path / "keys")
     assert done.returncode != 0 and "timed out waiting for the other parties" in done.stderr and "nothing was charged" in done.stderr
     assert charges(journal) == []  # charged only once every party has agreed on the public job (issue 33)
 
@@ -154,7 +160,7 @@ def test_a_config_without_a_helper_has_no_helper_to_run(tmp_path):
     done = run_cli("vertical", "config", cfg, "--secure", "--party", "a=1", "b=1", "c=1", "--rows", 50, "--label", "a",
                    "--epsilon", 1, "--row-bound", 1, "--label-bound", 1)
     assert done.returncode == 0, done.stderr
-    assert len(json.loads(cfg.read_text())["ports"]) == 3  # three data parties: an honest majority without a helper
+    assert len(json.loads(cfg.read_text())["addresses"]) == 3  # three data parties: an honest majority without a helper
     refused = run_cli("vertical", "helper", "--config", cfg)
     assert refused.returncode != 0 and "no helper" in refused.stderr
 

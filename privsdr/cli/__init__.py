@@ -1,6 +1,6 @@
 """The ``privsdr`` command. ``privsdr --help`` and ``privsdr COMMAND --help`` explain each part.
 
-One module per command (``demo``, ``fit``, ``transform``, ``ledger``, ``fsir``, ``vertical``, ``pride``, ``reproduce``,
+One module per command (``demo``, ``fit``, ``transform``, ``ledger``, ``fsir``, ``vertical``, ``secure``, ``pride``, ``reproduce``,
 ``report``, ``audit``); each exposes ``add_parser(subparsers)`` and checks every input and output
 before it spends anything (``_common``). ``main`` maps exceptions to one-line messages and exit
 codes: 0 ok, 1 an audit or verification failed, 2 bad input, 3 refused for lack of budget (nothing
@@ -18,12 +18,12 @@ from typing import Any
 
 from .. import __version__
 from ..errors import BudgetExceededError, PrivsdrError, UncertifiedPlanError
-from . import audit, demo, fit, fsir, ledger, pride, report, reproduce, transform, vertical
+from . import audit, demo, fit, fsir, ledger, pride, report, reproduce, secure, transform, vertical
 from ._common import EXIT_ERROR, EXIT_FAILED, EXIT_REFUSED, FORMATTER, Parser
 
 __all__ = ["EXIT_ERROR", "EXIT_FAILED", "EXIT_REFUSED", "build_parser", "main"]
 
-COMMANDS = (demo, fit, transform, ledger, fsir, vertical, pride, reproduce, report, audit)
+COMMANDS = (demo, fit, transform, ledger, fsir, vertical, secure, pride, reproduce, report, audit)
 
 OVERVIEW = """\
 privsdr fits differentially private estimators under a declared (epsilon, delta) budget and

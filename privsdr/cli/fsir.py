@@ -142,7 +142,8 @@ def _fsir_server(args: argparse.Namespace) -> int:
 
 
 def _fsir_secure(args: argparse.Namespace) -> int:
-    """Every client's CSV aggregated securely: one MPyC process per client plus the server, on 127.0.0.1."""
+    """Every client's CSV aggregated securely: one MPyC process per client plus the server, each on its own address
+    (default 127.0.0.1), over mutual TLS unless --plaintext."""
     import attrs
 
     from ..federated import FederatedSIR, FSIRConfig
@@ -155,6 +156,10 @@ def _fsir_secure(args: argparse.Namespace) -> int:
         distinct([("--config", args.config), ("--journal", args.journal), ("--out", out), ("--report", report_path)]
                  + [(f"--data {p}", p) for p in paths])
         config = _load_config(args.config)
+        if args.addresses is not None:  # checked now, before any file is read or anything charged
+            from ..secure.addresses import check_addresses
+
+            check_addresses(args.addresses, ["server"] + [f"client-{k}" for k in range(len(paths))])
         columns = list(config.columns) if config.columns is not None else args.columns
         if config.columns is not None and args.columns is not None and list(args.columns) != columns:
             raise ValidationError(f"--columns differ from the configuration's columns {columns}")
@@ -170,7 +175,8 @@ def _fsir_secure(args: argparse.Namespace) -> int:
         accepted = set(FederatedSIR().get_params())
         settings = {f.name: getattr(config, f.name) for f in attrs.fields(FSIRConfig) if f.name in accepted}
         est = FederatedSIR(**settings, budget=budget, ledger=ledger, aggregation="secure", colluders=args.colluders,
-                           timeout=args.timeout, allow_uncertified=args.allow_uncertified)
+                           timeout=args.timeout, allow_uncertified=args.allow_uncertified, addresses=args.addresses,
+                           tls=not args.plaintext, certificates=args.certs)
         est.fit(clients)
         report = est.privacy_report_
         assert report is not None
@@ -190,8 +196,9 @@ def _fsir_secure(args: argparse.Namespace) -> int:
     for cid, path in document["clients"].items():
         print(f"  {cid}: {path}")
     trust = est.privacy_["trust_model"]
-    print(f"secure aggregation of {len(clients)} clients, N = {document['n_total']}: {len(trust['parties'])} MPyC parties on "
-          f"127.0.0.1, at most {trust['collusion_threshold']} colluding; the server saw only the opened noisy sums")
+    print(f"secure aggregation of {len(clients)} clients, N = {document['n_total']}: {len(trust['parties'])} MPyC parties, at most "
+          f"{trust['collusion_threshold']} colluding; the server saw only the opened noisy sums")
+    print(trust["assumptions"][2])
     print(f"{est.n_directions_} direction(s) (columns, unit length):")
     print(est.directions_)
     print("centred at (public centre + DP mean):", est.center_)
@@ -253,9 +260,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     fsv.add_argument("--json", action="store_true", help="print the result as JSON")
     fsv.set_defaults(func=_fsir_server)
     fse = fsub.add_parser("secure", formatter_class=FORMATTER,
-                          help="every client's CSV aggregated securely (MPyC party processes on 127.0.0.1), released once for all N rows",
+                          help="every client's CSV aggregated securely (MPyC party processes, mutual TLS), released once for all N rows",
                           description="Run the secure-aggregation fit on this machine: one MPyC process per client (reading its own "
-                                      "CSV) plus the server, talking over TCP on 127.0.0.1. The clients' sums are added inside the "
+                                      "CSV) plus the server, each listening on its own address (default: free ports on 127.0.0.1), "
+                                      "over mutual TLS (a CA made for the run, unless --certs) unless --plaintext. The clients' sums are "
+                                      "added inside the "
                                       "secure computation, each client adds its own discrete Gaussian share, and only the noisy sum "
                                       "is opened: the central rate for N rows. Needs the configuration's mechanism iid and no "
                                       "screening; the report states the trust model. Install the extra: pip install 'privsdr[secure]'.")
@@ -267,6 +276,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     fse.add_argument("--colluders", type=positive_int, default=1,
                      help="the collusion threshold t: the noise of the clients outside any t meets the calibration (t < (K+1)/2)")
     fse.add_argument("--timeout", type=finite_float, default=60.0, help="seconds a party waits for the others (default 60)")
+    fse.add_argument("--addresses", nargs="+", default=None, metavar="HOST:PORT",
+                     help="one address per party: the server's first, then each client's in --data order (default: free ports "
+                     "on 127.0.0.1)")
+    fse.add_argument("--plaintext", action="store_true",
+                     help="plaintext TCP between the parties instead of mutual TLS (the report says so)")
+    fse.add_argument("--certs", default=None, metavar="DIR",
+                     help="the folder `privsdr secure keys` wrote for the parties server client-0 client-1 ... (default with TLS "
+                     "on loopback: a CA made for this run; required for any other address)")
     fse.add_argument("--journal", default=None, help="charge this ledger journal")
     fse.add_argument("--report", default=None, help="write the privacy report (.md, .html or .json)")
     purpose_option(fse, digest=False)

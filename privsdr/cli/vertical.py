@@ -201,7 +201,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                           "the local price of privacy.\n"
                           "Which one to use: docs/vertical.md, 'Which estimator for vertically partitioned data?'.\n"
                           "`vertical config` writes the shared public configuration; `vertical party` runs one party from its own CSV "
-                          "(DP-BCD: messages through a shared folder; --secure: its own MPyC process on 127.0.0.1); `vertical fit` "
+                          "(DP-BCD: messages through a shared folder; --secure: its own MPyC process at its address, mutual TLS); `vertical fit` "
                           "runs all parties on this machine.")
     vsub = vert.add_subparsers(dest="vertical_command", required=True, metavar="ACTION", parser_class=Parser)
     conf = vsub.add_parser("config", help="write the shared configuration (protocol, budget, layout)")
@@ -219,5 +219,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                                    allow_help="run paper/none mode (claimed or no guarantee)", mailbox_required=False)
     for p in (party, fit):
         p.add_argument("--secure", action="store_true",
-                       help="the configuration is a --secure one: X^T X and X^T y inside MPyC, one process per party on 127.0.0.1")
+                       help="the configuration is a --secure one: X^T X and X^T y inside MPyC, one process per party at its address")
+        p.add_argument("--certs", default=None, metavar="DIR",
+                       help="--secure with TLS: this party's certificate folder, or the folder `privsdr secure keys` wrote "
+                       "(party: needed; fit: default a CA made for the run, on loopback only)")
     add_helper(vsub)

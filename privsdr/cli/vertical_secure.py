@@ -2,14 +2,17 @@
 a secure computation (``SecureVerticalRegression``; MPyC, one process per party on 127.0.0.1).
 
     privsdr vertical config shared.json --secure --party alice=5 bob=5 --rows N --label alice --epsilon 1 \\
-        --row-bound 3 --label-bound 10            # ports for every party on 127.0.0.1 are written into the file
-    privsdr vertical helper --config shared.json  # two data parties need a helper (it holds no data)
-    privsdr vertical party --secure --config shared.json --name alice --data alice.csv --target y
-    privsdr vertical party --secure --config shared.json --name bob --data bob.csv
+        --row-bound 3 --label-bound 10 [--addresses H:P ...]   # default: free ports on 127.0.0.1, in the file
+    privsdr secure keys keys --config shared.json             # a CA, and keys/<party>/ for every party
+    privsdr vertical helper --config shared.json --certs keys/helper  # two data parties need a helper (no data)
+    privsdr vertical party --secure --config shared.json --name alice --data alice.csv --target y --certs keys/alice
+    privsdr vertical party --secure --config shared.json --name bob --data bob.csv --certs keys/bob
     privsdr vertical fit --secure --config shared.json --data alice=alice.csv bob=bob.csv --target y   # all here
 
 Contract: the configuration file is ``{"format": "privsdr.vertical-secure-run", "estimator", "accountant", "budget",
-"layout", "ports"}``; every party reads the same file. Each party spends exactly the configured budget on its own
+"layout", "addresses"}`` (``estimator`` holds ``addresses`` and ``tls`` too); every party reads the same file.
+Channels are mutual TLS unless the configuration was written with ``--plaintext``; a party then needs its own
+certificate folder (``--certs``). A file of an earlier version with ``ports`` reads as those ports on 127.0.0.1. Each party spends exactly the configured budget on its own
 journal (``--journal``; one with less left is refused before the run), and only once every party has confirmed that
 it holds the same public configuration (``SecureVerticalRegression.fit_party``); every party ends with the same
 opened statistics and prints the same model.
@@ -39,33 +42,48 @@ def estimator_params(args: argparse.Namespace, row_bound: Any) -> dict[str, Any]
 
 
 def write_config(args: argparse.Namespace, row_bound: Any, budget: Budget, layout: Any) -> None:
-    """``vertical config --secure``: the public configuration, with a free port on 127.0.0.1 for every party."""
-    from ..secure.launch import free_ports
+    """``vertical config --secure``: the public configuration, with every party's address (checked: ports 1..65535,
+    no address twice); default a free port on 127.0.0.1 for every party."""
+    from ..secure.addresses import check_addresses, is_loopback, loopback_addresses
 
     if budget.is_infinite:
         raise ValidationError("--secure is certified only: give --epsilon (and --delta)")
+    if args.addresses and args.ports:
+        raise ValidationError("give --addresses HOST:PORT ... or --ports PORT ... (on 127.0.0.1), not both")
     params = estimator_params(args, row_bound)
     est = _estimator(params, budget, None)
+    addresses: tuple[str, ...] = ()
     if layout is not None:
         parties = est.parties_for(layout)
         est.build_plan({p.name: p.n_columns for p in layout.parties})  # checks every public parameter now
-        ports = list(args.ports) if args.ports else free_ports(len(parties))
-        if len(ports) != len(parties):
-            raise ValidationError(f"--ports needs one port per party ({', '.join(parties)}), got {len(ports)}")
+        given = args.addresses or ([f"127.0.0.1:{port}" for port in args.ports] if args.ports else None)
+        addresses = check_addresses(given, parties) if given else loopback_addresses(len(parties))
+    elif args.addresses or args.ports:
+        raise ValidationError("--addresses need the layout (--party NAME=N ... --rows N --label NAME): one address per party")
     else:
-        parties, ports = [], []
+        parties = []
+    params = {**params, "addresses": list(addresses) or None, "tls": not args.plaintext}
     shared = {"format": SECURE, "estimator": params, "accountant": args.accountant,
               "budget": {"epsilon": budget.epsilon, "delta": budget.delta}, "layout": None if layout is None else layout.to_dict(),
-              "ports": ports}
+              "addresses": list(addresses)}
     Path(args.out).write_text(json.dumps(shared, indent=2))
-    where = f" (parties {', '.join(parties)} on 127.0.0.1 ports {', '.join(map(str, ports))})" if layout else ""
-    print(f"wrote {args.out}: give it to every party; secure vertical regression{where}")
+    where = f" (parties {', '.join(f'{p} at {a}' for p, a in zip(parties, addresses, strict=True))})" if layout else ""
+    channels = ("plaintext TCP channels (--plaintext)" if args.plaintext else
+                "mutual TLS: every party needs its certificate folder (`privsdr secure keys DIR --config " + str(args.out) + "`)")
+    print(f"wrote {args.out}: give it to every party; secure vertical regression{where}; {channels}")
+    if args.plaintext and not all(is_loopback(a) for a in addresses):
+        print("note: plaintext to network addresses: anyone on the path reads every share, and anyone who reaches a party's "
+              "address first can claim to be another party", file=sys.stderr)
 
 
 def read_config(path: str) -> dict[str, Any]:
     from ..vertical import Layout
 
     shared = read_tagged(path, SECURE, "secure vertical", " (write one with `privsdr vertical config ... --secure`)")
+    if "addresses" not in shared and shared.get("ports"):  # an earlier version's file: ports on 127.0.0.1
+        shared["addresses"] = [f"127.0.0.1:{int(port)}" for port in shared["ports"]]
+    shared["estimator"] = {**shared["estimator"], "addresses": shared.get("addresses") or None,
+                           "tls": shared["estimator"].get("tls", True)}  # no "tls": never plaintext
     shared["budget"] = Budget(shared["budget"]["epsilon"], shared["budget"]["delta"])
     shared["layout"] = None if shared.get("layout") is None else Layout.from_dict(shared["layout"])
     return shared
@@ -84,6 +102,15 @@ def _ledger(journal: str | None, budget: Budget, accountant: str) -> Ledger | No
     return Ledger.open(journal) if Path(journal).exists() else Ledger(budget, accountant=accountant, journal=journal)
 
 
+def own_certificates(certs: str | None, name: str) -> Path | None:
+    """This party's certificate folder: ``--certs DIR`` itself, or ``DIR/<name>`` when DIR is the folder
+    ``privsdr secure keys`` wrote for every party."""
+    if certs is None:
+        return None
+    folder = Path(certs)
+    return folder / name if not any(folder.glob("party_*.crt")) and (folder / name).is_dir() else folder
+
+
 def _progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
@@ -92,7 +119,7 @@ def party(args: argparse.Namespace, name: str, holds_data: bool) -> int:
     """``vertical party --secure`` (``holds_data``) and ``vertical helper``: run this party's process only."""
     shared = read_config(args.config)
     layout = shared["layout"]
-    if layout is None or not shared["ports"]:
+    if layout is None or not shared.get("addresses"):
         raise ValidationError("the configuration has no layout: write it with `privsdr vertical config ... --secure --party NAME=N ... "
                               "--rows N --label NAME`")
     budget, accountant = shared["budget"], shared["accountant"]
@@ -103,7 +130,8 @@ def party(args: argparse.Namespace, name: str, holds_data: bool) -> int:
         parties = est.parties_for(layout)
         if not holds_data and name not in parties:
             raise ValidationError("this configuration has no helper: its parties are " + ", ".join(parties))
-        est.fit_party(layout, name, data, list(shared["ports"]), progress=_progress)
+        est.fit_party(layout, name, data, list(shared["addresses"]), progress=_progress,
+                      certificates=own_certificates(getattr(args, "certs", None), name))
         _print_result(args, est, name)
         commit_report(outputs, est.privacy_report_, report_path)
     return 0
@@ -114,6 +142,8 @@ def fit(args: argparse.Namespace) -> int:
     shared = read_config(args.config)
     budget, accountant = shared["budget"], shared["accountant"]
     est = _estimator(shared["estimator"], budget, None, accountant)
+    if getattr(args, "certs", None):
+        est.set_params(certificates=args.certs)
     est.fit(load_parties(args.data, args.target))
     _print_result(args, est, None)
     return 0
@@ -149,13 +179,20 @@ def add_config_options(conf: argparse.ArgumentParser) -> None:
     conf.add_argument("--components", type=int, default=None, help="--secure: fit PLS with this many components (default: ridge)")
     conf.add_argument("--timeout", type=float, default=120.0, help="--secure: seconds a party waits for the others (default 120)")
     conf.add_argument("--y-center", type=float, default=0.0, help="public centre of y: labels are clipped to centre +- --label-bound (--secure and DP-BCD)")
+    conf.add_argument("--addresses", nargs="+", default=None, metavar="HOST:PORT",
+                      help="--secure: one address per party in MPyC's order, helper first; each party listens on its own "
+                      "(default: free ports on 127.0.0.1)")
     conf.add_argument("--ports", nargs="+", type=int, default=None,
-                      help="--secure: one port on 127.0.0.1 per party in MPyC's order, helper first (default: free ports now)")
+                      help="--secure: one port on 127.0.0.1 per party in MPyC's order, helper first (instead of --addresses)")
+    conf.add_argument("--plaintext", action="store_true",
+                      help="--secure: plaintext TCP between the parties instead of mutual TLS (the reports say so)")
 
 
 def add_helper(vsub: Any) -> None:
     helper = vsub.add_parser("helper", help="run the helper of a --secure fit (it holds no data, adds a noise share, sees shares only)")
     helper.add_argument("--config", required=True, help="the shared configuration (from `config --secure`)")
+    helper.add_argument("--certs", default=None, metavar="DIR",
+                        help="the helper's certificate folder (or the folder `privsdr secure keys` wrote); needed with TLS")
     helper.add_argument("--journal", default=None, help="charge this ledger journal (the helper's own account of the run)")
     helper.add_argument("--report", default=None, help="write the privacy report (.html, .md or .json)")
     helper.add_argument("--json", action="store_true", help="print the result as JSON")

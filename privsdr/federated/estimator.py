@@ -61,7 +61,11 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
     plus the server, on 127.0.0.1) and released once for all N rows with distributed discrete Gaussian noise, at the
     central rate (``federated.secure_fit``, ``docs/secure.md``); ``colluders`` is the collusion threshold t (the
     noise of the clients outside any t meets the calibration; t < (K + 1) / 2), ``timeout`` the seconds a party
-    waits for the others. The secure path needs ``mechanism="iid"`` and no screening.
+    waits for the others. The secure path needs ``mechanism="iid"`` and no screening. ``addresses``: one
+    ``host:port`` per party, the server first, then the clients in order (default: free ports on 127.0.0.1);
+    ``tls``: mutual TLS between the parties (default; ``False``: plaintext, asked for explicitly, and the report says
+    so); ``certificates``: the folder ``privsdr secure keys`` wrote (needed with TLS to a non-loopback address; made
+    for the run otherwise).
 
     ``center`` (default ``"dp"``, as ``privsdr fsir config``): each client also releases its slice
     proportions (``center_share`` of its budget) and the server centres at the DP mean read off the
@@ -89,7 +93,8 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
                  server_vote: str | None = None, basis: Any = None,
                  spectrum: Any = None, two_stage_share: float = 0.3, psd_floor: float | None = None, center: Any = "dp",
                  center_share: float = 0.1, allow_uncertified: bool = False, n_clients: int | None = None, executor: Any = None,
-                 random_state: Any = None, aggregation: str = "local", colluders: int = 1, timeout: float = 60.0) -> None:
+                 random_state: Any = None, aggregation: str = "local", colluders: int = 1, timeout: float = 60.0,
+                 addresses: Any = None, tls: bool = True, certificates: Any = None) -> None:
         self.n_directions = n_directions
         self.bound = bound
         self.norm = norm
@@ -121,6 +126,9 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
         self.aggregation = aggregation
         self.colluders = colluders
         self.timeout = timeout
+        self.addresses = addresses
+        self.tls = tls
+        self.certificates = certificates
 
     _requires_y = True
 
@@ -243,6 +251,8 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
         sizes = [X.shape[0] for X, _ in checked]
         if self.aggregation not in ("local", "secure"):
             raise ValidationError(f"aggregation must be 'local' or 'secure', got {self.aggregation!r}")
+        if self.aggregation == "local" and (self.addresses is not None or self.certificates is not None):
+            raise ValidationError("addresses and certificates are for aggregation='secure' (the local protocol sends upload files)")
         if self.aggregation == "secure":
             return self._fit_secure(config, checked, ids, budget, ledger, X_raw, p)
         if config.mechanism == "vgm_public":
@@ -317,15 +327,20 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
                     X_raw: Any, p: int) -> FederatedSIR:
         """``aggregation="secure"``: the central release by secure aggregation (``secure_fit``)."""
         from ..released.moments import warn_if_noise_wins
-        from .secure_fit import check_secure_config, fit_secure
+        from ..secure.addresses import check_addresses
+        from .secure_fit import SERVER, check_secure_config, fit_secure
 
         check_secure_config(config, len(checked), self.colluders)
+        if not isinstance(self.tls, (bool, np.bool_)):
+            raise ValidationError(f"tls must be True or False (False: plaintext channels, asked for explicitly), got {self.tls!r}")
+        addresses = None if self.addresses is None else check_addresses(self.addresses, [SERVER, *ids])
         if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)) or not 0 < self.timeout < 3600:
             raise ValidationError(f"timeout must be a number of seconds in (0, 3600), got {self.timeout!r}")
         clients = [check_client_data(X, y, config, cid) for cid, (X, y) in zip(ids, checked, strict=True)]
         result = fit_secure(config, clients, ids, budget, ledger, colluders=int(self.colluders), timeout=float(self.timeout),
                             accountant=self.accountant, random_state=self.random_state, n_directions=config.n_directions,
-                            allow_uncertified=self.allow_uncertified)
+                            allow_uncertified=self.allow_uncertified, addresses=addresses, tls=bool(self.tls),
+                            certificates=self.certificates)
         self.screening_messages_ = None
         self.eigenvalues_ = result.eigenvalues
         self.noise_error_ = result.noise_error

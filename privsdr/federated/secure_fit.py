@@ -94,8 +94,10 @@ def party_bounds(config: FSIRConfig, p: int) -> dict[str, float]:
 
 def fit_secure(config: FSIRConfig, clients: Sequence[tuple[np.ndarray, np.ndarray]], ids: Sequence[str], budget: Budget,
                ledger: Ledger, *, colluders: int, timeout: float, accountant: Any, random_state: Any, n_directions: Any,
-               allow_uncertified: bool) -> SecureFSIRResult:
-    """Fit by secure aggregation (module docstring). ``clients``: each client's (truncated X, slice labels)."""
+               allow_uncertified: bool, addresses: Sequence[str] | None = None, tls: bool = True,
+               certificates: Any = None) -> SecureFSIRResult:
+    """Fit by secure aggregation (module docstring). ``clients``: each client's (truncated X, slice labels);
+    ``addresses`` (server first), ``tls``, ``certificates``: the channels (``secure.aggregate.secure_release``)."""
     p = clients[0][0].shape[1]
     N = int(sum(X.shape[0] for X, _ in clients))
     H = config.n_slices
@@ -107,7 +109,7 @@ def fit_secure(config: FSIRConfig, clients: Sequence[tuple[np.ndarray, np.ndarra
              notes=["the clients' sums were added inside a secure computation (MPyC) and released once for all N rows; each "
                     "client added its own discrete Gaussian share (distributed DP)"]) as run:
         done = secure_release(run, NODES, contributions, party_bounds(config, p), parties=[SERVER, *ids], threshold=int(colluders),
-                              timeout=timeout, server=SERVER)
+                              timeout=timeout, server=SERVER, addresses=addresses, tls=tls, certificates=certificates)
     released = from_run(run, {"slice_sums": "slice_sums", "slice_counts": "slice_counts", "second_moment": "second_moment"},
                         n=N, source="secure aggregation")
     released = attrs.evolve(released, arrays={**released.arrays, "slice_sums": released["slice_sums"].reshape(p, H)})

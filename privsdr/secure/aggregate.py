@@ -5,8 +5,9 @@
 1. builds the public job from the nodes' calibrated specs (``distributed_gaussian`` / ``distributed_symmetric_gaussian``:
    grid, share variance), the public per-node bounds, which size the field (``job.field_bits``), and the calibrated
    plan's public record (``public_record``: budget, accountant, relation, sensitivities, noise events);
-2. runs one process per party on 127.0.0.1 (``launch.run_parties``); the processes first check that every party
-   holds the same public job (its digest, over MPyC's channels) and is ready (issue 33);
+2. runs one process per party at the job's addresses (default: free ports on 127.0.0.1), over mutual TLS unless
+   plaintext was asked for (``launch.run_parties``); the processes first check that every party holds the same
+   public job (its digest, over MPyC's channels) and is ready (issue 33);
 3. only then charges every node (``Run.issue``: write-ahead, before any party draws a share or anything is opened),
    and lets the processes go on: each contributor rounds its statistics to the grid and adds its own noise share;
    only the sum is opened;
@@ -30,6 +31,7 @@ import numpy as np
 from ..errors import PrivsdrError, ValidationError
 from ..mechanisms.distributed import SAMPLER, from_upper_triangle, share_noise
 from ..plan import CalibratedPlan, Run, tap
+from .addresses import loopback_addresses
 from .crossproducts import CrossProducts
 from .job import AggregationJob, NodeJob
 from .launch import Opened, PartyFailed, run_own_party, run_parties
@@ -85,8 +87,11 @@ def node_job(plan: CalibratedPlan, name: str, bound: float) -> NodeJob:
 
 
 def build_job(plan: CalibratedPlan, names: Sequence[str], bounds: Mapping[str, float], *, parties: Sequence[str],
-              contributors: Sequence[str], threshold: int, timeout: float, products: CrossProducts | None = None) -> AggregationJob:
-    """The job of releasing ``names`` of ``plan`` (checked: every node's share count matches the contributors and t)."""
+              contributors: Sequence[str], threshold: int, timeout: float, products: CrossProducts | None = None,
+              addresses: Sequence[str] | None = None, tls: bool = True) -> AggregationJob:
+    """The job of releasing ``names`` of ``plan`` (checked: every node's share count matches the contributors and t).
+    ``addresses``: one host:port per party (default: free ports on 127.0.0.1); ``tls``: False only for plaintext
+    asked for explicitly."""
     for name in names:
         spec = plan.specs[name]
         if spec.sampler != SAMPLER:
@@ -95,49 +100,55 @@ def build_job(plan: CalibratedPlan, names: Sequence[str], bounds: Mapping[str, f
             raise ValidationError(f"node {name!r} was calibrated for {spec.params['parties']} noise shares and "
                                   f"{spec.params['colluders']} colluders, not {len(contributors)} and {threshold}")
     nodes = tuple(node_job(plan, n, bounds[n]) for n in names)
-    return AggregationJob(parties, contributors, threshold, nodes, timeout, products, public_record(plan))
+    return AggregationJob(parties, contributors, threshold, nodes, timeout, products, public_record(plan),
+                          tuple(addresses) if addresses else loopback_addresses(len(parties)), tls)
 
 
 def secure_release(run: Run, names: Sequence[str], contributions: Mapping[str, Mapping[str, Any]], bounds: Mapping[str, float], *,
                    parties: Sequence[str], threshold: int, timeout: float = 60.0, server: str | None = None,
-                   record_view: bool = False) -> SecureRelease:
+                   record_view: bool = False, addresses: Sequence[str] | None = None, tls: bool = True,
+                   certificates: Mapping[str, Any] | None = None) -> SecureRelease:
     """Release ``names`` as secure aggregates of ``contributions[party][node]`` (module docstring). ``parties``: every
-    MPyC party in order (the contributors and, e.g., a server that contributes nothing)."""
+    MPyC party in order (the contributors and, e.g., a server that contributes nothing); ``addresses``, ``tls``,
+    ``certificates``: the channels (``build_job``, ``launch.run_parties``)."""
     contributors = [p for p in parties if p in contributions]
-    job = build_job(run.plan, names, bounds, parties=parties, contributors=contributors, threshold=threshold, timeout=timeout)
+    job = build_job(run.plan, names, bounds, parties=parties, contributors=contributors, threshold=threshold, timeout=timeout,
+                    addresses=addresses, tls=tls)
     plain: dict[str, np.ndarray] = {name: np.sum([np.asarray(c[name], dtype=float) for c in contributions.values()], axis=0)
                                     for name in names}
-    return _run(run, job, lambda j, charge: run_parties(j, contributions, charge=charge, record_view=record_view), plain, server)
+    return _run(run, job, lambda j, charge: run_parties(j, contributions, charge=charge, record_view=record_view,
+                                                        certificates=certificates), plain, server)
 
 
 def gram_job(plan: CalibratedPlan, products: CrossProducts, *, parties: Sequence[str], threshold: int, bound: float,
-             timeout: float) -> AggregationJob:
+             timeout: float, addresses: Sequence[str] | None = None, tls: bool = True) -> AggregationJob:
     """The public job of a secure Gram (``secure_gram_release``): every party of ``parties`` adds a noise share."""
     return build_job(plan, ("xtx", "xty"), {"xtx": bound, "xty": bound}, parties=parties, contributors=list(parties),
-                     threshold=threshold, timeout=timeout, products=products)
+                     threshold=threshold, timeout=timeout, products=products, addresses=addresses, tls=tls)
 
 
-def decline_own_party(job: AggregationJob, own: str, ports: Sequence[int], why: str, progress: Any = None) -> None:
+def decline_own_party(job: AggregationJob, own: str, why: str, progress: Any = None, certificates: Any = None) -> None:
     """Take part in the agreement of ``job`` as party ``own``, not ready (``why``: the kind of failure, never data),
     so that the other parties stop at once with nothing charged; returns when they have heard it (or timed out)."""
     try:
-        run_own_party(job, own, None, list(ports), decline=why, progress=progress)
+        run_own_party(job, own, None, certificates=certificates, decline=why, progress=progress)
     except PartyFailed:
         pass  # expected: this party and every other stops at the agreement
 
 
 def secure_gram_release(run: Run, products: CrossProducts, blocks: Mapping[str, np.ndarray], label: np.ndarray | None, *,
                         parties: Sequence[str], threshold: int, bound: float, timeout: float = 60.0, helper: str | None = None,
-                        record_view: bool = False, own: str | None = None, ports: Sequence[int] | None = None,
-                        progress: Any = None) -> SecureRelease:
+                        record_view: bool = False, own: str | None = None, addresses: Sequence[str] | None = None,
+                        tls: bool = True, certificates: Any = None, progress: Any = None) -> SecureRelease:
     """Release the nodes ``xtx`` and ``xty`` as a secure Gram (``crossproducts``) of the data parties' integer
     ``blocks`` (clipped and rounded by each party) and the label holder's integer ``label``; every party of
     ``parties`` (data parties and a helper) adds a noise share. ``bound``: a public bound on every entry of the
     Gram in real units (it sizes the field).
 
     ``own``: run only this party (``blocks``/``label`` hold its own data only, or nothing for a helper); the others
-    run the same job elsewhere on ``ports`` of 127.0.0.1; ``progress(line)`` hears while it waits."""
-    job = gram_job(run.plan, products, parties=parties, threshold=threshold, bound=bound, timeout=timeout)
+    run the same job elsewhere, at ``addresses``; ``progress(line)`` hears while it waits. ``tls``, ``certificates``:
+    the channels (``launch``: ``own`` gives its own folder; a simulated run, a mapping or None)."""
+    job = gram_job(run.plan, products, parties=parties, threshold=threshold, bound=bound, timeout=timeout, addresses=addresses, tls=tls)
     holders = products.parties if own is None else [own] if own in products.parties else []
     inputs: dict[str, dict[str, np.ndarray]] = {name: {"block": blocks[name]} for name in holders}
     if products.label in inputs:
@@ -145,16 +156,18 @@ def secure_gram_release(run: Run, products: CrossProducts, blocks: Mapping[str, 
             raise ValidationError(f"the label holder {products.label!r} has no label")
         inputs[products.label]["label"] = label
     if own is not None:
-        if ports is None:
-            raise ValidationError("one party's run needs the parties' loopback ports")
+        if not addresses:
+            raise ValidationError("one party's run needs every party's address (host:port)")
         mine = inputs.get(own)
-        return _run(run, job, lambda j, charge: run_own_party(j, own, mine, list(ports), charge=charge, progress=progress), None, helper)
+        return _run(run, job, lambda j, charge: run_own_party(j, own, mine, certificates=certificates, charge=charge, progress=progress),
+                    None, helper)
     # the noise-free Gram, for the replay audit's tap only (this process holds every block in a simulated fit)
     Z = np.column_stack([blocks[name] for name in products.parties]
                         + ([np.full(products.rows, products.intercept)] if products.intercept else [])).astype(object)
     scale = 2.0 ** (2 * products.exponent)
     plain = {"xtx": np.array(Z.T @ Z, dtype=float) * scale, "xty": np.array(Z.T @ np.asarray(label).astype(object), dtype=float) * scale}
-    return _run(run, job, lambda j, charge: run_parties(j, inputs, charge=charge, record_view=record_view), plain, helper)
+    return _run(run, job, lambda j, charge: run_parties(j, inputs, charge=charge, record_view=record_view, certificates=certificates),
+                plain, helper)
 
 
 def _run(run: Run, job: AggregationJob, parties: Callable[[AggregationJob, Callable[[], None]], Opened],

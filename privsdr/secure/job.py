@@ -32,6 +32,7 @@ from typing import Any
 import attrs
 
 from ..errors import ValidationError
+from .addresses import check_addresses, is_loopback
 from .crossproducts import CrossProducts
 
 #: a party's noise share beyond this many standard deviations is refused by the party itself
@@ -127,6 +128,12 @@ class AggregationJob:
     products: CrossProducts | None = None  #: a secure Gram of vertically partitioned columns (``crossproducts``)
     #: the calibrated plan's public record (``aggregate.public_record``), canonical JSON: in the digest
     public: str = attrs.field(default="", converter=_public)
+    #: one ``host:port`` per party, in order: party i listens on its own and dials the others (``addresses``); empty:
+    #: the launcher picks free ports on 127.0.0.1 (``with_addresses``)
+    addresses: tuple[str, ...] = attrs.field(default=(), converter=_names)
+    #: mutual TLS between the parties (MPyC's --ssl, certificates of one CA, names checked both ways); False only
+    #: when plaintext was asked for explicitly
+    tls: bool = True
 
     def __attrs_post_init__(self) -> None:
         m = len(self.parties)
@@ -146,6 +153,10 @@ class AggregationJob:
             dims = self.products.dimensions
             if [(n.name, n.dimension) for n in self.nodes] != list(dims.items()):
                 raise ValidationError(f"a secure Gram releases the nodes {dims} in this order")
+        if self.addresses:
+            check_addresses(self.addresses, self.parties)
+        if not isinstance(self.tls, bool):
+            raise ValidationError(f"tls must be True or False, got {self.tls!r}")
         field_bits(self)  # refuses a grid too fine for the field before any party starts
 
     @property
@@ -159,6 +170,17 @@ class AggregationJob:
     def index(self, party: str) -> int:
         return self.parties.index(party)
 
+    @property
+    def loopback(self) -> bool:
+        """Whether every party's address is on this machine's loopback interface."""
+        return all(is_loopback(a) for a in self.addresses)
+
+    def with_addresses(self) -> AggregationJob:
+        """This job, with free ports on 127.0.0.1 when it names no addresses (the single-machine default)."""
+        from .addresses import loopback_addresses
+
+        return self if self.addresses else attrs.evolve(self, addresses=loopback_addresses(len(self.parties)))
+
     def record(self) -> str:
         """The canonical serialisation of the whole job: every field (``canonical``) and the field size."""
         return json.dumps({**canonical(self), "bits": self.bits}, sort_keys=True, separators=(",", ":"))
@@ -170,7 +192,8 @@ class AggregationJob:
     def to_dict(self) -> dict[str, Any]:
         return {"parties": list(self.parties), "inputs": list(self.inputs), "threshold": self.threshold, "timeout": self.timeout,
                 "nodes": [{**attrs.asdict(n), "sigma_local2": list(n.sigma_local2)} for n in self.nodes], "bits": self.bits,
-                "products": None if self.products is None else self.products.to_dict(), "public": json.loads(self.public)}
+                "products": None if self.products is None else self.products.to_dict(), "public": json.loads(self.public),
+                "addresses": list(self.addresses), "tls": self.tls}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)
@@ -181,7 +204,7 @@ class AggregationJob:
         nodes = tuple(NodeJob(**{**n, "sigma_local2": tuple(n["sigma_local2"])}) for n in data["nodes"])
         products = None if data.get("products") is None else CrossProducts.from_dict(data["products"])
         job = cls(data["parties"], data["inputs"], int(data["threshold"]), nodes, float(data["timeout"]), products,
-                  data.get("public") or {})
+                  data.get("public") or {}, data.get("addresses") or (), data.get("tls", True))  # no "tls": never plaintext
         if job.bits != data.get("bits", job.bits):
             raise ValidationError("the job's field size does not follow from its nodes")
         return job

@@ -1,10 +1,17 @@
-"""Starting the parties of a secure aggregation as real processes on 127.0.0.1, and ending exactly those.
+"""Starting the parties of a secure aggregation as real processes, and ending exactly those.
 
 ``run_parties(job, inputs)`` writes the public job and each contributor's statistics into a private temporary
-folder (mode 0700), picks one free loopback port per party, starts ``python -m privsdr.secure.party`` once per
-party with MPyC's ``-M/-I/-T/-P`` flags, and waits. It returns the opened sum (every party must have opened the
-same one) or raises ``PartyFailed`` naming the party that failed, refused or never got connected, after ending
-every process it started (by PID, also when the caller is interrupted). The job's timeout bounds the wait.
+folder (mode 0700), gives the job free ports on 127.0.0.1 when it names no addresses (``job.with_addresses``),
+starts ``python -m privsdr.secure.party`` once per party (MPyC's options come from the job: ``party``), and waits.
+It returns the opened sum (every party must have opened the same one) or raises ``PartyFailed`` naming the party
+that failed, refused or never got connected, after ending every process it started (by PID, also when the caller
+is interrupted). The job's timeout bounds the wait.
+
+Channels (issue 36): with ``job.tls`` every party process runs in a private working directory whose ``.config``
+holds links to its own key, certificate and the CA only (``certificates.private_config``), which MPyC's ``--ssl``
+reads. ``certificates``: each party's folder (``privsdr secure keys``); without it, and only when every address is
+loopback, ``run_parties`` makes a CA and the parties' keys for this run in its private folder (deleted with it).
+``run_own_party`` needs this party's folder whenever the job is TLS.
 
 Charging (issue 33): ``charge()`` is called only when the party processes report that every party holds the same
 public job and is ready (``party``: the digest exchange); then the launcher opens each process's gate and only then
@@ -18,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,8 +37,12 @@ import attrs
 import numpy as np
 
 from ..errors import PrivsdrError
+from .addresses import free_ports
+from .certificates import Credentials, load_credentials, make_keys, party_credentials, private_config
 from .job import AggregationJob
 from .party import EXIT_DISAGREED
+
+__all__ = ["GRACE", "Opened", "PartyFailed", "free_ports", "open_gates", "run_own_party", "run_parties"]
 
 #: seconds on top of the job's timeout before the launcher gives up on a party (its own watchdog fires first)
 GRACE = 5.0
@@ -64,21 +74,8 @@ class Opened:
     pids: tuple[int, ...] = ()  #: the party processes that ran (all ended)
     #: (``record_view``) party -> MPyC step -> peer -> messages its process received (``party._tally_receipts``)
     receipts: Mapping[str, Mapping[str, Mapping[str, int]]] = attrs.field(factory=dict)
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports that were free on 127.0.0.1 a moment ago (the OS picks them)."""
-    sockets, ports = [], []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in sockets:
-            s.close()
-    return ports
+    #: party -> its connections as its process held them: {"tls": bool, "peer_certificates": {peer: names}} (``party``)
+    channels: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
 
 
 def _stages(path: Path) -> list[str]:
@@ -86,6 +83,15 @@ def _stages(path: Path) -> list[str]:
         return [json.loads(line)["stage"] for line in path.read_text().splitlines() if line.strip()]
     except (OSError, ValueError):
         return []
+
+
+def _connected(path: Path) -> dict[str, Any]:
+    """What a party process recorded about its connections when MPyC had connected every party."""
+    for line in _read_lines(path):
+        record = json.loads(line) if line.strip() else {}
+        if record.get("stage") == "connected":
+            return {"tls": record.get("tls"), "peer_certificates": record.get("peer_certificates", {})}
+    return {}
 
 
 def _last_line(path: Path) -> str:
@@ -96,10 +102,13 @@ def _last_line(path: Path) -> str:
     return lines[-1] if lines else ""
 
 
-def _start(job: AggregationJob, i: int, folder: Path, inputs: Mapping[str, np.ndarray] | None, addresses: list[str],
-           record_view: bool, python: str | None, *, decline: str | None = None, own_group: bool = True) -> subprocess.Popen[bytes]:
-    """Start party ``i`` (its statistics, if any, written into the private folder first); it waits for its gate
-    ``go{i}`` after the agreement (``open_gates``). ``own_group``: a process group of its own (else the caller's)."""
+def _start(job: AggregationJob, i: int, folder: Path, inputs: Mapping[str, np.ndarray] | None, credentials: Credentials | None,
+           record_view: bool, python: str | None, *, decline: str | None = None, own_group: bool = True,
+           routes: Mapping[int, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start party ``i`` (its statistics, if any, written into the private folder first) in its own working directory
+    (with TLS: links to its ``credentials`` only); it waits for its gate ``go{i}`` after the agreement
+    (``open_gates``). ``own_group``: a process group of its own (else the caller's). ``routes``: peer -> the address
+    to dial it at instead (``party --route``)."""
     command = [python or sys.executable, "-m", "privsdr.secure.party", "--job", str(folder / "job.json"), "--index", str(i),
                "--output", str(folder / f"out{i}.npz"), "--status", str(folder / f"status{i}.jsonl"),
                "--digest", job.digest(), "--gate", str(folder / f"go{i}")]
@@ -112,9 +121,45 @@ def _start(job: AggregationJob, i: int, folder: Path, inputs: Mapping[str, np.nd
         command += ["--input", str(folder / f"in{i}.npz")]
     if record_view:
         command.append("--record-view")
-    command += ["-M", str(len(job.parties)), "-I", str(i), "-T", str(job.threshold), *addresses]
+    command += [f"--route={j}={address}" for j, address in (routes or {}).items()]
+    workdir = folder / f"party{i}"
+    if credentials is not None:
+        private_config(credentials, workdir)
+    else:
+        workdir.mkdir(mode=0o700)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_SOURCE), os.environ.get("PYTHONPATH")]))}
     with open(folder / f"err{i}.txt", "wb") as err:
-        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, start_new_session=own_group)
+        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, start_new_session=own_group, cwd=workdir, env=env)
+
+
+#: the folder that holds the ``privsdr`` package: a party process runs in another working directory
+_SOURCE = Path(__file__).resolve().parents[2]
+
+
+def credentials_for(job: AggregationJob, certificates: str | Path | Mapping[str, str | Path] | None, folder: Path) -> dict[str, Credentials]:
+    """Every party's checked credentials for a TLS job (module docstring); none for a plaintext one."""
+    if not job.tls:
+        return {}
+    if certificates is None:
+        if not job.loopback:
+            raise PrivsdrError("TLS to network addresses needs the parties' own certificates (`privsdr secure keys`, or an "
+                               "organisation's CA); nothing was charged")
+        certificates = make_keys(folder / "keys", job.parties)  # a CA for this run only, in the private folder
+    return party_credentials(certificates, job.parties)
+
+
+def _refusals(folder: Path, indices: list[int]) -> str:
+    """The connections the parties refused (a certificate that did not name the party it claimed), if any."""
+    lines = [json.loads(line).get("why", "") for i in indices for line in _read_lines(folder / f"status{i}.jsonl")
+             if '"refused connection"' in line]
+    return f"; refused: {lines[0]}" + (f" (and {len(lines) - 1} more)" if len(lines) > 1 else "") if lines else ""
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text().splitlines()
+    except OSError:
+        return []
 
 
 def _end(proc: subprocess.Popen[bytes]) -> None:
@@ -140,30 +185,32 @@ def _agreed(folder: Path, i: int) -> bool:
     return "agreed" in _stages(folder / f"status{i}.jsonl")
 
 
-def loopback_addresses(ports: list[int]) -> list[str]:
-    """MPyC's ``-P`` arguments for parties listening on these ports of 127.0.0.1."""
-    return [arg for port in ports for arg in ("-P", f"127.0.0.1:{int(port)}")]
-
-
-def run_own_party(job: AggregationJob, name: str, inputs: Mapping[str, np.ndarray] | None, ports: list[int], *,
-                  charge: Callable[[], None] | None = None, decline: str | None = None, progress: Any = None,
-                  every: float = 5.0, python: str | None = None) -> Opened:
-    """Run only party ``name`` of ``job`` (the others run elsewhere, each with the same job and ``ports`` on
-    127.0.0.1): start its process, call ``charge()`` once every party has agreed on the public job (module
-    docstring), report its stage to ``progress(line)`` every ``every`` seconds while it waits for the others, bound
-    the wait by the job's timeout, end the process (by PID) whatever happens. ``decline``: take part in the
-    agreement only, as not ready for this reason (the others then stop with nothing charged); raises ``PartyFailed``."""
-    if len(ports) != len(job.parties):
-        raise PrivsdrError(f"need one port per party ({len(job.parties)}), got {len(ports)}")
+def run_own_party(job: AggregationJob, name: str, inputs: Mapping[str, np.ndarray] | None, *,
+                  certificates: str | Path | None = None, charge: Callable[[], None] | None = None, decline: str | None = None,
+                  progress: Any = None, every: float = 5.0, python: str | None = None) -> Opened:
+    """Run only party ``name`` of ``job`` (the others run elsewhere, each with the same job, at the job's addresses):
+    start its process, call ``charge()`` once every party has agreed on the public job (module docstring), report its
+    stage to ``progress(line)`` every ``every`` seconds while it waits for the others, bound the wait by the job's
+    timeout, end the process (by PID) whatever happens. ``certificates``: this party's folder (required with TLS).
+    ``decline``: take part in the agreement only, as not ready for this reason (the others then stop with nothing
+    charged); raises ``PartyFailed``."""
+    if not job.addresses:
+        raise PrivsdrError("one party's run needs every party's address in the job (host:port each)")
     i = job.index(name)
-    folder = Path(tempfile.mkdtemp(prefix="privsdr-secure-"))
+    credentials = None
+    if job.tls:
+        if certificates is None:
+            raise PrivsdrError(f"this run uses TLS: party {name!r} needs its certificate folder (`privsdr secure keys`; --certs), "
+                               "or every party's configuration must ask for plaintext; nothing was charged")
+        credentials = load_credentials(certificates, i)
+    folder = Path(tempfile.mkdtemp(prefix="privsdr-secure-")).resolve()
     os.chmod(folder, 0o700)
     start = time.monotonic()
     proc = None
     charged = False
     try:
         (folder / "job.json").write_text(job.to_json())
-        proc = _start(job, i, folder, inputs, loopback_addresses(ports), False, python, decline=decline, own_group=False)
+        proc = _start(job, i, folder, inputs, credentials, False, python, decline=decline, own_group=False)
         deadline, told = start + job.timeout + GRACE, start
         while proc.poll() is None:
             now = time.monotonic()
@@ -187,7 +234,7 @@ def run_own_party(job: AggregationJob, name: str, inputs: Mapping[str, np.ndarra
             if proc.poll() == EXIT_DISAGREED:  # the child's own line says who disagreed and that nothing was charged
                 raise PartyFailed(f"{why}; its process was ended", name, (proc.pid,), charged)
             if proc.poll() is None or "timed out" in stages:
-                why = ("timed out: " if "connected" in stages else "timed out waiting for the other parties: ") + why
+                why = ("timed out: " if "connected" in stages else "timed out waiting for the other parties: ") + why + _refusals(folder, [i])
             raise PartyFailed(f"party {name!r} did not finish ({why}); its process was ended{_charged_note(charged)}", name,
                               (proc.pid,), charged)
         with np.load(folder / f"out{i}.npz") as data:
@@ -200,23 +247,26 @@ def run_own_party(job: AggregationJob, name: str, inputs: Mapping[str, np.ndarra
 
 
 def run_parties(job: AggregationJob, inputs: Mapping[str, Mapping[str, np.ndarray]], *, charge: Callable[[], None] | None = None,
-                record_view: bool = False, python: str | None = None) -> Opened:
+                record_view: bool = False, python: str | None = None, certificates: str | Path | Mapping[str, str | Path] | None = None,
+                routes: Mapping[str, Mapping[int, str]] | None = None) -> Opened:
     """Run the aggregation ``job`` with each contributor's statistics ``inputs[party][node]``; ``charge()`` once
-    every party process has agreed on the public job (module docstring)."""
+    every party process has agreed on the public job (module docstring). ``certificates``: party -> its folder, or
+    the folder of ``privsdr secure keys`` (default with TLS on loopback: made for this run); ``routes``: party -> {peer index: address it dials instead}."""
     missing = [p for p in (job.inputs if job.products is None else job.products.parties) if p not in inputs]
     if missing:
         raise PrivsdrError(f"no statistics for the contributing parties {missing}")
-    folder = Path(tempfile.mkdtemp(prefix="privsdr-secure-"))
+    job = job.with_addresses()
+    folder = Path(tempfile.mkdtemp(prefix="privsdr-secure-")).resolve()
     os.chmod(folder, 0o700)
     procs: dict[str, subprocess.Popen[bytes]] = {}
     start = time.monotonic()
     charged = False
     try:
+        credentials = credentials_for(job, certificates, folder)
         (folder / "job.json").write_text(job.to_json())
-        ports = free_ports(len(job.parties))
-        addresses = loopback_addresses(ports)
         for i, name in enumerate(job.parties):
-            procs[name] = _start(job, i, folder, inputs.get(name), addresses, record_view, python)
+            procs[name] = _start(job, i, folder, inputs.get(name), credentials.get(name), record_view, python,
+                                 routes=(routes or {}).get(name))
         deadline = start + job.timeout + GRACE
         while True:
             failed = [(n, p.returncode) for n, p in procs.items() if p.poll() not in (None, 0)]
@@ -245,6 +295,7 @@ def run_parties(job: AggregationJob, inputs: Mapping[str, Mapping[str, np.ndarra
                 stuck = [n for n in job.parties if "connected" not in _stages(folder / f"status{job.index(n)}.jsonl")]
                 culprit = stuck[0] if stuck else None
                 who = (f"{', '.join(stuck)} never connected" if stuck else "every party connected but the computation did not finish")
+                who += _refusals(folder, list(range(len(job.parties))))
                 raise PartyFailed(f"the secure aggregation timed out after {job.timeout:g} s ({who}); every party process was "
                                   f"ended{_charged_note(charged)}", culprit, tuple(p.pid for p in procs.values()), charged)
             time.sleep(0.02)
@@ -263,7 +314,8 @@ def run_parties(job: AggregationJob, inputs: Mapping[str, Mapping[str, np.ndarra
         if any(not np.array_equal(opened[0], o) for o in opened[1:]):
             raise PartyFailed("the parties opened different sums", None, tuple(p.pid for p in procs.values()))
         seconds = time.monotonic() - start
-        return Opened(opened[0], views, seconds, sent, tuple(p.pid for p in procs.values()), receipts)
+        channels = {name: _connected(folder / f"status{i}.jsonl") for i, name in enumerate(job.parties)}
+        return Opened(opened[0], views, seconds, sent, tuple(p.pid for p in procs.values()), receipts, channels)
     finally:
         for proc in procs.values():  # exactly the processes started here
             _end(proc)

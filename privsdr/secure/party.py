@@ -1,8 +1,7 @@
 """One party of a secure aggregation, as its own process (the only module that imports ``mpyc.runtime``).
 
     python -m privsdr.secure.party --job JOB.json --index I --output OUT.npz [--input IN.npz] [--status S.jsonl]
-                                   [--digest HEX] [--gate GO] [--decline WHY] [--record-view]
-                                   -M m -I i -T t -P 127.0.0.1:PORT_0 ... -P 127.0.0.1:PORT_{m-1}
+                                   [--digest HEX] [--gate GO] [--decline WHY] [--record-view] [--route J=HOST:PORT]
 
 Agreement before any charge (issue 33): the party checks its input against the public bounds (drawing no noise),
 then, once MPyC has connected every party, sends every other party the digest of its public job (``job.digest``:
@@ -24,9 +23,18 @@ it adds its own diagonal block and its noise shares as above, and also inputs it
 matrix; the cross-blocks between parties are computed on the shares, and only the noisy total is opened. A helper
 (a party without columns) adds a noise share and sees shares only.
 
-MPyC listens on every interface by default; this program binds its listening socket to 127.0.0.1 (the event loop
-is replaced before MPyC is imported), and the launcher gives 127.0.0.1 addresses for every party. A watchdog ends
-the process after the job's timeout (exit code 4), so a party whose peers dropped out never waits for ever.
+Addresses and channels (issue 36). MPyC's options come from the job alone: ``-M/-I/-T``, one ``-P host:port`` per
+party from ``job.addresses`` and ``--ssl`` when ``job.tls`` (any other MPyC option on the command line is refused).
+MPyC passes no host to its listening socket; this program runs MPyC on an event loop of its own whose
+``create_server`` binds this party's configured host (``OwnAddressLoop``), and refuses to start if MPyC runs on
+another loop (uvloop, say), so the party listens on its own address only, by construction. With ``--ssl`` MPyC
+reads ``.config/`` of the working directory (the launcher runs each party in a private folder holding links to its
+own key, certificate and the CA: ``certificates.private_config``); the dialing side checks that the server's
+certificate names ``MPyC party j``, and since MPyC's listening side checks only the CA, ``NamedPeer`` closes a
+connection whose client certificate does not name the party id the client claims in its first message, before
+MPyC sees a byte of it. ``--route J=HOST:PORT`` dials party J there instead (a tunnel or relay; its certificate
+is checked all the same). A watchdog ends the process after the job's timeout (exit code 4), so a party whose
+peers dropped out never waits for ever.
 
 ``--record-view`` also writes what this party received for each other contributor's vector, block and label (its
 Shamir shares, a field element per coordinate), and a tally of every message its process received, by peer and by
@@ -49,7 +57,10 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import PrivsdrError
 from ..mechanisms import secure as exact
+from .addresses import split_address
+from .certificates import certificate_names, load_credentials, names_party
 from .job import AggregationJob, differences
 
 EXIT_TIMEOUT = 4
@@ -152,14 +163,97 @@ def _status(path: str | None, stage: str, **extra: Any) -> None:
             fh.write(json.dumps({"stage": stage, "time": time.time(), "pid": os.getpid(), **extra}) + "\n")
 
 
-def _loopback_event_loop() -> None:
-    """An event loop whose servers listen on 127.0.0.1 unless told otherwise (MPyC passes no host)."""
+class NamedPeer(asyncio.Protocol):
+    """The listening side of one connection: MPyC's protocol ``inner`` hears it only once the client's certificate
+    (verified against the CA by TLS) names the party id the client claims in its first two bytes, a lower id than
+    this party's (MPyC listens for those only). Otherwise the connection is closed and ``refused(why)`` told. In
+    plaintext there is no certificate to check: only the id's range is."""
 
-    class LoopbackLoop(asyncio.SelectorEventLoop):
+    def __init__(self, inner: Any, own: int, tls: bool, refused: Any) -> None:
+        self.inner, self.own, self.tls, self.refused = inner, own, tls, refused
+        self.pending = bytearray()
+        self.checked = False
+        self.transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        self.inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self.checked:
+            self.inner.data_received(data)
+            return
+        self.pending.extend(data)
+        if len(self.pending) < 2:
+            return
+        claimed = int.from_bytes(self.pending[:2], "little")
+        cert = self.transport.get_extra_info("peercert") if self.tls else None
+        if claimed >= self.own or (self.tls and not names_party(cert, claimed)):
+            names = certificate_names(cert) if cert else []
+            self.refused(f"refused a connection claiming to be party {claimed}: its certificate names {names or 'nothing'}"
+                         if self.tls else f"refused a connection claiming to be party {claimed} (this party hears lower ids only)")
+            self.transport.abort()
+            return
+        self.checked = True
+        self.inner.data_received(bytes(self.pending))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.checked:  # MPyC never heard of a refused connection
+            self.inner.connection_lost(exc)
+
+    def eof_received(self) -> Any:
+        return self.inner.eof_received() if self.checked else None
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
+
+
+def own_address_loop(own_host: str, own: int, tls: bool, refused: Any) -> asyncio.AbstractEventLoop:
+    """The event loop MPyC must run on (module docstring): its servers listen on ``own_host`` only, and every incoming
+    connection goes through ``NamedPeer``. Installed as the current loop before MPyC is imported."""
+
+    class OwnAddressLoop(asyncio.SelectorEventLoop):
         async def create_server(self, protocol_factory: Any, host: Any = None, port: Any = None, **kwargs: Any) -> Any:
-            return await super().create_server(protocol_factory, host if host is not None else "127.0.0.1", port, **kwargs)
+            if host is not None and host != own_host:
+                raise RuntimeError(f"MPyC asked to listen on {host!r}, not on this party's address {own_host!r}")
+            return await super().create_server(lambda: NamedPeer(protocol_factory(), own, tls, refused), own_host, port, **kwargs)
 
-    asyncio.set_event_loop(LoopbackLoop())
+    loop = OwnAddressLoop()
+    asyncio.set_event_loop(loop)
+    return loop
+
+
+def mpc_arguments(job: AggregationJob, index: int, routes: Mapping[int, str]) -> list[str]:
+    """MPyC's command line for party ``index`` of ``job``: every option from the job (module docstring); ``routes``
+    replaces the address this party dials for some peers (never its own, which it listens on)."""
+    argv = ["-M", str(len(job.parties)), "-I", str(index), "-T", str(job.threshold)]
+    for j, address in enumerate(job.addresses):
+        argv += ["-P", routes.get(j, address) if j != index else address]
+    return argv + (["--ssl"] if job.tls else []) + ["--no-log"]
+
+
+def _routes(items: Sequence[str], job: AggregationJob, index: int) -> dict[int, str]:
+    routes = {}
+    for item in items:
+        peer, sep, address = item.partition("=")
+        if not sep or not peer.isdigit() or not 0 <= int(peer) < len(job.parties) or int(peer) == index:
+            raise ValueError(f"--route takes J=HOST:PORT for another party J, got {item!r}")
+        split_address(address)
+        routes[int(peer)] = address
+    return routes
+
+
+def _channels(mpc: Any, job: AggregationJob) -> dict[str, Any]:
+    """What the connections are, as this process holds them: TLS or not, and each peer certificate's names."""
+    names = {}
+    for peer in mpc.parties:
+        if peer.pid != mpc.pid and peer.protocol is not None and peer.protocol.transport is not None:
+            cert = peer.protocol.transport.get_extra_info("peercert")
+            names[job.parties[peer.pid]] = certificate_names(cert) if cert else []
+    return {"tls": bool(mpc.options.ssl), "peer_certificates": names}
 
 
 #: MPyC's steps that receive messages from a peer, by the name the tally gives them (``trust.received``)
@@ -230,7 +324,7 @@ async def _session(mpc: Any, job: AggregationJob, digest: str, why: str | None, 
     """Connect, agree, wait for the charge, then draw the shares and aggregate; the disagreements if there are any."""
     tally = _tally_receipts(mpc) if args.record_view else {}
     await mpc.start()
-    _status(args.status, "connected")
+    _status(args.status, "connected", **_channels(mpc, job))
     problems = await agree(mpc, job, digest, why)
     if problems:
         _status(args.status, "disagreed", why="; ".join(problems))
@@ -314,9 +408,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--gate", default=None, help="after the agreement, wait for this file (the launcher has charged)")
     parser.add_argument("--decline", default=None, help="take part in the agreement only, as not ready (this reason)")
     parser.add_argument("--record-view", action="store_true")
-    args, mpc_argv = parser.parse_known_args(sys.argv[1:] if argv is None else list(argv))
+    parser.add_argument("--route", action="append", default=[], metavar="J=HOST:PORT",
+                        help="dial party J at this address instead of its configured one (a tunnel or relay)")
+    args, extra = parser.parse_known_args(sys.argv[1:] if argv is None else list(argv))
+    if extra:
+        parser.error(f"MPyC's options come from the job (its parties, addresses and TLS), not the command line: {' '.join(extra)}")
     job = AggregationJob.from_json(Path(args.job).read_text())
     name = job.parties[args.index]
+    if not job.addresses:
+        parser.error("the job names no addresses: one host:port per party")
+    try:
+        routes = _routes(args.route, job, args.index)
+        if job.tls:  # the files MPyC's --ssl reads from the working directory, checked here first (key mode, names, CA)
+            load_credentials(".config", args.index)
+    except (ValueError, PrivsdrError) as exc:
+        print(f"party {name!r} cannot start: {exc}", file=sys.stderr)
+        return 2
     digest = args.digest or job.digest()
     _status(args.status, "started", party=name)
     def expire() -> None:
@@ -345,10 +452,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         _status(args.status, "refused", why=str(exc))
         print(f"party {name!r} refused: {exc}", file=sys.stderr)
         why = "it refused its own input"
-    os.environ.setdefault("MPYC_NOUVLOOP", "1")
-    _loopback_event_loop()
-    sys.argv = [sys.argv[0], *mpc_argv, "--no-log"]
-    from mpyc.runtime import mpc  # parses sys.argv: -M, -I, -T, -P
+    os.environ["MPYC_NOUVLOOP"] = "1"
+    host = split_address(job.addresses[args.index])[0]
+
+    def refused(why: str) -> None:
+        _status(args.status, "refused connection", why=why)
+        print(f"party {name!r} {why}", file=sys.stderr, flush=True)
+
+    loop = own_address_loop(host, args.index, job.tls, refused)
+    sys.argv = [sys.argv[0], *mpc_arguments(job, args.index, routes)]
+    from mpyc.runtime import mpc  # parses sys.argv: -M, -I, -T, -P, --ssl
+
+    if mpc._loop is not loop:  # e.g. uvloop: its listening socket would not be bound to this party's address
+        print(f"party {name!r} cannot start: MPyC runs on another event loop than this party's own", file=sys.stderr)
+        return 2
 
     try:
         done = mpc.run(_session(mpc, job, digest, why, q, args, block, label))

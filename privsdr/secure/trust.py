@@ -65,6 +65,26 @@ def describe(job: AggregationJob, party: str, view: dict[str, Any]) -> str:
             "public job, its digest and whether it is ready (the agreement), and barrier messages, which carry no data")
 
 
+TLS_CHANNELS = "authenticated, encrypted channels (mutual TLS, certificates of one CA)"
+PLAINTEXT_CHANNELS = "plaintext TCP channels, neither encrypted nor authenticated (asked for explicitly)"
+
+
+def channels(job: AggregationJob) -> str:
+    """The sentence on the channels, from what the job gives the party processes (``party.mpc_arguments``: ``--ssl``
+    exactly when ``job.tls``; each party listens on its own address of ``job.addresses`` only)."""
+    where = "each party listens on its own configured address only" + (
+        (" (every address on this machine's loopback interface)" if job.loopback else " (network addresses)") if job.addresses else "")
+    if job.tls:
+        return (f"channels: {TLS_CHANNELS}: every connection between two parties is TLS (MPyC's --ssl), and each side checks "
+                "that the other's certificate is signed by the run's CA and names the party it claims to be (MPyC party i); "
+                f"{where}. The guarantee assumes that each party's key stays with that party and the CA's key signs no other "
+                "certificate for a party's name (whoever holds a party's key can be that party)")
+    scope = "on this machine " if job.addresses and job.loopback else ""
+    return (f"channels: {PLAINTEXT_CHANNELS}: MPyC takes a peer's party number from the first message on a connection, so any "
+            f"process {scope}that reaches a party's address first can claim to be another party, and anyone who can read the "
+            f"traffic reads every share and message; {where}. The guarantee assumes that no one does either")
+
+
 def trust_model(job: AggregationJob, server: str | None = None, budget: Any = None) -> dict[str, Any]:
     """Who must not collude and what each party sees, for the report's ``trust_model`` section. ``budget``: the
     run's (epsilon, delta), for the secure Gram's statement on one party's own values (group privacy)."""
@@ -105,10 +125,7 @@ def trust_model(job: AggregationJob, server: str | None = None, budget: Any = No
         "assumptions": [
             deviation,
             f"at most t = {t} of the {m} parties collude (t < m/2: an honest majority)",
-            "channels: TCP on 127.0.0.1, neither encrypted nor authenticated. MPyC takes a peer's party number from the first "
-            "message on a connection, so any process on this machine that connects to a party's port first can claim to be "
-            "another party; the guarantee assumes that no other process on the machine does so (and that no one with root "
-            "reads the loopback traffic). Across hosts MPyC's --ssl gives TLS channels; privsdr does not set them up yet",
+            channels(job),
         ],
         "what_each_party_sees": viewers,
         "agreement": ("before anything was charged, every party sent every other party the record and digest of its public job "
@@ -121,5 +138,5 @@ def trust_model(job: AggregationJob, server: str | None = None, budget: Any = No
                   "Prop. 14)"),
         "field_bits": job.bits,
         **extra,
-        "status": f"secure aggregation, <= {t} colluding parties",
+        "status": f"secure aggregation, <= {t} colluding parties" + ("" if job.tls else ", plaintext channels"),
     }

@@ -44,7 +44,9 @@ from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
 from ..released import Released, from_run, regression
 from ..secure import crossproducts
+from ..secure.addresses import check_addresses
 from ..secure.aggregate import decline_own_party, gram_job, secure_gram_release
+from ..secure.certificates import load_credentials
 from .layout import Layout, Party, check_parties, is_block_list
 
 RELATION = "add_remove"
@@ -74,6 +76,10 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
     colluders: t, the collusion threshold (MPyC's Shamir threshold; the noise is calibrated without t shares).
     helper: add a helper party that holds no data ("auto": when fewer than 3 data parties, for an honest majority).
     timeout: seconds a party process waits for the others. max_rows: the public cap on N that sets the grid.
+    addresses: one ``host:port`` per party in ``parties_for`` order (helper first), each party listening on its own
+        (default: free ports on 127.0.0.1). tls: mutual TLS between the parties (default); False: plaintext, asked
+        for explicitly, and the report says so. certificates: the folder ``privsdr secure keys`` wrote (or a mapping
+        party -> its folder); needed with TLS to any non-loopback address, made for the run otherwise.
     failure_probability: rho of AdaSSP's ridge rule. weights: budget weights of ``xtx`` and ``xty`` (default equal).
     n_parties: with a pooled X, the number of contiguous column blocks (the first holds y).
     diagnose_noise, budget, ledger, accountant, tight, random_state: as for ``AdaSSPRegression``.
@@ -93,7 +99,8 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
 
     def __init__(self, row_bound: Any = None, label_bound: float | None = None, *, x_center: Any = None, y_center: float = 0.0,
                  fit_intercept: bool = True, n_components: int | None = None, colluders: int = 1, helper: Any = "auto",
-                 timeout: float = 120.0, max_rows: int = MAX_ROWS, failure_probability: float = 0.05,
+                 timeout: float = 120.0, max_rows: int = MAX_ROWS, addresses: Any = None, tls: bool = True,
+                 certificates: Any = None, failure_probability: float = 0.05,
                  weights: Mapping[str, float] | None = None, n_parties: int | None = None, diagnose_noise: bool = True,
                  budget: Budget | tuple[float, float] | None = None, ledger: Ledger | None = None, accountant: str = "best",
                  tight: bool = True, random_state: Any = None) -> None:
@@ -107,6 +114,9 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         self.helper = helper
         self.timeout = timeout
         self.max_rows = max_rows
+        self.addresses = addresses
+        self.tls = tls
+        self.certificates = certificates
         self.failure_probability = failure_probability
         self.weights = weights
         self.n_parties = n_parties
@@ -172,6 +182,9 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         timeout = check_positive(self.timeout, "timeout")
         check_random_state(self.random_state)
         parties, t = self._parties_of(names)
+        if not isinstance(self.tls, (bool, np.bool_)):
+            raise ValidationError(f"tls must be True or False (False: plaintext channels, asked for explicitly), got {self.tls!r}")
+        addresses = check_addresses(self.addresses, parties) if self.addresses is not None else None
         declared = bounds
         row_scales = column_scales(declared)  # each block in units of its bound / the largest (powers of two, public)
         bounds = {n: declared[n] * row_scales[n] for n in names}
@@ -184,7 +197,8 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
                 "columns_scale": np.repeat([row_scales[n] for n in names], widths), "label_bound": label_bound * scale, "label_scale": scale, "declared_label_bound": label_bound,
                 "x_center": x_center, "y_center": float(self.y_center), "rho": rho,
                 "weights": weights, "parties": parties, "t": t, "exponent": exponent, "constant": constant, "row_bound": row_bound,
-                "timeout": timeout, "max_rows": int(max_rows), "intercept": bool(self.fit_intercept), "n_components": k}
+                "timeout": timeout, "max_rows": int(max_rows), "intercept": bool(self.fit_intercept), "n_components": k,
+                "addresses": addresses, "tls": bool(self.tls)}
 
     def build_plan(self, widths: Mapping[str, int]) -> Plan:
         """The release plan for blocks of these widths (party -> width, column order): public parameters only."""
@@ -228,11 +242,13 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
                               sum(p.n_columns for p in layout.parties))
         return self
 
-    def fit_party(self, layout: Layout, name: str, party: Party | None, ports: list[int], progress: Any = None) -> SecureVerticalRegression:
+    def fit_party(self, layout: Layout, name: str, party: Party | None, addresses: list[str] | None = None, progress: Any = None,
+                  certificates: Any = None) -> SecureVerticalRegression:
         """Run one party of the fit in this process (``privsdr vertical party --secure``): ``layout`` is the public
-        layout every party shares, ``party`` this party's own data (None for the helper), ``ports`` the loopback
-        ports of every party in MPyC's order (``parties_for``). The other parties run the same call elsewhere with
-        the same public configuration; every one of them ends with the same opened statistics and the same model.
+        layout every party shares, ``party`` this party's own data (None for the helper), ``addresses`` every party's
+        ``host:port`` in MPyC's order (``parties_for``; default the estimator's ``addresses``), ``certificates`` this
+        party's own folder (``privsdr secure keys``; required with TLS). The other parties run the same call elsewhere
+        with the same public configuration; every one of them ends with the same opened statistics and the same model.
 
         Agreement (issue 33): the party spends exactly ``budget`` (given explicitly: never what its ledger holds),
         and charges nothing until every party has confirmed, over MPyC's channels, that it holds the same public job
@@ -244,7 +260,10 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
                                   "delta) as every party has it, not what this party's ledger holds; nothing was charged")
         if party is not None and party.name != name:
             raise ValidationError(f"the data belong to {party.name!r}, not {name!r}")
-        self._fit_layout(layout, {} if party is None else {name: party}, name, ports, progress)
+        addresses = self.addresses if addresses is None else addresses
+        if addresses is None:
+            raise ValidationError("one party's run needs every party's address (host:port, in parties_for order); nothing was charged")
+        self._fit_layout(layout, {} if party is None else {name: party}, name, list(addresses), progress, certificates)
         return self
 
     def _own_data(self, layout: Layout, name: str, party: Party) -> Party:
@@ -264,7 +283,8 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         """The MPyC parties of a fit on this layout, in order (the helper first when there is one)."""
         return self._parties_of([p.name for p in layout.parties])[0]
 
-    def _fit_layout(self, layout: Layout, data: dict[str, Party], own: str | None, ports: list[int] | None, progress: Any) -> None:
+    def _fit_layout(self, layout: Layout, data: dict[str, Party], own: str | None, addresses: list[str] | None, progress: Any,
+                    certificates: Any = None) -> None:
         names, widths = [p.name for p in layout.parties], [p.n_columns for p in layout.parties]
         labels = [p.name for p in layout.parties if p.holds_label]
         if len(labels) != 1:
@@ -272,6 +292,15 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         c = self._checked(names, widths)
         if own is not None and own not in c["parties"]:
             raise ValidationError(f"{own!r} is not one of the parties {c['parties']}")
+        if own is not None:
+            c["addresses"] = check_addresses(addresses or [], c["parties"])
+            if c["tls"]:  # this party's own key and certificate, checked before anything else (it cannot connect without)
+                if certificates is None:
+                    raise ValidationError(f"this run uses TLS: party {own!r} needs its certificate folder (`privsdr secure keys`), "
+                                          "or plaintext asked for explicitly in the shared configuration; nothing was charged")
+                load_credentials(certificates, c["parties"].index(own))
+        else:
+            certificates = self.certificates
         N = layout.n_rows
         if N > c["max_rows"]:
             raise ValidationError(f"{N} rows exceed max_rows = {c['max_rows']} (the public cap that sets the fixed-point grid): raise max_rows")
@@ -281,17 +310,17 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         products = crossproducts.CrossProducts(N, list(zip(names, widths, strict=True)), labels[0], e, c["constant"])
         bound = c["max_rows"] * max(c["row_bound"], c["label_bound"]) ** 2  # the public cap sizes the field, never N
         if own is not None:  # this party's data and ledger, checked before the agreement: a refusal stops every party
-            job = gram_job(calibrated, products, parties=c["parties"], threshold=c["t"], bound=bound, timeout=c["timeout"])
+            job = gram_job(calibrated, products, parties=c["parties"], threshold=c["t"], bound=bound, timeout=c["timeout"],
+                           addresses=c["addresses"], tls=c["tls"])
             try:
                 if own in data:
                     data = {own: self._own_data(layout, own, data[own])}
                 ledger.preflight(calibrated)
             except PrivsdrError as exc:
-                assert ports is not None
                 if progress is not None:
                     progress(f"[{own}] cannot take part ({exc}); telling the other parties, nothing is charged "
                              f"(at most {c['timeout']:g} s)")
-                decline_own_party(job, own, ports, f"{type(exc).__name__} at party {own!r} (its own output says why)", progress)
+                decline_own_party(job, own, f"{type(exc).__name__} at party {own!r} (its own output says why)", progress, certificates)
                 raise
         blocks, label, at = {}, None, 0
         for name, w in zip(names, widths, strict=True):
@@ -308,7 +337,7 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
                         "columns; every party added a discrete Gaussian share and only the noisy statistics were opened"]) as run:
             done = secure_gram_release(run, products, blocks, label, parties=c["parties"], threshold=c["t"], bound=bound,
                                        timeout=c["timeout"], helper=HELPER if HELPER in c["parties"] else None, own=own,
-                                       ports=ports, progress=progress)
+                                       addresses=c["addresses"], tls=c["tls"], certificates=certificates, progress=progress)
         released = from_run(run, NODES, n=0, source="secure vertical Gram")
         shrink = self._fit_released(released, c, P)
         self.coef_blocks_ = {}
