@@ -545,6 +545,24 @@ MUTANTS = (
            'float(np.abs(np.asarray(p.y) - c["y_center"]).max()))\n'
            '                c["label_bound"] = c["declared_label_bound"] * c["label_scale"]\n'
            '        if own is not None and own not in c["parties"]:', ("tests/test_secure_views.py",)),
+    # issue 36: the channels between the parties (addresses, mutual TLS)
+    Mutant("secure_listener_skips_name_check", "a listening party accepts any CA-signed certificate for the id a client claims",
+           "privsdr/secure/party.py", "        if claimed >= self.own or (self.tls and not names_party(cert, claimed)):",
+           "        if claimed >= self.own:", ("tests/test_secure_tls.py",)),
+    Mutant("secure_ssl_dropped", "MPyC runs without --ssl although the job says TLS",
+           "privsdr/secure/party.py", '    return argv + (["--ssl"] if job.tls else []) + ["--no-log"]', '    return argv + ["--no-log"]',
+           ("tests/test_secure_tls.py", "tests/test_secure_views.py")),
+    Mutant("secure_listens_everywhere", "a party listens on every interface instead of its configured address",
+           "privsdr/secure/party.py", "NamedPeer(protocol_factory(), own, tls, refused), own_host, port",
+           'NamedPeer(protocol_factory(), own, tls, refused), "0.0.0.0", port', ("tests/test_secure_tls.py",)),
+    Mutant("secure_run_ca_for_network", "a CA made for the run is used for network addresses too",
+           "privsdr/secure/launch.py", "        if not job.loopback:\n            raise PrivsdrError(\"TLS to network addresses",
+           "        if False:\n            raise PrivsdrError(\"TLS to network addresses", ("tests/test_secure_tls.py",)),
+    Mutant("secure_key_mode_unchecked", "a key file others may read is used",
+           "privsdr/secure/certificates.py", "    if st.st_mode & 0o077:", "    if False:", ("tests/test_secure_tls.py",)),
+    Mutant("secure_plaintext_said_tls", "the trust model says mutual TLS for a plaintext run",
+           "privsdr/secure/trust.py", "    if job.tls:\n        return (f\"channels: {TLS_CHANNELS}",
+           "    if True:\n        return (f\"channels: {TLS_CHANNELS}", ("tests/test_secure_views.py",)),
 )
 
 
