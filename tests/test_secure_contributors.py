@@ -32,7 +32,7 @@ def openings(monkeypatch):
                                     for n in names}})
         return job
 
-    def recording_run_parties(job, inputs, charge=None, record_view=False):
+    def recording_run_parties(job, inputs, charge=None, record_view=False, certificates=None):
         seen[-1].update(job=job, counts=share_counts(job, inputs))
         return run_in_process(job, inputs, charge=charge, share=zero_shares)
 

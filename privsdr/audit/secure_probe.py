@@ -123,9 +123,10 @@ def party_inputs(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any]], s
 
 
 def run_in_process(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any]], *, charge: Callable[[], None] | None = None,
-                   record_view: bool = False, share: Shares | None = None) -> Opened:
+                   record_view: bool = False, share: Shares | None = None, certificates: Any = None) -> Opened:
     """``launch.run_parties`` in this process (module docstring): the opened integer sum. In the same order as the
-    party processes: every party checks its input (a refusal raises before ``charge``), ``charge()``, then the shares."""
+    party processes: every party checks its input (a refusal raises before ``charge``), ``charge()``, then the shares.
+    ``certificates`` is accepted and unused: one process has no channels."""
     if record_view:
         raise ValueError("the in-process stand-in records no views")
     for name in job.parties:
