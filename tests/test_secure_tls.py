@@ -81,6 +81,10 @@ def test_ports_and_addresses_are_checked_when_the_configuration_is_written(tmp_p
                    "--epsilon", 1, "--row-bound", 1, "--label-bound", 1, "--addresses", *[f"127.0.0.1:{p}" for p in ports])
     assert done.returncode != 0 and not cfg.exists()
     assert re.search(r"outside 1\.\.65535|the same address|host:port", done.stderr), done.stderr
+    if ports[0] != "x":  # the same numbers as --ports (on 127.0.0.1): refused too
+        by_port = run_cli("vertical", "config", cfg, "--secure", "--party", "alice=2", "bob=2", "--rows", 40, "--label", "alice",
+                          "--epsilon", 1, "--row-bound", 1, "--label-bound", 1, "--ports", *ports)
+        assert by_port.returncode != 0 and not cfg.exists(), by_port.stdout
     with pytest.raises(ValidationError):
         check_addresses([f"127.0.0.1:{p}" for p in ports], PARTIES)
     with pytest.raises(ValidationError, match="same address"):
