@@ -155,7 +155,7 @@ def test_an_impostor_is_refused_before_any_party_agrees_so_before_anything_is_ch
     impostor running the honest protocol as party 0 with party 1's own key and certificate (signed by the run's
     CA), or with a certificate naming "MPyC party 0" from another CA: parties 1 and 2 close its connections, no party
     reaches the agreement (the launcher charges only after every party has agreed), and every process is ended."""
-    job = gram_job(spread_addresses(), timeout=6.0)
+    job = gram_job(spread_addresses(), timeout=4.0)
     folder = tmp_path / "run"
     folder.mkdir(mode=0o700)
     (folder / "job.json").write_text(job.to_json())
