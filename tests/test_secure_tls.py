@@ -149,48 +149,52 @@ sys.exit(party.main(sys.argv[3:]))
 """
 
 
-@pytest.mark.parametrize("case", ["another party's certificate", "another CA's certificate"])
+@pytest.mark.parametrize("case", ["another party's certificate", "another CA's certificate", "a listener with another's certificate"])
 def test_an_impostor_is_refused_before_any_party_agrees_so_before_anything_is_charged(tmp_path, case):
-    """Party 0 only dials (MPyC: the lower id connects), so only the listening parties 1 and 2 can check it. An
-    impostor running the honest protocol as party 0 with party 1's own key and certificate (signed by the run's
-    CA), or with a certificate naming "MPyC party 0" from another CA: parties 1 and 2 close its connections, no party
-    reaches the agreement (the launcher charges only after every party has agreed), and every process is ended."""
+    """An impostor runs the honest protocol with a certificate that is not its party's. Party 0 only dials (MPyC: the
+    lower id connects), so only the listening parties 1 and 2 can check it: as party 0 with party 1's own key and
+    certificate (signed by the run's CA) it is refused by the name check, with a certificate naming "MPyC party 0"
+    from another CA by TLS itself. Party 2 only listens: as party 2 with party 1's certificate it is refused by the
+    dialing parties' check of the server's name. No party reaches the agreement (the launcher charges only after
+    every party has agreed), and every process is ended."""
     job = gram_job(spread_addresses(), timeout=4.0)
     folder = tmp_path / "run"
     folder.mkdir(mode=0o700)
     (folder / "job.json").write_text(job.to_json())
     keys = make_keys(tmp_path / "keys", PARTIES)
     creds = {name: load_credentials(keys[name], i) for i, name in enumerate(PARTIES)}
-    if case == "another party's certificate":
-        fake = Credentials(0, creds["party0"].ca, creds["party0"].certificate, creds["party0"].key)  # "MPyC party 1"
-    else:
+    fake_index = 2 if case.startswith("a listener") else 0
+    if case == "another CA's certificate":
         other = make_keys(tmp_path / "other", PARTIES)
         fake = Credentials(0, other["helper"] / "mpyc_ca.crt", other["helper"] / "party_0.crt", other["helper"] / "party_0.key")
+    else:  # party0's own files: "MPyC party 1", signed by the run's CA
+        fake = Credentials(fake_index, creds["party0"].ca, creds["party0"].certificate, creds["party0"].key)
     impostor = tmp_path / "impostor"
     impostor.write_text(f"#!{sys.executable}\n{IMPOSTOR}")
     impostor.chmod(0o700)
     inputs = gram_inputs()
-    procs = []
+    honest = [i for i in range(3) if i != fake_index]
+    procs = {}
     try:
-        procs.append(launch._start(job, 0, folder, None, fake, False, str(impostor)))
-        for i in (1, 2):
-            procs.append(launch._start(job, i, folder, inputs[PARTIES[i]], creds[PARTIES[i]], False, None))
+        procs[fake_index] = launch._start(job, fake_index, folder, inputs.get(PARTIES[fake_index]), fake, False, str(impostor))
+        for i in honest:
+            procs[i] = launch._start(job, i, folder, inputs.get(PARTIES[i]), creds[PARTIES[i]], False, None)
         deadline = time.monotonic() + job.timeout + launch.GRACE
-        while time.monotonic() < deadline and any(p.poll() is None for p in procs[1:]):
+        while time.monotonic() < deadline and any(procs[i].poll() is None for i in honest):
             time.sleep(0.1)
         stages = {i: launch._stages(folder / f"status{i}.jsonl") for i in range(3)}
         assert not any("agreed" in s for s in stages.values()), stages
-        assert all(p.poll() is not None for p in procs[1:])  # the honest parties stopped (their own watchdog, or a peer gone)
-        for i in (1, 2):  # no honest party ever held a connection from the impostor
-            assert "helper" not in launch._connected(folder / f"status{i}.jsonl").get("peer_certificates", {}), i
+        assert all(procs[i].poll() is not None for i in honest)  # the honest parties stopped (their watchdog, or a peer gone)
+        for i in honest:  # no honest party ever held a connection from the impostor
+            assert PARTIES[fake_index] not in launch._connected(folder / f"status{i}.jsonl").get("peer_certificates", {}), i
         if case == "another party's certificate":  # the name check refused it (MPyC checks the CA only)
-            refusals = [json.loads(line)["why"] for i in (1, 2) for line in (folder / f"status{i}.jsonl").read_text().splitlines()
+            refusals = [json.loads(line)["why"] for i in honest for line in (folder / f"status{i}.jsonl").read_text().splitlines()
                         if json.loads(line)["stage"] == "refused connection"]
             assert refusals and all("claiming to be party 0" in why and "MPyC party 1" in why for why in refusals), refusals
     finally:
-        for proc in procs:
+        for proc in procs.values():
             launch._end(proc)
-    assert gone([p.pid for p in procs])
+    assert gone([p.pid for p in procs.values()])
 
 
 def tls_records(data: bytes) -> list[int]:
