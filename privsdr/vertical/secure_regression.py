@@ -44,7 +44,7 @@ from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
 from ..released import Released, from_run, regression
 from ..secure import crossproducts
-from ..secure.aggregate import decline_own_party, gram_job, secure_gram_release
+from ..secure.aggregate import agreed_own_party, decline_own_party, gram_inputs, gram_job, secure_gram_release
 from .layout import Layout, Party, check_parties, is_block_list
 
 RELATION = "add_remove"
@@ -280,6 +280,7 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         e = c["exponent"]
         products = crossproducts.CrossProducts(N, list(zip(names, widths, strict=True)), labels[0], e, c["constant"])
         bound = c["max_rows"] * max(c["row_bound"], c["label_bound"]) ** 2  # the public cap sizes the field, never N
+        job = None
         if own is not None:  # this party's data and ledger, checked before the agreement: a refusal stops every party
             job = gram_job(calibrated, products, parties=c["parties"], threshold=c["t"], bound=bound, timeout=c["timeout"])
             try:
@@ -303,12 +304,20 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
                     label = crossproducts.label_vector(y_scaled, c["label_bound"], e)
             at += w
         P = products.width
-        with Run(calibrated, ledger, random_state=self.random_state, data_shape=None, algorithm="SecureVerticalRegression",
-                 notes=["X^T X and X^T y were computed inside a secure computation (MPyC) from the parties' clipped, rounded "
-                        "columns; every party added a discrete Gaussian share and only the noisy statistics were opened"]) as run:
-            done = secure_gram_release(run, products, blocks, label, parties=c["parties"], threshold=c["t"], bound=bound,
-                                       timeout=c["timeout"], helper=HELPER if HELPER in c["parties"] else None, own=own,
-                                       ports=ports, progress=progress)
+        session = None
+        if own is not None and job is not None:  # every party ready before this party's run (and journal) is opened
+            assert ports is not None
+            session = agreed_own_party(job, own, gram_inputs(products, blocks, label, own).get(own), ports, progress)
+        try:
+            with Run(calibrated, ledger, random_state=self.random_state, data_shape=None, algorithm="SecureVerticalRegression",
+                     notes=["X^T X and X^T y were computed inside a secure computation (MPyC) from the parties' clipped, rounded "
+                            "columns; every party added a discrete Gaussian share and only the noisy statistics were opened"]) as run:
+                done = secure_gram_release(run, products, blocks, label, parties=c["parties"], threshold=c["t"], bound=bound,
+                                           timeout=c["timeout"], helper=HELPER if HELPER in c["parties"] else None, own=own,
+                                           ports=ports, progress=progress, session=session)
+        finally:
+            if session is not None:
+                session.__exit__(None, None, None)
         released = from_run(run, NODES, n=0, source="secure vertical Gram")
         shrink = self._fit_released(released, c, P)
         self.coef_blocks_ = {}
