@@ -82,7 +82,7 @@ def fault(case: str, folder: Path) -> tuple[dict[str, str], dict[str, list[str]]
         extra["bob"] = []
         (folder / "bob.csv").unlink()
     elif case == "port-taken":
-        port = json.loads((folder / "shared.json").read_text())["ports"][1]  # bob's
+        port = json.loads((folder / "shared.json").read_text())["ports"][2]  # MPyC's order: helper, alice, bob
         held = socket.socket()
         held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         held.bind(("127.0.0.1", port))
@@ -154,6 +154,7 @@ def run_case(case: str, timeout: float = 20.0) -> dict[str, object]:
 
 
 def main() -> None:
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(1))  # the finally blocks end what was started
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default="")
     parser.add_argument("--timeout", type=float, default=20.0, help="the configuration's --timeout (seconds)")

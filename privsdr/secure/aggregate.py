@@ -152,6 +152,8 @@ def agreed_own_party(job: AggregationJob, own: str, inputs: Mapping[str, np.ndar
         party.__exit__(None, None, None)
         if isinstance(exc, PartyFailed):
             raise SecureAggregationError(str(exc), exc.party, exc.pids, False) from None
+        if isinstance(exc, Interrupted):
+            raise Interrupted(f"{exc}; its party process was ended; nothing was charged") from None
         raise
     return party
 

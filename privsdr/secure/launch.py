@@ -137,7 +137,7 @@ class PartyProcess:
             reader.start()
         payload = b""
         if inputs is not None:
-            arrays = {k: np.asarray(v) if np.asarray(v).dtype.kind in "iu" else np.asarray(v, dtype=float) for k, v in inputs.items()}
+            arrays: dict[str, Any] = {k: np.asarray(v) if np.asarray(v).dtype.kind in "iu" else np.asarray(v, dtype=float) for k, v in inputs.items()}
             buffer = io.BytesIO()
             np.savez(buffer, **arrays)
             payload = buffer.getvalue()

@@ -173,8 +173,10 @@ class Channel:
     def __init__(self, stream: Any = None) -> None:
         self._stream = stream
         self._lock = threading.Lock()
+        self.last = "none"
 
     def __call__(self, stage: str, **extra: Any) -> None:
+        self.last = stage
         if self._stream is None:
             return
         line = json.dumps({"stage": stage, "time": time.time(), "pid": os.getpid(), **extra}) + "\n"
@@ -184,6 +186,21 @@ class Channel:
                 self._stream.flush()
             except (OSError, ValueError):
                 pass  # the launcher is gone: the parent-death signal ends this process
+
+
+def waiting_for(mpc: Any, job: AggregationJob) -> list[str]:
+    """The peers this party is waiting for, by name: those MPyC has not connected, and those a message is awaited
+    from (a pending receive of MPyC's ``MessageExchanger``); [] before MPyC has started."""
+    if mpc is None or not getattr(mpc, "parties", None):
+        return []
+    waiting = []
+    for peer in mpc.parties:
+        if peer.pid == mpc.pid or not 0 <= peer.pid < len(job.parties):
+            continue
+        buffers = getattr(peer.protocol, "buffers", {}) if peer.protocol is not None else None
+        if buffers is None or any(isinstance(v, asyncio.Future) and not v.done() for v in list(buffers.values())):
+            waiting.append(job.parties[peer.pid])
+    return waiting
 
 
 def die_with_launcher() -> None:
@@ -342,16 +359,18 @@ def watch_peers(mpc: Any, job: AggregationJob, status: Channel) -> dict[str, boo
         peer = getattr(protocol, "peer_pid", None)
         if not state["closing"] and peer is not None and peer != mpc.pid:
             who = job.parties[peer] if 0 <= peer < len(job.parties) else str(peer)
-            status("peer lost", peer=who)
-            print(f"lost the connection to party {who!r} before the sum was opened (its process or host stopped): stopping "
-                  f"without releasing anything", file=sys.stderr, flush=True)
+            waiting = [w for w in waiting_for(mpc, job) if w != who]
+            status("peer lost", peer=who, waiting=waiting)
+            print(f"lost the connection to party {who!r} before the sum was opened (its process or host stopped)"
+                  + (f", while waiting for party {', '.join(map(repr, waiting))}" if waiting else "")
+                  + ": stopping without releasing anything", file=sys.stderr, flush=True)
             os._exit(EXIT_PEER_LOST)
         try:
             lost(protocol, exc)
         except Exception:  # noqa: BLE001 - MPyC re-raises the cause; the connection is gone either way
             pass
 
-    asyncoro.MessageExchanger.connection_lost = connection_lost  # type: ignore[method-assign]
+    asyncoro.MessageExchanger.connection_lost = connection_lost
     return state
 
 
@@ -479,7 +498,8 @@ def read_job(fd: int) -> tuple[AggregationJob, dict[str, Any]]:
 
 def _output(opened: np.ndarray, view: Mapping[str, np.ndarray], sent: int) -> str:
     """The opened sum (and a recorded view) as base64 npz text, for the last line to the launcher."""
-    arrays = {"aggregate": opened, "bytes_sent": np.array(sent, dtype=np.int64), **{f"view/{k}": v.astype(str) for k, v in view.items()}}
+    arrays: dict[str, Any] = {"aggregate": opened, "bytes_sent": np.array(sent, dtype=np.int64),
+                              **{f"view/{k}": v.astype(str) for k, v in view.items()}}
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     return base64.b64encode(buffer.getvalue()).decode()
@@ -505,8 +525,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     digest = args.digest or job.digest()
     status("started", party=name)
 
+    runtime_of: dict[str, Any] = {}
+
     def expire() -> None:
-        status("timed out")
+        waiting, last = waiting_for(runtime_of.get("mpc"), job), status.last
+        status("timed out", waiting=waiting)
+        where = (f"waiting for party {', '.join(repr(w) for w in waiting)} (last stage: {last})" if waiting
+                 else f"after its last stage ({last})")
+        print(f"party {name!r} timed out after {job.timeout:g} s {where}", file=sys.stderr, flush=True)
         os._exit(EXIT_TIMEOUT)
 
     watchdog = threading.Timer(job.timeout, expire)
@@ -534,8 +560,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.argv = [sys.argv[0], *mpc_argv, "--no-log"]
     from mpyc import runtime
 
-    runtime.pickle = SafePickle  # type: ignore[assignment]  # what a peer sends builds plain values only
+    runtime.pickle = SafePickle  # what a peer sends builds plain values only
     mpc = runtime.mpc  # parses sys.argv: -M, -I, -T, -P
+    runtime_of["mpc"] = mpc
 
     try:
         done = mpc.run(_session(mpc, job, digest, why, q, args, block, label, status, launcher))

@@ -35,6 +35,7 @@ import numpy as np
 from sklearn.base import RegressorMixin
 
 from ..accounting import Budget, Ledger
+from ..accounting.budget import as_budget
 from ..algorithms._base import PrivateEstimator, check_matrix, check_positive, check_random_state, diagnostic_rng, for_ledger
 from ..algorithms._pls_modes import ssp_postprocess
 from ..algorithms.adassp import adassp_solution
@@ -247,6 +248,23 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         self._fit_layout(layout, {} if party is None else {name: party}, name, ports, progress)
         return self
 
+    def decline_party(self, layout: Layout, name: str, ports: list[int], why: str, progress: Any = None) -> None:
+        """Take part in the agreement of a fit on ``layout`` as party ``name``, not ready (``why``: the kind of
+        failure, never data), so that every party stops at once with nothing charged (issue 36: a party whose CSV,
+        output, journal or address cannot be used). This party's own ledger is not read."""
+        names, widths = [p.name for p in layout.parties], [p.n_columns for p in layout.parties]
+        c = self._checked(names, widths)
+        if name not in c["parties"]:
+            raise ValidationError(f"{name!r} is not one of the parties {c['parties']}")
+        budget = as_budget(self.budget)
+        ledger = Ledger(budget, accountant=self.accountant)  # the configured budget and accountant, as the others price it
+        calibrated = for_ledger(self._plan(c, names, widths), ledger).allocate(budget, accountant=ledger.accountant, tight=self.tight)
+        products, bound = _gram_shape(c, layout)
+        job = gram_job(calibrated, products, parties=c["parties"], threshold=c["t"], bound=bound, timeout=c["timeout"])
+        if progress is not None:
+            progress(f"[{name}] cannot take part ({why}); telling the other parties, nothing is charged (at most {c['timeout']:g} s)")
+        decline_own_party(job, name, ports, why, progress)
+
     def _own_data(self, layout: Layout, name: str, party: Party) -> Party:
         """This party's data, checked against the public layout."""
         info = {p.name: p for p in layout.parties}.get(name)
@@ -278,8 +296,7 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         budget, ledger = self._resolve_budget()
         calibrated = for_ledger(self._plan(c, names, widths), ledger).allocate(budget, accountant=ledger.accountant, tight=self.tight)
         e = c["exponent"]
-        products = crossproducts.CrossProducts(N, list(zip(names, widths, strict=True)), labels[0], e, c["constant"])
-        bound = c["max_rows"] * max(c["row_bound"], c["label_bound"]) ** 2  # the public cap sizes the field, never N
+        products, bound = _gram_shape(c, layout)
         job = None
         if own is not None:  # this party's data and ledger, checked before the agreement: a refusal stops every party
             job = gram_job(calibrated, products, parties=c["parties"], threshold=c["t"], bound=bound, timeout=c["timeout"])
@@ -406,6 +423,15 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         if X.shape[1] != self.coef_.shape[0]:
             raise ValidationError(f"X has {X.shape[1]} features, but SecureVerticalRegression is expecting {self.coef_.shape[0]}")
         return X @ self.coef_ + float(self.intercept_)
+
+
+def _gram_shape(c: dict[str, Any], layout: Layout) -> tuple[crossproducts.CrossProducts, float]:
+    """The secure Gram of ``layout`` (blocks, label holder, grid) and the public bound on its entries: the public cap
+    ``max_rows`` sizes the field, never N."""
+    names, widths = [p.name for p in layout.parties], [p.n_columns for p in layout.parties]
+    label = next(p.name for p in layout.parties if p.holds_label)
+    products = crossproducts.CrossProducts(layout.n_rows, list(zip(names, widths, strict=True)), label, c["exponent"], c["constant"])
+    return products, c["max_rows"] * max(c["row_bound"], c["label_bound"]) ** 2
 
 
 def column_scales(bounds: Mapping[str, float]) -> dict[str, float]:
