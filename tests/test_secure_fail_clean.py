@@ -309,3 +309,26 @@ def test_a_party_whose_peer_vanishes_after_the_charge_stops_at_once_naming_it():
     finally:
         for session in sessions.values():
             session.__exit__(None, None, None)
+
+
+def test_the_documented_one_line_run_exits_non_zero_when_a_party_fails(tmp_path):
+    """Issue 36 item 6: docs/vertical.md's line that starts the three parties exits with their failure (it ended in a
+    bare ``wait``, which exits 0). Here bob's CSV has a NaN: every party stops, and so does the line."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "vertical.md").read_text()
+    line = next(text for text in page.splitlines() if text.startswith("privsdr vertical helper --config shared.json"))
+    write_csvs(tmp_path, n=120)
+    lines = (tmp_path / "bob.csv").read_text().splitlines()
+    lines[3] = "nan," + lines[3].split(",")[1]
+    (tmp_path / "bob.csv").write_text("\n".join(lines) + "\n")
+    config(tmp_path, timeout=60)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.Popen(["bash", "-c", line], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        end_groups([proc])
+    assert proc.returncode != 0, err
+    assert "missing or infinite value" in (tmp_path / "bob.log").read_text() + err or "not ready" in err
