@@ -30,7 +30,7 @@ from conftest import run_cli
 from privsdr import Budget, Ledger
 from privsdr.errors import ValidationError
 from privsdr.secure import AggregationJob, NodeJob
-from privsdr.secure.launch import Interrupted, PartyFailed, free_ports, interrupts, own_party
+from privsdr.secure.launch import Interrupted, PartyFailed, _charged_note, free_ports, interrupts, own_party
 from privsdr.secure.party import SafePickle, agreement_message, disagreements, read_agreement
 
 pytest.importorskip("mpyc")
@@ -66,11 +66,17 @@ def test_the_agreement_is_canonical_json_bytes():
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_and_sighup_become_an_interruption_in_a_launcher(sig):
-    before = signal.getsignal(sig)
-    with pytest.raises(Interrupted, match=signal.Signals(sig).name), interrupts():
-        os.kill(os.getpid(), sig)
-        time.sleep(5)  # the handler raises here
-    assert signal.getsignal(sig) == before  # restored on the way out
+    def swallow(signum, frame):  # without interrupts() the signal is swallowed here and the test fails (not pytest)
+        pass
+
+    previous = signal.signal(sig, swallow)
+    try:
+        with pytest.raises(Interrupted, match=signal.Signals(sig).name), interrupts():
+            os.kill(os.getpid(), sig)
+            time.sleep(2)  # the handler raises here
+        assert signal.getsignal(sig) is swallow  # restored on the way out
+    finally:
+        signal.signal(sig, previous)
 
 
 def test_a_journal_the_party_created_is_gone_when_nothing_was_written_to_it(tmp_path):
@@ -97,6 +103,13 @@ def test_a_taken_port_is_found_before_the_run():
     _can_listen(free_ports(1)[0])
 
 
+@pytest.mark.parametrize("ports", [["0", "70000", "-1"], ["5001", "5001", "5001"]], ids=["out-of-range", "repeated"])
+def test_ports_are_validated_when_the_configuration_is_written(tmp_path, ports):
+    done = run_cli("vertical", "config", tmp_path / "c.json", "--secure", "--party", "alice=2", "bob=2", "--rows", 50, "--label",
+                   "alice", "--epsilon", 1, "--row-bound", 1, "--label-bound", 1, "--ports", *ports)
+    assert done.returncode == 2 and "distinct ports in 1..65535" in done.stderr and not (tmp_path / "c.json").exists()
+
+
 def test_a_failure_after_the_charge_says_what_was_spent_and_the_journal_closes_the_run_as_failed(tmp_path):
     from privsdr.plan import Run
     from privsdr.secure.aggregate import SecureAggregationError, _run, gram_job
@@ -114,7 +127,7 @@ def test_a_failure_after_the_charge_says_what_was_spent_and_the_journal_closes_t
 
     def vanished(j, charge):  # the peers agreed, this party charged, then a peer's host went away
         charge()
-        raise PartyFailed("party 'alice' did not finish (lost the connection to party 'bob')", "alice", (), True)
+        raise PartyFailed("party 'alice' did not finish (lost the connection to party 'bob')" + _charged_note(True), "alice", (), True)
 
     with pytest.raises(SecureAggregationError) as err, Run(calibrated, ledger, algorithm="SecureVerticalRegression") as run:
         _run(run, job, vanished, None, "helper")
@@ -157,20 +170,17 @@ def journals(folder):
     return {n: (folder / f"{n}.jsonl").read_bytes() if (folder / f"{n}.jsonl").exists() else None for n in ("helper", "bob", "alice")}
 
 
-@pytest.mark.parametrize("case", ["nan in bob's CSV", "bad --report at alice", "bob's port taken"], ids=["nan", "report", "port"])
+@pytest.mark.parametrize("case", ["bad --report at alice", "bob's port taken"], ids=["report", "port"])
 def test_one_party_that_cannot_run_leaves_every_journal_as_it_was(tmp_path, case):
     """Issue 36 item 4 (three CLI parties, one fault): every party stops with a message, every journal is byte for
-    byte what it was (alice's existing journal unchanged; the journals the others would create never appear)."""
+    byte what it was (alice's existing journal unchanged; the journals the others would create never appear). A NaN
+    in bob's CSV: ``test_the_documented_one_line_run_exits_non_zero_when_a_party_fails``."""
     write_csvs(tmp_path)
-    cfg = config(tmp_path, timeout=8 if case == "bob's port taken" else 60)
+    cfg = config(tmp_path, timeout=5 if case == "bob's port taken" else 60)
     Ledger(Budget(10.0, 1e-6), journal=tmp_path / "alice.jsonl")
     report = tmp_path / "alice.md"
     held = None
-    if case == "nan in bob's CSV":
-        lines = (tmp_path / "bob.csv").read_text().splitlines()
-        lines[3] = "nan," + lines[3].split(",")[1]
-        (tmp_path / "bob.csv").write_text("\n".join(lines) + "\n")
-    elif case == "bad --report at alice":
+    if case == "bad --report at alice":
         report = tmp_path / "no-such-folder" / "alice.md"
     else:
         held = socket.socket()
@@ -194,8 +204,7 @@ def test_one_party_that_cannot_run_leaves_every_journal_as_it_was(tmp_path, case
     errs = {name: err for name, (_, err) in done.items()}
     assert all(procs[n].returncode not in (0, None) for n in procs), errs
     culprit = "alice" if case == "bad --report at alice" else "bob"
-    own = {"nan in bob's CSV": "missing or infinite value", "bad --report at alice": "does not exist",
-           "bob's port taken": "is taken"}[case]
+    own = {"bad --report at alice": "does not exist", "bob's port taken": "is taken"}[case]
     assert own in errs[culprit] and "nothing was charged anywhere" in errs[culprit], errs[culprit]
     for name in set(procs) - {culprit}:
         assert "nothing was charged" in errs[name], (name, errs[name])
@@ -261,6 +270,44 @@ def test_a_launcher_ended_by_a_signal_leaves_no_party_process_and_no_file(tmp_pa
         launcher.wait()
 
 
+MIDDLE = textwrap.dedent("""
+    import os, subprocess, sys, time
+    armed = "from privsdr.secure.party import die_with_launcher; import time; die_with_launcher(); print(1, flush=True); time.sleep(60)"
+    child = subprocess.Popen([sys.executable, "-c", armed], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PRIVSDR_LAUNCHER_PID": str(os.getpid())})
+    child.stdout.readline()
+    print(child.pid, flush=True)
+    time.sleep(60)
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_a_party_process_dies_with_its_launcher_even_when_its_stdin_is_not_the_launchers():
+    """The parent-death signal alone (the child's stdin is /dev/null, so no end of a pipe tells it): SIGKILL of the
+    launcher ends the child; a child whose launcher is already gone when it starts stops at once."""
+    middle = subprocess.Popen([sys.executable, "-c", MIDDLE], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    child = None
+    try:
+        child = int(middle.stdout.readline())
+        os.kill(middle.pid, signal.SIGKILL)
+        middle.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(child)
+    finally:
+        for pid in (middle.pid, child):
+            if pid is not None:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        middle.wait()
+    orphan = subprocess.run([sys.executable, "-c", "from privsdr.secure.party import die_with_launcher; die_with_launcher(); print('on')"],
+                            capture_output=True, text=True, timeout=30, env={**os.environ, "PRIVSDR_LAUNCHER_PID": "1"})
+    assert orphan.returncode == 8 and "on" not in orphan.stdout
+
+
 def test_a_party_cli_stopped_by_sigterm_ends_its_process_and_leaves_no_journal_behind(tmp_path):
     """A party waiting for the others is sent SIGTERM: it says so, its MPC process is ended, and the journal it
     created for the run is gone again (nothing was charged)."""
@@ -289,7 +336,7 @@ def test_a_party_cli_stopped_by_sigterm_ends_its_process_and_leaves_no_journal_b
 def test_a_party_whose_peer_vanishes_after_the_charge_stops_at_once_naming_it():
     """Three parties agree; bob's process is then killed (its host gone). The others, charged, stop with a message
     naming bob instead of waiting for their timeout."""
-    job = AggregationJob(["s", "a", "bob"], ["a", "bob"], 1, [NodeJob("v", 3, 0.5, (1, 1), 10.0)], 60.0)
+    job = AggregationJob(["s", "a", "bob"], ["a", "bob"], 1, [NodeJob("v", 3, 0.5, (1, 1), 10.0)], 30.0)
     ports = free_ports(3)
     inputs = {"s": None, "a": {"v": np.array([1.0, 2.0, 3.0])}, "bob": {"v": np.array([4.0, 5.0, 6.0])}}
     sessions = {name: own_party(job, name, inputs[name], ports) for name in job.parties}
@@ -312,8 +359,9 @@ def test_a_party_whose_peer_vanishes_after_the_charge_stops_at_once_naming_it():
 
 
 def test_the_documented_one_line_run_exits_non_zero_when_a_party_fails(tmp_path):
-    """Issue 36 item 6: docs/vertical.md's line that starts the three parties exits with their failure (it ended in a
-    bare ``wait``, which exits 0). Here bob's CSV has a NaN: every party stops, and so does the line."""
+    """Issue 36 items 4 and 6: docs/vertical.md's line that starts the three parties, with a NaN in bob's CSV. Bob
+    says why and tells the others he is not ready; they say so; nothing is charged (alice's journal is byte for byte
+    as it was) and the line exits non-zero (it ended in a bare ``wait``, which exits 0)."""
     from pathlib import Path
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "vertical.md").read_text()
@@ -323,6 +371,8 @@ def test_the_documented_one_line_run_exits_non_zero_when_a_party_fails(tmp_path)
     lines[3] = "nan," + lines[3].split(",")[1]
     (tmp_path / "bob.csv").write_text("\n".join(lines) + "\n")
     config(tmp_path, timeout=60)
+    Ledger(Budget(10.0, 1e-6), journal=tmp_path / "alice.jsonl")
+    before = (tmp_path / "alice.jsonl").read_bytes()
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     proc = subprocess.Popen(["bash", "-c", line], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
@@ -331,4 +381,6 @@ def test_the_documented_one_line_run_exits_non_zero_when_a_party_fails(tmp_path)
     finally:
         end_groups([proc])
     assert proc.returncode != 0, err
-    assert "missing or infinite value" in (tmp_path / "bob.log").read_text() + err or "not ready" in err
+    assert (tmp_path / "alice.jsonl").read_bytes() == before and not (tmp_path / "alice.html").exists()
+    assert "missing or infinite value" in err and "told the others it is not ready: nothing was charged anywhere" in err, err
+    assert err.count("'bob' is not ready") == 2 and err.count("nothing was charged anywhere") == 3, err  # helper, alice, bob

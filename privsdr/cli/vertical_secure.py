@@ -54,6 +54,8 @@ def write_config(args: argparse.Namespace, row_bound: Any, budget: Budget, layou
         ports = list(args.ports) if args.ports else free_ports(len(parties))
         if len(ports) != len(parties):
             raise ValidationError(f"--ports needs one port per party ({', '.join(parties)}), got {len(ports)}")
+        if any(not 1 <= int(port) <= 65535 for port in ports) or len(set(ports)) != len(ports):
+            raise ValidationError(f"--ports needs {len(parties)} distinct ports in 1..65535 (one per party), got {ports}")
     else:
         parties, ports = [], []
     shared = {"format": SECURE, "estimator": params, "accountant": args.accountant,

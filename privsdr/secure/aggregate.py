@@ -193,8 +193,8 @@ def secure_gram_release(run: Run, products: CrossProducts, blocks: Mapping[str, 
 def spent_note(run: Run) -> str:
     """What a run that fails after the charge says at this party: what it spent, and that nothing was released."""
     budget = run.plan.budget
-    return (f"; this party spent epsilon={budget.epsilon:g}, delta={budget.delta:g} on its ledger (the run is closed as failed "
-            "in its journal) and nothing was released")
+    return (f"; this party spent epsilon={budget.epsilon:g}, delta={budget.delta:g} on its ledger for this run (closed as "
+            "failed in its journal)")
 
 
 def _run(run: Run, job: AggregationJob, parties: Callable[[AggregationJob, Callable[[], None]], Opened],
