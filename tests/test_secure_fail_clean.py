@@ -346,13 +346,11 @@ def test_a_party_whose_peer_vanishes_after_the_charge_stops_at_once_naming_it():
         for session in sessions.values():
             session.agree()
         sessions["bob"].close()  # bob vanishes after every party was ready
-        for name in ("s", "a"):
-            start_wait = time.monotonic()
+        for name in ("s", "a"):  # the lost connection, not the watchdog ("timed out"), ends them
             with pytest.raises(PartyFailed) as err:
                 sessions[name].finish(lambda: None)
             assert err.value.charged and "lost the connection to party 'bob'" in str(err.value), str(err.value)
-            assert "nothing was released" in str(err.value)
-            assert time.monotonic() - start_wait < job.timeout  # not the watchdog: the lost connection
+            assert "nothing was released" in str(err.value) and "timed out" not in str(err.value)
     finally:
         for session in sessions.values():
             session.__exit__(None, None, None)
