@@ -141,7 +141,10 @@ class PartyProcess:
             buffer = io.BytesIO()
             np.savez(buffer, **arrays)
             payload = buffer.getvalue()
-        self._send(json.dumps({"job": job.to_dict(), "input": len(payload)}).encode() + b"\n" + payload)
+        # written by a thread: the next party process starts while this one is still importing and reading
+        self._writer = threading.Thread(target=self._send, args=(json.dumps({"job": job.to_dict(), "input": len(payload)}).encode()
+                                                                 + b"\n" + payload,), daemon=True)
+        self._writer.start()
 
     @property
     def pid(self) -> int:
@@ -178,6 +181,7 @@ class PartyProcess:
 
     def go(self) -> None:
         """The nodes are charged: let the process draw its noise shares and compute."""
+        self._writer.join()
         self._send(b"go\n")
 
     def why(self) -> str:
@@ -211,6 +215,7 @@ class PartyProcess:
             except ProcessLookupError:
                 pass
         proc.wait()
+        self._writer.join(1.0)
         for reader in self._readers:
             reader.join(1.0)
         for stream in (proc.stdin, proc.stdout, proc.stderr):
