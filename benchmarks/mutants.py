@@ -535,8 +535,8 @@ MUTANTS = (
            '        deviation = deviation or ("semi-honest parties: every party runs the protocol as written, and the other',
            ("tests/test_secure_views.py",)),
     Mutant("secure_vertical_field_from_N", "the secure vertical field is sized from the data's N (field_bits tells N)",
-           "privsdr/vertical/secure_regression.py", '        bound = c["max_rows"] * max(c["row_bound"], c["label_bound"]) ** 2',
-           '        bound = N * max(c["row_bound"], c["label_bound"]) ** 2', ("tests/test_secure_views.py",)),
+           "privsdr/vertical/secure_regression.py", '    return products, c["max_rows"] * max(c["row_bound"], c["label_bound"]) ** 2',
+           '    return products, layout.n_rows * max(c["row_bound"], c["label_bound"]) ** 2', ("tests/test_secure_views.py",)),
     Mutant("secure_label_scale_read_off_y", "the label's rescale is read off the data's largest |y| instead of its public bound",
            "privsdr/vertical/secure_regression.py",
            '        c = self._checked(names, widths)\n        if own is not None and own not in c["parties"]:',
@@ -563,6 +563,21 @@ MUTANTS = (
     Mutant("secure_plaintext_said_tls", "the trust model says mutual TLS for a plaintext run",
            "privsdr/secure/trust.py", "    if job.tls:\n        return (f\"channels: {TLS_CHANNELS}",
            "    if True:\n        return (f\"channels: {TLS_CHANNELS}", ("tests/test_secure_views.py",)),
+    Mutant("secure_charge_before_ready", "a secure party opens its run and charges before every party is ready (issue 36)",
+           "privsdr/secure/aggregate.py", "    try:\n        party.agree()\n    except BaseException as exc:",
+           "    try:\n        pass\n    except BaseException as exc:",
+           ("tests/test_secure_fail_clean.py",)),
+    Mutant("secure_statistics_on_disk", "a launcher writes a party's statistics into a temporary folder it never removes",
+           "privsdr/secure/launch.py", "            payload = buffer.getvalue()\n",
+           "            payload = buffer.getvalue()\n            import pathlib, tempfile\n"
+           "            (pathlib.Path(tempfile.mkdtemp(prefix='privsdr-secure-')) / 'in.npz').write_bytes(payload)\n",
+           ("tests/test_secure_fail_clean.py",)),
+    Mutant("secure_no_parent_death_signal", "a party process does not ask to die with its launcher",
+           "privsdr/secure/party.py", "            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG", "            pass",
+           ("tests/test_secure_fail_clean.py",)),
+    Mutant("secure_peer_unpickles_classes", "a party unpickles whatever its peers send (MPyC's own pickle.loads)",
+           "privsdr/secure/party.py", "        if (module, name) in self.ALLOWED:", "        if True:",
+           ("tests/test_secure_fail_clean.py",)),
 )
 
 

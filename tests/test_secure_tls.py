@@ -30,7 +30,7 @@ from privsdr import Budget, Ledger
 from privsdr.errors import PrivsdrError, ValidationError
 from privsdr.secure import launch
 from privsdr.secure.addresses import check_addresses, free_ports, is_loopback
-from privsdr.secure.certificates import Credentials, load_credentials, make_keys
+from privsdr.secure.certificates import Credentials, load_credentials, make_keys, private_config
 from privsdr.secure.crossproducts import CrossProducts
 from privsdr.secure.job import AggregationJob, NodeJob
 from privsdr.secure.party import mpc_arguments
@@ -119,17 +119,16 @@ def test_each_party_listens_on_its_configured_address_only(tmp_path):
     job = gram_job(spread_addresses())
     folder = tmp_path / "run"
     folder.mkdir(mode=0o700)
-    (folder / "job.json").write_text(job.to_json())
     creds = launch.credentials_for(job, None, folder)
     procs = []
     try:
         for i in (1, 2):
-            procs.append((i, launch._start(job, i, folder, gram_inputs()[PARTIES[i]], creds[PARTIES[i]], False, None)))
+            procs.append((i, launch.PartyProcess(job, i, gram_inputs()[PARTIES[i]], private_config(creds[PARTIES[i]], folder / f"p{i}"))))
         deadline = time.monotonic() + WAIT
         seen: dict[int, set] = {}
         while time.monotonic() < deadline and not all(seen.get(i) for i, _ in procs):
             for i, proc in procs:
-                assert proc.poll() is None, (folder / f"err{i}.txt").read_text()
+                assert proc.proc.poll() is None, proc.why()
                 seen[i] = listening(proc.pid)
             time.sleep(0.1)
         for i, _ in procs:
@@ -137,7 +136,7 @@ def test_each_party_listens_on_its_configured_address_only(tmp_path):
             assert seen[i] == {(host, int(port))}, (i, seen[i])
     finally:
         for _, proc in procs:
-            launch._end(proc)
+            proc.end()
     assert gone([proc.pid for _, proc in procs])
 
 
@@ -160,7 +159,6 @@ def test_an_impostor_is_refused_before_any_party_agrees_so_before_anything_is_ch
     job = gram_job(spread_addresses(), timeout=4.0)
     folder = tmp_path / "run"
     folder.mkdir(mode=0o700)
-    (folder / "job.json").write_text(job.to_json())
     keys = make_keys(tmp_path / "keys", PARTIES)
     creds = {name: load_credentials(keys[name], i) for i, name in enumerate(PARTIES)}
     fake_index = 2 if case.startswith("a listener") else 0
@@ -176,24 +174,26 @@ def test_an_impostor_is_refused_before_any_party_agrees_so_before_anything_is_ch
     honest = [i for i in range(3) if i != fake_index]
     procs = {}
     try:
-        procs[fake_index] = launch._start(job, fake_index, folder, inputs.get(PARTIES[fake_index]), fake, False, str(impostor))
+        procs[fake_index] = launch.PartyProcess(job, fake_index, inputs.get(PARTIES[fake_index]),
+                                                private_config(fake, folder / f"p{fake_index}"), python=str(impostor))
         for i in honest:
-            procs[i] = launch._start(job, i, folder, inputs.get(PARTIES[i]), creds[PARTIES[i]], False, None)
+            procs[i] = launch.PartyProcess(job, i, inputs.get(PARTIES[i]), private_config(creds[PARTIES[i]], folder / f"p{i}"))
         deadline = time.monotonic() + job.timeout + launch.GRACE
-        while time.monotonic() < deadline and any(procs[i].poll() is None for i in honest):
+        while time.monotonic() < deadline and any(procs[i].proc.poll() is None for i in honest):
             time.sleep(0.1)
-        stages = {i: launch._stages(folder / f"status{i}.jsonl") for i in range(3)}
+        for proc in procs.values():
+            proc.settle()
+        stages = {i: procs[i].stages for i in range(3)}
         assert not any("agreed" in s for s in stages.values()), stages
-        assert all(procs[i].poll() is not None for i in honest)  # the honest parties stopped (their watchdog, or a peer gone)
+        assert all(procs[i].proc.poll() is not None for i in honest)  # the honest parties stopped (their watchdog, or a peer gone)
         for i in honest:  # no honest party ever held a connection from the impostor
-            assert PARTIES[fake_index] not in launch._connected(folder / f"status{i}.jsonl").get("peer_certificates", {}), i
+            assert PARTIES[fake_index] not in procs[i].channels().get("peer_certificates", {}), i
         if case == "another party's certificate":  # the name check refused it (MPyC checks the CA only)
-            refusals = [json.loads(line)["why"] for i in honest for line in (folder / f"status{i}.jsonl").read_text().splitlines()
-                        if json.loads(line)["stage"] == "refused connection"]
+            refusals = [why for i in honest for why in procs[i].refusals()]
             assert refusals and all("claiming to be party 0" in why and "MPyC party 1" in why for why in refusals), refusals
     finally:
         for proc in procs.values():
-            launch._end(proc)
+            proc.end()
     assert gone([p.pid for p in procs.values()])
 
 

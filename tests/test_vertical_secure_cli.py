@@ -118,7 +118,7 @@ def test_parties_that_do_not_agree_all_stop_before_anything_is_charged_anywhere(
         assert code != 0 and re.search("nothing (was|is) (charged|spent)", err), (name, err)
         assert charges(tmp_path / f"{name}.jsonl") == [], name  # nothing charged anywhere
     if case == "an edited configuration":
-        assert all("holds another public configuration" in err for _, _, err in done.values())
+        assert all("holds another public configuration" in err for _, _, err in done.values()), done
     else:
         assert "only (epsilon=1, delta=1e-06) remains" in done["bob"][2]  # bob says why: his journal
         assert all("'bob' is not ready (BudgetExceededError" in done[n][2] for n in ("alice", "helper"))

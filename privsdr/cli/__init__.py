@@ -19,7 +19,7 @@ from typing import Any
 from .. import __version__
 from ..errors import BudgetExceededError, PrivsdrError, UncertifiedPlanError
 from . import audit, demo, fit, fsir, ledger, pride, report, reproduce, secure, transform, vertical
-from ._common import EXIT_ERROR, EXIT_FAILED, EXIT_REFUSED, FORMATTER, Parser
+from ._common import EXIT_ERROR, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_REFUSED, FORMATTER, Parser
 
 __all__ = ["EXIT_ERROR", "EXIT_FAILED", "EXIT_REFUSED", "build_parser", "main"]
 
@@ -101,6 +101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BudgetExceededError as exc:
         print(f"privsdr: refused, nothing spent: {str(exc).splitlines()[0]}", file=sys.stderr)
         return EXIT_REFUSED
+    except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM/SIGHUP where a command turns them into one (secure.launch)
+        print(f"privsdr: {_one_line(exc) if str(exc) else 'interrupted'}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except (PrivsdrError, ValueError, TypeError, OSError, ImportError) as exc:
         message = _one_line(exc)
         if isinstance(exc, UncertifiedPlanError):

@@ -30,6 +30,7 @@ from ..errors import ValidationError
 from ..report import PrivacyReport, released_estimate
 
 EXIT_ERROR, EXIT_REFUSED, EXIT_FAILED = 2, 3, 1
+EXIT_INTERRUPTED = 130  #: stopped by SIGINT, SIGTERM or SIGHUP (128 + SIGINT, as shells report it)
 FORMATTER = argparse.RawDescriptionHelpFormatter
 REPORT_SUFFIXES = (".html", ".htm", ".md", ".json")
 MODEL_SUFFIXES = (".json",)

@@ -143,7 +143,15 @@ def _fsir_server(args: argparse.Namespace) -> int:
 
 def _fsir_secure(args: argparse.Namespace) -> int:
     """Every client's CSV aggregated securely: one MPyC process per client plus the server, each on its own address
-    (default 127.0.0.1), over mutual TLS unless --plaintext."""
+    (default 127.0.0.1), over mutual TLS unless --plaintext. SIGTERM and SIGHUP end it through every ``with`` block, as
+    SIGINT does (``secure.launch.interrupts``)."""
+    from ..secure.launch import interrupts
+
+    with interrupts():
+        return _run_fsir_secure(args)
+
+
+def _run_fsir_secure(args: argparse.Namespace) -> int:
     import attrs
 
     from ..federated import FederatedSIR, FSIRConfig

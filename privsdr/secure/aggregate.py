@@ -34,7 +34,7 @@ from ..plan import CalibratedPlan, Run, tap
 from .addresses import loopback_addresses
 from .crossproducts import CrossProducts
 from .job import AggregationJob, NodeJob
-from .launch import Opened, PartyFailed, run_own_party, run_parties
+from .launch import Interrupted, Opened, Parties, PartyFailed, own_party, run_own_party, run_parties
 from .trust import trust_model
 
 SYMMETRIC = "distributed_symmetric_gaussian"
@@ -136,31 +136,64 @@ def decline_own_party(job: AggregationJob, own: str, why: str, progress: Any = N
         pass  # expected: this party and every other stops at the agreement
 
 
-def secure_gram_release(run: Run, products: CrossProducts, blocks: Mapping[str, np.ndarray], label: np.ndarray | None, *,
-                        parties: Sequence[str], threshold: int, bound: float, timeout: float = 60.0, helper: str | None = None,
-                        record_view: bool = False, own: str | None = None, addresses: Sequence[str] | None = None,
-                        tls: bool = True, certificates: Any = None, progress: Any = None) -> SecureRelease:
-    """Release the nodes ``xtx`` and ``xty`` as a secure Gram (``crossproducts``) of the data parties' integer
-    ``blocks`` (clipped and rounded by each party) and the label holder's integer ``label``; every party of
-    ``parties`` (data parties and a helper) adds a noise share. ``bound``: a public bound on every entry of the
-    Gram in real units (it sizes the field).
-
-    ``own``: run only this party (``blocks``/``label`` hold its own data only, or nothing for a helper); the others
-    run the same job elsewhere, at ``addresses``; ``progress(line)`` hears while it waits. ``tls``, ``certificates``:
-    the channels (``launch``: ``own`` gives its own folder; a simulated run, a mapping or None)."""
-    job = gram_job(run.plan, products, parties=parties, threshold=threshold, bound=bound, timeout=timeout, addresses=addresses, tls=tls)
+def gram_inputs(products: CrossProducts, blocks: Mapping[str, np.ndarray], label: np.ndarray | None,
+                own: str | None = None) -> dict[str, dict[str, np.ndarray]]:
+    """What each data party's process receives (on its stdin): its integer block and, for the label holder, the
+    label; ``own``: that party's only."""
     holders = products.parties if own is None else [own] if own in products.parties else []
     inputs: dict[str, dict[str, np.ndarray]] = {name: {"block": blocks[name]} for name in holders}
     if products.label in inputs:
         if label is None:
             raise ValidationError(f"the label holder {products.label!r} has no label")
         inputs[products.label]["label"] = label
+    return inputs
+
+
+def agreed_own_party(job: AggregationJob, own: str, inputs: Mapping[str, np.ndarray] | None, progress: Any = None,
+                     certificates: Any = None) -> Parties:
+    """Start party ``own``'s process and wait until every party has agreed on ``job`` and is ready (issue 36: before
+    the caller opens its run, so a failure here leaves its journal untouched). The caller exits the result (it ends
+    the process); raises ``SecureAggregationError`` (nothing charged) if the parties do not all agree."""
+    party = own_party(job, own, inputs, certificates=certificates, progress=progress)
+    party.__enter__()
+    try:
+        party.agree()
+    except BaseException as exc:
+        party.__exit__(None, None, None)
+        if isinstance(exc, PartyFailed):
+            raise SecureAggregationError(str(exc), exc.party, exc.pids, False) from None
+        if isinstance(exc, Interrupted):
+            raise Interrupted(f"{exc}; its party process was ended; nothing was charged") from None
+        raise
+    return party
+
+
+def secure_gram_release(run: Run, products: CrossProducts, blocks: Mapping[str, np.ndarray], label: np.ndarray | None, *,
+                        parties: Sequence[str], threshold: int, bound: float, timeout: float = 60.0, helper: str | None = None,
+                        record_view: bool = False, own: str | None = None, addresses: Sequence[str] | None = None,
+                        tls: bool = True, certificates: Any = None, progress: Any = None,
+                        session: Parties | None = None) -> SecureRelease:
+    """Release the nodes ``xtx`` and ``xty`` as a secure Gram (``crossproducts``) of the data parties' integer
+    ``blocks`` (clipped and rounded by each party) and the label holder's integer ``label``; every party of
+    ``parties`` (data parties and a helper) adds a noise share. ``bound``: a public bound on every entry of the
+    Gram in real units (it sizes the field).
+
+    ``own``: run only this party (``blocks``/``label`` hold its own data only, or nothing for a helper); the others
+    run the same job elsewhere, at ``addresses``; ``progress(line)`` hears while it waits; ``session``: that party's
+    process, already agreed (``agreed_own_party``). ``tls``, ``certificates``: the channels (``launch``: ``own`` gives
+    its own folder; a simulated run, a mapping or None)."""
+    job = gram_job(run.plan, products, parties=parties, threshold=threshold, bound=bound, timeout=timeout, addresses=addresses, tls=tls)
     if own is not None:
-        if not addresses:
-            raise ValidationError("one party's run needs every party's address (host:port)")
-        mine = inputs.get(own)
-        return _run(run, job, lambda j, charge: run_own_party(j, own, mine, certificates=certificates, charge=charge, progress=progress),
-                    None, helper)
+        if session is None:
+            if not addresses:
+                raise ValidationError("one party's run needs every party's address (host:port)")
+            session = agreed_own_party(job, own, gram_inputs(products, blocks, label, own).get(own), progress, certificates)
+        agreed = session
+        try:
+            return _run(run, job, lambda j, charge: agreed.finish(charge), None, helper)
+        finally:
+            agreed.__exit__(None, None, None)
+    inputs = gram_inputs(products, blocks, label)
     # the noise-free Gram, for the replay audit's tap only (this process holds every block in a simulated fit)
     Z = np.column_stack([blocks[name] for name in products.parties]
                         + ([np.full(products.rows, products.intercept)] if products.intercept else [])).astype(object)
@@ -170,20 +203,32 @@ def secure_gram_release(run: Run, products: CrossProducts, blocks: Mapping[str, 
                 plain, helper)
 
 
+def spent_note(run: Run) -> str:
+    """What a run that fails after the charge says at this party: what it spent, and that nothing was released."""
+    budget = run.plan.budget
+    return (f"; this party spent epsilon={budget.epsilon:g}, delta={budget.delta:g} on its ledger for this run (closed as "
+            "failed in its journal)")
+
+
 def _run(run: Run, job: AggregationJob, parties: Callable[[AggregationJob, Callable[[], None]], Opened],
          plain: Mapping[str, np.ndarray] | None, server: str | None) -> SecureRelease:
     """Run the parties; when every party has agreed on the public job, charge the job's nodes (write-ahead: before
     any share exists); accept the opened values (real units). ``plain``: the noise-free values when this process
     holds every input (the replay audit's tap), else None."""
     names = [node.name for node in job.nodes]
+    charged = []
 
     def charge() -> None:
         run.issue(*names)  # write-ahead: every node charged before any share exists, after every party agreed
+        charged.append(True)
 
     try:
         opened = parties(job, charge)
     except PartyFailed as exc:
-        raise SecureAggregationError(str(exc), exc.party, exc.pids, exc.charged) from None
+        raise SecureAggregationError(str(exc) + (spent_note(run) if charged else ""), exc.party, exc.pids, bool(charged)) from None
+    except Interrupted as exc:  # SIGTERM/SIGHUP: every process was ended on the way here
+        raise Interrupted(f"{exc}; every party process it started was ended"
+                          + (spent_note(run) if charged else "; nothing was charged")) from None
     values: dict[str, np.ndarray] = {}
     at = 0
     for node in job.nodes:

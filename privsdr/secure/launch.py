@@ -1,35 +1,50 @@
 """Starting the parties of a secure aggregation as real processes, and ending exactly those.
 
-``run_parties(job, inputs)`` writes the public job and each contributor's statistics into a private temporary
-folder (mode 0700), gives the job free ports on 127.0.0.1 when it names no addresses (``job.with_addresses``),
-starts ``python -m privsdr.secure.party`` once per party (MPyC's options come from the job: ``party``), and waits.
-It returns the opened sum (every party must have opened the same one) or raises ``PartyFailed`` naming the party
-that failed, refused or never got connected, after ending every process it started (by PID, also when the caller
-is interrupted). The job's timeout bounds the wait.
+``Parties(job, inputs, names)`` starts ``python -m privsdr.secure.party`` once for each of ``names`` (MPyC's
+options come from the job: ``party``; ``run_parties`` first gives the job free ports on 127.0.0.1 when it names no
+addresses, ``job.with_addresses``) and writes each one's public job and statistics on its stdin: nothing of a party's
+data, noised or not, is written to disk (issue 36), and what a party reports comes back on its stdout. ``agree()``
+waits until every process reports that all parties hold the same public job and are ready; ``finish(charge)``
+calls ``charge()``, writes ``go`` to each process (only then does it draw its noise shares) and waits for the
+opened sum (every party must have opened the same one). Each raises ``PartyFailed`` naming the party that failed,
+refused, lost a peer or never got connected; leaving the ``with`` block ends every process it started (by process
+group or PID), whatever happened. The job's timeout bounds every wait.
 
-Channels (issue 36): with ``job.tls`` every party process runs in a private working directory whose ``.config``
-holds links to its own key, certificate and the CA only (``certificates.private_config``), which MPyC's ``--ssl``
-reads. ``certificates``: each party's folder (``privsdr secure keys``); without it, and only when every address is
-loopback, ``run_parties`` makes a CA and the parties' keys for this run in its private folder (deleted with it).
-``run_own_party`` needs this party's folder whenever the job is TLS.
+Channels (issue 36): with ``job.tls`` every party process runs in a private working directory (in a folder of mode
+0700) whose ``.config`` holds links to its own key, certificate and the CA only (``certificates.private_config``),
+which MPyC's ``--ssl`` reads; the folder is removed as soon as every party here has connected (MPyC has loaded its
+certificates by then) and whatever happens. It holds links and, without ``certificates`` and only when every
+address is loopback, a CA and keys made for this run; never a statistic. ``certificates``: each party's folder
+(``privsdr secure keys``); ``run_own_party`` needs this party's folder whenever the job is TLS.
 
-Charging (issue 33): ``charge()`` is called only when the party processes report that every party holds the same
-public job and is ready (``party``: the digest exchange); then the launcher opens each process's gate and only then
-do the processes draw their noise shares. A disagreement, a party that is not ready or one that never connects ends
-the run with ``charge`` never called: ``PartyFailed.charged`` is False and the message says nothing was charged.
-``run_own_party`` starts its process in the caller's process group, so whoever ends the caller's group (a shell, a
-test) ends it too; ``run_parties`` starts each in a group of its own and ends them by group.
+``run_parties`` (every party here) and ``run_own_party`` (one party; the others run elsewhere) are the two uses.
+Charging (issue 33): ``charge`` runs only after the agreement, so a disagreement, a party that is not ready or one
+that never connects ends the run with ``charge`` never called (``PartyFailed.charged`` False).
+
+Ending (issue 36): while processes run, SIGTERM and SIGHUP in the launcher's main thread raise ``Interrupted`` (a
+``KeyboardInterrupt``, as SIGINT does) where the launcher is, so every ``finally`` ends the processes and a run
+that charged is closed as failed. If the launcher is killed outright (SIGKILL), Linux kills its party processes
+(each asks for ``PR_SET_PDEATHSIG``, ``party.die_with_launcher``), and they stop when their stdin closes; there is
+no statistic on disk (a launcher killed before its parties connected leaves its private folder of links and
+run keys behind). ``run_own_party`` keeps the process in the caller's process group (whoever ends the
+caller's group ends it too); ``run_parties`` gives each a group of its own and ends them by group.
 """
 from __future__ import annotations
 
+import base64
+import contextlib
+import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +55,10 @@ from ..errors import PrivsdrError
 from .addresses import free_ports
 from .certificates import Credentials, load_credentials, make_keys, party_credentials, private_config
 from .job import AggregationJob
-from .party import EXIT_DISAGREED
+from .party import EXIT_DISAGREED, LAUNCHER_ENV
 
-__all__ = ["GRACE", "Opened", "PartyFailed", "free_ports", "open_gates", "run_own_party", "run_parties"]
+__all__ = ["GRACE", "Interrupted", "Opened", "Parties", "PartyFailed", "free_ports", "interrupts", "own_party", "run_own_party",
+           "run_parties"]
 
 #: seconds on top of the job's timeout before the launcher gives up on a party (its own watchdog fires first)
 GRACE = 5.0
@@ -56,11 +72,6 @@ class PartyFailed(PrivsdrError, RuntimeError):
         self.party = party
         self.pids = pids  #: the processes that were started (all ended)
         self.charged = charged  #: whether ``charge`` had been called (False: the parties never agreed; nothing spent)
-
-
-def _charged_note(charged: bool) -> str:
-    return ("; the nodes were charged when every party had agreed, and stay charged" if charged else
-            "; nothing was charged (the parties never all agreed on the public job)")
 
 
 @attrs.frozen(eq=False)
@@ -78,58 +89,156 @@ class Opened:
     channels: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
 
 
-def _stages(path: Path) -> list[str]:
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP reached the launcher (``interrupts``): raised where it was, as SIGINT's KeyboardInterrupt is."""
+
+
+@contextlib.contextmanager
+def interrupts() -> Iterator[None]:
+    """While inside, SIGTERM and SIGHUP raise ``Interrupted`` in the main thread (elsewhere: no change), so that
+    every ``finally`` and ``with`` block runs: party processes ended, pending files removed, the run closed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise Interrupted(f"stopped by {signal.Signals(signum).name}")
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        return [json.loads(line)["stage"] for line in path.read_text().splitlines() if line.strip()]
-    except (OSError, ValueError):
-        return []
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
-def _connected(path: Path) -> dict[str, Any]:
-    """What a party process recorded about its connections when MPyC had connected every party."""
-    for line in _read_lines(path):
-        record = json.loads(line) if line.strip() else {}
-        if record.get("stage") == "connected":
-            return {"tls": record.get("tls"), "peer_certificates": record.get("peer_certificates", {})}
-    return {}
+def _charged_note(charged: bool) -> str:
+    return ("; the nodes had been charged when every party was ready; nothing was released" if charged else
+            "; nothing was charged (the parties never all agreed on the public job)")
 
 
-def _last_line(path: Path) -> str:
-    try:
-        lines = [line for line in path.read_text().splitlines() if line.strip()]
-    except OSError:
-        return ""
-    return lines[-1] if lines else ""
+class PartyProcess:
+    """One party process: its job and input written on its stdin, its reports (stdout) and errors (stderr) read by
+    daemon threads into memory."""
 
+    def __init__(self, job: AggregationJob, index: int, inputs: Mapping[str, Any] | None, workdir: Path, *,
+                 record_view: bool = False, python: str | None = None, decline: str | None = None, own_group: bool = True,
+                 routes: Mapping[int, str] | None = None) -> None:
+        self.name = job.parties[index]
+        self.messages: list[dict[str, Any]] = []
+        self.errors: deque[str] = deque(maxlen=50)
+        command = [python or sys.executable, "-m", "privsdr.secure.party", "--index", str(index), "--digest", job.digest()]
+        if decline is not None:
+            command += ["--decline", decline]
+        if record_view:
+            command.append("--record-view")
+        command += [f"--route={j}={address}" for j, address in (routes or {}).items()]
+        env = {**os.environ, LAUNCHER_ENV: str(os.getpid()),
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(_SOURCE), os.environ.get("PYTHONPATH")]))}
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     start_new_session=own_group, cwd=workdir, env=env)
+        self._readers = [threading.Thread(target=self._read_messages, daemon=True),
+                         threading.Thread(target=self._read_errors, daemon=True)]
+        for reader in self._readers:
+            reader.start()
+        payload = b""
+        if inputs is not None:
+            arrays: dict[str, Any] = {k: np.asarray(v) if np.asarray(v).dtype.kind in "iu" else np.asarray(v, dtype=float) for k, v in inputs.items()}
+            buffer = io.BytesIO()
+            np.savez(buffer, **arrays)
+            payload = buffer.getvalue()
+        # written by a thread: the next party process starts while this one is still importing and reading
+        self._writer = threading.Thread(target=self._send, args=(json.dumps({"job": job.to_dict(), "input": len(payload)}).encode()
+                                                                 + b"\n" + payload,), daemon=True)
+        self._writer.start()
 
-def _start(job: AggregationJob, i: int, folder: Path, inputs: Mapping[str, np.ndarray] | None, credentials: Credentials | None,
-           record_view: bool, python: str | None, *, decline: str | None = None, own_group: bool = True,
-           routes: Mapping[int, str] | None = None) -> subprocess.Popen[bytes]:
-    """Start party ``i`` (its statistics, if any, written into the private folder first) in its own working directory
-    (with TLS: links to its ``credentials`` only); it waits for its gate ``go{i}`` after the agreement
-    (``open_gates``). ``own_group``: a process group of its own (else the caller's). ``routes``: peer -> the address
-    to dial it at instead (``party --route``)."""
-    command = [python or sys.executable, "-m", "privsdr.secure.party", "--job", str(folder / "job.json"), "--index", str(i),
-               "--output", str(folder / f"out{i}.npz"), "--status", str(folder / f"status{i}.jsonl"),
-               "--digest", job.digest(), "--gate", str(folder / f"go{i}")]
-    if decline is not None:
-        command += ["--decline", decline]
-    if inputs is not None:
-        arrays: dict[str, Any] = {k: np.asarray(v) if np.asarray(v).dtype.kind in "iu" else np.asarray(v, dtype=float)
-                                  for k, v in inputs.items()}
-        np.savez(folder / f"in{i}.npz", **arrays)
-        command += ["--input", str(folder / f"in{i}.npz")]
-    if record_view:
-        command.append("--record-view")
-    command += [f"--route={j}={address}" for j, address in (routes or {}).items()]
-    workdir = folder / f"party{i}"
-    if credentials is not None:
-        private_config(credentials, workdir)
-    else:
-        workdir.mkdir(mode=0o700)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_SOURCE), os.environ.get("PYTHONPATH")]))}
-    with open(folder / f"err{i}.txt", "wb") as err:
-        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, start_new_session=own_group, cwd=workdir, env=env)
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _send(self, data: bytes) -> None:
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            pass  # the process is gone: its exit code and stderr say why
+
+    def _read_messages(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(message, dict) and "stage" in message:
+                self.messages.append(message)
+
+    def _read_errors(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            text = line.decode(errors="replace").strip()
+            if text:
+                self.errors.append(text)
+
+    @property
+    def stages(self) -> list[str]:
+        return [str(m["stage"]) for m in list(self.messages)]
+
+    def go(self) -> None:
+        """The nodes are charged: let the process draw its noise shares and compute."""
+        self._writer.join()
+        self._send(b"go\n")
+
+    def why(self) -> str:
+        """The process's last error line, else its stages."""
+        self.settle()
+        return (self.errors[-1] if self.errors else "") or ", ".join(self.stages) or "no output"
+
+    def settle(self, seconds: float = 1.0) -> None:
+        """Give the readers a moment to take in what an ended process wrote last."""
+        if self.proc.poll() is not None:
+            for reader in self._readers:
+                reader.join(seconds)
+
+    def channels(self) -> dict[str, Any]:
+        """What the process recorded about its connections when MPyC had connected every party."""
+        for m in list(self.messages):
+            if m["stage"] == "connected":
+                return {"tls": m.get("tls"), "peer_certificates": m.get("peer_certificates", {})}
+        return {}
+
+    def refusals(self) -> list[str]:
+        """The connections it refused (a certificate that did not name the party it claimed)."""
+        return [str(m.get("why", "")) for m in list(self.messages) if m["stage"] == "refused connection"]
+
+    def output(self) -> dict[str, np.ndarray]:
+        self.settle(5.0)
+        done = [m for m in self.messages if m["stage"] == "done" and "output" in m]
+        if not done:
+            raise PartyFailed(f"party {self.name!r} finished without its opened sum", self.name, (self.pid,))
+        with np.load(io.BytesIO(base64.b64decode(done[-1]["output"])), allow_pickle=False) as data:
+            return {k: np.array(data[k]) for k in data.files}
+
+    def end(self) -> None:
+        """End the process (its own process group, or by PID in the caller's) and reap it; close the pipes."""
+        proc = self.proc
+        if proc.poll() is None:
+            try:
+                if os.getpgid(proc.pid) == proc.pid:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                else:
+                    proc.kill()
+            except ProcessLookupError:
+                pass
+        proc.wait()
+        self._writer.join(1.0)
+        for reader in self._readers:
+            reader.join(1.0)
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                if stream is not None:
+                    stream.close()
 
 
 #: the folder that holds the ``privsdr`` package: a party process runs in another working directory
@@ -148,41 +257,148 @@ def credentials_for(job: AggregationJob, certificates: str | Path | Mapping[str,
     return party_credentials(certificates, job.parties)
 
 
-def _refusals(folder: Path, indices: list[int]) -> str:
-    """The connections the parties refused (a certificate that did not name the party it claimed), if any."""
-    lines = [json.loads(line).get("why", "") for i in indices for line in _read_lines(folder / f"status{i}.jsonl")
-             if '"refused connection"' in line]
-    return f"; refused: {lines[0]}" + (f" (and {len(lines) - 1} more)" if len(lines) > 1 else "") if lines else ""
+class Parties:
+    """The processes of ``names`` (one, or every party of ``job``), from start to end (module docstring)."""
 
+    def __init__(self, job: AggregationJob, inputs: Mapping[str, Mapping[str, Any] | None], names: Sequence[str], *,
+                 certificates: str | Path | Mapping[str, str | Path] | None = None,
+                 credentials: Mapping[str, Credentials] | None = None, routes: Mapping[str, Mapping[int, str]] | None = None,
+                 record_view: bool = False, python: str | None = None, decline: str | None = None,
+                 own_group: bool = True, progress: Callable[[str], None] | None = None, every: float = 5.0) -> None:
+        if not job.addresses:
+            raise PrivsdrError("the parties need every party's address in the job (host:port each)")
+        self.job, self.names = job, list(names)
+        self._inputs, self._certificates, self._credentials, self._routes = inputs, certificates, credentials, routes or {}
+        self._options = {"record_view": record_view, "python": python, "decline": decline, "own_group": own_group}
+        self.progress, self.every = progress, every
+        self.procs: dict[str, PartyProcess] = {}
+        self.charged = False
+        self._stack = contextlib.ExitStack()
 
-def _read_lines(path: Path) -> list[str]:
-    try:
-        return path.read_text().splitlines()
-    except OSError:
-        return []
-
-
-def _end(proc: subprocess.Popen[bytes]) -> None:
-    """End a party process this module started (its own process group, or by PID in the caller's) and reap it."""
-    if proc.poll() is None:
+    def __enter__(self) -> Parties:
+        self._stack.enter_context(interrupts())
+        self._stack.callback(self.close)
         try:
-            if os.getpgid(proc.pid) == proc.pid:
-                os.killpg(proc.pid, 9)
-            else:
-                proc.kill()
-        except ProcessLookupError:
-            pass
-    proc.wait()
+            self.start = time.monotonic()
+            self.deadline = self.start + self.job.timeout + GRACE
+            self.folder = Path(tempfile.mkdtemp(prefix="privsdr-secure-")).resolve()
+            os.chmod(self.folder, 0o700)
+            credentials = dict(self._credentials) if self._credentials is not None else \
+                credentials_for(self.job, self._certificates, self.folder)
+            for name in self.names:
+                workdir = self.folder / f"party{self.job.index(name)}"
+                if name in credentials:
+                    private_config(credentials[name], workdir)
+                else:
+                    workdir.mkdir(mode=0o700)
+                self.procs[name] = PartyProcess(self.job, self.job.index(name), self._inputs.get(name), workdir,
+                                                routes=self._routes.get(name), **self._options)  # type: ignore[arg-type]
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
 
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
 
-def open_gates(folder: Path, indices: list[int]) -> None:
-    """Let these party processes go on after the charge (each waits for its file ``go{i}``)."""
-    for i in indices:
-        (folder / f"go{i}").touch()
+    def close(self) -> None:
+        for proc in self.procs.values():  # exactly the processes started here
+            proc.end()
+        self._remove_folder()
 
+    def _remove_folder(self) -> None:
+        """The private folder (links to certificates, run keys): not needed once every party here has connected."""
+        folder = getattr(self, "folder", None)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
-def _agreed(folder: Path, i: int) -> bool:
-    return "agreed" in _stages(folder / f"status{i}.jsonl")
+    @property
+    def pids(self) -> tuple[int, ...]:
+        return tuple(p.pid for p in self.procs.values())
+
+    def agree(self) -> None:
+        """Wait until every process here has agreed (raises ``PartyFailed``, nothing charged, otherwise)."""
+        self._wait(lambda: all("agreed" in p.stages for p in self.procs.values()))
+        self._remove_folder()  # every party connected: MPyC has read its certificates
+
+    def finish(self, charge: Callable[[], None] | None = None) -> Opened:
+        """Charge (``charge()``), let the processes compute, and collect the opened sum."""
+        if charge is not None:
+            charge()
+        self.charged = True
+        for proc in self.procs.values():
+            proc.go()
+        self._wait(lambda: all(p.proc.poll() == 0 for p in self.procs.values()))
+        opened, sent, views, receipts = [], {}, {}, {}
+        for name, proc in self.procs.items():
+            data = proc.output()
+            opened.append(np.array(data["aggregate"], dtype=np.int64))
+            sent[name] = int(data["bytes_sent"])
+            views[name] = {k.split("/", 1)[1]: np.array([int(v) for v in data[k]], dtype=object) for k in data
+                           if k.startswith("view/") and not k.startswith("view/receipts/")}
+            receipts[name] = {k.rsplit("/", 1)[1]: {peer: int(n) for peer, n in (str(v).split("=") for v in data[k])}
+                              for k in data if k.startswith("view/receipts/")}
+        if any(not np.array_equal(opened[0], o) for o in opened[1:]):
+            raise PartyFailed("the parties opened different sums" + _charged_note(True), None, self.pids)
+        channels = {name: proc.channels() for name, proc in self.procs.items()}
+        return Opened(opened[0], views, time.monotonic() - self.start, sent, self.pids, receipts, channels)
+
+    def _wait(self, done: Callable[[], bool]) -> None:
+        told = time.monotonic()
+        while True:
+            failed = [(n, p.proc.returncode) for n, p in self.procs.items() if p.proc.poll() not in (None, 0)]
+            if failed:
+                self._failed(*failed[0])
+            if done():
+                return
+            now = time.monotonic()
+            if now > self.deadline:
+                self._timed_out()
+            if self.progress is not None and now - told >= self.every:
+                for name, proc in self.procs.items():
+                    stages = proc.stages
+                    where = ("agreed, computing" if "agreed" in stages else "connected, agreeing on the public job" if "connected" in stages
+                             else "waiting for the other parties to connect")
+                    self.progress(f"[{name}] {where} ({now - self.start:.0f} s of at most {self.job.timeout:g} s)")
+                told = now
+            time.sleep(0.02)
+
+    def _failed(self, name: str, code: int) -> None:
+        proc = self.procs[name]
+        if code == EXIT_DISAGREED and len(self.procs) > 1:  # every party stops at the agreement: name the one not ready
+            settle = min(self.deadline, time.monotonic() + GRACE)
+            while time.monotonic() < settle and any(p.proc.poll() is None for p in self.procs.values()):
+                time.sleep(0.02)
+            refused = [n for n, p in self.procs.items() if "refused" in p.stages]
+            name = refused[0] if refused else name
+            proc = self.procs[name]
+        why = proc.why()
+        if len(self.procs) == 1:
+            if code == EXIT_DISAGREED:  # the child's own line says who disagreed and that nothing was charged
+                raise PartyFailed(f"{why}; its process was ended", name, self.pids, self.charged)
+            if "timed out" in proc.stages:
+                why = ("timed out: " if "connected" in proc.stages else "timed out waiting for the other parties: ") + why
+            raise PartyFailed(f"party {name!r} did not finish ({why}); its process was ended{_charged_note(self.charged)}", name,
+                              self.pids, self.charged)
+        raise PartyFailed(f"party {name!r} ended with exit code {code} ({why}); every party process was ended"
+                          f"{_charged_note(self.charged)}", name, self.pids, self.charged)
+
+    def _timed_out(self) -> None:
+        stuck = [n for n, p in self.procs.items() if "connected" not in p.stages]
+        if len(self.procs) == 1:
+            name = self.names[0]
+            how = "timed out waiting for the other parties" if stuck else "timed out"
+            refusals = self.procs[name].refusals()
+            if refusals:
+                how += f" (refused: {refusals[0]})"
+            raise PartyFailed(f"party {name!r} did not finish ({how}: {self.procs[name].why()}); its process was ended"
+                              f"{_charged_note(self.charged)}", name, self.pids, self.charged)
+        who = f"{', '.join(stuck)} never connected" if stuck else "every party connected but the computation did not finish"
+        refusals = [r for p in self.procs.values() for r in p.refusals()]
+        if refusals:
+            who += f"; refused: {refusals[0]}" + (f" (and {len(refusals) - 1} more)" if len(refusals) > 1 else "")
+        raise PartyFailed(f"the secure aggregation timed out after {self.job.timeout:g} s ({who}); every party process was "
+                          f"ended{_charged_note(self.charged)}", stuck[0] if stuck else None, self.pids, self.charged)
 
 
 def run_own_party(job: AggregationJob, name: str, inputs: Mapping[str, np.ndarray] | None, *,
@@ -190,60 +406,28 @@ def run_own_party(job: AggregationJob, name: str, inputs: Mapping[str, np.ndarra
                   progress: Any = None, every: float = 5.0, python: str | None = None) -> Opened:
     """Run only party ``name`` of ``job`` (the others run elsewhere, each with the same job, at the job's addresses):
     start its process, call ``charge()`` once every party has agreed on the public job (module docstring), report its
-    stage to ``progress(line)`` every ``every`` seconds while it waits for the others, bound the wait by the job's
-    timeout, end the process (by PID) whatever happens. ``certificates``: this party's folder (required with TLS).
-    ``decline``: take part in the agreement only, as not ready for this reason (the others then stop with nothing
-    charged); raises ``PartyFailed``."""
+    stage to ``progress(line)`` every ``every`` seconds, bound the wait by the job's timeout, end the process whatever
+    happens. ``certificates``: this party's folder (required with TLS). ``decline``: take part in the agreement only,
+    as not ready for this reason (the others then stop with nothing charged); raises ``PartyFailed``."""
+    with own_party(job, name, inputs, certificates=certificates, decline=decline, progress=progress, every=every,
+                   python=python) as party:
+        party.agree()
+        return party.finish(charge)
+
+
+def own_party(job: AggregationJob, name: str, inputs: Mapping[str, np.ndarray] | None, *, certificates: str | Path | None = None,
+              decline: str | None = None, progress: Any = None, every: float = 5.0, python: str | None = None) -> Parties:
+    """The ``Parties`` of party ``name`` alone (``run_own_party``), in the caller's process group; enter it to start."""
     if not job.addresses:
         raise PrivsdrError("one party's run needs every party's address in the job (host:port each)")
-    i = job.index(name)
-    credentials = None
+    credentials: dict[str, Credentials] = {}
     if job.tls:
         if certificates is None:
             raise PrivsdrError(f"this run uses TLS: party {name!r} needs its certificate folder (`privsdr secure keys`; --certs), "
                                "or every party's configuration must ask for plaintext; nothing was charged")
-        credentials = load_credentials(certificates, i)
-    folder = Path(tempfile.mkdtemp(prefix="privsdr-secure-")).resolve()
-    os.chmod(folder, 0o700)
-    start = time.monotonic()
-    proc = None
-    charged = False
-    try:
-        (folder / "job.json").write_text(job.to_json())
-        proc = _start(job, i, folder, inputs, credentials, False, python, decline=decline, own_group=False)
-        deadline, told = start + job.timeout + GRACE, start
-        while proc.poll() is None:
-            now = time.monotonic()
-            if now > deadline:
-                break
-            if not charged and decline is None and _agreed(folder, i):
-                if charge is not None:
-                    charge()
-                charged = True
-                open_gates(folder, [i])
-            if progress is not None and now - told >= every:
-                stages = _stages(folder / f"status{i}.jsonl")
-                where = ("agreed, computing" if "agreed" in stages else "connected, agreeing on the public job" if "connected" in stages
-                         else "waiting for the other parties to connect")
-                progress(f"[{name}] {where} ({now - start:.0f} s of at most {job.timeout:g} s)")
-                told = now
-            time.sleep(0.05)
-        if proc.poll() != 0:
-            stages = _stages(folder / f"status{i}.jsonl")
-            why = _last_line(folder / f"err{i}.txt") or ", ".join(stages) or "no output"
-            if proc.poll() == EXIT_DISAGREED:  # the child's own line says who disagreed and that nothing was charged
-                raise PartyFailed(f"{why}; its process was ended", name, (proc.pid,), charged)
-            if proc.poll() is None or "timed out" in stages:
-                why = ("timed out: " if "connected" in stages else "timed out waiting for the other parties: ") + why + _refusals(folder, [i])
-            raise PartyFailed(f"party {name!r} did not finish ({why}); its process was ended{_charged_note(charged)}", name,
-                              (proc.pid,), charged)
-        with np.load(folder / f"out{i}.npz") as data:
-            aggregate, sent = np.array(data["aggregate"], dtype=np.int64), int(data["bytes_sent"])
-        return Opened(aggregate, {}, time.monotonic() - start, {name: sent}, (proc.pid,))
-    finally:
-        if proc is not None:
-            _end(proc)
-        shutil.rmtree(folder, ignore_errors=True)
+        credentials[name] = load_credentials(certificates, job.index(name))
+    return Parties(job, {name: inputs}, [name], credentials=credentials, decline=decline, own_group=False,
+                   progress=progress, every=every, python=python)
 
 
 def run_parties(job: AggregationJob, inputs: Mapping[str, Mapping[str, np.ndarray]], *, charge: Callable[[], None] | None = None,
@@ -251,72 +435,13 @@ def run_parties(job: AggregationJob, inputs: Mapping[str, Mapping[str, np.ndarra
                 routes: Mapping[str, Mapping[int, str]] | None = None) -> Opened:
     """Run the aggregation ``job`` with each contributor's statistics ``inputs[party][node]``; ``charge()`` once
     every party process has agreed on the public job (module docstring). ``certificates``: party -> its folder, or
-    the folder of ``privsdr secure keys`` (default with TLS on loopback: made for this run); ``routes``: party -> {peer index: address it dials instead}."""
+    the folder of ``privsdr secure keys`` (default with TLS on loopback: made for this run); ``routes``: party ->
+    {peer index: address it dials instead}."""
     missing = [p for p in (job.inputs if job.products is None else job.products.parties) if p not in inputs]
     if missing:
         raise PrivsdrError(f"no statistics for the contributing parties {missing}")
     job = job.with_addresses()
-    folder = Path(tempfile.mkdtemp(prefix="privsdr-secure-")).resolve()
-    os.chmod(folder, 0o700)
-    procs: dict[str, subprocess.Popen[bytes]] = {}
-    start = time.monotonic()
-    charged = False
-    try:
-        credentials = credentials_for(job, certificates, folder)
-        (folder / "job.json").write_text(job.to_json())
-        for i, name in enumerate(job.parties):
-            procs[name] = _start(job, i, folder, inputs.get(name), credentials.get(name), record_view, python,
-                                 routes=(routes or {}).get(name))
-        deadline = start + job.timeout + GRACE
-        while True:
-            failed = [(n, p.returncode) for n, p in procs.items() if p.poll() not in (None, 0)]
-            if failed:
-                name, code = failed[0]
-                i = job.index(name)
-                if code == EXIT_DISAGREED:  # every party stops at the agreement: name the one that was not ready
-                    settle = min(deadline, time.monotonic() + GRACE)
-                    while time.monotonic() < settle and any(p.poll() is None for p in procs.values()):
-                        time.sleep(0.02)
-                    refused = [n for n in job.parties if "refused" in _stages(folder / f"status{job.index(n)}.jsonl")]
-                    name = refused[0] if refused else name
-                    i = job.index(name)
-                raise PartyFailed(f"party {name!r} ended with exit code {code} ("
-                                  f"{_last_line(folder / f'err{i}.txt') or ', '.join(_stages(folder / f'status{i}.jsonl')) or 'no output'})"
-                                  f"; every party process was ended{_charged_note(charged)}", name, tuple(p.pid for p in procs.values()),
-                                  charged)
-            if not charged and all(_agreed(folder, job.index(n)) for n in job.parties):
-                if charge is not None:
-                    charge()
-                charged = True
-                open_gates(folder, list(range(len(job.parties))))
-            if all(p.poll() == 0 for p in procs.values()):
-                break
-            if time.monotonic() > deadline:
-                stuck = [n for n in job.parties if "connected" not in _stages(folder / f"status{job.index(n)}.jsonl")]
-                culprit = stuck[0] if stuck else None
-                who = (f"{', '.join(stuck)} never connected" if stuck else "every party connected but the computation did not finish")
-                who += _refusals(folder, list(range(len(job.parties))))
-                raise PartyFailed(f"the secure aggregation timed out after {job.timeout:g} s ({who}); every party process was "
-                                  f"ended{_charged_note(charged)}", culprit, tuple(p.pid for p in procs.values()), charged)
-            time.sleep(0.02)
-        opened = []
-        sent: dict[str, int] = {}
-        views: dict[str, dict[str, np.ndarray]] = {}
-        receipts: dict[str, dict[str, dict[str, int]]] = {}
-        for i, name in enumerate(job.parties):
-            with np.load(folder / f"out{i}.npz") as data:
-                opened.append(np.array(data["aggregate"], dtype=np.int64))
-                sent[name] = int(data["bytes_sent"])
-                views[name] = {k.split("/", 1)[1]: np.array([int(v) for v in data[k]], dtype=object) for k in data.files
-                               if k.startswith("view/") and not k.startswith("view/receipts/")}
-                receipts[name] = {k.rsplit("/", 1)[1]: {peer: int(n) for peer, n in (str(v).split("=") for v in data[k])}
-                                  for k in data.files if k.startswith("view/receipts/")}
-        if any(not np.array_equal(opened[0], o) for o in opened[1:]):
-            raise PartyFailed("the parties opened different sums", None, tuple(p.pid for p in procs.values()))
-        seconds = time.monotonic() - start
-        channels = {name: _connected(folder / f"status{i}.jsonl") for i, name in enumerate(job.parties)}
-        return Opened(opened[0], views, seconds, sent, tuple(p.pid for p in procs.values()), receipts, channels)
-    finally:
-        for proc in procs.values():  # exactly the processes started here
-            _end(proc)
-        shutil.rmtree(folder, ignore_errors=True)
+    with Parties(job, inputs, job.parties, certificates=certificates, routes=routes, record_view=record_view,
+                 python=python) as parties:
+        parties.agree()
+        return parties.finish(charge)

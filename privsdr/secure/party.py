@@ -1,15 +1,26 @@
 """One party of a secure aggregation, as its own process (the only module that imports ``mpyc.runtime``).
 
-    python -m privsdr.secure.party --job JOB.json --index I --output OUT.npz [--input IN.npz] [--status S.jsonl]
-                                   [--digest HEX] [--gate GO] [--decline WHY] [--record-view] [--route J=HOST:PORT]
+    python -m privsdr.secure.party --index I [--digest HEX] [--decline WHY] [--record-view] [--route J=HOST:PORT]
+
+Pipes, never files (issue 36): the launcher writes the public job and this party's input on the process's stdin
+(one line of JSON, then the input as npz bytes, read with ``allow_pickle=False``); the party writes its stages, one
+JSON line each, and finally its opened sum on its stdout (anything else a library prints goes to stderr). No
+statistic of this party, noised or not, is ever written to disk. The process asks Linux to kill it when its
+launcher dies (``prctl(PR_SET_PDEATHSIG, SIGKILL)``, checked against the launcher's PID in ``PRIVSDR_LAUNCHER_PID``
+in case the launcher died first), and stops as well when its stdin closes.
 
 Agreement before any charge (issue 33): the party checks its input against the public bounds (drawing no noise),
 then, once MPyC has connected every party, sends every other party the digest of its public job (``job.digest``:
 budget, accountant, relation, bounds, grids, noise shares, layout, parties, t, field size) and whether it is ready
-(``--decline``: its launcher cannot take part, e.g. its journal has less left than the run costs), with MPyC's own
-transfer of public values. Every party receives the same list; if any party is not ready or holds another digest,
-every party stops (exit code 6) and nothing is charged anywhere. Otherwise it reports ``agreed`` and waits for its
-launcher to charge the nodes and create the file ``--gate``; only then does it draw its noise shares and compute.
+(``--decline``: its launcher cannot take part, e.g. its journal has less left than the run costs), as canonical JSON
+bytes. Every party receives the same list; if any party is not ready or holds another digest, every party stops
+(exit code 6) and nothing is charged anywhere. Otherwise it reports ``agreed`` and waits for its launcher to charge
+the nodes and write ``go`` on its stdin; only then does it draw its noise shares and compute.
+
+What crosses between parties is never unpickled with classes: MPyC frames its ``transfer`` messages (the agreement,
+its own shutdown barrier) and its secure arrays with ``pickle``; this program replaces the unpickler MPyC uses with
+one that builds plain values only (ints, strings, bytes, lists, dicts and numpy's integer/object arrays), so a peer
+cannot make a party run code (``SafePickle``).
 
 A contributing party rounds each of its statistics to the node's public grid, adds its own exact discrete Gaussian
 share (Canonne, Kamath & Steinke 2020 sampler, operating-system randomness) and inputs the integer vector into the
@@ -18,7 +29,7 @@ bit length, so that the parties agree on it; the vectors are added on their Sham
 opened, to every party. Nothing else leaves the party: its statistic and its share stay in its process.
 
 A job with ``products`` (a secure Gram of vertically partitioned columns, ``crossproducts``): each data party's
-input file holds its integer block (``block``, already clipped and rounded) and, for the label holder, ``label``;
+input holds its integer block (``block``, already clipped and rounded) and, for the label holder, ``label``;
 it adds its own diagonal block and its noise shares as above, and also inputs its block as a secret-shared
 matrix; the cross-blocks between parties are computed on the shares, and only the noisy total is opened. A helper
 (a party without columns) adds a noise share and sees shares only.
@@ -34,7 +45,8 @@ certificate names ``MPyC party j``, and since MPyC's listening side checks only 
 connection whose client certificate does not name the party id the client claims in its first message, before
 MPyC sees a byte of it. ``--route J=HOST:PORT`` dials party J there instead (a tunnel or relay; its certificate
 is checked all the same). A watchdog ends the process after the job's timeout (exit code 4), so a party whose
-peers dropped out never waits for ever.
+peers dropped out never waits for ever. A peer whose connection drops before the sum is opened ends it
+at once (exit code 7), naming that peer.
 
 ``--record-view`` also writes what this party received for each other contributor's vector, block and label (its
 Shamir shares, a field element per coordinate), and a tally of every message its process received, by peer and by
@@ -45,14 +57,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import ctypes
+import io
 import json
 import math
 import os
+import pickle
+import signal
 import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -66,6 +82,10 @@ from .job import AggregationJob, differences
 EXIT_TIMEOUT = 4
 EXIT_REFUSED = 5
 EXIT_DISAGREED = 6  #: the parties did not all hold the same public job, or one was not ready: nothing was charged
+EXIT_PEER_LOST = 7  #: a peer's connection dropped before the sum was opened (its process or host is gone)
+EXIT_LAUNCHER_GONE = 8  #: this party's launcher closed its end of the pipe (it stopped or was killed)
+#: the environment variable that carries the launcher's PID (the parent-death check)
+LAUNCHER_ENV = "PRIVSDR_LAUNCHER_PID"
 #: the longest reason a party's note of refusal may carry to the others (it names a kind of failure, never data)
 WHY_LIMIT = 200
 
@@ -157,10 +177,77 @@ def party_input(job: AggregationJob, name: str, data: Mapping[str, Any]) -> tupl
     return (with_shares(job, q) if q is not None else None), block, label
 
 
-def _status(path: str | None, stage: str, **extra: Any) -> None:
-    if path:
-        with open(path, "a") as fh:
-            fh.write(json.dumps({"stage": stage, "time": time.time(), "pid": os.getpid(), **extra}) + "\n")
+class Channel:
+    """This party's messages to its launcher: one JSON line each on the process's original stdout (thread-safe)."""
+
+    def __init__(self, stream: Any = None) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+        self.last = "none"
+
+    def __call__(self, stage: str, **extra: Any) -> None:
+        self.last = stage
+        if self._stream is None:
+            return
+        line = json.dumps({"stage": stage, "time": time.time(), "pid": os.getpid(), **extra}) + "\n"
+        with self._lock:
+            try:
+                self._stream.write(line.encode())
+                self._stream.flush()
+            except (OSError, ValueError):
+                pass  # the launcher is gone: the parent-death signal ends this process
+
+
+def waiting_for(mpc: Any, job: AggregationJob) -> list[str]:
+    """The peers this party is waiting for, by name: those MPyC has not connected, and those a message is awaited
+    from (a pending receive of MPyC's ``MessageExchanger``); [] before MPyC has started."""
+    if mpc is None or not getattr(mpc, "parties", None):
+        return []
+    waiting = []
+    for peer in mpc.parties:
+        if peer.pid == mpc.pid or not 0 <= peer.pid < len(job.parties):
+            continue
+        buffers = getattr(peer.protocol, "buffers", {}) if peer.protocol is not None else None
+        if buffers is None or any(isinstance(v, asyncio.Future) and not v.done() for v in list(buffers.values())):
+            waiting.append(job.parties[peer.pid])
+    return waiting
+
+
+def die_with_launcher() -> None:
+    """Ask Linux to SIGKILL this process when the launcher that started it dies (``prctl(PR_SET_PDEATHSIG)``), and
+    stop now if it is already gone (it may have died before the request was made). A no-op off Linux."""
+    expected = os.environ.get(LAUNCHER_ENV)
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if expected is not None and expected.isdigit() and os.getppid() != int(expected):
+        os._exit(EXIT_LAUNCHER_GONE)
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Builds plain values only: the classes MPyC's secure arrays need (numpy's array reconstruction) and nothing else."""
+
+    ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"), ("numpy", "ndarray"),
+               ("numpy", "dtype")}
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in self.ALLOWED:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"a peer sent a pickled {module}.{name}: refused (plain values only)")
+
+
+class SafePickle:
+    """Stands in for the ``pickle`` module inside ``mpyc.runtime``: ``dumps`` as usual, ``loads`` through
+    ``_PlainUnpickler`` (module docstring)."""
+
+    dumps = staticmethod(pickle.dumps)
+
+    @staticmethod
+    def loads(data: bytes) -> Any:
+        return _PlainUnpickler(io.BytesIO(data)).load()
 
 
 class NamedPeer(asyncio.Protocol):
@@ -306,42 +393,108 @@ def disagreements(job: AggregationJob, digest: str, said: Sequence[Any]) -> list
     return problems
 
 
+def agreement_message(digest: str, why: str | None, record: str) -> bytes:
+    """What a party sends in the agreement: canonical JSON bytes of [digest, reason not ready or None, job record]."""
+    return json.dumps([digest, why, record], sort_keys=True, separators=(",", ":")).encode()
+
+
+def read_agreement(data: Any) -> Any:
+    """A peer's agreement message, or None if it is not one (``disagreements`` then says so)."""
+    try:
+        return json.loads(bytes(data).decode()) if isinstance(data, (bytes, bytearray)) else None
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
 async def agree(mpc: Any, job: AggregationJob, digest: str, why: str | None) -> list[str]:
-    """Send every party this party's digest, readiness and public job (MPyC's transfer of public values) and check
-    theirs."""
-    said = await mpc.transfer([digest, why, job.record()])
-    return disagreements(job, digest, said)
+    """Send every party this party's digest, readiness and public job (canonical JSON bytes) and check theirs."""
+    said = await mpc.transfer(agreement_message(digest, why, job.record()))
+    return disagreements(job, digest, [read_agreement(item) for item in said])
 
 
-async def _gate(path: str) -> None:
-    """Wait (serving the other parties meanwhile) until the launcher has charged the nodes and created ``path``."""
-    while not os.path.exists(path):
-        await asyncio.sleep(0.02)
+class Launcher:
+    """What this party hears from its launcher after the job and its input: ``go`` (the nodes are charged), or the
+    end of its stdin (the launcher is gone). Read by a daemon thread, so that nothing waits for it at exit."""
+
+    def __init__(self, fd: int, status: Channel) -> None:
+        self._fd, self._status = fd, status
+        self._event = threading.Event()
+        self._go = False
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            line = read_line(self._fd)
+        except OSError:
+            line = b""
+        self._go = line.strip() == b"go"
+        self._event.set()
+        if not self._go:
+            self._status("launcher gone")
+            print("the launcher of this party stopped before the charge: stopping (nothing was drawn)", file=sys.stderr, flush=True)
+            os._exit(EXIT_LAUNCHER_GONE)
+
+    async def wait(self) -> None:
+        """Wait (serving the other parties meanwhile) until the launcher has charged the nodes."""
+        while not self._event.is_set():
+            await asyncio.sleep(0.02)
+
+
+def watch_peers(mpc: Any, job: AggregationJob, status: Channel) -> dict[str, bool]:
+    """End this process at once (exit code 7, naming the peer) when a peer's connection drops before the sum is
+    opened; ``state["closing"] = True`` once this party shuts down on its own (then peers close as they finish)."""
+    from mpyc import asyncoro
+
+    state = {"closing": False}
+    lost = asyncoro.MessageExchanger.connection_lost
+
+    def connection_lost(protocol: Any, exc: Any) -> None:
+        peer = getattr(protocol, "peer_pid", None)
+        if not state["closing"] and peer is not None and peer != mpc.pid:
+            who = job.parties[peer] if 0 <= peer < len(job.parties) else str(peer)
+            waiting = [w for w in waiting_for(mpc, job) if w != who]
+            status("peer lost", peer=who, waiting=waiting)
+            print(f"lost the connection to party {who!r} before the sum was opened (its process or host stopped)"
+                  + (f", while waiting for party {', '.join(map(repr, waiting))}" if waiting else "")
+                  + ": stopping without releasing anything", file=sys.stderr, flush=True)
+            os._exit(EXIT_PEER_LOST)
+        try:
+            lost(protocol, exc)
+        except Exception:  # noqa: BLE001 - MPyC re-raises the cause; the connection is gone either way
+            pass
+
+    asyncoro.MessageExchanger.connection_lost = connection_lost
+    return state
 
 
 async def _session(mpc: Any, job: AggregationJob, digest: str, why: str | None, q: np.ndarray | None, args: Any,
-                   block: np.ndarray | None, label: np.ndarray | None) -> tuple[np.ndarray, dict[str, np.ndarray], int] | list[str]:
+                   block: np.ndarray | None, label: np.ndarray | None, status: Channel,
+                   launcher: Launcher | None) -> tuple[np.ndarray, dict[str, np.ndarray], int] | list[str]:
     """Connect, agree, wait for the charge, then draw the shares and aggregate; the disagreements if there are any."""
     tally = _tally_receipts(mpc) if args.record_view else {}
+    peers = watch_peers(mpc, job, status)
     await mpc.start()
-    _status(args.status, "connected", **_channels(mpc, job))
+    status("connected", **_channels(mpc, job))
     problems = await agree(mpc, job, digest, why)
     if problems:
-        _status(args.status, "disagreed", why="; ".join(problems))
+        status("disagreed", why="; ".join(problems))
+        peers["closing"] = True
         await mpc.shutdown()
         return problems
-    _status(args.status, "agreed", digest=digest)
-    if args.gate:
-        await _gate(args.gate)
+    status("agreed", digest=digest)
+    if launcher is not None:
+        await launcher.wait()
     vector = with_shares(job, q) if q is not None else None  # the noise exists only after the charge
-    opened, view, sent = await _aggregate(mpc, job, vector, args.record_view, args.status, block, label)
-    for step, peers in tally.items():  # the receipts, by peer name: what this process received, message by message
-        view[f"receipts/{step}"] = np.array([f"{job.parties[int(i)]}={n}" for i, n in sorted(peers.items())], dtype=object)
+    opened, view, sent = await _aggregate(mpc, job, vector, args.record_view, status, block, label, peers)
+    for step, counts in tally.items():  # the receipts, by peer name: what this process received, message by message
+        view[f"receipts/{step}"] = np.array([f"{job.parties[int(i)]}={n}" for i, n in sorted(counts.items())], dtype=object)
     return opened, view, sent
 
 
-async def _aggregate(mpc: Any, job: AggregationJob, vector: np.ndarray | None, record_view: bool, status: str | None,
-                     block: np.ndarray | None = None, label: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
+async def _aggregate(mpc: Any, job: AggregationJob, vector: np.ndarray | None, record_view: bool, status: Any,
+                     block: np.ndarray | None = None, label: np.ndarray | None = None,
+                     peers: dict[str, bool] | None = None) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
+    status = status or Channel()
     secint = mpc.SecInt(job.bits)
     d = job.dimension
     mine = secint.array(vector if vector is not None else np.zeros(d, dtype=np.int64))  # same type for every party
@@ -353,7 +506,7 @@ async def _aggregate(mpc: Any, job: AggregationJob, vector: np.ndarray | None, r
             if job.index(name) != mpc.pid:
                 received = await mpc.gather(share.share)
                 view[name] = np.array([int(v) for v in np.asarray(received.value).ravel()], dtype=object)
-    _status(status, "input")
+    status("input")
     total = shares[0]
     for share in shares[1:]:
         total = total + share
@@ -366,9 +519,11 @@ async def _aggregate(mpc: Any, job: AggregationJob, vector: np.ndarray | None, r
                     received = await mpc.gather(shared.share)
                     key = name if name.startswith("label:") else f"block:{name}"
                     view[key] = np.array([int(v) for v in np.asarray(received.value).ravel()], dtype=object)
-        _status(status, "products")
+        status("products")
     opened = await mpc.output(total)
-    _status(status, "opened")
+    status("opened")
+    if peers is not None:
+        peers["closing"] = True  # the sum is opened: the peers close their connections as they finish
     sent = sum(peer.protocol.nbytes_sent for peer in mpc.parties if peer.protocol is not None and peer.pid != mpc.pid)
     await mpc.shutdown()
     return np.asarray(opened, dtype=np.int64).ravel(), view, int(sent)
@@ -397,15 +552,56 @@ def _cross_products(mpc: Any, secint: Any, job: AggregationJob, block: np.ndarra
     return (total if total is not None else secint.array(np.zeros(job.dimension, dtype=np.int64))), {**shared, f"label:{products.label}": y}
 
 
+def read_line(fd: int) -> bytes:
+    """One line from the file descriptor, unbuffered (nothing beyond the newline is taken; no lock is held that the
+    interpreter's exit would wait for)."""
+    out = bytearray()
+    while not out.endswith(b"\n"):
+        chunk = os.read(fd, 1)
+        if not chunk:
+            break
+        out += chunk
+    return bytes(out)
+
+
+def read_exactly(fd: int, size: int) -> bytes:
+    out = bytearray()
+    while len(out) < size:
+        chunk = os.read(fd, min(size - len(out), 1 << 20))
+        if not chunk:
+            raise ValueError("the input on stdin was cut short (the launcher stopped)")
+        out += chunk
+    return bytes(out)
+
+
+def read_job(fd: int) -> tuple[AggregationJob, dict[str, Any]]:
+    """The public job and this party's input, as the launcher writes them on stdin (module docstring)."""
+    header = json.loads(read_line(fd) or b"null")
+    if not isinstance(header, dict) or "job" not in header:
+        raise ValueError("no job on stdin (this program is started by privsdr.secure.launch)")
+    job = AggregationJob.from_json(json.dumps(header["job"]))
+    size = int(header.get("input", 0))
+    data: dict[str, Any] = {}
+    if size:
+        raw = read_exactly(fd, size)
+        with np.load(io.BytesIO(raw), allow_pickle=False) as stored:
+            data = {k: stored[k] for k in stored.files}
+    return job, data
+
+
+def _output(opened: np.ndarray, view: Mapping[str, np.ndarray], sent: int) -> str:
+    """The opened sum (and a recorded view) as base64 npz text, for the last line to the launcher."""
+    arrays: dict[str, Any] = {"aggregate": opened, "bytes_sent": np.array(sent, dtype=np.int64),
+                              **{f"view/{k}": v.astype(str) for k, v in view.items()}}
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m privsdr.secure.party", add_help=True)
-    parser.add_argument("--job", required=True)
     parser.add_argument("--index", type=int, required=True)
-    parser.add_argument("--output", required=True)
-    parser.add_argument("--input", default=None)
-    parser.add_argument("--status", default=None)
-    parser.add_argument("--digest", default=None, help="the launcher's digest of the job (the file must carry all of it)")
-    parser.add_argument("--gate", default=None, help="after the agreement, wait for this file (the launcher has charged)")
+    parser.add_argument("--digest", default=None, help="the launcher's digest of the job (what it sends must carry all of it)")
     parser.add_argument("--decline", default=None, help="take part in the agreement only, as not ready (this reason)")
     parser.add_argument("--record-view", action="store_true")
     parser.add_argument("--route", action="append", default=[], metavar="J=HOST:PORT",
@@ -413,10 +609,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extra = parser.parse_known_args(sys.argv[1:] if argv is None else list(argv))
     if extra:
         parser.error(f"MPyC's options come from the job (its parties, addresses and TLS), not the command line: {' '.join(extra)}")
-    job = AggregationJob.from_json(Path(args.job).read_text())
+    die_with_launcher()
+    status = Channel(os.fdopen(os.dup(1), "wb"))  # the launcher's channel; what anything else prints goes to stderr
+    os.dup2(2, 1)
+    stdin = sys.stdin.fileno()
+    try:
+        job, data = read_job(stdin)
+    except (ValueError, KeyError, TypeError, OSError, PrivsdrError) as exc:
+        print(f"party {args.index}: cannot read its job and input: {exc}", file=sys.stderr)
+        return 2
     name = job.parties[args.index]
     if not job.addresses:
-        parser.error("the job names no addresses: one host:port per party")
+        print(f"party {name!r} cannot start: the job names no addresses (one host:port per party)", file=sys.stderr)
+        return 2
     try:
         routes = _routes(args.route, job, args.index)
         if job.tls:  # the files MPyC's --ssl reads from the working directory, checked here first (key mode, names, CA)
@@ -425,9 +630,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"party {name!r} cannot start: {exc}", file=sys.stderr)
         return 2
     digest = args.digest or job.digest()
-    _status(args.status, "started", party=name)
+    status("started", party=name)
+
+    runtime_of: dict[str, Any] = {}
+
     def expire() -> None:
-        _status(args.status, "timed out")
+        waiting, last = waiting_for(runtime_of.get("mpc"), job), status.last
+        status("timed out", waiting=waiting)
+        where = (f"waiting for party {', '.join(repr(w) for w in waiting)} (last stage: {last})" if waiting
+                 else f"after its last stage ({last})")
+        print(f"party {name!r} timed out after {job.timeout:g} s {where}", file=sys.stderr, flush=True)
         os._exit(EXIT_TIMEOUT)
 
     watchdog = threading.Timer(job.timeout, expire)
@@ -435,42 +647,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     watchdog.start()
     q = block = label = None
     why = args.decline
-    if job.digest() != digest:  # a field of the job was lost on its way through the file: not the job the launcher priced
-        why = "its job file does not carry the whole public job"
+    if job.digest() != digest:  # a field of the job was lost on its way through the pipe: not the job the launcher priced
+        why = "its job does not carry the whole public job"
     holds_data = name in job.inputs if job.products is None else name in job.products.parties
-    if holds_data and args.input is None and why is None:
-        print(f"party {name!r} contributes to this computation: give --input", file=sys.stderr)
+    if holds_data and not data and why is None:
+        print(f"party {name!r} contributes to this computation: its launcher sent no input", file=sys.stderr)
         return 2
     try:
-        data: dict[str, Any] = {}
-        if args.input is not None:
-            with np.load(args.input) as stored:
-                data = {k: stored[k] for k in stored.files}
         if why is None:
             q, block, label = party_statistics(job, name, data)
     except ShareRefused as exc:  # the others hear the kind of failure only (the text may describe this party's data)
-        _status(args.status, "refused", why=str(exc))
+        status("refused", why=str(exc))
         print(f"party {name!r} refused: {exc}", file=sys.stderr)
         why = "it refused its own input"
+    del data
+    launcher = Launcher(stdin, status) if why is None else None
     os.environ["MPYC_NOUVLOOP"] = "1"
     host = split_address(job.addresses[args.index])[0]
 
     def refused(why: str) -> None:
-        _status(args.status, "refused connection", why=why)
+        status("refused connection", why=why)
         print(f"party {name!r} {why}", file=sys.stderr, flush=True)
 
     loop = own_address_loop(host, args.index, job.tls, refused)
     sys.argv = [sys.argv[0], *mpc_arguments(job, args.index, routes)]
-    from mpyc.runtime import mpc  # parses sys.argv: -M, -I, -T, -P, --ssl
+    from mpyc import runtime
 
+    runtime.pickle = SafePickle  # what a peer sends builds plain values only
+    mpc = runtime.mpc  # parses sys.argv: -M, -I, -T, -P, --ssl
+    runtime_of["mpc"] = mpc
     if mpc._loop is not loop:  # e.g. uvloop: its listening socket would not be bound to this party's address
         print(f"party {name!r} cannot start: MPyC runs on another event loop than this party's own", file=sys.stderr)
         return 2
 
     try:
-        done = mpc.run(_session(mpc, job, digest, why, q, args, block, label))
+        done = mpc.run(_session(mpc, job, digest, why, q, args, block, label, status, launcher))
     except ShareRefused as exc:  # a share beyond the tail bound (decided by the noise alone)
-        _status(args.status, "refused", why=str(exc))
+        status("refused", why=str(exc))
         print(f"party {name!r} refused: {exc}", file=sys.stderr)
         return EXIT_REFUSED
     if isinstance(done, list):
@@ -480,11 +693,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         watchdog.cancel()
         return EXIT_DISAGREED
     opened, view, sent = done
-    arrays = {"aggregate": opened, "bytes_sent": np.array(sent, dtype=np.int64), **{f"view/{k}": v.astype(str) for k, v in view.items()}}
-    tmp = args.output + ".tmp.npz"
-    np.savez(tmp, **arrays)
-    os.replace(tmp, args.output)
-    _status(args.status, "done")
+    status("done", output=_output(opened, view, sent))
     watchdog.cancel()
     return 0
 

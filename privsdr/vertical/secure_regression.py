@@ -35,6 +35,7 @@ import numpy as np
 from sklearn.base import RegressorMixin
 
 from ..accounting import Budget, Ledger
+from ..accounting.budget import as_budget
 from ..algorithms._base import PrivateEstimator, check_matrix, check_positive, check_random_state, diagnostic_rng, for_ledger
 from ..algorithms._pls_modes import ssp_postprocess
 from ..algorithms.adassp import adassp_solution
@@ -45,7 +46,7 @@ from ..plan import CalibratedPlan, Plan, Run
 from ..released import Released, from_run, regression
 from ..secure import crossproducts
 from ..secure.addresses import check_addresses
-from ..secure.aggregate import decline_own_party, gram_job, secure_gram_release
+from ..secure.aggregate import agreed_own_party, decline_own_party, gram_inputs, gram_job, secure_gram_release
 from ..secure.certificates import load_credentials
 from .layout import Layout, Party, check_parties, is_block_list
 
@@ -266,6 +267,26 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         self._fit_layout(layout, {} if party is None else {name: party}, name, list(addresses), progress, certificates)
         return self
 
+    def decline_party(self, layout: Layout, name: str, addresses: list[str] | None, why: str, progress: Any = None,
+                      certificates: Any = None) -> None:
+        """Take part in the agreement of a fit on ``layout`` as party ``name``, not ready (``why``: the kind of
+        failure, never data), so that every party stops at once with nothing charged (issue 36: a party whose CSV,
+        output, journal or address cannot be used). This party's own ledger is not read."""
+        names, widths = [p.name for p in layout.parties], [p.n_columns for p in layout.parties]
+        c = self._checked(names, widths)
+        if name not in c["parties"]:
+            raise ValidationError(f"{name!r} is not one of the parties {c['parties']}")
+        budget = as_budget(self.budget)
+        ledger = Ledger(budget, accountant=self.accountant)  # the configured budget and accountant, as the others price it
+        calibrated = for_ledger(self._plan(c, names, widths), ledger).allocate(budget, accountant=ledger.accountant, tight=self.tight)
+        products, bound = _gram_shape(c, layout)
+        checked = check_addresses(list(self.addresses if addresses is None else addresses), c["parties"])
+        job = gram_job(calibrated, products, parties=c["parties"], threshold=c["t"], bound=bound, timeout=c["timeout"],
+                       addresses=checked, tls=c["tls"])
+        if progress is not None:
+            progress(f"[{name}] cannot take part ({why}); telling the other parties, nothing is charged (at most {c['timeout']:g} s)")
+        decline_own_party(job, name, why, progress, certificates)
+
     def _own_data(self, layout: Layout, name: str, party: Party) -> Party:
         """This party's data, checked against the public layout."""
         info = {p.name: p for p in layout.parties}.get(name)
@@ -307,8 +328,8 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         budget, ledger = self._resolve_budget()
         calibrated = for_ledger(self._plan(c, names, widths), ledger).allocate(budget, accountant=ledger.accountant, tight=self.tight)
         e = c["exponent"]
-        products = crossproducts.CrossProducts(N, list(zip(names, widths, strict=True)), labels[0], e, c["constant"])
-        bound = c["max_rows"] * max(c["row_bound"], c["label_bound"]) ** 2  # the public cap sizes the field, never N
+        products, bound = _gram_shape(c, layout)
+        job = None
         if own is not None:  # this party's data and ledger, checked before the agreement: a refusal stops every party
             job = gram_job(calibrated, products, parties=c["parties"], threshold=c["t"], bound=bound, timeout=c["timeout"],
                            addresses=c["addresses"], tls=c["tls"])
@@ -332,12 +353,20 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
                     label = crossproducts.label_vector(y_scaled, c["label_bound"], e)
             at += w
         P = products.width
-        with Run(calibrated, ledger, random_state=self.random_state, data_shape=None, algorithm="SecureVerticalRegression",
-                 notes=["X^T X and X^T y were computed inside a secure computation (MPyC) from the parties' clipped, rounded "
-                        "columns; every party added a discrete Gaussian share and only the noisy statistics were opened"]) as run:
-            done = secure_gram_release(run, products, blocks, label, parties=c["parties"], threshold=c["t"], bound=bound,
-                                       timeout=c["timeout"], helper=HELPER if HELPER in c["parties"] else None, own=own,
-                                       addresses=c["addresses"], tls=c["tls"], certificates=certificates, progress=progress)
+        session = None
+        if own is not None and job is not None:  # every party ready before this party's run (and journal) is opened
+            session = agreed_own_party(job, own, gram_inputs(products, blocks, label, own).get(own), progress, certificates)
+        try:
+            with Run(calibrated, ledger, random_state=self.random_state, data_shape=None, algorithm="SecureVerticalRegression",
+                     notes=["X^T X and X^T y were computed inside a secure computation (MPyC) from the parties' clipped, rounded "
+                            "columns; every party added a discrete Gaussian share and only the noisy statistics were opened"]) as run:
+                done = secure_gram_release(run, products, blocks, label, parties=c["parties"], threshold=c["t"], bound=bound,
+                                           timeout=c["timeout"], helper=HELPER if HELPER in c["parties"] else None, own=own,
+                                           addresses=c["addresses"], tls=c["tls"], certificates=certificates, progress=progress,
+                                           session=session)
+        finally:
+            if session is not None:
+                session.__exit__(None, None, None)
         released = from_run(run, NODES, n=0, source="secure vertical Gram")
         shrink = self._fit_released(released, c, P)
         self.coef_blocks_ = {}
@@ -426,6 +455,15 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         if X.shape[1] != self.coef_.shape[0]:
             raise ValidationError(f"X has {X.shape[1]} features, but SecureVerticalRegression is expecting {self.coef_.shape[0]}")
         return X @ self.coef_ + float(self.intercept_)
+
+
+def _gram_shape(c: dict[str, Any], layout: Layout) -> tuple[crossproducts.CrossProducts, float]:
+    """The secure Gram of ``layout`` (blocks, label holder, grid) and the public bound on its entries: the public cap
+    ``max_rows`` sizes the field, never N."""
+    names, widths = [p.name for p in layout.parties], [p.n_columns for p in layout.parties]
+    label = next(p.name for p in layout.parties if p.holds_label)
+    products = crossproducts.CrossProducts(layout.n_rows, list(zip(names, widths, strict=True)), label, c["exponent"], c["constant"])
+    return products, c["max_rows"] * max(c["row_bound"], c["label_bound"]) ** 2
 
 
 def column_scales(bounds: Mapping[str, float]) -> dict[str, float]:
