@@ -153,7 +153,8 @@ CASES = [
     ("vertical fit --secure at epsilon 1e308", ["vertical", "fit", "--secure", "--config", "{d}/secure_huge.json", "--data",
                                                 "a={d}/va.csv", "b={d}/vb.csv", "--target", "y"], 2, "is beyond 1e+12"),
     ("vertical party --secure at epsilon 1e308", ["vertical", "party", "--secure", "--config", "{d}/secure_huge.json", "--name", "a",
-                                                  "--data", "{d}/va.csv", "--target", "y"], 2, "is beyond 1e+12"),
+                                                  "--data", "{d}/va.csv", "--target", "y", "--certs", "{d}/keys/a"], 2,
+     "is beyond 1e+12"),
 ]
 
 
@@ -199,6 +200,7 @@ def _prepare(d: Path) -> None:
     assert main(["fit", "mean-covariance", "--data", str(d / "rows.csv"), "--clip", "2", "--out", str(d / "mc.json")]) == 0
     assert main(["vertical", "config", str(d / "secure_huge.json"), "--secure", "--party", "a=2", "b=2", "--rows", "600", "--label",
                  "a", "--epsilon", "1e308", "--row-bound", "3", "--label-bound", "10"]) == 0  # refused when a party runs it
+    assert main(["secure", "keys", str(d / "keys"), "--config", str(d / "secure_huge.json")]) == 0
     for name, extra in (("cfg", []), ("vgm", ["--mechanism", "vgm", "--calibration", "paper_approx"]),
                         ("none", ["--mechanism", "none", "--cov-mechanism", "none"])):
         assert main(["fsir", "config", str(d / f"{name}.json"), "--bound", "1", "--cut-points", "-3", "0", "3", *extra]) == 0
