@@ -221,3 +221,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         p.add_argument("--secure", action="store_true",
                        help="the configuration is a --secure one: X^T X and X^T y inside MPyC, one process per party on 127.0.0.1")
     add_helper(vsub)
+    from .vertical_link import add_link
+
+    add_link(vsub)
