@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from ..errors import ValidationError
 from ._common import FORMATTER, Outputs
@@ -52,7 +53,7 @@ def _link(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_link(vsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_link(vsub: Any) -> None:
     p = vsub.add_parser("link", help="private record linkage: align the parties' rows by an identifier column (PSI, no budget)",
                         description=__doc__, formatter_class=FORMATTER)
     p.add_argument("--parties", nargs="+", required=True,
