@@ -116,16 +116,34 @@ def test_no_identifier_hash_or_unblinded_element_is_ever_sent(wire, k):
         assert digest[:32] not in stream and digest[32:] not in stream
 
 
-def test_a_party_sends_its_own_list_blinded_by_its_secret_scalar_and_shuffled(wire, monkeypatch):
-    scalars: dict[int, list[bytes]] = {}
+@pytest.fixture
+def scalars(monkeypatch):
+    """Every secret scalar each party (thread) draws, in order."""
+    drawn: dict[int, list[bytes]] = {}
     draw = psi.new_scalar
 
     def recorded():
         s = draw()
-        scalars.setdefault(threading.get_ident(), []).append(s)
+        drawn.setdefault(threading.get_ident(), []).append(s)
         return s
 
     monkeypatch.setattr(psi, "new_scalar", recorded)
+    return drawn
+
+
+def messages(frames):
+    """The element lists in a party's frames, in the order sent."""
+    out = []
+    for f in frames:
+        kind, body = HEADER.unpack(f[:HEADER.size])[2], f[HEADER.size:]
+        if kind == channel_module.POINTS:
+            out.append([])
+        elif kind == CHUNK:
+            out[-1] += [body[i:i + 32] for i in range(0, len(body), 32)]
+    return out
+
+
+def test_a_party_sends_its_own_list_blinded_by_its_secret_scalar_and_shuffled(wire, scalars):
     ids = [[ident(i) for i in range(64)], [ident(i) for i in range(32, 96)]]
     results = run(ids)
     assert all(not isinstance(r, Exception) for r in results), results
@@ -137,6 +155,20 @@ def test_a_party_sends_its_own_list_blinded_by_its_secret_scalar_and_shuffled(wi
         own = next(s for s in ids if set(sent) == {psi.blind([psi.hash_to_group(x)], scalar)[0] for x in s})
         in_row_order = psi.blind([psi.hash_to_group(x) for x in own], scalar)
         assert sent != in_row_order and sorted(sent) == sorted(in_row_order)  # shuffled, blinded by the party's scalar
+
+
+def test_with_three_parties_no_ring_message_holds_a_fully_blinded_value(wire, scalars):
+    """The owner's one-time mask: the last hop of a list never holds its F values, so no party but the label holder
+    (who receives the sorted F sets) learns an overlap of two parties' sets."""
+    ids = [[ident(i) for i in range(j * 10, 40 + j * 10)] for j in range(3)]
+    results = run(ids)
+    assert all(not isinstance(r, Exception) for r in results), results
+    a = [draws[0] for draws in scalars.values()]  # each party's a_i (its second draw is the mask r_i)
+    assert all(len(draws) == 2 for draws in scalars.values())
+    full = {psi.blind(psi.blind(psi.blind([psi.hash_to_group(x)], a[0]), a[1]), a[2])[0] for s in ids for x in s}
+    for thread in scalars:
+        ring = messages([d for who, d in wire if who == thread])[:3]
+        assert len(ring) == 3 and not full & {e for m in ring for e in m}
 
 
 def test_frames_are_versioned_and_capped():
@@ -270,7 +302,8 @@ def test_a_tls_context_that_does_not_check_the_peer_is_refused(pki):
     server, client = contexts(pki, "alice")
     client.verify_mode = ssl.CERT_NONE
     with pytest.raises(ValidationError, match="CERT_REQUIRED"):
-        link([ident(1)], LinkageConfig(peers(["alice", "bob"]), "alice"), "alice", server_context=server, client_context=client)
+        link([ident(1)], LinkageConfig(peers(["alice", "bob"]), "alice"), "alice", server_context=server, client_context=client,
+             timeout=1.0)
 
 
 def test_a_private_key_others_can_read_is_refused(pki, tmp_path):
