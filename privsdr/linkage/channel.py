@@ -91,7 +91,7 @@ def check_addresses(peers: Sequence[Peer], tls: bool, allow_plaintext: bool) -> 
     remote = [str(p) for p in peers if not is_loopback(p.host)]
     if remote and not tls and not allow_plaintext:
         raise ValidationError(f"{', '.join(remote)} not loopback: TLS is required (give the certificates), or pass the "
-                              "explicit plaintext flag to send blinded elements unencrypted and unauthenticated")
+                              "explicit plaintext flag (--plaintext, allow_plaintext=True) to send blinded elements unencrypted and unauthenticated")
 
 
 def certificate_names(cert: Mapping[str, Any]) -> set[str]:
