@@ -545,6 +545,27 @@ MUTANTS = (
            'float(np.abs(np.asarray(p.y) - c["y_center"]).max()))\n'
            '                c["label_bound"] = c["declared_label_bound"] * c["label_scale"]\n'
            '        if own is not None and own not in c["parties"]:', ("tests/test_secure_views.py",)),
+    Mutant("linkage_sends_hashes", "linkage sends H(id) of its identifiers instead of blinding them",
+           "privsdr/linkage/psi.py", "    current = blind((hash_to_group(normalised[j]) for j in permutation), mask)",
+           "    current = [hash_to_group(normalised[j]) for j in permutation]", ("tests/test_linkage.py",)),
+    Mutant("linkage_exponent_one", "linkage's secret scalar is 1 (elements go out unblinded)",
+           "privsdr/linkage/psi.py", "    return bytes(rbcl.crypto_core_ristretto255_scalar_random())", "    return bytes([1] + [0] * 31)",
+           ("tests/test_linkage.py",)),
+    Mutant("linkage_unshuffled", "a party sends its blinded identifiers in its row order",
+           "privsdr/linkage/psi.py", "    secrets.SystemRandom().shuffle(order)\n", "", ("tests/test_linkage.py",)),
+    Mutant("linkage_no_mask", "with three parties the last hop of a list computes its owner's fully blinded values",
+           "privsdr/linkage/psi.py", "    mask = scalar if k == 2 else new_scalar()", "    mask = scalar; new_scalar()", ("tests/test_linkage.py",),
+           more=(("privsdr/linkage/psi.py", "final = incoming if k == 2 else", "final = incoming if True else"),)),
+    Mutant("linkage_peer_name_unchecked", "a TLS peer's certificate is not checked for the expected party name",
+           "privsdr/linkage/channel.py", "        if expected not in names:", "        if False:", ("tests/test_linkage.py",)),
+    Mutant("linkage_plaintext_anywhere", "plaintext linkage to a non-loopback address without the explicit flag",
+           "privsdr/linkage/channel.py", "    if remote and not tls and not allow_plaintext:", "    if False:", ("tests/test_linkage.py",)),
+    Mutant("linkage_ids_checked_late", "identifiers are checked only after the party has connected",
+           "privsdr/linkage/psi.py", "    normalised = normalise_ids(ids, casefold=config.casefold, pattern=config.pattern)\n",
+           "    normalised = [str(i).strip() for i in ids]\n", ("tests/test_linkage.py",),
+           more=(("privsdr/linkage/psi.py", "    try:\n        sizes = {name: len(normalised)}",
+                  "    try:\n        normalise_ids(ids, casefold=config.casefold, pattern=config.pattern)\n"
+                  "        sizes = {name: len(normalised)}"),)),
 )
 
 
