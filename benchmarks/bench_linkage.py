@@ -6,7 +6,8 @@ Each party is a process of its own (``multiprocessing``, fork) on its own loopba
 running ``privsdr.linkage.link`` on n identifiers of which a share ``--overlap`` is common to all parties; with
 ``--tls`` over TLS with throwaway certificates (``cryptography``). The figure is the wall time of the slowest party
 (from the start of ``link``: normalising, hashing, blinding, the ring, the intersection) and the microseconds per
-identifier, whose constancy across n shows linearity. It checks the result (N, the common order at every party).
+identifier, whose constancy across n shows linearity; beside it the CPU seconds of the busiest party (what the wall
+time would be with a free core per party) and the machine's load average (the cores are shared). It checks the result (N, the common order at every party).
 Not a test: it never fails; the goals are 60 s at 10^5 and 10 minutes at 10^6 per party.
 """
 from __future__ import annotations
@@ -41,10 +42,10 @@ def _party(index: int, peers: list[tuple[str, str, int]], n: int, overlap: float
     config = LinkageConfig(tuple(Peer(*p) for p in peers), peers[0][0])
     ids = _ids(index, n, overlap)
     contexts = tls_contexts(*tls) if tls else (None, None)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     result = link(ids, config, peers[index][0], server_context=contexts[0], client_context=contexts[1], timeout=1800)
-    seconds = time.perf_counter() - start
-    queue.put((index, seconds, result.n, [ids[j] for j in result.order[:50]]))
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    queue.put((index, seconds, result.n, [ids[j] for j in result.order[:50]], cpu))
 
 
 def _certificates(names: list[str], folder: str) -> dict[str, tuple[str, str, str]]:
@@ -81,7 +82,7 @@ def _certificates(names: list[str], folder: str) -> dict[str, tuple[str, str, st
     return out
 
 
-def measure(n: int, parties: int, overlap: float, tls: bool) -> tuple[float, int]:
+def measure(n: int, parties: int, overlap: float, tls: bool) -> tuple[float, int, float]:
     names = [f"party{i}" for i in range(parties)]
     peers = [(name, f"127.0.0.{2 + i}", _free_port(f"127.0.0.{2 + i}")) for i, name in enumerate(names)]
     with tempfile.TemporaryDirectory() as folder:
@@ -100,7 +101,7 @@ def measure(n: int, parties: int, overlap: float, tls: bool) -> tuple[float, int
                     p.terminate()
                     p.join()
     assert all(r[2] == int(n * overlap) for r in results) and all(r[3] == results[0][3] for r in results), "wrong linkage"
-    return max(r[1] for r in results), results[0][2]
+    return max(r[1] for r in results), results[0][2], max(r[4] for r in results)
 
 
 def main() -> None:
@@ -112,10 +113,11 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{args.parties} parties, one process each, {os.cpu_count()} cores, overlap {args.overlap}, "
           f"{'TLS' if args.tls else 'plaintext on loopback'}")
-    print(f"{'n per party':>12} {'N linked':>10} {'seconds':>9} {'us per id':>10}")
+    print(f"{'n per party':>12} {'N linked':>10} {'seconds':>9} {'us per id':>10} {'CPU s':>8} {'CPU us per id':>14} {'load':>6}")
     for n in args.sizes:
-        seconds, linked = measure(n, args.parties, args.overlap, args.tls)
-        print(f"{n:>12} {linked:>10} {seconds:>9.1f} {1e6 * seconds / n:>10.1f}", flush=True)
+        seconds, linked, cpu = measure(n, args.parties, args.overlap, args.tls)
+        print(f"{n:>12} {linked:>10} {seconds:>9.1f} {1e6 * seconds / n:>10.1f} {cpu:>8.1f} {1e6 * cpu / n:>14.1f} "
+              f"{os.getloadavg()[0]:>6.1f}", flush=True)
 
 
 if __name__ == "__main__":

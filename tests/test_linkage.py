@@ -347,10 +347,11 @@ def _tables(folder: Path, seed=0):
     return X[both], y[both]
 
 
-def _link_cli(folder: Path, extra=()):
+def _link_cli(folder: Path, extra=(), own=None):
     ps = peers(["alice", "bob"], first=5)
     common = ["vertical", "link", "--parties", *map(str, ps), "--label", "alice", "--id-column", "id", "--timeout", "20", *extra]
-    argv = [[*common, "--name", n, "--data", str(folder / f"{n}_ids.csv"), "--out", str(folder / f"{n}.csv")] for n in ("alice", "bob")]
+    argv = [[*common, "--name", n, "--data", str(folder / f"{n}_ids.csv"), "--out", str(folder / f"{n}.csv"), *(own or {}).get(n, [])]
+            for n in ("alice", "bob")]
     with ThreadPoolExecutor(2) as pool:
         return [f.result(timeout=60) for f in [pool.submit(main, a) for a in argv]]
 
@@ -386,3 +387,15 @@ def test_the_cli_refuses_bad_identifiers_with_their_rows_and_writes_nothing(tmp_
     assert codes[0] != 0  # alice waits for bob in vain and stops within her timeout
     assert not (tmp_path / "bob.csv").exists() and not (tmp_path / "alice.csv").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp file left
+
+
+def test_the_cli_links_over_tls_with_each_partys_certificate(tmp_path, capsys, pki):
+    _, y = _tables(tmp_path)
+    own = {n: ["--ca", pki[("ca", n)][0], "--cert", pki[("ca", n)][1], "--key", pki[("ca", n)][2]] for n in ("alice", "bob")}
+    assert _link_cli(tmp_path, own=own) == [0, 0]
+    out = capsys.readouterr().out
+    assert out.count(f"linked N = {len(y)} rows") == 2 and "channels: TLS" in out and "PLAINTEXT" not in out
+    assert (tmp_path / "alice.csv").read_text().count("\n") == len(y) + 1
+    own["bob"] = own["bob"][:4]  # a certificate without its key
+    assert _link_cli(tmp_path, own=own, extra=["--timeout", "1"])[1] == 2
+    assert "--ca, --cert and --key together" in capsys.readouterr().err

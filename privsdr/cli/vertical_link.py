@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from ..errors import ValidationError
-from ._common import FORMATTER, Outputs
+from ._common import FORMATTER, check_output
 
 
 def _link(args: argparse.Namespace) -> int:
-    from ..linkage import LinkageConfig, Peer, link, tls_contexts
-    from ..linkage.files import check_csv
+    from ..linkage import LinkageConfig, Peer, link_csv, tls_contexts
 
     config = LinkageConfig(tuple(Peer.parse(p) for p in args.parties), args.label or Peer.parse(args.parties[0]).name,
                            casefold=args.casefold, pattern=args.id_pattern)
@@ -31,14 +29,9 @@ def _link(args: argparse.Namespace) -> int:
     if all(tls) and args.plaintext:
         raise ValidationError("--plaintext and the TLS certificates exclude each other")
     contexts = tls_contexts(args.ca, args.cert, args.key) if all(tls) else (None, None)
-    with Outputs() as outputs:  # the output path is checked and reserved before anything is sent
-        out = outputs.add(args.out, "--out", (".csv",))
-        table = check_csv(args.data, args.id_column, config)
-        if out is not None and out.resolve() == Path(args.data).resolve():
-            raise ValidationError("--out would overwrite --data")
-        result = link(table.column(args.id_column), config, args.name, server_context=contexts[0], client_context=contexts[1],
-                      allow_plaintext=args.plaintext, timeout=args.timeout)
-        outputs.commit("--out", table.without(args.id_column, result.order.tolist()))
+    check_output(args.out, "--out", (".csv",))  # link_csv then reserves it before anything is sent
+    result = link_csv(args.data, args.id_column, args.out, config, args.name, server_context=contexts[0],
+                      client_context=contexts[1], allow_plaintext=args.plaintext, timeout=args.timeout)
     channel = "TLS, peers checked by certificate name" if result.tls else "PLAINTEXT (not encrypted, not authenticated)"
     if args.json:
         print(json.dumps({"party": args.name, "n": result.n, "set_sizes": result.set_sizes, "channels": channel,
