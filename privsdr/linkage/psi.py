@@ -183,7 +183,7 @@ def link(ids: Sequence[object], config: LinkageConfig, name: str, *, server_cont
         row_of = dict(zip(final, permutation, strict=True))
         if len(row_of) != len(final):
             raise LinkageError("two identifiers of this party have one blinded value (the ring was broken)")
-        common = _intersect(channels, name, config, sorted(row_of))
+        common = _intersect(channels, name, config, sorted(row_of), sizes)
         missing = [f for f in common if f not in row_of]
         if missing or common != sorted(set(common)):
             raise LinkageError(f"the label holder {config.label} sent an intersection that is not a sorted subset of this party's set")
@@ -199,7 +199,8 @@ def link(ids: Sequence[object], config: LinkageConfig, name: str, *, server_cont
                    revealed_sentences(name, config.label, k))
 
 
-def _intersect(chans: dict[str, Channel], name: str, config: LinkageConfig, own: list[bytes]) -> list[bytes]:
+def _intersect(chans: dict[str, Channel], name: str, config: LinkageConfig, own: list[bytes],
+               sizes: dict[str, int]) -> list[bytes]:
     """Step 3: the others send their sorted F sets to the label holder, who returns the sorted intersection."""
     if name != config.label:
         chans[config.label].send_elements(own)
@@ -207,7 +208,10 @@ def _intersect(chans: dict[str, Channel], name: str, config: LinkageConfig, own:
     common = set(own)
     for other in config.names:
         if other != name:
-            common &= set(chans[other].recv_elements(config.max_ids))
+            theirs = chans[other].recv_elements(config.max_ids)
+            if len(theirs) != sizes[other] or theirs != sorted(set(theirs)):
+                raise LinkageError(f"{other} sent {len(theirs)} blinded values, not its {sizes[other]} distinct ones, sorted")
+            common &= set(theirs)
     result = sorted(common)
     for other in config.names:
         if other != name:
