@@ -1,6 +1,6 @@
 """``privsdr vertical link``: align this party's rows with the other parties' by an identifier column, privately.
 
-    privsdr vertical link --parties alice=127.0.0.2:47355 bob=127.0.0.3:47356 --label alice --name alice \\
+    privsdr vertical link --parties alice=127.0.0.2:29355 bob=127.0.0.3:29356 --label alice --name alice \\
         --data alice_ids.csv --id-column id --out alice.csv [--ca ca.pem --cert alice.pem --key alice.key]
 
 Every party runs it with the same ``--parties`` (in the same order), ``--label`` and identifier options; each writes
