@@ -566,6 +566,11 @@ MUTANTS = (
            more=(("privsdr/linkage/psi.py", "    try:\n        sizes = {name: len(normalised)}",
                   "    try:\n        normalise_ids(ids, casefold=config.casefold, pattern=config.pattern)\n"
                   "        sizes = {name: len(normalised)}"),)),
+    Mutant("linkage_tls_ignored", "linkage connections stay plaintext although TLS contexts were given",
+           "privsdr/linkage/channel.py",
+           "sock = context.wrap_socket(raw, server_hostname=peer.name if context.check_hostname else None) if context else raw",
+           "sock = raw", ("tests/test_linkage.py",),
+           more=(("privsdr/linkage/channel.py", "sock = context.wrap_socket(raw, server_side=True) if context else raw", "sock = raw"),)),
 )
 
 

@@ -399,3 +399,63 @@ def test_the_cli_links_over_tls_with_each_partys_certificate(tmp_path, capsys, p
     own["bob"] = own["bob"][:4]  # a certificate without its key
     assert _link_cli(tmp_path, own=own, extra=["--timeout", "1"])[1] == 2
     assert "--ca, --cert and --key together" in capsys.readouterr().err
+
+
+def test_a_relay_between_two_tls_parties_sees_only_tls_records(pki, wire, monkeypatch):
+    """Bob dials alice through a TCP relay that records every byte both ways: no frame, no element in the clear."""
+    relay = socket.socket()
+    relay.bind(("127.0.0.7", 0))
+    relay.listen(1)
+    relay.settimeout(TIMEOUT)
+    seen: list[bytes] = []
+    target: dict[str, tuple[str, int]] = {}
+    dial = socket.create_connection
+
+    def pump(src, dst):
+        try:
+            while data := src.recv(65536):
+                seen.append(data)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            dst.close()
+
+    def serve():
+        try:
+            client, _ = relay.accept()
+        except OSError:
+            return
+        server = dial(target["alice"], timeout=TIMEOUT)
+        client.settimeout(TIMEOUT)
+        pumps = [threading.Thread(target=pump, args=pair) for pair in ((client, server), (server, client))]
+        for t in pumps:
+            t.start()
+        for t in pumps:
+            t.join(3 * TIMEOUT)
+
+    def via_relay(address, *args, **kw):
+        if address == target["alice"]:
+            address = relay.getsockname()
+        return dial(address, *args, **kw)
+
+    monkeypatch.setattr(channel_module.socket, "create_connection", via_relay)
+    ps = peers(["alice", "bob"])
+    target["alice"] = (ps[0].host, ps[0].port)
+    server = threading.Thread(target=serve)
+    server.start()
+    try:
+        config = LinkageConfig(ps, "alice")
+        ids = [[ident(i) for i in range(40)], [ident(i) for i in range(20, 60)]]
+        with ThreadPoolExecutor(2) as pool:
+            futures = [pool.submit(link, s, config, n, server_context=c[0], client_context=c[1], timeout=TIMEOUT)
+                       for s, n, c in zip(ids, ["alice", "bob"], [contexts(pki, "alice"), contexts(pki, "bob")], strict=True)]
+            assert [f.result(timeout=3 * TIMEOUT).n for f in futures] == [20, 20]
+    finally:
+        relay.close()
+        server.join(3 * TIMEOUT)
+    stream = b"".join(seen)
+    assert stream[:1] == b"\x16" and len(stream) > 2 * 32 * 40  # a TLS handshake record first, then the whole run
+    sent = [d for _, d in wire]
+    elements = {d[i:i + 32] for d in sent if HEADER.unpack(d[:HEADER.size])[2] == CHUNK for i in range(HEADER.size, len(d), 32)}
+    assert len(elements) >= 80 and MAGIC not in stream and not any(e in stream for e in elements)
