@@ -161,11 +161,12 @@ def link(ids: Sequence[object], config: LinkageConfig, name: str, *, server_cont
     scalar = new_scalar()
     mask = scalar if k == 2 else new_scalar()
     permutation = secret_permutation(len(normalised))
-    current = blind((hash_to_group(normalised[j]) for j in permutation), mask)
+    # connect first: a party with another configuration is found before anyone hashes or blinds
     channels = connect(name, config.parties, config.digest(), server_context=server_context, client_context=client_context,
                        allow_plaintext=allow_plaintext, timeout=timeout)
     try:
         sizes = {name: len(normalised)}
+        current = blind((hash_to_group(normalised[j]) for j in permutation), mask)
         for rnd in range(1, k + 1):
             if p == 0:  # one party receives first, so the ring's sends never wait on one another in a cycle
                 incoming = channels[before].recv_elements(config.max_ids)
