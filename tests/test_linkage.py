@@ -319,7 +319,7 @@ def test_plaintext_to_a_non_loopback_address_is_refused_without_the_flag(monkeyp
     monkeypatch.setattr(psi, "hash_to_group", lambda x: (_ for _ in ()).throw(AssertionError("hashed")))
     config = LinkageConfig((Peer("alice", "127.0.0.2", 47001), Peer("bob", "192.0.2.7", 47002)), "alice")
     with pytest.raises(ValidationError, match="192.0.2.7:47002 not loopback: TLS is required"):
-        link([ident(1)], config, "alice")
+        link([ident(1)], config, "alice", timeout=2.0)
     channel_module.check_addresses(config.parties, tls=False, allow_plaintext=True)  # the explicit flag lets it through
     channel_module.check_addresses(config.parties, tls=True, allow_plaintext=False)
 
