@@ -351,7 +351,7 @@ def test_secure_keys_writes_private_keys_and_key_files_others_may_read_are_refus
     for suffix in ("crt", "key"):
         shutil.copy2(tmp_path / "keys" / "party0" / f"party_1.{suffix}", renamed / f"party_2.{suffix}")
     shutil.copy2(tmp_path / "keys" / "ca" / "mpyc_ca.crt", renamed / "mpyc_ca.crt")
-    with pytest.raises(ValidationError, match=r"names \['MPyC party 1'\], not 'MPyC party 2'"):
+    with pytest.raises(ValidationError, match=r"names \['MPyC party 1', 'party0'\], not 'MPyC party 2'"):
         load_credentials(renamed, 2)
     key = tmp_path / "keys" / "party1" / "party_2.key"
     for mode in (0o640, 0o604, 0o644):

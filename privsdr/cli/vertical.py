@@ -224,3 +224,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                        help="--secure with TLS: this party's certificate folder, or the folder `privsdr secure keys` wrote "
                        "(party: needed; fit: default a CA made for the run, on loopback only)")
     add_helper(vsub)
+    from .vertical_link import add_link
+
+    add_link(vsub)

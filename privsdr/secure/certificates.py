@@ -222,7 +222,7 @@ def make_keys(folder: str | Path, parties: Sequence[str], *, days: int = 365) ->
                              x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, name)])
         cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(ca_name).public_key(key.public_key())
                 .serial_number(secrets.randbits(120)).not_valid_before(start).not_valid_after(end)
-                .add_extension(x509.SubjectAlternativeName([x509.DNSName(party_name(i))]), critical=False)
+                .add_extension(x509.SubjectAlternativeName([x509.DNSName(party_name(i)), x509.DNSName(name)]), critical=False)
                 .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
                 .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH, x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]),
                                critical=False)
