@@ -47,6 +47,13 @@ def shares_of(params: Mapping[str, Any]) -> tuple[int, int, int]:
     return parties, colluders, parties - colluders
 
 
+def honest_majority(parties: int, colluders: int) -> bool:
+    """The collusion thresholds the secure computation tolerates: 1 <= t < m / 2 of its m parties (Shamir secret
+    sharing with degree-t polynomials, multiplied by BGW, needs 2t < m: Ben-Or, Goldwasser & Wigderson, STOC 1988;
+    MPyC's default t = (m - 1) // 2). The one place this rule is written."""
+    return 1 <= colluders and 2 * colluders < parties
+
+
 @attrs.frozen
 class ShareNoise:
     """The public numbers of one distributed release: the grid, the grid sensitivity and each party's share."""
