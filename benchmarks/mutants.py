@@ -496,7 +496,7 @@ MUTANTS = (
            "core.clipped_sufficient_sums(X, labels, len(cuts) + 1, shift, 1e6 * bounds)", ("tests/test_chunked_release_probe.py",)),
     # -- the default ledger and party processes (issue 25) ---------------------------------------------------
     Mutant("tracker_drops_group_privacy", "an add/remove fit is entered in the tracking ledger at its own epsilon (no group privacy)",
-           "privsdr/accounting/default.py", "            if self.source == Relation.ADD_REMOVE:", "            if False:",
+           "privsdr/accounting/tracking.py", "            if self.source == Relation.ADD_REMOVE:", "            if False:",
            ("tests/test_default_ledger.py",)),
     Mutant("implicit_fit_not_tracked", "a fit without ledger= is not entered in the tracking ledger",
            "privsdr/accounting/default.py", "        ledger.report_to, ledger.report_as = _tracker(), who\n", "        pass\n",
@@ -518,10 +518,10 @@ MUTANTS = (
            ("tests/test_vertical_cli.py",)),
     # -- labels that follow the warnings (issue 33 item 1) ---------------------------------------------------
     Mutant("pipeline_label_left_certified", "a fit behind a row-reading Pipeline step keeps its CERTIFIED report (warning only)",
-           "privsdr/_sklearn.py", "        obj.__dict__[self.name] = relabelled_behind_reading_steps(obj, value)\n",
+           "privsdr/_pipeline.py", "        obj.__dict__[self.name] = relabelled_behind_reading_steps(obj, value)\n",
            "        obj.__dict__[self.name] = value\n", ("tests/test_labels.py",)),
     Mutant("pipeline_label_skips_party_reports", "the per-party reports of a vertical fit behind a row-reading step stay CERTIFIED",
-           "privsdr/preprocessing/pipeline.py", "        out = {key: _relabelled(item, reason) for key, item in value.items()}",
+           "privsdr/_pipeline.py", "        out = {key: _relabelled(item, reason) for key, item in value.items()}",
            "        out = dict(value)", ("tests/test_labels.py",)),
     Mutant("not_private_keeps_the_status", "a relabelled report changes its status line but keeps status certified",
            "privsdr/report/report.py", "        return attrs.evolve(self, status=\"none\", status_line=",
