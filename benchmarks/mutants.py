@@ -510,11 +510,11 @@ MUTANTS = (
            "privsdr/_sklearn.py", "                state = {**state, CARRIED: configured}\n", "                pass\n",
            ("tests/test_default_ledger.py",)),
     Mutant("party_charges_before_every_party_is_ready", "a party charges its first stage without waiting for the others' ready",
-           "privsdr/vertical/party_process.py",
+           "privsdr/parties/party_process.py",
            "        for other in others:\n            _checked(box.fetch(message_id(0, other, \"ready\")",
            "        for other in ():\n            _checked(box.fetch(message_id(0, other, \"ready\")", ("tests/test_vertical_cli.py",)),
     Mutant("failed_party_posts_no_abort", "a party that fails leaves the others waiting (no abort message)",
-           "privsdr/vertical/party_process.py", "\"abort\", 0, {}, {\"why\": why}", "\"quiet\", 0, {}, {\"why\": why}",
+           "privsdr/parties/party_process.py", "\"abort\", 0, {}, {\"why\": why}", "\"quiet\", 0, {}, {\"why\": why}",
            ("tests/test_vertical_cli.py",)),
     # -- labels that follow the warnings (issue 33 item 1) ---------------------------------------------------
     Mutant("pipeline_label_left_certified", "a fit behind a row-reading Pipeline step keeps its CERTIFIED report (warning only)",

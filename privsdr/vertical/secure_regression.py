@@ -40,12 +40,12 @@ from ..algorithms._pls_modes import ssp_postprocess
 from ..algorithms.adassp import adassp_solution
 from ..errors import PrivsdrError, ValidationError
 from ..mechanisms.distributed import honest_majority
+from ..parties.layout import Layout, Party, check_parties, is_block_list
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
 from ..released import Released, from_run, gram, regression
 from ..secure import crossproducts
 from ..secure.aggregate import decline_own_party, gram_job, secure_gram_release
-from .layout import Layout, Party, check_parties, is_block_list
 
 RELATION = "add_remove"
 NODES = ("xtx", "xty")
