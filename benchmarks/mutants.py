@@ -102,7 +102,7 @@ MUTANTS = (
            ("tests/test_privacy_mutants.py", "tests/test_dpsir.py")),
     Mutant("fsir_mean_sensitivity_halved", "FSIR client declares ||x||/n for the slice means (true: 2||x||/n)",
            "privsdr/federated/client.py", '    mean_sens = gram.slice_sums(c, RELATION, n)', '    mean_sens = gram.slice_sums(c / 2, RELATION, n)',
-           ("tests/test_federated.py", "tests/test_privacy_mutants.py")),
+           ("tests/test_fsir_client_probe.py", "tests/test_federated.py", "tests/test_privacy_mutants.py")),
     Mutant("fsir_no_truncation", "FSIR client does not truncate the rows",
            "privsdr/federated/protocol.py",
            '            return clip_rows_l2(X, float(self.bound))  # type: ignore[arg-type]\n        R = self.column_bounds(X.shape[1], active)\n        return np.clip(X, -R, R)',
