@@ -16,7 +16,7 @@ Contract:
   with string column names; ``transform``/``predict`` check both with scikit-learn's messages (a model file keeps
   both, so a loaded model checks them too).
 * A fit inside a scikit-learn ``Pipeline`` after a step fitted on the rows without noise warns
-  ``NonPrivatePreprocessingWarning`` (``privsdr.preprocessing.pipeline``; ``privsdr.check_pipeline`` is the full check),
+  ``NonPrivatePreprocessingWarning`` (``privsdr._pipeline``; ``privsdr.check_pipeline`` is the full check),
   and its privacy records (``privacy_report_``, ``privacy_reports_``, ``privacy_``) are stored relabelled NOT PRIVATE
   (status ``none``, the reason in the status line): every fit sets them through ``PrivacyRecord``, whatever its order.
 """
@@ -28,14 +28,10 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
 
-from .errors import ValidationError
+from ._pipeline import PrivacyRecord, warn_if_behind_reading_steps
+from .errors import NotFittedError, ValidationError
 from .persistence import PersistentModel
-
-
-class NotFittedError(ValidationError, _SklearnNotFittedError):
-    """``transform``/``predict`` before ``fit`` (also scikit-learn's ``NotFittedError``; ``privsdr.errors.NotFittedError``)."""
 
 
 def input_feature_names(X: Any) -> np.ndarray | None:
@@ -47,37 +43,6 @@ def input_feature_names(X: Any) -> np.ndarray | None:
     if names.size and all(isinstance(n, str) for n in names):
         return names
     return None
-
-
-class PrivacyRecord:
-    """A fitted privacy record attribute (``privacy_report_``, ``privacy_reports_``, ``privacy_``), kept in the instance's
-    ``__dict__`` under its own name (so ``vars``, pickling and scikit-learn's fitted check see a plain attribute). A value
-    set while the fit sits in a scikit-learn Pipeline behind a step fitted on the rows without noise is stored
-    relabelled NOT PRIVATE (``preprocessing.pipeline.relabelled_behind_reading_steps``): the label follows the warning for
-    every estimator, whichever order its fit sets the report and records its features in. Relabelling only ever lowers
-    a label, so a loaded model keeps the label it was saved with."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        if obj is None:
-            return self
-        try:
-            return obj.__dict__[self.name]
-        except KeyError:
-            raise AttributeError(f"{type(obj).__name__!r} object has no attribute {self.name!r}") from None
-
-    def __set__(self, obj: Any, value: Any) -> None:
-        from .preprocessing.pipeline import relabelled_behind_reading_steps
-
-        obj.__dict__[self.name] = relabelled_behind_reading_steps(obj, value)
-
-    def __delete__(self, obj: Any) -> None:
-        try:
-            del obj.__dict__[self.name]
-        except KeyError:
-            raise AttributeError(self.name) from None
 
 
 class SklearnEstimator(BaseEstimator, PersistentModel):
@@ -134,9 +99,7 @@ class SklearnEstimator(BaseEstimator, PersistentModel):
             self.feature_names_in_ = names
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
-        from .preprocessing.pipeline import warn_if_behind_reading_steps  # a fit in a Pipeline after a non-private step
-
-        warn_if_behind_reading_steps(self)
+        warn_if_behind_reading_steps(self)  # a fit in a Pipeline after a non-private step
 
     def _check_fitted(self, *attributes: str) -> None:
         missing = [a for a in attributes if not hasattr(self, a)]

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from . import core
+from ._chunked import is_chunked
 from .core.validation import ComplexValuesError
 from .errors import ComplexDataError, InputTypeError, ValidationError
 
@@ -38,8 +39,6 @@ def check_matrix(X: Any, name: str = "X", min_rows: int = 1) -> np.ndarray:
 def refuse_chunked(X: Any, name: str = "X") -> None:
     """A clear refusal of ``privsdr.Chunks`` or a dask array where the rows must be in memory (never a silent
     ``np.asarray`` that would load a whole dask array on the driver)."""
-    from .rows import is_chunked  # rows imports this module
-
     if is_chunked(X):
         raise InputTypeError(f"{name} is {type(X).__name__}: this estimator needs its rows in memory. Fits on privsdr.Chunks "
                              "and dask arrays are for the sums-over-rows estimators: DPSIR(algorithm='moments'), "

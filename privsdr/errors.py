@@ -92,11 +92,21 @@ class NoiseDominatesWarning(UserWarning):
     budget and sample size the estimate cannot be told reliably from noise."""
 
 
-def __getattr__(name: str) -> Any:
-    """``NotFittedError`` derives from scikit-learn's, so it lives with the scikit-learn layer
-    (``privsdr._sklearn``) and is loaded on first use: importing the errors never imports scikit-learn."""
-    if name == "NotFittedError":
-        from ._sklearn import NotFittedError
+def _not_fitted_error() -> type:
+    """``NotFittedError``: ``transform``/``predict`` before ``fit``. It derives from scikit-learn's ``NotFittedError`` too,
+    so it is built on first use (``__getattr__``): importing the errors never imports scikit-learn, and this module
+    imports nothing of privsdr."""
+    from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 
-        return NotFittedError
+    class NotFittedError(ValidationError, SklearnNotFittedError):
+        """``transform``/``predict`` before ``fit`` (also scikit-learn's ``NotFittedError``)."""
+
+    NotFittedError.__module__, NotFittedError.__qualname__ = __name__, "NotFittedError"  # pickles as privsdr.errors.NotFittedError
+    return NotFittedError
+
+
+def __getattr__(name: str) -> Any:
+    if name == "NotFittedError":
+        globals()[name] = cls = _not_fitted_error()  # built once: every later lookup finds the same class
+        return cls
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -35,3 +35,58 @@ def test_core_modules_import_nothing_of_privsdr():
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
                 assert not any(n.startswith(("privsdr", "dp_accounting")) for n in names), path.name
+
+
+def _layers_contract() -> list[str]:
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    [layers] = [c["layers"] for c in config["contracts"] if c["type"] == "layers"]
+    return [name.strip() for layer in layers for name in layer.split("|")]
+
+
+def test_the_layers_name_every_top_level_module():
+    """A module the layers leave out can import anything and be imported by anything: a circle through it would not show."""
+    named = set(_layers_contract())
+    top = {f"privsdr.{p.stem}" for p in (ROOT / "privsdr").glob("*.py") if p.stem != "__init__"}
+    top |= {f"privsdr.{p.parent.name}" for p in (ROOT / "privsdr").glob("*/__init__.py")}
+    assert top - named == set(), f"not in the layers of pyproject.toml: {sorted(top - named)}"
+    assert named - top == set(), f"layers that name no module: {sorted(named - top)}"
+
+
+def test_no_module_of_privsdr_imports_itself_in_a_circle():
+    """No import circle between any two modules (the strongly connected components of the import graph, imports under
+    TYPE_CHECKING left out as import-linter leaves them out): issue 34 removed the last ones."""
+    import grimp
+
+    graph = grimp.build_graph("privsdr", include_external_packages=False, exclude_type_checking_imports=True)
+    modules = sorted(graph.modules)
+    edges = {m: sorted(graph.find_modules_directly_imported_by(m)) for m in modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for m in modules:
+        if m not in index:
+            visit(m)
+    assert circles == [], f"import circles: {circles}"

@@ -286,7 +286,7 @@ def test_a_timeout_before_the_parties_agree_ends_every_party_process_with_nothin
 def test_a_party_of_a_secure_run_is_given_the_run_s_budget_not_what_its_ledger_holds():
     """Issue 33: one party's share of a run is calibrated for the configured budget; ``budget=None`` would take what
     its own ledger holds (and calibrate its share for that), so ``fit_party`` refuses it before anything starts."""
-    from privsdr.vertical.layout import check_parties
+    from privsdr.parties.layout import check_parties
 
     blocks, y = data(n=50)
     layout = check_parties([Party("a", blocks[0], y), Party("b", blocks[1])])[1]

@@ -180,7 +180,7 @@ def test_a_party_whose_peer_refuses_its_input_stops_before_its_first_charge(tmp_
 def test_a_party_left_waiting_times_out_says_so_and_aborts(tmp_path, monkeypatch):
     """Issue 25 item 6: --timeout bounds every wait, progress lines say what the party waits for, the timeout posts an
     abort for the others, and the party's journal run is closed as failed with nothing charged."""
-    from privsdr.vertical import party_process
+    from privsdr.parties import party_process
 
     monkeypatch.setattr(party_process, "PROGRESS_EVERY", 0.2)
     paths, cfg, journal, box = two_party_run(tmp_path)

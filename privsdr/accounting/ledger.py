@@ -526,7 +526,7 @@ class Ledger:
             })
         entry = None
         if self.report_to is not None:
-            from .default import FitEntry, warn_if_earlier_fits
+            from .tracking import FitEntry, warn_if_earlier_fits
 
             if self.report_to.tracking:
                 warn_if_earlier_fits(self.report_to, self.report_as or plan.name)

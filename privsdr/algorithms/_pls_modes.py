@@ -31,6 +31,7 @@ from ..accounting import Budget
 from ..core.arrays import FloatArray
 from ..mechanisms import Sensitivity, gaussian_noise_multiplier
 from ..plan import Plan, Run
+from ..released import gram
 from ..released.regression import centring_variance
 from ._pls_queries import clip_x, clip_y, iterative_deflate, iterative_statistics, ssp_statistics, weight_statistic
 
@@ -44,20 +45,20 @@ def _sens(value: float, derivation: str) -> Sensitivity:
 
 # -- plans -------------------------------------------------------------------------------------------
 def add_centring_nodes(plan: Plan, Cx: float, Cy: float, weights: dict[str, float]) -> None:
-    plan.add("count", "gaussian", _sens(1.0, "one row adds 1 to the count"), weight=weights["count"],
+    plan.add("count", "gaussian", gram.count(RELATION), weight=weights["count"],
              description="number of rows (DP centring)")
-    plan.add("x_sum", "gaussian", _sens(Cx, "||x - mu_x|| <= C_x after clipping"), weight=weights["x_sum"],
+    plan.add("x_sum", "gaussian", gram.column_sum(Cx, RELATION), weight=weights["x_sum"],
              description="sum of the clipped rows x - mu_x (DP centring)")
-    plan.add("y_sum", "gaussian", _sens(Cy, "|y - mu_y| <= C_y after clipping"), weight=weights["y_sum"],
+    plan.add("y_sum", "gaussian", gram.label_sum(Cy, RELATION), weight=weights["y_sum"],
              description="sum of the clipped responses y - mu_y (DP centring)")
 
 
 def ssp_plan(plan: Plan, Cx: float, Cy: float, dp_centring: bool, weights: dict[str, float]) -> Plan:
     if dp_centring:
         add_centring_nodes(plan, Cx, Cy, weights)
-    plan.add("xtx", "symmetric_gaussian", _sens(Cx * Cx, "||x x^T||_F = ||x||^2 <= C_x^2 (upper triangle with diagonal)"),
+    plan.add("xtx", "symmetric_gaussian", gram.xtx(Cx, RELATION),
              weight=weights["xtx"], calibration="analytic", description="X^T X of the clipped rows (Analyze-Gauss)")
-    plan.add("xty", "gaussian", _sens(Cx * Cy, "||x y|| <= C_x C_y"), weight=weights["xty"],
+    plan.add("xty", "gaussian", gram.xty(Cx, Cy, RELATION), weight=weights["xty"],
              description="X^T y of the clipped rows")
     return plan
 
@@ -68,13 +69,13 @@ def iterative_plan(plan: Plan, A: int, Cx: float, Cy: float, dp_centring: bool, 
         add_centring_nodes(plan, Cx, Cy, weights)
         parents = CENTRING_NODES
     for a in range(1, A + 1):
-        plan.add(f"u_{a}", "gaussian", _sens(Cx * Cy, "||e f|| <= C_x C_y (deflated rows re-clipped)"), parents=parents,
+        plan.add(f"u_{a}", "gaussian", gram.xty(Cx, Cy, RELATION), parents=parents,
                  description=f"component {a}: E^T f (its direction is the weight w)")
-        plan.add(f"g_{a}", "gaussian", _sens(Cx * Cx, "||e (e^T w)|| <= ||e||^2 <= C_x^2, w unit and public"), parents=(f"u_{a}",),
+        plan.add(f"g_{a}", "gaussian", gram.xtx(Cx, RELATION), parents=(f"u_{a}",),
                  description=f"component {a}: E^T s, s = E w")
-        plan.add(f"h_{a}", "gaussian", _sens(Cx * Cx, "(e^T w)^2 <= C_x^2"), parents=(f"u_{a}",),
+        plan.add(f"h_{a}", "gaussian", gram.xtx(Cx, RELATION), parents=(f"u_{a}",),
                  description=f"component {a}: s^T s")
-        plan.add(f"r_{a}", "gaussian", _sens(Cx * Cy, "|f e^T w| <= C_y C_x"), parents=(f"u_{a}",),
+        plan.add(f"r_{a}", "gaussian", gram.xty(Cx, Cy, RELATION), parents=(f"u_{a}",),
                  description=f"component {a}: f^T s")
         parents = (f"u_{a}", f"g_{a}", f"h_{a}", f"r_{a}")
     return plan

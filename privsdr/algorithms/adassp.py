@@ -36,10 +36,9 @@ import numpy as np
 
 from ..accounting import Budget, Ledger
 from ..errors import ValidationError
-from ..mechanisms import Sensitivity
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
-from ..released import Released, from_run, regression
+from ..released import Released, from_run, gram, regression
 from ._base import (
     PrivateEstimator,
     check_matrix,
@@ -61,16 +60,11 @@ SHRINKAGES = ("snr", "none")
 
 def add_adassp_nodes(plan: Plan, row_bound: float, label_bound: float, weights: dict[str, float]) -> None:
     """The three releases of AdaSSP for rows with ||z|| <= ``row_bound`` and |y| <= ``label_bound`` (public)."""
-    c2 = row_bound * row_bound
-
-    def sens(value: float, derivation: str) -> Sensitivity:
-        return Sensitivity(value, "l2", RELATION, derivation)
-
-    plan.add("lambda_min", "gaussian", sens(c2, "adding z z^T (PSD, ||z z^T||_2 = ||z||^2 <= C^2) moves lambda_min by <= C^2 (Weyl)"),
+    plan.add("lambda_min", "gaussian", gram.gram_eigenvalue(row_bound, RELATION),
              weight=weights["lambda_min"], calibration="analytic", description="smallest eigenvalue of Z^T Z (sets the ridge)")
-    plan.add("xtx", "symmetric_gaussian", sens(c2, "||z z^T||_F = ||z||^2 <= C^2 (upper triangle with diagonal)"),
+    plan.add("xtx", "symmetric_gaussian", gram.xtx(row_bound, RELATION),
              weight=weights["xtx"], calibration="analytic", description="Z^T Z of the clipped rows (Analyze-Gauss)")
-    plan.add("xty", "gaussian", sens(row_bound * label_bound, "||z y|| <= C C_y"), weight=weights["xty"],
+    plan.add("xty", "gaussian", gram.xty(row_bound, label_bound, RELATION), weight=weights["xty"],
              calibration="analytic", description="Z^T y of the clipped rows")
 
 

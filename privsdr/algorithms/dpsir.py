@@ -34,6 +34,7 @@ from ..errors import NoiseDominatesWarning, ValidationError
 from ..mechanisms import Sensitivity
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
+from ..released import gram
 from . import sir_moments, sparse_sir
 from ._base import (
     ClippedRows,
@@ -221,8 +222,7 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
         batch_scopes = plan.partition("batch", range(T), within=refine_scope, rows=True)
         self._add_slicing_nodes(plan, c, H, budget)
         if _is(c["center"], "dp"):
-            plan.add("mean", "gaussian", Sensitivity(2.0 * bound_l2(bounds) / n, "l2", RELATION,
-                                                     "||x - x'|| / n <= 2 ||c||_2 / n (= 2 c_X sqrt(p) / n)"),
+            plan.add("mean", "gaussian", gram.column_sum(bound_l2(bounds), RELATION, n),  # 2 ||c||_2 / n (= 2 c_X sqrt(p) / n)
                      weight=0.2, calibration="analytic", parents=tuple(plan.nodes),
                      description="DP mean of the clipped rows (centring; the rows are then re-clipped)")
         self._add_init_nodes(plan, init_scope, n1, bounds, H, budget, paper)
@@ -263,8 +263,7 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
         d, c2 = square_mass(bounds, self._init_dims(len(bounds)))  # d c2 = sum_j c_j^2 >= ||x||^2
         kw = self._init_budget(budget, paper, weight=0.5)
         plan.add("init_sigma", "symmetric_gaussian",
-                 Sensitivity(math.sqrt(2.0) * d * c2 / n1, "l2", RELATION,
-                             "||xx^T - yy^T||_F / n1 <= sqrt(2) ||x||^2 / n1 <= sqrt(2) sum_j c_j^2 / n1 (= sqrt(2) p c_X^2 / n1)"),
+                 gram.xtx(math.sqrt(d * c2), RELATION, n1, d * c2),  # ||x||^2 <= sum_j c_j^2 = d c2 (= p c_X^2)
                  scope=scope, parents=self._init_parents(plan), description="B.1: Sigma = X^T X / n1 on the init part", **kw)
         plan.add("init_kernel", "symmetric_gaussian",
                  Sensitivity(6.0 * d * c2 / n1, "l2", RELATION,
@@ -725,7 +724,8 @@ class SparseDPSIR(SIRForecastMixin, _SlicedDP):
                  description="B.2: private screening of diag(M) (peeling; the noisy values are discarded)", **kw)
         k, c2 = square_mass(bounds, s_init)  # k c2 = the s_init largest c_j^2: any screened set
         for name, sens, derivation, what in (
-            ("init_sigma", math.sqrt(2.0) * k * c2 / n1, "sqrt(2) (sum of the s_init largest c_j^2) / n1 (= sqrt(2) s_init c_X^2 / n1)",
+            ("init_sigma", gram.xtx(math.sqrt(k * c2), RELATION, n1, k * c2).value,
+             "Gram block X_S^T X_S / n1, ||x_S||^2 <= the sum of the s_init largest c_j^2 (privsdr.released.gram)",
              "Sigma on the screened coordinates"),
             ("init_kernel", 6.0 * k * c2 / n1, "6 (sum of the s_init largest c_j^2) / n1 (= 6 s_init c_X^2 / n1, spec §5.2)",
              "SIR kernel on the screened coordinates"),

@@ -18,7 +18,6 @@ clipped rows' true mean or covariance): the DP mean is projected onto the ball |
 """
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Sequence
 from functools import partial
@@ -29,9 +28,11 @@ import numpy as np
 from .. import core
 from ..accounting import Budget, Ledger
 from ..errors import ValidationError
-from ..mechanisms import Sensitivity, get_mechanism
+from ..mechanisms import get_mechanism
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
+from ..released import gram
+from ..released.regression import NOISE_WARNING_SHARE  # warn when a noise sd exceeds this share of its public scale
 from ._base import (
     PrivateEstimator,
     check_bound,
@@ -139,13 +140,13 @@ class DPMeanCovariance(PrivateEstimator):
         plan = Plan("dp_mean_covariance", "replace_one", {"clip": C, "n_samples": n, "n_features": p})
         plan.add(
             "mean", "gaussian",
-            Sensitivity(2.0 * C / n, "l2", "replace_one", "||x - x'||/n <= 2C/n for rows clipped to L2 norm C"),
+            gram.column_sum(C, "replace_one", n),
             weight=split[0], calibration=self.calibration,
             description="mean of the clipped rows",
         )
         plan.add(
             "second_moment", "symmetric_gaussian",
-            Sensitivity(math.sqrt(2.0) * C * C / n, "l2", "replace_one", "||xx^T - x'x'^T||_F / n <= sqrt(2) C^2 / n"),
+            gram.xtx(C, "replace_one", n),
             weight=split[1], calibration=self.second_moment_calibration,
             params={"n": n, "p": p, "scale": C * C},
             description="(1/n) X^T X of the clipped rows (upper triangle noised, mirrored)",
@@ -203,9 +204,6 @@ class DPMeanCovariance(PrivateEstimator):
             warnings.warn(noise_message(*ratios), NoiseDominatesWarning, stacklevel=2)
         return self
 
-
-#: warn when the noise sd of a released mean (covariance entry) exceeds this share of its public scale
-NOISE_WARNING_SHARE = 0.5
 
 
 def noise_ratios(mean_sd: float, second_sd: float, clip: float, bounds: np.ndarray | None) -> tuple[float, float]:

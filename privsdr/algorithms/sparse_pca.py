@@ -32,6 +32,7 @@ from ..errors import ValidationError
 from ..mechanisms import Sensitivity
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
+from ..released import gram
 from ._base import (
     ClippedRows,
     PrivateEstimator,
@@ -64,7 +65,7 @@ def moments_plan(n: int, p: int, bounds: np.ndarray, K: int, s: int, budget: Bud
     plan.add("support", "noisy_top", Sensitivity(1.0 / n, "linf", RELATION, "d_j = mean(x_ij^2) / c_j^2 in [0, 1] moves by <= 1 / n"),
              weight=0.5, params={"s": s, "delta": delta}, description=f"the {s} coordinates of largest mean(x_j^2) / c_j^2 (indices only)")
     plan.add("sigma", "symmetric_gaussian",
-             Sensitivity(math.sqrt(2.0) * k_s * c2_s / n, "l2", RELATION, "sqrt(2) (sum of the s largest c_j^2) / n: any selected set"),
+             gram.xtx(math.sqrt(k_s * c2_s), RELATION, n, k_s * c2_s),  # ||x_S||^2 <= the sum of the s largest c_j^2
              weight=1.0, parents=("support",), calibration="analytic", description="Analyze-Gauss on X_S^T X_S / n of the selected S")
     return plan
 
@@ -214,8 +215,8 @@ class DPSparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEsti
                  weight=0.5, scope=init_scope, params={"s": s, "d": 1, "delta": delta / 2},
                  description="private screening of diag(Sigma) (noisy values discarded)")
         plan.add("init_sigma", "symmetric_gaussian",
-                 Sensitivity(math.sqrt(2.0) * s * c * c / n1 if u is not None else math.sqrt(2.0) * k_s * c2_s / n1, "l2", RELATION,
-                             "sqrt(2) (sum of the s largest c_j^2) / n1 on the screened block (= sqrt(2) s c_X^2 / n1)"),
+                 gram.xtx(math.sqrt(s * c * c), RELATION, n1, s * c * c) if u is not None  # = sqrt(2) s c_X^2 / n1
+                 else gram.xtx(math.sqrt(k_s * c2_s), RELATION, n1, k_s * c2_s),  # the s largest c_j^2 on the screened block
                  weight=0.5, scope=init_scope, parents=("screen",), calibration="analytic",
                  description="Analyze-Gauss on Sigma restricted to the screened coordinates")
         for t in range(T):

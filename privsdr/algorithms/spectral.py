@@ -19,9 +19,9 @@ from sklearn.base import OneToOneFeatureMixin, TransformerMixin
 from .. import core
 from ..accounting import Budget, Ledger
 from ..errors import ValidationError
-from ..mechanisms import Sensitivity
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
+from ..released import gram
 from ._base import PrivateEstimator, check_matrix, check_positive, for_ledger, public_center
 
 RELATION = "add_remove"
@@ -83,9 +83,9 @@ class MSC(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator):
             raise ValidationError("bound (a public bound on ||x - center||) is required for a DP mean spectrum")
         C = check_positive(self.bound, "bound")
         plan = Plan("msc_dp_mean", RELATION, {"bound": C, "n_features": int(n_features)})
-        plan.add("count", "gaussian", Sensitivity(1.0, "l2", RELATION, "one row adds 1"), weight=check_positive(self.count_weight, "count_weight"),
+        plan.add("count", "gaussian", gram.count(RELATION), weight=check_positive(self.count_weight, "count_weight"),
                  description="number of spectra")
-        plan.add("sum", "gaussian", Sensitivity(C, "l2", RELATION, "||x - center|| <= bound after clipping"), weight=1.0,
+        plan.add("sum", "gaussian", gram.column_sum(C, RELATION), weight=1.0,
                  description="sum of the clipped spectra (x - center)")
         return plan
 

@@ -126,8 +126,8 @@ def play_party(args: argparse.Namespace, protocol: Any, layout: Any, budget: Bud
     """``party`` of a mailbox protocol: this party's CSV and journal, then its side of the run (``run_party``, with
     ``--timeout`` and progress lines on stderr, so that --json stays clean). Returns (party, outcome)."""
     from ..accounting import Ledger
+    from ..parties.party_process import post_abort
     from ..vertical import run_party
-    from ..vertical.party_process import post_abort
 
     try:
         party = load_party(args.name, args.data, args.target, args.columns)

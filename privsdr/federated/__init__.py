@@ -1,8 +1,8 @@
 """Multi-party protocols: federated SIR (clients upload private statistics, a server merges them)."""
 from typing import TYPE_CHECKING, Any
 
+from ..execution import client_seeds, run_clients
 from .client import client_message, client_plan, screening_message
-from .execution import client_seeds, run_clients
 from .protocol import PROTOCOL, PROTOCOL_VERSION, ClientMessage, FSIRConfig, check_compatible
 from .server import FSIRResult, majority_vote, merge, privacy_summary
 

@@ -9,6 +9,7 @@ Releases (replace-one within the client, n public, |x_ij| <= R (or R_j per colum
   of the budget; the server centres with them (M_c = M - mu w^T, mu = sum_h M[:, h]);
 * second moment S = X^T X / n: upper-triangle sensitivity sqrt(2) ||x||_max^2 / n; MOD-SULQ (Lemma 1
   with c_R = ||x||_max) or Analyze-Gauss;
+  (the three sensitivities are Gram blocks, derived in ``privsdr.released.gram``);
 * screening: CCMD votes (Algorithm 3, a ``none`` node: not private) or the top-s columns of largest between-slice
   spread ||C s_j|| / c_j (``noisy_top``: indices only, sensitivity 2 / n free of p; issue 26);
 * ``mechanism="none"``: the statistics uploaded without noise (``none`` nodes: not private).
@@ -33,6 +34,7 @@ from ..accounting import Budget, Ledger, Scope
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity
 from ..plan import CalibratedPlan, Plan, Run, tap
+from ..released import gram
 from ..report import PrivacyReport
 from .protocol import ClientMessage, FSIRConfig
 
@@ -56,7 +58,7 @@ def client_public_params(config: FSIRConfig, n: int, p: int, active: Sequence[in
 
 def proportions_sensitivity(n: int) -> Sensitivity:
     """Replace-one within the client: a record moved between two slices changes two counts by 1."""
-    return Sensitivity(math.sqrt(2.0) / n, "l2", RELATION, "a record moved between two slices changes two counts by 1; / n")
+    return gram.slice_counts(RELATION, n)
 
 
 def budget_split(config: FSIRConfig, budget: Budget) -> dict[str, Budget]:
@@ -102,7 +104,7 @@ def add_client_nodes(plan: Plan, config: FSIRConfig, n: int, p: int, budget: Bud
         plan.add(prefix + "slice_proportions", "gaussian", proportions_sensitivity(n), share=None if inf else shares["slice_proportions"],
                  calibration="analytic", description="slice proportions n_h / n: the server centres with them (M_c = M - mu w^T)", **kw)
     shaped_by = (prefix + "slice_proportions",) if config.centred else ()
-    mean_sens = Sensitivity(2.0 * c / n, "l2", RELATION, "||x - x'||_2 / n <= 2 ||x||_max / n (Prop. 2: 2 R sqrt(p) / n)")
+    mean_sens = gram.slice_sums(c, RELATION, n)  # Prop. 2: 2 R sqrt(p) / n
     if config.mechanism == "iid":
         plan.add(prefix + "slice_means", "gaussian", mean_sens, share=None if inf else Budget(eps_m, delta_m), calibration=config.calibration,
                  description="Proposition 2: i.i.d. Gaussian on the p x H slice-mean matrix", **kw)
@@ -121,7 +123,7 @@ def add_client_nodes(plan: Plan, config: FSIRConfig, n: int, p: int, budget: Bud
         plan.add(prefix + "slice_means", "shaped_gaussian", mean_sens, share=None if inf else Budget(eps_m * (1 - f), delta_m * (1 - f)),
                  calibration=config.calibration, parents=(prefix + "slice_means_stage1", *shaped_by),
                  description="two-stage VGM, stage 2: floor + boost along the stage-1 singular vectors (post-processing of a DP release)", **kw)
-    cov_sens = Sensitivity(math.sqrt(2.0) * c * c / n, "l2", RELATION, "||xx^T - x'x'^T||_F / n <= sqrt(2) ||x||_max^2 / n")
+    cov_sens = gram.xtx(c, RELATION, n)
     cov_cal = "modsulq" if config.cov_mechanism == "modsulq" else ("analyze_gauss" if config.calibration == "classical" else config.calibration)
     plan.add(prefix + "second_moment", "symmetric_gaussian", cov_sens, share=None if inf else shares["second_moment"], calibration=cov_cal,
              params={"n": n, "p": p, "scale": c * c},

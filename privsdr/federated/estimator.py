@@ -14,6 +14,7 @@ from .._validation import check_matrix, check_positive
 from ..accounting import Budget, Ledger, as_budget
 from ..accounting.default import fresh_ledger, ledger_for, remaining_budget
 from ..errors import ValidationError
+from ..execution import client_seeds, run_clients
 from ..persistence import model_class
 from ..plan import Plan, Run
 from .client import (
@@ -25,7 +26,6 @@ from .client import (
     client_public_params,
     screening_message,
 )
-from .execution import client_seeds, run_clients
 from .protocol import FSIRConfig
 from .server import majority_vote, merge, without_guarantee
 

@@ -23,6 +23,7 @@ import numpy as np
 from .. import core
 from ..accounting import Budget, Ledger
 from ..errors import ValidationError
+from ..mechanisms.distributed import honest_majority
 from ..plan import Plan, Run
 from ..released import from_run
 from ..released.moments import MomentRelease, add_moment_nodes, noise_error, random_subspace_error, with_diagnostics
@@ -60,7 +61,7 @@ def check_secure_config(config: FSIRConfig, n_clients: int, colluders: int) -> N
     if isinstance(colluders, bool) or not isinstance(colluders, (int, np.integer)) or colluders < 1:
         raise ValidationError(f"colluders (the collusion threshold t) must be an integer >= 1, got {colluders!r}")
     m = n_clients + 1  # the clients and the server
-    if 2 * int(colluders) >= m:
+    if not honest_majority(m, int(colluders)):
         raise ValidationError(f"{n_clients} clients and a server are {m} parties: an honest majority tolerates t < {m / 2:g} "
                               f"colluders, not {colluders} (more clients, or a smaller t)")
     if n_clients < 2:

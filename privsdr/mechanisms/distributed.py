@@ -34,6 +34,7 @@ from ..accounting.zcdp import zcdp_epsilon
 from . import secure
 from .base import Mechanism, NoiseSpec, as_float_array
 from .calibration import discrete_gaussian_noise_multiplier
+from .search import smallest_fitting_factor
 from .sensitivity import Sensitivity
 
 SAMPLER = "distributed"  #: the ``sampler`` of a distributed node's spec: its noise is drawn by the parties
@@ -45,6 +46,13 @@ def shares_of(params: Mapping[str, Any]) -> tuple[int, int, int]:
     if parties < 1 or not 0 <= colluders < parties:
         raise ValueError(f"need parties >= 1 noise shares and 0 <= colluders < parties, got parties={parties}, colluders={colluders}")
     return parties, colluders, parties - colluders
+
+
+def honest_majority(parties: int, colluders: int) -> bool:
+    """The collusion thresholds the secure computation tolerates: 1 <= t < m / 2 of its m parties (Shamir secret
+    sharing with degree-t polynomials, multiplied by BGW, needs 2t < m: Ben-Or, Goldwasser & Wigderson, STOC 1988;
+    MPyC's default t = (m - 1) // 2). The one place this rule is written."""
+    return 1 <= colluders and 2 * colluders < parties
 
 
 @attrs.frozen
@@ -107,12 +115,21 @@ class DistributedGaussianMechanism(Mechanism):
     def _multiplier(self, sensitivity: Sensitivity, share: Budget, calibration: str, params: Mapping[str, Any]) -> float:
         shares_of(params)
         z = discrete_gaussian_noise_multiplier(share.epsilon, share.delta)
-        for _ in range(200):  # tau is ~0 for any realistic share; if it is not, raise z until the bound with tau holds
-            event = self._event(z, sensitivity, share.delta, params)
-            if zcdp_epsilon(event.rho, share.delta) <= share.epsilon:
-                return z
-            z *= 1.0 + 1e-6
-        raise ValueError("the distributed discrete Gaussian cannot meet this share at any noise level (tau too large)")
+        spent: dict[float, float] = {}
+
+        def epsilon(f: float) -> float:
+            if f not in spent:
+                spent[f] = zcdp_epsilon(self._event(z * f, sensitivity, share.delta, params).rho, share.delta)
+            return spent[f]
+
+        # tau is ~0 for any realistic share and z fits; if it does not, the smallest larger multiplier whose bound with
+        # tau holds, by the one calibration search (``search``)
+        factor = smallest_fitting_factor(lambda f: epsilon(f) <= share.epsilon,
+                                         lambda f: math.log(epsilon(f) / share.epsilon) if epsilon(f) > 0 else -math.inf,
+                                         1e-6, below_one=False)
+        if math.isinf(factor):
+            raise ValueError("the distributed discrete Gaussian cannot meet this share at any noise level (tau too large)")
+        return z * factor
 
     def _event(self, z: float, sensitivity: Sensitivity, delta: float, params: Mapping[str, Any]) -> DistributedDiscreteGaussianEvent:
         spec = NoiseSpec(self.name, sensitivity, z, "analytic", delta, None, params, SAMPLER)

@@ -26,6 +26,7 @@ from ..accounting.budget import as_budget
 from ..accounting.events import ApproxEvent, Event, NonPrivateEvent, PureEvent
 from ..errors import PlanError, ValidationError
 from ..mechanisms import Mechanism, NoiseSpec, Sensitivity, get_mechanism
+from ..mechanisms.search import smallest_fitting_factor
 from ..mechanisms.secure import check_sampler
 
 
@@ -426,11 +427,8 @@ def _tighten(plan: CalibratedPlan, accountant: Accountant, budget: Budget, rel_t
 
 
 def _bisect_factor(plan: CalibratedPlan, accountant: Accountant, budget: Budget, rel_tol: float) -> float:
-    """The smallest feasible factor to ``rel_tol``: a bracket [lo infeasible, hi feasible] by doubling, then
-    false position on log(epsilon) against log(factor) (Illinois rule), which needs a handful of compositions
-    where bisection needs ~15 (a PLD composition of a mixed plan costs ~0.1 s). It stops when the bracket is
-    within ``rel_tol`` or the feasible end spends the budget's epsilon to within ``rel_tol / 2``. The answer is
-    always a factor that was checked to fit; only the number of steps depends on the secant guesses."""
+    """The smallest feasible factor to ``rel_tol``, by the one calibration search (``mechanisms.search``); a PLD
+    composition of a mixed plan costs ~0.1 s, so each cost is computed once."""
     cache: dict[float, Cost] = {}
 
     def cost(f: float) -> Cost:
@@ -448,40 +446,7 @@ def _bisect_factor(plan: CalibratedPlan, accountant: Accountant, budget: Budget,
             return math.inf if c.delta > budget.delta or not math.isfinite(c.epsilon) else -math.inf
         return math.log(c.epsilon / budget.epsilon)
 
-    hi, lo = 1.0, 1.0
-    if fits(1.0):
-        lo = 0.5
-        while fits(lo):
-            hi, lo = lo, lo / 2.0
-            if lo < 1e-6:
-                return hi
-    else:
-        hi = 2.0
-        while not fits(hi):
-            lo, hi = hi, hi * 2.0
-            if hi > 1e6:
-                raise ValidationError(f"plan {plan.name!r} cannot meet its budget under {accountant.name!r} at any noise level")
-    g_lo, g_hi = excess(lo), excess(hi)
-    side = 0
-    for _ in range(200):
-        # done when the bracket is tight, or the feasible end already spends the budget's epsilon to within rel_tol/2
-        if hi / lo <= 1.0 + rel_tol or g_hi >= -0.5 * rel_tol:
-            break
-        x_lo, x_hi = math.log(lo), math.log(hi)
-        if math.isfinite(g_lo) and math.isfinite(g_hi) and g_lo > 0 > g_hi:
-            x = x_hi - g_hi * (x_hi - x_lo) / (g_hi - g_lo)  # false position on log f
-            x = min(max(x, x_lo + 0.02 * (x_hi - x_lo)), x_hi - 0.02 * (x_hi - x_lo))  # stay strictly inside
-        else:
-            x = 0.5 * (x_lo + x_hi)
-        mid = math.exp(x)
-        if fits(mid):
-            hi, g_hi = mid, excess(mid)
-            if side == 1:
-                g_lo /= 2.0  # Illinois: halve the stale end so the bracket shrinks from both sides
-            side = 1
-        else:
-            lo, g_lo = mid, excess(mid)
-            if side == -1:
-                g_hi /= 2.0
-            side = -1
-    return hi
+    factor = smallest_fitting_factor(fits, excess, rel_tol)
+    if math.isinf(factor):
+        raise ValidationError(f"plan {plan.name!r} cannot meet its budget under {accountant.name!r} at any noise level")
+    return factor

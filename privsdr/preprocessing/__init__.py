@@ -8,20 +8,20 @@
   ``StandardScaler``, ``MinMaxScaler``, ``PCA``, ``SimpleImputer``, ...); a privsdr fit inside a Pipeline behind one
   warns ``NonPrivatePreprocessingWarning``.
 
-The names are loaded on first use: ``privsdr.preprocessing.pipeline`` (what the fit-time check needs) does not import
-the estimators.
+The names are loaded on first use. ``check_pipeline`` lives in ``privsdr._pipeline``, below the estimators: every fit
+calls its fit-time check (from ``privsdr._sklearn``), so it imports no estimator.
 """
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_getattr
 
-_NAMES = {"PublicRangeScaler": ".public", "DPStandardScaler": ".standard", "check_pipeline": ".pipeline",
-          "PipelineProblem": ".pipeline"}
+_NAMES = {"PublicRangeScaler": ".public", "DPStandardScaler": ".standard", "check_pipeline": ".._pipeline",
+          "PipelineProblem": ".._pipeline"}
 
 __getattr__ = lazy_getattr(__name__, _NAMES, globals())
 
 if TYPE_CHECKING:
-    from .pipeline import PipelineProblem, check_pipeline
+    from .._pipeline import PipelineProblem, check_pipeline
     from .public import PublicRangeScaler
     from .standard import DPStandardScaler
 

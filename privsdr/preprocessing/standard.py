@@ -44,11 +44,12 @@ from ..algorithms._base import (
     public_center,
 )
 from ..algorithms._sir_common import check_int
-from ..algorithms.mean_covariance import NOISE_WARNING_SHARE
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity, get_mechanism
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
+from ..released import gram
+from ..released.regression import NOISE_WARNING_SHARE
 
 
 def scaler_moments(X: np.ndarray, center: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -57,9 +58,11 @@ def scaler_moments(X: np.ndarray, center: np.ndarray, bounds: np.ndarray) -> tup
     return U.mean(axis=0), (U * U).mean(axis=0)
 
 
-def scaler_sensitivities(p: int, n: int) -> tuple[float, float]:
-    """L2 sensitivities (replace-one) of ``scaler_moments`` on p columns: 2 sqrt(p) / n and sqrt(p) / n."""
-    return 2.0 * math.sqrt(p) / n, math.sqrt(p) / n
+def scaler_sensitivities(p: int, n: int) -> tuple[Sensitivity, Sensitivity]:
+    """L2 sensitivities (replace-one) of ``scaler_moments`` on p columns, the column sums / n of U in [-1, 1]^p and of
+    U^2 in [0, 1]^p (Gram blocks, ``released.gram``): 2 sqrt(p) / n and sqrt(p) / n."""
+    ones = np.ones(p)
+    return gram.box_sum(-ones, ones, "replace_one", n), gram.box_sum(0.0 * ones, ones, "replace_one", n)
 
 
 @model_class
@@ -126,11 +129,9 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator)
         mean_sens, second_sens = scaler_sensitivities(p, n)
         plan = Plan("dp_standard_scaler", "replace_one", {"bound": public_bound(self.bound), "center": [float(c) for c in center],
                                                          "n_samples": n, "n_features": p})
-        plan.add("mean", "gaussian",
-                 Sensitivity(mean_sens, "l2", "replace_one", "u = clip((x - c) / b, -1, 1): |u_j - u'_j| <= 2, so 2 sqrt(p) / n"),
+        plan.add("mean", "gaussian", mean_sens,
                  weight=split[0], calibration=self.calibration, description="column means of the unit-scale rows")
-        plan.add("second_moment", "gaussian",
-                 Sensitivity(second_sens, "l2", "replace_one", "u_j^2 in [0, 1]: sqrt(p) / n"),
+        plan.add("second_moment", "gaussian", second_sens,
                  weight=split[1], calibration=self.calibration, description="column means of the squared unit-scale rows")
         return plan
 

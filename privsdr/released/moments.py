@@ -3,14 +3,12 @@
 Rows are shifted by a public centre and clipped to public per-column bounds |x_j| <= c_j. Three releases,
 replace-one with n public (``core.sufficient`` for the algebra):
 
-* ``slice_sums``   s = [sum_{i in h} x_i]_h / n  (p x H), Gaussian; L2 sensitivity 2 ||c|| / n
-  (a record replaced within its slice moves one column by ||x - x'|| <= 2||c||; moved between slices
-  it changes two columns, by sqrt(||x||^2 + ||x'||^2) <= sqrt(2) ||c||);
-* ``slice_counts`` (n_h / n)_h, Gaussian; L2 sensitivity sqrt(2) / n;
-* ``second_moment`` X^T X / n, symmetric-matrix Gaussian (Analyze-Gauss, analytic calibration);
-  upper-triangle L2 sensitivity sqrt(||x||^4 + ||x'||^4) / n <= sqrt(2) ||c||^2 / n.
+* ``slice_sums``   s = [sum_{i in h} x_i]_h / n  (p x H), Gaussian: the Gram block X^T e_h / n;
+* ``slice_counts`` (n_h / n)_h, Gaussian: the block 1^T e_h / n;
+* ``second_moment`` X^T X / n, symmetric-matrix Gaussian (Analyze-Gauss, analytic calibration): the block X^T X / n.
 
-``add_moment_nodes`` is the one place these sensitivities are declared, for every producer: DPSIR in memory, over
+Their sensitivities (2 ||c|| / n, sqrt(2) / n, sqrt(2) ||c||^2 / n) come from the Gram-block spec (``gram``), where
+they are derived. ``add_moment_nodes`` is the one place these nodes are declared, for every producer: DPSIR in memory, over
 chunks or on Dask (central Gaussian noise), and FederatedSIR's secure aggregation (``distributed=``: the same
 releases as sums of the clients' statistics with distributed discrete Gaussian noise, ``privsdr.secure``).
 
@@ -28,10 +26,10 @@ import attrs
 import numpy as np
 
 from .. import core
-from ..mechanisms import Sensitivity
 from ..plan import Plan
+from . import gram
 from .record import Released
-from .regression import symmetric_noise, with_noise_message
+from .regression import NOISE_WARNING_SHARE, symmetric_noise, with_noise_message
 
 RELATION = "replace_one"
 #: budget weights of the three releases (the counts need little: n_h / n is large against sqrt(2)/n)
@@ -44,7 +42,7 @@ def add_moment_nodes(plan: Plan, n: int, p: int, bound: np.ndarray, parents: tup
     (``row_bound``: a public bound on ||x|| instead, for rows clipped in L2). ``distributed=(parties, colluders)``:
     released as secure aggregates with distributed discrete Gaussian noise (``n_slices`` H sizes them)."""
     c2 = float(row_bound) ** 2 if row_bound is not None else float(np.sum(np.asarray(bound, dtype=float) ** 2))
-    c = math.sqrt(c2)
+    c = math.sqrt(c2)  # ||x|| <= c: the Gram blocks' row bound (``gram``)
     vector, symmetric = "gaussian", "symmetric_gaussian"
     params: dict[str, dict[str, Any]] = {"slice_sums": {}, "slice_counts": {}, "second_moment": {}}
     if distributed is not None:
@@ -56,15 +54,15 @@ def add_moment_nodes(plan: Plan, n: int, p: int, bound: np.ndarray, parents: tup
         params = {"slice_sums": {**shares, "dimension": p * n_slices}, "slice_counts": {**shares, "dimension": n_slices},
                   "second_moment": {**shares, "dimension": p * (p + 1) // 2}}
     plan.add("slice_sums", vector,
-             Sensitivity(2.0 * c / n, "l2", RELATION, "||x - x'|| <= 2||c|| within a slice; sqrt(2)||c|| across slices; / n"),
+             gram.slice_sums(c, RELATION, n, c2),
              weight=WEIGHTS["slice_sums"], calibration="analytic", parents=parents, params=params["slice_sums"],
              description="slice sums of the clipped rows / n (p x H): the slice means and the mean")
     plan.add("slice_counts", vector,
-             Sensitivity(math.sqrt(2.0) / n, "l2", RELATION, "a record moved between two slices changes two counts by 1; / n"),
+             gram.slice_counts(RELATION, n),
              weight=WEIGHTS["slice_counts"], calibration="analytic", parents=parents, params=params["slice_counts"],
              description="slice proportions n_h / n")
     plan.add("second_moment", symmetric,
-             Sensitivity(math.sqrt(2.0) * c2 / n, "l2", RELATION, "||xx^T - x'x'^T||_F / n <= sqrt(||x||^4 + ||x'||^4) / n <= sqrt(2)||c||^2 / n"),
+             gram.xtx(c, RELATION, n, c2),
              weight=WEIGHTS["second_moment"], calibration="analytic", params=params["second_moment"],
              description="X^T X / n of the clipped rows (Analyze-Gauss)")
 
@@ -123,10 +121,6 @@ def noise_error(release: MomentRelease, B: np.ndarray, K: int, centred: bool, rn
         return 0.0
     dists = [core.projection_distance(release.resampled(rng).directions(K, centred)[0], B) for _ in range(reps)]
     return float(np.median(dists))
-
-
-#: warn when the noise alone moves the estimate by more than this share of a random subspace's distance
-NOISE_WARNING_SHARE = 0.5
 
 
 def noise_message(noise: float, random: float, K: int, p: int) -> str:

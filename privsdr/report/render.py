@@ -11,9 +11,10 @@ import html
 import io
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .report import PrivacyReport
+if TYPE_CHECKING:  # for the annotations only: ``report`` imports this module to render itself
+    from .report import PrivacyReport
 
 
 def _f(x: Any, digits: int = 4) -> str:

@@ -160,7 +160,7 @@ class PrivacyReport:
 
     def not_private(self, reason: str) -> PrivacyReport:
         """This report relabelled NOT PRIVATE for a cause the run itself could not see (``reason``; e.g. the fit sat in a
-        scikit-learn Pipeline behind a step fitted on the rows without noise, ``privsdr.preprocessing.pipeline``): status
+        scikit-learn Pipeline behind a step fitted on the rows without noise, ``privsdr._pipeline``): status
         ``none`` and every node ``none``, the status line and a note give the reason. The releases, their noise and what
         they cost the ledger are unchanged (the totals are still charged). Idempotent: the same reason is added once."""
         note = f"not private: {reason}"

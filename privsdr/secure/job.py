@@ -32,6 +32,7 @@ from typing import Any
 import attrs
 
 from ..errors import ValidationError
+from ..mechanisms.distributed import honest_majority
 from .addresses import check_addresses, is_loopback
 from .crossproducts import CrossProducts
 
@@ -141,7 +142,7 @@ class AggregationJob:
             raise ValidationError(f"secure aggregation needs at least 3 distinct parties (an honest majority among them), got {list(self.parties)}")
         if not set(self.inputs) <= set(self.parties) or not self.inputs or len(set(self.inputs)) != len(self.inputs):
             raise ValidationError(f"the contributing parties {list(self.inputs)} must be distinct parties of {list(self.parties)}")
-        if isinstance(self.threshold, bool) or not isinstance(self.threshold, int) or not 1 <= self.threshold or 2 * self.threshold >= m:
+        if isinstance(self.threshold, bool) or not isinstance(self.threshold, int) or not honest_majority(m, self.threshold):
             raise ValidationError(f"the collusion threshold t must satisfy 1 <= t < m/2 = {m / 2:g} (honest majority), got {self.threshold!r}")
         if not self.nodes or len({n.name for n in self.nodes}) != len(self.nodes):
             raise ValidationError("a job needs at least one node, with distinct names")

@@ -1,6 +1,6 @@
 """Vertically partitioned data: parties hold different columns of the same people (issue 13).
 
-The party layer (``layout``, ``messages``, ``engine``) runs any protocol whose every message is a
+The party engine (``privsdr.parties``: layout, messages, engine, the party process) runs any protocol whose every message is a
 plan node's release or post-processing of one; DP-BCD (``dpbcd``) is the first protocol on it, PRIDE (``pride``, issue 14) the second.
 ``SecureVerticalRegression`` (``secure_regression``, issue 23) does not use the party layer: the parties compute
 X^T X and X^T y inside a secure computation (``privsdr.secure``) and the model is post-processing of that release.
@@ -8,9 +8,7 @@ X^T X and X^T y inside a secure computation (``privsdr.secure``) and the model i
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_getattr
-from .dpbcd import DPBCDConfig, DPBCDProtocol, DPBCDResult
-from .dpbcd_steps import DegenerateResidualError
-from .engine import (
+from ..parties.engine import (
     Action,
     ActionResult,
     Outgoing,
@@ -27,9 +25,11 @@ from .engine import (
     run_protocol,
     split_plan,
 )
-from .layout import Layout, Party, PartyInfo, check_parties
-from .messages import Mailbox, PartyMessage, message_id
-from .party_process import PartyOutcome, run_party
+from ..parties.layout import Layout, Party, PartyInfo, check_parties
+from ..parties.messages import Mailbox, PartyMessage, message_id
+from ..parties.party_process import PartyOutcome, run_party
+from .dpbcd import DPBCDConfig, DPBCDProtocol, DPBCDResult
+from .dpbcd_steps import DegenerateResidualError
 from .pride import LargeDeltaWarning, PRIDEConfig, PRIDEProtocol, PRIDEResult
 
 _ESTIMATORS = {"DPBCDRegression": ".estimator", "PRIDERegressor": ".pride_estimator", "SecureVerticalRegression": ".secure_regression",

@@ -33,13 +33,13 @@ from ..accounting import Budget
 from ..core import BlockSolver, gamma_min
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity
+from ..parties.engine import Action, ActionResult, Outgoing, ProtocolAbort, Stage, VerticalProtocol
+from ..parties.layout import Layout, Party
+from ..parties.messages import PartyMessage, message_id
 from ..plan import NoiseTicket, Plan
 from ..released.regression import NOISE_WARNING_SHARE
 from . import dpbcd_shrinkage as shrinkage
 from . import dpbcd_steps as steps
-from .engine import Action, ActionResult, Outgoing, ProtocolAbort, Stage, VerticalProtocol
-from .layout import Layout, Party
-from .messages import PartyMessage, message_id
 
 MODES = ("certified", "paper", "none")
 #: certified mode's post-processing of each step: the noise-aware James-Stein factor (default) or none (issue 23's fit)

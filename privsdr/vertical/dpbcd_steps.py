@@ -27,6 +27,7 @@ import numpy as np
 
 from ..core import BlockSolver, clip_rows_l2, eigen_floor, local_residual
 from ..errors import ValidationError
+from ..released import gram
 
 #: a positive stand-in for a zero sensitivity (the release then equals public data: any noise is enough)
 TINY = 1e-300
@@ -121,17 +122,17 @@ def remainder_query(u: np.ndarray, Xc: np.ndarray, increment: np.ndarray) -> np.
 # -- certified mode: sensitivities (public quantities only) -------------------------------------
 def gram_sensitivity(row_bound: float) -> float:
     """||x x^T - x' x'^T||_F <= sqrt(2) C^2 for ||x||, ||x'|| <= C (the upper triangle is no larger)."""
-    return math.sqrt(2.0) * row_bound * row_bound
+    return gram.xtx(row_bound, "replace_one").value
 
 
 def label_statistic_sensitivity(row_bound: float, label_bound: float) -> float:
     """||x y - x' y'|| <= 2 C_i C_y."""
-    return 2.0 * row_bound * label_bound
+    return gram.xty(row_bound, label_bound, "replace_one").value
 
 
 def label_sum_sensitivity(label_bound: float) -> float:
     """|clip(y_r) - clip(y'_r)| <= 2 C_y: replacing one row moves the sum of the clipped labels by at most this."""
-    return 2.0 * label_bound
+    return gram.label_sum(label_bound, "replace_one").value
 
 
 def statistic_sensitivity(row_bound: float, remainder_bound: float) -> float:

@@ -21,11 +21,11 @@ from ..accounting.default import ledger_for
 from ..algorithms._base import PrivateEstimator, check_matrix
 from ..core import split_columns
 from ..errors import ValidationError
+from ..parties.engine import run_protocol
+from ..parties.layout import Layout, Party, PartyInfo, is_block_list, pooled_label
 from ..persistence import model_class
 from ..plan import CalibratedPlan
 from .dpbcd import DPBCDConfig, DPBCDProtocol, diagnosed
-from .engine import run_protocol
-from .layout import Layout, Party, PartyInfo, is_block_list, pooled_label
 
 
 class VerticalModel:

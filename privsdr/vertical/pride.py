@@ -49,12 +49,12 @@ from ..accounting import Budget
 from ..core import LocalDesign, default_lambdas, kfold, party_sketch, ridge_alpha
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity
+from ..parties.engine import Action, ActionResult, Outgoing, Stage, VerticalProtocol
+from ..parties.layout import Layout, Party
+from ..parties.messages import PartyMessage, message_id
 from ..plan import NoiseTicket, Plan
 from ..released.regression import PRETEST_LEVEL, with_noise_message
 from . import pride_steps as steps
-from .engine import Action, ActionResult, Outgoing, Stage, VerticalProtocol
-from .layout import Layout, Party
-from .messages import PartyMessage, message_id
 
 MODES = ("certified", "paper", "none")
 RELATIONS = {"entry": "replace_entry", "row": "replace_one"}

@@ -20,12 +20,12 @@ from ..accounting.default import ledger_for
 from ..algorithms._base import PrivateEstimator, check_matrix
 from ..core import split_columns
 from ..errors import ValidationError
+from ..parties.engine import run_protocol
+from ..parties.layout import Layout, Party, PartyInfo, is_block_list, pooled_label
 from ..persistence import model_class
 from ..plan import CalibratedPlan
 from . import pride_steps as steps
-from .engine import run_protocol
 from .estimator import VerticalModel
-from .layout import Layout, Party, PartyInfo, is_block_list, pooled_label
 from .pride import PRIDEConfig, PRIDEProtocol, fallback_diagnosed, warn_if_fell_back
 
 

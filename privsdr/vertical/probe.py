@@ -16,10 +16,10 @@ from typing import Any
 import attrs
 import numpy as np
 
+from ..parties.engine import Action, VerticalProtocol
+from ..parties.layout import Party
+from ..parties.messages import PartyMessage
 from ..plan import CalibratedPlan, NoiseTicket
-from .engine import Action, VerticalProtocol
-from .layout import Party
-from .messages import PartyMessage
 
 
 @attrs.define

@@ -40,15 +40,15 @@ from ..algorithms._base import PrivateEstimator, check_matrix, check_positive, c
 from ..algorithms._pls_modes import ssp_postprocess
 from ..algorithms.adassp import adassp_solution
 from ..errors import PrivsdrError, ValidationError
-from ..mechanisms import Sensitivity
+from ..mechanisms.distributed import honest_majority
+from ..parties.layout import Layout, Party, check_parties, is_block_list
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
-from ..released import Released, from_run, regression
+from ..released import Released, from_run, gram, regression
 from ..secure import crossproducts
 from ..secure.addresses import check_addresses
 from ..secure.aggregate import agreed_own_party, decline_own_party, gram_inputs, gram_job, secure_gram_release
 from ..secure.certificates import load_credentials
-from .layout import Layout, Party, check_parties, is_block_list
 
 RELATION = "add_remove"
 NODES = ("xtx", "xty")
@@ -150,7 +150,7 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
             raise ValidationError(f"{HELPER!r} is the helper's name; rename that data party")
         with_helper = self.helper is True or (self.helper == "auto" and len(names) < 3)
         parties = ([HELPER] if with_helper else []) + names
-        if 2 * int(t) >= len(parties):
+        if not honest_majority(len(parties), int(t)):
             raise ValidationError(f"{len(parties)} parties ({', '.join(parties)}) tolerate t < {len(parties) / 2:g} colluders, not {t}: "
                                   + ("add a helper (helper=True)" if not with_helper else "use fewer colluders or more parties"))
         return parties, int(t)
@@ -217,10 +217,10 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         share = {"parties": len(c["parties"]), "colluders": c["t"], "grid_exponent": 2 * c["exponent"]}
         C, Cy = c["row_bound"], c["label_bound"]
         plan.add("xtx", "distributed_symmetric_gaussian",
-                 Sensitivity(C * C, "l2", RELATION, "||z z^T||_F = ||z||^2 <= C^2 (every party's block clipped, then rounded)"),
+                 gram.xtx(C, RELATION),
                  weight=c["weights"]["xtx"], calibration="analytic", params={**share, "dimension": P * (P + 1) // 2},
                  description="Z^T Z of the clipped, rounded rows (cross-blocks computed on secret shares)")
-        plan.add("xty", "distributed_gaussian", Sensitivity(C * Cy, "l2", RELATION, "||z y|| <= C C_y"), weight=c["weights"]["xty"],
+        plan.add("xty", "distributed_gaussian", gram.xty(C, Cy, RELATION), weight=c["weights"]["xty"],
                  calibration="analytic", params={**share, "dimension": P}, description="Z^T y of the clipped, rounded rows")
         return plan
 

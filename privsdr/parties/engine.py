@@ -35,7 +35,7 @@ import attrs
 
 from ..accounting import Budget, Charge, Cost, Ledger, Status, make_accountant
 from ..errors import PrivsdrError, ValidationError
-from ..federated.execution import client_seeds, run_clients
+from ..execution import client_seeds, run_clients
 from ..plan import CalibratedPlan, NoiseTicket, Plan, Run, tap
 from ..plan.execute import build_report
 from ..report import PrivacyReport

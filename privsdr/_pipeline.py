@@ -30,10 +30,9 @@ from typing import Any
 
 import attrs
 
-from .._sklearn import SklearnEstimator
-from ..errors import InputTypeError, NonPrivatePreprocessingWarning, ValidationError
-from ..persistence import public_sklearn_step
-from ..report import PrivacyReport
+from .errors import InputTypeError, NonPrivatePreprocessingWarning, ValidationError
+from .persistence import public_sklearn_step
+from .report import PrivacyReport
 
 ADVICE = ("use privsdr.preprocessing.PublicRangeScaler (declared public ranges, free) or DPStandardScaler (a DP mean and "
           "variance, charged to the ledger) instead")
@@ -92,7 +91,7 @@ def kind(step: Any, path: str = "", public: Iterable[str] = ()) -> str:
     non-composite step (module docstring)."""
     if step is None or (isinstance(step, str) and step in ("passthrough", "drop")):
         return "public"
-    if isinstance(step, SklearnEstimator):
+    if isinstance(getattr(type(step), "privacy_report_", None), PrivacyRecord):  # a privsdr estimator (``_sklearn``)
         return "public" if getattr(type(step), "model_public", False) else "private"
     if path in set(public) or public_sklearn_step(step):
         return "public"
@@ -231,3 +230,32 @@ def warn_if_behind_reading_steps(estimator: Any) -> None:
                       f"without noise: {_steps_text(seen)}. It was fitted on a function of statistics that were never noised, so its "
                       f"privacy guarantee does not hold for this pipeline and its privacy report says NOT PRIVATE; {ADVICE} "
                       "(privsdr.check_pipeline(pipe) lists every such step)", NonPrivatePreprocessingWarning, stacklevel=4)
+
+
+class PrivacyRecord:
+    """A fitted privacy record attribute (``privacy_report_``, ``privacy_reports_``, ``privacy_``), kept in the instance's
+    ``__dict__`` under its own name (so ``vars``, pickling and scikit-learn's fitted check see a plain attribute). A value
+    set while the fit sits in a scikit-learn Pipeline behind a step fitted on the rows without noise is stored
+    relabelled NOT PRIVATE (``relabelled_behind_reading_steps``): the label follows the warning for
+    every estimator, whichever order its fit sets the report and records its features in. Relabelling only ever lowers
+    a label, so a loaded model keeps the label it was saved with."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        try:
+            return obj.__dict__[self.name]
+        except KeyError:
+            raise AttributeError(f"{type(obj).__name__!r} object has no attribute {self.name!r}") from None
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__[self.name] = relabelled_behind_reading_steps(obj, value)
+
+    def __delete__(self, obj: Any) -> None:
+        try:
+            del obj.__dict__[self.name]
+        except KeyError:
+            raise AttributeError(self.name) from None

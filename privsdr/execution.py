@@ -1,6 +1,7 @@
-"""Running the clients: in process, on any ``concurrent.futures.Executor``, or on Dask.
+"""Running the tasks of a multi-party protocol (FSIR's clients, a vertical protocol's parties): in process, on any
+``concurrent.futures.Executor``, or on Dask. Shared by ``privsdr.federated`` and ``privsdr.vertical``.
 
-Each client draws its noise from its own child of one ``SeedSequence`` (``spawn``), so results do
+Each client or party draws its noise from its own child of one ``SeedSequence`` (``spawn``), so results do
 not depend on the scheduler. On Dask the tasks are submitted with ``pure=False``: otherwise Dask
 would recognise identical calls and reuse one noisy result for several clients.
 """
@@ -14,6 +15,7 @@ import numpy as np
 
 
 def client_seeds(random_state: Any, count: int) -> list[np.random.SeedSequence]:
+    """``count`` independent child seeds of ``random_state`` (an int, a SeedSequence or a Generator), one per task."""
     if isinstance(random_state, np.random.SeedSequence):
         root = random_state
     elif isinstance(random_state, np.random.Generator):
