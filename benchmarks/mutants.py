@@ -419,6 +419,22 @@ MUTANTS = (
            "        theta, ridge, lambda_lo = adassp_solution(Released({**released.arrays, \"xtx\": gram}, released.scales, "
            "released.n, released.relation, released.source), c[\"rho\"], constant, c[\"bound_y\"])",
            ("tests/test_adassp.py", "tests/test_replay.py")),
+    # issue 33 item 3: the certified AdaSSP's own DP mean (count and label sum, pooled with the constant column's)
+    Mutant("adassp_y_sum_half_sensitivity", "the DP mean's label sum declared at C_y / 2: half its noise",
+           "privsdr/algorithms/adassp.py", 'sens(label_bound, "|y - mu_y| <= C_y after clipping")',
+           'sens(label_bound / 2, "|y - mu_y| <= C_y after clipping")', ("tests/test_never_worse.py",)),
+    Mutant("adassp_count_half_sensitivity", "the DP mean's count declared at 1/2: half its noise",
+           "privsdr/algorithms/adassp.py", 'sens(1.0, "one row adds 1 to the count")', 'sens(0.5, "one row adds 1 to the count")',
+           ("tests/test_never_worse.py",)),
+    Mutant("adassp_y_sum_noise_halved", "the label sum is released with half its calibrated noise (sensitivity C_y / 2 at release)",
+           "privsdr/algorithms/adassp.py", 'run.release("y_sum", np.array([label_sum]))',
+           'run.release("y_sum", np.array([label_sum]), sensitivity=c["bound_y"] / 2)', ("tests/test_never_worse.py",)),
+    Mutant("adassp_fallback_reads_noise_free_sum", "the fallback's DP mean pools the noise-free label sum (its release charged, unused)",
+           "privsdr/algorithms/adassp.py", "        released = from_run(run, NODES + (DP_MEAN_NODES if c[\"shrink\"] else ()), n=public_n, source=source)",
+           "        released = from_run(run, NODES + (DP_MEAN_NODES if c[\"shrink\"] else ()), n=public_n, source=source)\n"
+           "        if c[\"shrink\"]:\n            released = Released({**released.arrays, \"y_sum\": np.array([label_sum])}, released.scales, "
+           "released.n, released.relation, released.source)",
+           ("tests/test_never_worse.py", "tests/test_replay.py")),
     # issue 23: the secure vertical Gram (cross-products of secret-shared columns)
     Mutant("secure_vertical_gram_half_sensitivity", "the secure Gram declares ||z||^2 / 2 (half its sensitivity): half its noise",
            "privsdr/vertical/secure_regression.py", 'Sensitivity(C * C, "l2", RELATION,', 'Sensitivity(C * C / 2, "l2", RELATION,',

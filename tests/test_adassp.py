@@ -80,10 +80,13 @@ def test_with_noise_it_is_charged_once_and_close_to_ols_when_the_signal_dominate
     ledger = Ledger(Budget(1.0, 1e-6))
     est = AdaSSPRegression(bound_x=1.0, bound_y=3.0, ledger=ledger, random_state=0).fit(X, y)
     assert est.privacy_report_.status == "certified" and ledger.spent.epsilon == pytest.approx(1.0, rel=1e-3)
-    assert [n.name for n in est.privacy_report_.nodes] == ["lambda_min", "xtx", "xty"]
+    # the paper's three releases, and the certified fallback's DP mean (count, label sum; issue 33)
+    assert [n.name for n in est.privacy_report_.nodes] == ["lambda_min", "xtx", "xty", "count", "y_sum"]
     ols = LinearRegression().fit(X, y).score(X, y)
     assert est.score(X, y) > ols - 0.03
-    assert set(est.released_.arrays) == {"lambda_min", "xtx", "xty"} and est.released_.relation == "add_remove"
+    assert set(est.released_.arrays) == {"lambda_min", "xtx", "xty", "count", "y_sum"} and est.released_.relation == "add_remove"
+    published = AdaSSPRegression(bound_x=1.0, bound_y=3.0, shrinkage="none", budget=Budget(1.0, 1e-6), random_state=0).fit(X, y)
+    assert [n.name for n in published.privacy_report_.nodes] == ["lambda_min", "xtx", "xty"]  # Wang (2018) as published
 
 
 def test_with_little_data_the_ridge_grows_and_shrinks_the_coefficients():
@@ -248,8 +251,10 @@ def test_the_intercept_comes_from_the_dp_mean_of_y_not_from_the_public_centre():
         X, y = linear_data(1000, seed=seed)
         with pytest.warns(NoiseDominatesWarning):
             est = AdaSSPRegression(bound_x=1.0, bound_y=20.0, budget=Budget(0.3, 1e-6), random_state=seed).fit(X, y + 10.0)
-        r = est.released_
-        dp_mean = r["xty"][-1] / r["xtx"][-1, -1]  # (c sum y) / (n c^2) times c, c = bound_x = 1
-        x_bar = r["xtx"][:-1, -1] / r["xtx"][-1, -1]
+        r, s = est.released_, est.released_.scales
+        # c = bound_x = 1: the constant column's n (G_cc) and sum y ((Z^T y)_c), each pooled with its own release
+        n = (r["xtx"][-1, -1] / s["xtx"] ** 2 + r["count"][0] / s["count"] ** 2) / (1 / s["xtx"] ** 2 + 1 / s["count"] ** 2)
+        total = (r["xty"][-1] / s["xty"] ** 2 + r["y_sum"][0] / s["y_sum"] ** 2) / (1 / s["xty"] ** 2 + 1 / s["y_sum"] ** 2)
+        dp_mean, x_bar = total / n, r["xtx"][:-1, -1] / n
         assert est.intercept_ + x_bar @ est.coef_ == pytest.approx(dp_mean, rel=1e-9)
         assert 8.0 < est.intercept_ < 12.5

@@ -19,7 +19,7 @@ import pytest
 from privsdr import DPPLS, AdaSSPRegression, Budget, DPBCDRegression, PRIDERegressor
 from privsdr.datasets.vertical import dpbcd_synthetic
 from privsdr.released import Released
-from privsdr.released.regression import dp_centred, symmetric_noise
+from privsdr.released.regression import dp_centred, pooled_sums, symmetric_noise, towards_dp_mean
 
 THRESHOLD = -0.05  #: pre-registered (issue 33): the smallest test R^2 over the 20 folds, and against the DP mean
 EPSILONS = (1.0, 8.0)
@@ -92,7 +92,8 @@ def fitted(name: str, X: np.ndarray, y: np.ndarray, b: dict[str, float], eps: fl
     if name == "AdaSSP":
         est = AdaSSPRegression(bound_x=b["bound_x"], bound_y=b["bound_y"], y_center=b["y_center"], budget=budget, random_state=seed)
         est.fit(X, y)
-        return est, b["y_center"] + dp_centred(est.released_["xtx"], est.released_["xty"], b["bound_x"], b["bound_y"])[1]
+        sums = pooled_sums(est.released_, b["bound_x"])
+        return est, b["y_center"] + dp_centred(est.released_["xtx"], est.released_["xty"], b["bound_x"], b["bound_y"], sums)[1]
     if name.startswith("DPPLS"):
         mode = "certified" if name.endswith("S2") else "certified_iterative"
         est = DPPLS(2, mode=mode, bound_x=b["bound_x"], bound_y=b["bound_y"], y_center=b["y_center"], budget=budget,
@@ -132,11 +133,14 @@ def scores(name: str, dataset: str, eps: float) -> tuple[np.ndarray, np.ndarray]
     return np.array(model), np.array(trivial)
 
 
-#: cells that still miss the threshold with these seeds (issue 33, not done; docs/accuracy.md): strict, so a fix shows
+#: cells that still miss the threshold with these seeds (issue 33, not done; docs/accuracy.md): strict, so a fix shows.
+#: Not a proof that the bar is out of reach: AdaSSP as published (shrinkage="none", the same releases) reaches
+#: min -0.007 there; the fallbacks throw away signal the releases carry, and the DP mean alone cannot clear the bar on
+#: these 88-row test folds (the exact training mean itself reaches -0.042)
 KNOWN_GAPS = {
-    ("absolute", "DPPLS S1", "simulation", 1.0): "the DP mean's noise at 800 rows (one of S1's eleven releases)",
-    ("absolute", "AdaSSP", "simulation", 1.0): "the DP mean of the constant column is 3 sds off in one fold",
-    ("absolute", "DPBCD", "simulation", 1.0): "the DP mean's noise (replace-one label sum) at n = 800",
+    ("absolute", "AdaSSP", "diabetes", 1.0): "falls back to the DP mean in 18 of 20 folds (noise ratio > 1); the DP mean "
+                                             "alone misses by its own noise",
+    ("absolute", "DPBCD", "diabetes", 1.0): "falls back to the DP mean in every fold; the DP mean alone misses by its own noise",
 }
 
 
@@ -153,17 +157,73 @@ def test_never_worse_than_its_own_dp_mean(name: str, dataset: str, eps: float) -
     assert float(np.min(model - trivial)) >= THRESHOLD, (model - trivial).round(3)
 
 
-@pytest.mark.parametrize(("name", "dataset", "eps"), cells("absolute", lambda dataset, eps: not (dataset == "diabetes" and eps == 1.0)))
+@pytest.mark.parametrize(("name", "dataset", "eps"), cells("absolute", lambda dataset, eps: True))
 def test_min_test_r2(name: str, dataset: str, eps: float) -> None:
-    """Issue 33's threshold: the smallest test R^2 over the 20 folds is at least -0.05. Diabetes at eps = 1 is left
-    out: there the exact training mean itself reaches -0.042 on its 88-row test folds, so any DP mean must be within
-    about 1 % of sd(y), which eps = 1 cannot buy at n = 354 with the documented range (docs/accuracy.md)."""
+    """Issue 33's threshold: the smallest test R^2 over the 20 folds is at least -0.05. On diabetes at eps = 1 a fit
+    that falls back fully has little room: the exact training mean itself reaches -0.042 on its 88-row test folds."""
     model, _ = scores(name, dataset, eps)
     assert float(np.min(model)) >= THRESHOLD, model.round(3)
 
 
-def test_the_exact_mean_leaves_no_room_on_diabetes() -> None:
-    """Why diabetes at eps = 1 is tested against the DP mean only: the training mean itself scores below -0.04."""
+def test_the_exact_mean_leaves_little_room_on_diabetes() -> None:
+    """Why a fit that falls back fully on diabetes rarely clears the bar: the training mean itself scores below -0.04."""
     X, y, _ = data("diabetes")
     worst = min(r2(y[test], np.full(len(test), y[train].mean())) for train, test in folds(len(y)))
     assert -0.05 < worst < -0.04
+
+
+# -- the certified AdaSSP's own DP mean (count and label sum, pooled with the constant column's) -------------------
+def small_data(n: int = 60, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-0.5, 0.5, (n, 3))
+    return X, 4.0 + X @ np.array([1.0, -1.0, 0.5]) + rng.uniform(-3, 3, n)  # some labels beyond the bound 2 around 4
+
+
+def test_noise_off_the_dp_mean_releases_are_the_count_and_the_clipped_label_sum() -> None:
+    """Noise off: ``count`` is n and ``y_sum`` the sum of clip(y - mu_y, +-C_y) (recomputed here from the rows), the
+    pooled n and sum equal both, and a fit whose slopes are dropped (``towards_dp_mean`` at ratio 1) predicts
+    mu_y + the clipped mean. The published variant (shrinkage="none") releases neither."""
+    X, y = small_data()
+    est = AdaSSPRegression(bound_x=1.0, bound_y=2.0, y_center=4.0, budget=Budget.infinite(), random_state=0).fit(X, y)
+    clipped = np.clip(y - 4.0, -2.0, 2.0)
+    assert est.released_["count"][0] == len(y) and est.released_["y_sum"][0] == pytest.approx(clipped.sum(), abs=1e-12)
+    n, total = pooled_sums(est.released_, 1.0)
+    assert n == len(y) and total == pytest.approx(clipped.sum(), abs=1e-10)
+    x_bar = dp_centred(est.released_["xtx"], est.released_["xty"], 1.0, 2.0, (n, total))[0]
+    coef, intercept, factor = towards_dp_mean(est.coef_, est.intercept_, x_bar, 1.0)
+    assert factor == 0.0 and np.all(coef == 0.0) and intercept == pytest.approx(4.0 + clipped.mean(), abs=1e-10)
+    published = AdaSSPRegression(bound_x=1.0, bound_y=2.0, y_center=4.0, shrinkage="none", budget=Budget.infinite()).fit(X, y)
+    assert set(published.released_.arrays) == {"lambda_min", "xtx", "xty"}
+
+
+def test_the_pooled_sums_are_the_inverse_variance_averages_of_a_hand_made_release() -> None:
+    """n~ and sum~ average the constant column's estimate (G_cc / c^2, (Z^T y)_c / c) with the own release's, each
+    weighted by the other's variance: with c = 2, s_G = 4 (sd of G_cc / c^2 = 1), s_count = 2: n~ = (100 / 1 + 110 / 4)
+    / (1 + 1 / 4) = 102; s_xty = 6 (sd 3), s_sum = 3: sum~ = (1000 / 9 + 1090 / 9) / (2 / 9) = 1045."""
+    released = Released({"xtx": np.array([[5.0, 1.0], [1.0, 400.0]]), "xty": np.array([7.0, 2000.0]), "count": np.array([110.0]),
+                         "y_sum": np.array([1090.0]), "lambda_min": np.array([0.0])},
+                        {"xtx": 4.0, "xty": 6.0, "count": 2.0, "y_sum": 3.0, "lambda_min": 1.0}, 0, "add_remove", "test")
+    n, total = pooled_sums(released, 2.0)
+    assert n == pytest.approx(102.0, rel=1e-12) and total == pytest.approx(1045.0, rel=1e-12)
+    without = Released({k: v for k, v in released.arrays.items() if k not in ("count", "y_sum")}, released.scales, 0, "add_remove", "test")
+    assert pooled_sums(without, 2.0) is None
+
+
+def test_the_dp_mean_releases_stay_within_their_declared_sensitivities() -> None:
+    """The count and the label sum, probed through the production fit on extreme add/remove neighbours (a record with
+    y far beyond the bound on either side): each moves by at most, and close to, its declared sensitivity (1, C_y)."""
+    from privsdr.audit import add_record_pair, probe_releases
+
+    X, y = small_data(12, seed=1)
+    datasets = [(X, y)] + [add_record_pair(X, y, row, label)[0] for row in (np.zeros(3), 5.0 * np.ones(3))
+                           for label in (4.0 + 50.0, 4.0 - 50.0)]
+
+    def fit(D: tuple[np.ndarray, np.ndarray]) -> Any:
+        return AdaSSPRegression(bound_x=1.0, bound_y=2.0, y_center=4.0, budget=Budget.infinite(), random_state=0).fit(*D)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = probe_releases(fit, datasets, [(0, i) for i in range(1, len(datasets))])
+    for node, declared in (("count", 1.0), ("y_sum", 2.0)):
+        assert results[node].passed, results[node].summary()
+        assert results[node].declared == pytest.approx(declared) and results[node].max_change >= 0.99 * declared

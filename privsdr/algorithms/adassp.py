@@ -5,7 +5,9 @@ Rows are shifted by public centres and clipped: x <- (x - mu_x) min(1, C_x / ||x
 -C_y, C_y); with ``fit_intercept`` the public constant C_x is appended to every row (z = (x, C_x), ||z||^2 <= 2 C_x^2
 = C^2: the slopes pay at most twice the noise of a model without intercept, and the intercept's column is on their
 scale, whatever the units of x; its coefficient times C_x is the intercept).
-Three releases, add/remove-one (n is not public, as in DPPLS's S2):
+Three releases, add/remove-one (n is not public, as in DPPLS's S2); the certified default (``shrinkage="snr"``)
+adds the DP mean's ``count`` (sensitivity 1) and ``y_sum`` (sum of the clipped labels, C_y), pooled with the
+constant column's count and label sum by inverse variance (``released.regression.pooled_sums``; issue 33):
 
 =============  ===========================  ============================================================
 node           statistic                    L2 sensitivity (add/remove one row z)
@@ -55,12 +57,18 @@ from .forecast import ForecastMixin, forecast_regression
 
 RELATION = "add_remove"
 NODES = ("lambda_min", "xtx", "xty")
+DP_MEAN_NODES = ("count", "y_sum")  #: the certified fallback's own DP mean (``shrinkage="snr"``, issue 33)
 DEFAULT_WEIGHTS = {"lambda_min": 1.0, "xtx": 1.0, "xty": 1.0}  #: AdaSSP's equal thirds
+#: the DP mean's releases beside them (``shrinkage="snr"``): the fallback is the DP mean, whose noise alone decides a
+#: fallen-back fit's error, so it gets its own count and label sum (sensitivities 1 and C_y instead of the constant
+#: column's 2 C_x^2 and sqrt(2) C_x C_y at a third of the budget)
+DP_MEAN_WEIGHTS = {"count": 0.5, "y_sum": 1.0}
 SHRINKAGES = ("snr", "none")
 
 
 def add_adassp_nodes(plan: Plan, row_bound: float, label_bound: float, weights: dict[str, float]) -> None:
-    """The three releases of AdaSSP for rows with ||z|| <= ``row_bound`` and |y| <= ``label_bound`` (public)."""
+    """The three releases of AdaSSP for rows with ||z|| <= ``row_bound`` and |y| <= ``label_bound`` (public), and the
+    DP mean's ``count`` and ``y_sum`` when ``weights`` names them."""
     c2 = row_bound * row_bound
 
     def sens(value: float, derivation: str) -> Sensitivity:
@@ -72,6 +80,12 @@ def add_adassp_nodes(plan: Plan, row_bound: float, label_bound: float, weights: 
              weight=weights["xtx"], calibration="analytic", description="Z^T Z of the clipped rows (Analyze-Gauss)")
     plan.add("xty", "gaussian", sens(row_bound * label_bound, "||z y|| <= C C_y"), weight=weights["xty"],
              calibration="analytic", description="Z^T y of the clipped rows")
+    if "y_sum" in weights:
+        plan.add("count", "gaussian", sens(1.0, "one row adds 1 to the count"), weight=weights["count"], calibration="analytic",
+                 description="number of rows (the DP mean, pooled with the constant column's)")
+        plan.add("y_sum", "gaussian", sens(label_bound, "|y - mu_y| <= C_y after clipping"), weight=weights["y_sum"],
+                 calibration="analytic", description="sum of the clipped responses y - mu_y (the DP mean, pooled with the "
+                                                     "constant column's)")
 
 
 def adassp_solution(released: Released, failure_probability: float = 0.05, constant: float | None = None,
@@ -92,8 +106,9 @@ def adassp_solution(released: Released, failure_probability: float = 0.05, const
     gram, xty = released["xtx"], released["xty"].ravel()
     rho = float(failure_probability)
     s_gram = released.scales["xtx"]
-    if constant is not None:
-        x_bar, y_bar, metric, target = regression.dp_centred(gram, xty, constant, label_bound)
+    if constant is not None:  # with a count and label sum of their own, pooled with the constant column's
+        x_bar, y_bar, metric, target = regression.dp_centred(gram, xty, constant, label_bound,
+                                                             regression.pooled_sums(released, constant))
     else:
         metric, target = gram, xty
     d = metric.shape[0]
@@ -116,7 +131,8 @@ def chunk_statistics(X: np.ndarray, y: np.ndarray | None, *, x_center: np.ndarra
                      bound_y: float, intercept: bool) -> dict[str, Any]:
     """One row chunk's Z^T Z and Z^T y of its clipped rows (``privsdr.rows``: chunks add up)."""
     Z = design(X, x_center, bound_x, intercept)
-    return {"xtx": Z.T @ Z, "xty": Z.T @ clip_y(np.asarray(y), y_center, bound_y)}
+    labels = clip_y(np.asarray(y), y_center, bound_y)
+    return {"xtx": Z.T @ Z, "xty": Z.T @ labels, "y_sum": np.array([float(labels.sum())])}
 
 
 def design(X: np.ndarray, x_center: np.ndarray, bound_x: float, intercept: bool) -> np.ndarray:
@@ -137,14 +153,16 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
     x_center, y_center: public centres (default 0); never read off the data.
     fit_intercept: append the constant C_x to every row (its coefficient times C_x is the intercept; penalised like the rest).
     failure_probability: rho of AdaSSP's ridge rule (module docstring).
-    weights: budget weights of the releases ``lambda_min``, ``xtx``, ``xty`` (default equal, as in the paper).
+    weights: budget weights of the releases ``lambda_min``, ``xtx``, ``xty`` (default equal, as in the paper) and,
+        with ``shrinkage="snr"``, ``count`` and ``y_sum`` (default 0.5 and 1).
     diagnose_noise: measure ``noise_ratio_`` (how far the noise alone moves the fitted predictions, relative to
         their spread: ``privsdr.released.regression``) and warn ``NoiseDominatesWarning`` above 1/2. Free.
     shrinkage: ``"snr"`` (default, with ``fit_intercept``): never worse than the DP mean (issue 33): the slopes are
         scaled by ``shrinkage_factor_`` = ``released.regression.fallback_factor(noise_ratio_)`` = max(0, 1 - r^2) and
         the intercept keeps the prediction at the DP means: the fit moves towards the DP mean of y its release
-        carries, and is that mean when the noise explains all of its spread (r >= 1); ``"none"``:
-        AdaSSP as published (Wang 2018). Post-processing; noise off it changes nothing.
+        carries, and is that mean when the noise explains all of its spread (r >= 1). That DP mean pools two more
+        releases, ``count`` and ``y_sum`` (weights ``DP_MEAN_WEIGHTS``, charged like the rest); ``"none"``:
+        AdaSSP as published (Wang 2018, its three releases). Noise off neither changes the fit.
     budget, ledger, accountant, random_state, tight, sampler: as for the other estimators.
     """
 
@@ -204,7 +222,8 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
         rho = check_positive(self.failure_probability, "failure_probability")
         if not rho < 1:
             raise ValidationError(f"failure_probability must be in (0, 1), got {rho}")
-        weights = dict(DEFAULT_WEIGHTS)
+        shrink = self.shrinkage == "snr" and bool(self.fit_intercept)
+        weights = {**DEFAULT_WEIGHTS, **(DP_MEAN_WEIGHTS if shrink else {})}
         for name, value in dict(self.weights or {}).items():
             if name not in weights:
                 raise ValidationError(f"unknown weight {name!r}; expected some of {sorted(weights)}")
@@ -218,7 +237,7 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
         row_bound = math.sqrt(2.0) * bound_x if self.fit_intercept else bound_x
         return {"bound_x": bound_x, "bound_y": bound_y, "x_center": x_center, "y_center": float(y_center),
                 "intercept": bool(self.fit_intercept), "rho": rho, "weights": weights, "row_bound": row_bound,
-                "shrink": self.shrinkage == "snr" and bool(self.fit_intercept)}
+                "shrink": shrink}
 
     def build_plan(self, n_features: int) -> Plan:
         """The release plan for data with ``n_features`` columns: public parameters only (n is not public)."""
@@ -259,7 +278,7 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
             n, m = int(total["n"]), int(total["p"])
             X_raw, shape = None, (n, m)
             gram = total["xtx"]
-            statistics: tuple[np.ndarray, np.ndarray] | None = ((gram + gram.T) / 2.0, total["xty"])
+            statistics: tuple[np.ndarray, np.ndarray, float] | None = ((gram + gram.T) / 2.0, total["xty"], float(total["y_sum"][0]))
         else:
             X = check_matrix(X, "X", min_rows=1)
             if y is None:
@@ -275,13 +294,17 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
         with Run(calibrated, ledger, random_state=self.random_state, data_shape=shape, algorithm="AdaSSPRegression") as run:
             if statistics is None:
                 Z = design(X, c["x_center"], c["bound_x"], c["intercept"])
-                statistics = (Z.T @ Z, Z.T @ clip_y(y, c["y_center"], c["bound_y"]))
-            gram, xty = statistics
+                labels = clip_y(y, c["y_center"], c["bound_y"])
+                statistics = (Z.T @ Z, Z.T @ labels, float(labels.sum()))
+            gram, xty, label_sum = statistics
             run.release("lambda_min", np.array([np.linalg.eigvalsh(gram)[0]]))
             run.release("xtx", gram)
             run.release("xty", xty)
+            if c["shrink"]:
+                run.release("count", np.array([float(shape[0])]))
+                run.release("y_sum", np.array([label_sum]))
         public_n = shape[0] if calibrated.relation.value == "replace_one" else 0  # n is not public under add/remove
-        released = from_run(run, NODES, n=public_n, source=source)
+        released = from_run(run, NODES + (DP_MEAN_NODES if c["shrink"] else ()), n=public_n, source=source)
         constant = c["bound_x"] if c["intercept"] else None
         theta, ridge, lambda_lo = adassp_solution(released, c["rho"], constant, c["bound_y"])
         m = shape[1]
@@ -304,7 +327,8 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
                                                        metric, rng)
             if c["shrink"]:  # never worse than the DP mean (issue 33): the fit predicts y_c + y_bar at x_c + x_bar
                 assert constant is not None  # the rule needs the release's DP means: the constant column
-                x_bar = regression.dp_centred(released["xtx"], released["xty"].ravel(), constant, c["bound_y"])[0]
+                x_bar = regression.dp_centred(released["xtx"], released["xty"].ravel(), constant, c["bound_y"],
+                                              regression.pooled_sums(released, constant))[0]
                 self.coef_, self.intercept_, self.shrinkage_factor_ = regression.towards_dp_mean(
                     self.coef_, self.intercept_, self.x_center_ + x_bar, self.noise_ratio_)
             self.privacy_report_ = regression.with_diagnostics(run.report, self.noise_ratio_)
@@ -312,13 +336,16 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
         return self
 
     def _released_row_count(self) -> int | None:
-        """n under replace-one; the DP count G_cc / c^2 of the constant column under add/remove (with an intercept)."""
+        """n under replace-one; under add/remove (with an intercept) the DP count: G_cc / c^2 of the constant column,
+        pooled with the ``count`` release when there is one."""
         self._check_fitted("released_", "plan_")
         if self.plan_.relation.value == "replace_one":
             return int(self.released_.n)
         if not self._checked(None)["intercept"]:
             return None
-        return max(2, round(regression.dp_count(self.released_["xtx"], float(self._checked(None)["bound_x"]))))
+        constant = float(self._checked(None)["bound_x"])
+        pooled = regression.pooled_sums(self.released_, constant)
+        return max(2, round(regression.dp_count(self.released_["xtx"], constant) if pooled is None else pooled[0]))
 
     # -- prediction --------------------------------------------------------------------------------
     def predict(self, X: Any) -> np.ndarray:
