@@ -426,9 +426,14 @@ MUTANTS = (
     Mutant("adassp_count_half_sensitivity", "the DP mean's count declared at 1/2: half its noise",
            "privsdr/algorithms/adassp.py", 'sens(1.0, "one row adds 1 to the count")', 'sens(0.5, "one row adds 1 to the count")',
            ("tests/test_never_worse.py",)),
-    Mutant("adassp_y_sum_noise_halved", "the label sum is released with half its calibrated noise (sensitivity C_y / 2 at release)",
-           "privsdr/algorithms/adassp.py", 'run.release("y_sum", np.array([label_sum]))',
-           'run.release("y_sum", np.array([label_sum]), sensitivity=c["bound_y"] / 2)', ("tests/test_never_worse.py",)),
+    Mutant("adassp_y_sum_noise_halved", "the label sum gets half its noise (twice the sum released, the output halved)",
+           "privsdr/algorithms/adassp.py", 'run.release("y_sum", np.array([label_sum]))', 'run.release("y_sum", np.array([2.0 * label_sum]))',
+           ("tests/test_never_worse.py",),
+           more=(("privsdr/algorithms/adassp.py",
+                  "        released = from_run(run, NODES + (DP_MEAN_NODES if c[\"shrink\"] else ()), n=public_n, source=source)",
+                  "        released = from_run(run, NODES + (DP_MEAN_NODES if c[\"shrink\"] else ()), n=public_n, source=source)\n"
+                  "        if c[\"shrink\"]:\n            released = Released({**released.arrays, \"y_sum\": released[\"y_sum\"] / 2}, "
+                  "released.scales, released.n, released.relation, released.source)"),)),
     Mutant("adassp_fallback_reads_noise_free_sum", "the fallback's DP mean pools the noise-free label sum (its release charged, unused)",
            "privsdr/algorithms/adassp.py", "        released = from_run(run, NODES + (DP_MEAN_NODES if c[\"shrink\"] else ()), n=public_n, source=source)",
            "        released = from_run(run, NODES + (DP_MEAN_NODES if c[\"shrink\"] else ()), n=public_n, source=source)\n"
