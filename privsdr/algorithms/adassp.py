@@ -5,9 +5,8 @@ Rows are shifted by public centres and clipped: x <- (x - mu_x) min(1, C_x / ||x
 -C_y, C_y); with ``fit_intercept`` the public constant C_x is appended to every row (z = (x, C_x), ||z||^2 <= 2 C_x^2
 = C^2: the slopes pay at most twice the noise of a model without intercept, and the intercept's column is on their
 scale, whatever the units of x; its coefficient times C_x is the intercept).
-Three releases, add/remove-one (n is not public, as in DPPLS's S2); the certified default (``shrinkage="snr"``)
-adds the DP mean's ``count`` (sensitivity 1) and ``y_sum`` (sum of the clipped labels, C_y), pooled with the
-constant column's count and label sum by inverse variance (``released.regression.pooled_sums``; issue 33):
+As published (``shrinkage="none"``, or without an intercept): three releases, add/remove-one (n is not public, as
+in DPPLS's S2):
 
 =============  ===========================  ============================================================
 node           statistic                    L2 sensitivity (add/remove one row z)
@@ -27,6 +26,13 @@ failure probability rho):
 so the ridge is as large as the Gram's noise can make its smallest eigenvalue wrong, and no larger: with noise
 off it is 0 and the fit is OLS on the clipped rows. The paper's (eps/3, delta/3) split is replaced by the plan's
 weights under the ledger's accountant (tighter composition, same statistics).
+
+The certified default (``shrinkage="snr"`` with an intercept; issue 33) releases DPPLS S2's statistics of the clipped
+rows instead, with S2's nodes and weights (``_pls_modes.ssp_plan``: count 1, x_sum C_x, y_sum C_y, X^T X C_x^2,
+X^T y C_x C_y; no constant column, whose ||z||^2 <= 2 C_x^2 doubled the Gram's sensitivity), centres them at their DP
+means by post-processing and applies the rule above to the centred Gram S with d = p (``centred_solution``;
+lambda_lo = max(lambda_min(S~) - s_G sqrt(d log(2d^2/rho)), 0) from S~ itself, by Weyl, unless ``lambda_min`` gets a
+weight), then falls back towards the DP mean (``released.regression.towards_dp_mean``).
 """
 from __future__ import annotations
 
@@ -114,9 +120,8 @@ def adassp_solution(released: Released, failure_probability: float = 0.05, const
     to the public centre (lambda_lo of the full Gram bounds lambda_min(S) from below: S^-1 is a block of G^-1).
     theta is returned in Z's columns (theta_c = intercept / c)."""
     gram, xty = released["xtx"], released["xty"].ravel()
-    if constant is not None:  # with a count and label sum of their own, pooled with the constant column's
-        x_bar, y_bar, metric, target = regression.dp_centred(gram, xty, constant, label_bound,
-                                                             regression.pooled_sums(released, constant))
+    if constant is not None:
+        x_bar, y_bar, metric, target = regression.dp_centred(gram, xty, constant, label_bound)
     else:
         metric, target = gram, xty
     beta, ridge, lambda_lo = ridge_rule(released, metric, target, failure_probability)
@@ -150,7 +155,7 @@ def centred_solution(released: Released, failure_probability: float, bound_x: fl
     (``CENTRED_NODES``): the DP means n~, x_bar, y_bar of the count and sums (``_pls_modes.dp_means``), the centred
     S = X^T X~ - n~ x_bar x_bar^T, v = X^T y~ - n~ y_bar x_bar, then AdaSSP's ridge on them (``ridge_rule``; lambda_lo
     from the noisy S itself unless ``lambda_min`` is released). Post-processing only."""
-    n_t, x_bar, y_bar = dp_means(released.arrays, bound_x, bound_y)
+    n_t, x_bar, y_bar = dp_means(dict(released.arrays), bound_x, bound_y)
     metric = released["xtx"] - n_t * np.outer(x_bar, x_bar)
     target = released["xty"].ravel() - n_t * y_bar * x_bar
     beta, ridge, lambda_lo = ridge_rule(released, metric, target, failure_probability)

@@ -117,41 +117,17 @@ def slope_gram(gram: np.ndarray, intercept: bool) -> np.ndarray:
     return gram[:-1, :-1] - np.outer(g, g) / c if c > 0 else gram[:-1, :-1]
 
 
-def dp_centred(gram: np.ndarray, xty: np.ndarray, constant: float, label_bound: float | None = None,
-               sums: tuple[float, float] | None = None) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
+def dp_centred(gram: np.ndarray, xty: np.ndarray, constant: float, label_bound: float | None = None
+               ) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
     """(x_bar, y_bar, S, v) from a release whose last column is the constant c: the noisy count n~ = G_cc / c^2
     (at least 1) and sums give the DP means x_bar = G_xc / (c n~), y_bar = (Z^T y)_c / (c n~) (clamped into
-    +-``label_bound``), and the centred statistics S = G_xx - n~ x_bar x_bar^T, v = (Z^T y)_x - n~ y_bar x_bar.
-    ``sums``: (n~, sum y~) to use instead of the constant column's own (``pooled_sums``)."""
-    n_t = dp_count(gram, constant) if sums is None else max(float(sums[0]), 1.0)
+    +-``label_bound``), and the centred statistics S = G_xx - n~ x_bar x_bar^T, v = (Z^T y)_x - n~ y_bar x_bar."""
+    n_t = dp_count(gram, constant)
     x_bar = gram[:-1, -1] / constant / n_t
-    y_bar = (float(xty[-1]) / constant if sums is None else float(sums[1])) / n_t
+    y_bar = float(xty[-1]) / constant / n_t
     if label_bound is not None:
         y_bar = float(np.clip(y_bar, -label_bound, label_bound))
     return x_bar, y_bar, gram[:-1, :-1] - n_t * np.outer(x_bar, x_bar), xty[:-1] - n_t * y_bar * x_bar
-
-
-def pooled_sums(released: Released, constant: float, count: str = "count", label_sum: str = "y_sum"
-                ) -> tuple[float, float] | None:
-    """(n~, sum y~) of a release with a constant column c and dedicated DP-mean releases ``count`` and ``label_sum``
-    (None without them): each is the inverse-variance average of two independent estimates of the same sum,
-    n: G_cc / c^2 (sd s_G / c^2) and the count (sd s_n); sum y: (Z^T y)_c / c (sd s_y / c) and the label sum (sd s_s)
-    (Graybill & Deal 1959). Post-processing of releases and their public scales only; with noise off both are exact."""
-    if count not in released.arrays or label_sum not in released.arrays:
-        return None
-    scales = released.scales
-
-    def pooled(a: float, sd_a: float, b: float, sd_b: float) -> float:
-        if sd_a == 0.0 or sd_b == 0.0:
-            return a if sd_a == 0.0 else b
-        w = sd_b**2 / (sd_a**2 + sd_b**2)
-        return w * a + (1.0 - w) * b
-
-    n = pooled(float(released["xtx"][-1, -1]) / constant**2, scales["xtx"] / constant**2,
-               float(np.ravel(released[count])[0]), scales[count])
-    total = pooled(float(np.ravel(released["xty"])[-1]) / constant, scales["xty"] / constant,
-                   float(np.ravel(released[label_sum])[0]), scales[label_sum])
-    return n, total
 
 
 def dp_count(gram: np.ndarray, constant: float) -> float:
