@@ -80,10 +80,13 @@ def test_with_noise_it_is_charged_once_and_close_to_ols_when_the_signal_dominate
     ledger = Ledger(Budget(1.0, 1e-6))
     est = AdaSSPRegression(bound_x=1.0, bound_y=3.0, ledger=ledger, random_state=0).fit(X, y)
     assert est.privacy_report_.status == "certified" and ledger.spent.epsilon == pytest.approx(1.0, rel=1e-3)
-    assert [n.name for n in est.privacy_report_.nodes] == ["lambda_min", "xtx", "xty"]
+    # the certified default releases DPPLS S2's five statistics (issue 33); no lambda_min
+    assert [n.name for n in est.privacy_report_.nodes] == ["count", "x_sum", "y_sum", "xtx", "xty"]
     ols = LinearRegression().fit(X, y).score(X, y)
     assert est.score(X, y) > ols - 0.03
-    assert set(est.released_.arrays) == {"lambda_min", "xtx", "xty"} and est.released_.relation == "add_remove"
+    assert set(est.released_.arrays) == {"count", "x_sum", "y_sum", "xtx", "xty"} and est.released_.relation == "add_remove"
+    published = AdaSSPRegression(bound_x=1.0, bound_y=3.0, shrinkage="none", budget=Budget(1.0, 1e-6), random_state=0).fit(X, y)
+    assert [n.name for n in published.privacy_report_.nodes] == ["lambda_min", "xtx", "xty"]  # Wang (2018) as published
 
 
 def test_with_little_data_the_ridge_grows_and_shrinks_the_coefficients():
@@ -242,14 +245,14 @@ def test_under_add_remove_the_number_of_rows_is_not_published():
 
 def test_the_intercept_comes_from_the_dp_mean_of_y_not_from_the_public_centre():
     """y around 10 with a public centre 0 and range +-20: the slopes are ridge on the centred release and the
-    intercept y_bar - x_bar^T beta is not shrunk, so it stays near the DP mean of y (the constant column's row of the
-    release) at small n and eps; before, the ridge pulled it to the centre 0 (AdaSSP penalises every column)."""
+    intercept y_bar - x_bar^T beta is not shrunk, so it stays near the DP mean of y (the released count and label
+    sum) at small n and eps; before, the ridge pulled it to the centre 0 (AdaSSP penalises every column)."""
     for seed in range(5):
         X, y = linear_data(1000, seed=seed)
         with pytest.warns(NoiseDominatesWarning):
             est = AdaSSPRegression(bound_x=1.0, bound_y=20.0, budget=Budget(0.3, 1e-6), random_state=seed).fit(X, y + 10.0)
         r = est.released_
-        dp_mean = r["xty"][-1] / r["xtx"][-1, -1]  # (c sum y) / (n c^2) times c, c = bound_x = 1
-        x_bar = r["xtx"][:-1, -1] / r["xtx"][-1, -1]
+        # the DP means of the count and sums (no clamping needed here: |y_bar| < 20, ||x_bar|| < 1)
+        dp_mean, x_bar = r["y_sum"][0] / r["count"][0], r["x_sum"] / r["count"][0]
         assert est.intercept_ + x_bar @ est.coef_ == pytest.approx(dp_mean, rel=1e-9)
         assert 8.0 < est.intercept_ < 12.5

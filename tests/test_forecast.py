@@ -39,8 +39,10 @@ def measured_excess_risk(n, eps, seeds):
 
 @pytest.mark.parametrize("n, eps", [(1_000, 0.5), (1_000, 2.0), (10_000, 0.5), (10_000, 2.0)])
 def test_the_forecast_agrees_with_the_measured_excess_risk_within_a_factor_2(n, eps):
-    """Pre-registered: forecast / measured in [1/2, 2] (benchmarks/bench_never_worse.py forecast: 0.77 .. 1.67 here)."""
-    measured, var_y = measured_excess_risk(n, eps, 5)
+    """Pre-registered: forecast / measured in [1/2, 2] (benchmarks/bench_never_worse.py forecast: 0.77 .. 1.67 here).
+    The measured median is over 9 seeds (5 before AdaSSP's certified default took DPPLS S2's releases: at n = 10^4,
+    eps = 2 its 5-seed median was 0.0044 against 0.0030 over 20 seeds, ratio 0.48 against 0.71)."""
+    measured, var_y = measured_excess_risk(n, eps, 9)
     forecast = adassp(eps, 3.0 * math.sqrt(var_y)).plan(n, P).forecast(signal=0.3, search=False)
     assert 0.5 <= forecast.private_error / measured <= 2.0, (forecast.private_error, measured)
     assert forecast.nonprivate_error < forecast.private_error
@@ -216,7 +218,9 @@ def measured_on_correlated(name, n, eps, rho, seeds):
 def test_the_forecast_under_the_public_correlation_and_direction_is_within_2x_on_correlated_columns(name, direction, eps):
     """Issue 33 (pre-registered: factor 2; benchmarks/bench_forecast.py has the grid): correlation 0.6, n = 10^4.
     Issue 24's forecast (a random direction) was 5x too pessimistic for DP-BCD here."""
-    measured, est = measured_on_correlated(name, 10_000, eps, 0.6, 3)
+    # AdaSSP over 9 seeds (3 before its certified default took DPPLS S2's releases: its 3-seed median at eps = 2 was
+    # 0.0058 against 0.0031 over 20 seeds)
+    measured, est = measured_on_correlated(name, 10_000, eps, 0.6, 9 if name == "adassp" else 3)
     plan = est.plan(10_000, [5, 5]) if name == "dpbcd" else est.plan(10_000, P)
     made = plan.forecast(correlation=0.6, direction=direction, reps=2, search=False)
     assert 0.5 <= made.private_error / measured <= 2.0, (made.private_error, measured)

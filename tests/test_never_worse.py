@@ -15,11 +15,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from sklearn.linear_model import LinearRegression
 
 from privsdr import DPPLS, AdaSSPRegression, Budget, DPBCDRegression, PRIDERegressor
+from privsdr.algorithms._pls_modes import dp_means
 from privsdr.datasets.vertical import dpbcd_synthetic
 from privsdr.released import Released
-from privsdr.released.regression import dp_centred, symmetric_noise
+from privsdr.released.regression import dp_centred, symmetric_noise, towards_dp_mean
 
 THRESHOLD = -0.05  #: pre-registered (issue 33): the smallest test R^2 over the 20 folds, and against the DP mean
 EPSILONS = (1.0, 8.0)
@@ -92,7 +94,7 @@ def fitted(name: str, X: np.ndarray, y: np.ndarray, b: dict[str, float], eps: fl
     if name == "AdaSSP":
         est = AdaSSPRegression(bound_x=b["bound_x"], bound_y=b["bound_y"], y_center=b["y_center"], budget=budget, random_state=seed)
         est.fit(X, y)
-        return est, b["y_center"] + dp_centred(est.released_["xtx"], est.released_["xty"], b["bound_x"], b["bound_y"])[1]
+        return est, b["y_center"] + dp_means(dict(est.released_.arrays), b["bound_x"], b["bound_y"])[2]
     if name.startswith("DPPLS"):
         mode = "certified" if name.endswith("S2") else "certified_iterative"
         est = DPPLS(2, mode=mode, bound_x=b["bound_x"], bound_y=b["bound_y"], y_center=b["y_center"], budget=budget,
@@ -132,11 +134,13 @@ def scores(name: str, dataset: str, eps: float) -> tuple[np.ndarray, np.ndarray]
     return np.array(model), np.array(trivial)
 
 
-#: cells that still miss the threshold with these seeds (issue 33, not done; docs/accuracy.md): strict, so a fix shows
+#: cells that still miss the threshold with these seeds (issue 33, not done; docs/accuracy.md): strict, so a fix shows.
+#: The DP mean alone cannot clear the bar reliably on these 88-row test folds (the exact training mean itself reaches
+#: -0.042): a fit that falls back fully passes by the luck of its noise draw (``bench_never_worse.py fallback-floor``).
+#: AdaSSP's cell here passes with these seeds, as DPPLS S1's does, but its median (-0.006) says it mostly falls back
+#: too: with other seeds it misses (docs/accuracy.md).
 KNOWN_GAPS = {
-    ("absolute", "DPPLS S1", "simulation", 1.0): "the DP mean's noise at 800 rows (one of S1's eleven releases)",
-    ("absolute", "AdaSSP", "simulation", 1.0): "the DP mean of the constant column is 3 sds off in one fold",
-    ("absolute", "DPBCD", "simulation", 1.0): "the DP mean's noise (replace-one label sum) at n = 800",
+    ("absolute", "DPBCD", "diabetes", 1.0): "falls back to the DP mean in every fold; the DP mean alone misses by its own noise",
 }
 
 
@@ -153,17 +157,71 @@ def test_never_worse_than_its_own_dp_mean(name: str, dataset: str, eps: float) -
     assert float(np.min(model - trivial)) >= THRESHOLD, (model - trivial).round(3)
 
 
-@pytest.mark.parametrize(("name", "dataset", "eps"), cells("absolute", lambda dataset, eps: not (dataset == "diabetes" and eps == 1.0)))
+@pytest.mark.parametrize(("name", "dataset", "eps"), cells("absolute", lambda dataset, eps: True))
 def test_min_test_r2(name: str, dataset: str, eps: float) -> None:
-    """Issue 33's threshold: the smallest test R^2 over the 20 folds is at least -0.05. Diabetes at eps = 1 is left
-    out: there the exact training mean itself reaches -0.042 on its 88-row test folds, so any DP mean must be within
-    about 1 % of sd(y), which eps = 1 cannot buy at n = 354 with the documented range (docs/accuracy.md)."""
+    """Issue 33's threshold: the smallest test R^2 over the 20 folds is at least -0.05. On diabetes at eps = 1 a fit
+    that falls back fully has little room: the exact training mean itself reaches -0.042 on its 88-row test folds."""
     model, _ = scores(name, dataset, eps)
     assert float(np.min(model)) >= THRESHOLD, model.round(3)
 
 
-def test_the_exact_mean_leaves_no_room_on_diabetes() -> None:
-    """Why diabetes at eps = 1 is tested against the DP mean only: the training mean itself scores below -0.04."""
+def test_the_exact_mean_leaves_little_room_on_diabetes() -> None:
+    """Why a fit that falls back fully on diabetes rarely clears the bar: the training mean itself scores below -0.04."""
     X, y, _ = data("diabetes")
     worst = min(r2(y[test], np.full(len(test), y[train].mean())) for train, test in folds(len(y)))
     assert -0.05 < worst < -0.04
+
+
+# -- the certified AdaSSP's releases: DPPLS S2's count, sums, X^T X and X^T y of the clipped rows ---------------
+def small_data(n: int = 60, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-0.5, 0.5, (n, 3))
+    X[:5] *= 4.0  # some rows beyond the bound 1: scaled down
+    return X, 4.0 + X @ np.array([1.0, -1.0, 0.5]) + rng.uniform(-3, 3, n)  # some labels beyond the bound 2 around 4
+
+
+def test_noise_off_the_releases_are_the_clipped_statistics_and_the_fallback_is_the_clipped_mean() -> None:
+    """Noise off: the five releases are n, sum x, sum y, X^T X, X^T y of the rows scaled to norm <= C_x around mu_x and
+    the labels clipped to +-C_y around mu_y (recomputed here with numpy from the rows), the fit is OLS on those rows
+    (centred at their means), and a fit whose slopes are dropped (``towards_dp_mean`` at ratio 1) predicts mu_y + the
+    clipped mean. The published variant (shrinkage="none") releases its three."""
+    X, y = small_data()
+    cx = np.array([0.1, 0.0, -0.1])
+    est = AdaSSPRegression(bound_x=1.0, bound_y=2.0, x_center=cx, y_center=4.0, budget=Budget.infinite(), random_state=0).fit(X, y)
+    norms = np.linalg.norm(X - cx, axis=1)
+    D = (X - cx) / np.maximum(norms / 1.0, 1.0)[:, None]
+    t = np.clip(y - 4.0, -2.0, 2.0)
+    assert np.any(norms > 1.0) and np.any(np.abs(y - 4.0) > 2.0)
+    r = est.released_
+    assert set(r.arrays) == {"count", "x_sum", "y_sum", "xtx", "xty"} and r["count"][0] == len(y)
+    for name, reference in (("x_sum", D.sum(axis=0)), ("y_sum", [t.sum()]), ("xtx", D.T @ D), ("xty", D.T @ t)):
+        assert np.allclose(r[name], reference, atol=1e-12), name
+    ols = LinearRegression().fit(D, t)
+    assert np.allclose(est.coef_, ols.coef_, atol=1e-9) and est.ridge_ == 0.0
+    assert est.intercept_ == pytest.approx(4.0 + ols.intercept_ - cx @ ols.coef_, abs=1e-9)
+    coef, intercept, factor = towards_dp_mean(est.coef_, est.intercept_, cx + D.mean(axis=0), 1.0)
+    assert factor == 0.0 and np.all(coef == 0.0) and intercept == pytest.approx(4.0 + t.mean(), abs=1e-10)
+    published = AdaSSPRegression(bound_x=1.0, bound_y=2.0, y_center=4.0, shrinkage="none", budget=Budget.infinite()).fit(X, y)
+    assert set(published.released_.arrays) == {"lambda_min", "xtx", "xty"}
+
+
+def test_the_releases_stay_within_their_declared_sensitivities() -> None:
+    """The certified AdaSSP's five releases, probed through the production fit on extreme add/remove neighbours (a
+    record at the origin or beyond the bound along e1, with y far beyond the bound on either side): each moves by at
+    most, and close to, its declared sensitivity (count 1, x_sum C_x, y_sum C_y, X^T X C_x^2, X^T y C_x C_y)."""
+    from privsdr.audit import add_record_pair, probe_releases
+
+    X, y = small_data(12, seed=1)
+    datasets = [(X, y)] + [add_record_pair(X, y, row, label)[0] for row in (np.zeros(3), 5.0 * np.eye(3)[0])
+                           for label in (4.0 + 50.0, 4.0 - 50.0)]
+
+    def fit(D: tuple[np.ndarray, np.ndarray]) -> Any:
+        return AdaSSPRegression(bound_x=1.0, bound_y=2.0, y_center=4.0, budget=Budget.infinite(), random_state=0).fit(*D)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = probe_releases(fit, datasets, [(0, i) for i in range(1, len(datasets))])
+    assert set(results) == {"count", "x_sum", "y_sum", "xtx", "xty"}
+    for node, declared in (("count", 1.0), ("x_sum", 1.0), ("y_sum", 2.0), ("xtx", 1.0), ("xty", 2.0)):
+        assert results[node].passed, results[node].summary()
+        assert results[node].declared == pytest.approx(declared) and results[node].max_change >= 0.99 * declared

@@ -127,7 +127,7 @@ def _certified_modes(cls) -> set[str]:
         "DPStandardScaler": {"certified"},
         "PublicRangeScaler": set(),  # releases nothing: its fit keeps the columns' number and names only
         "DPPLS": {"certified", "certified_iterative", "chunked"},
-        "AdaSSPRegression": {"certified", "chunked"},
+        "AdaSSPRegression": {"certified", "chunked", "published"},
         "MSC": {"dp_mean"},
         "FederatedSIR": {"iid", "vgm_two_stage", "screening", "secure"},
         "DPBCDRegression": {"certified"},

@@ -5,7 +5,8 @@ Rows are shifted by public centres and clipped: x <- (x - mu_x) min(1, C_x / ||x
 -C_y, C_y); with ``fit_intercept`` the public constant C_x is appended to every row (z = (x, C_x), ||z||^2 <= 2 C_x^2
 = C^2: the slopes pay at most twice the noise of a model without intercept, and the intercept's column is on their
 scale, whatever the units of x; its coefficient times C_x is the intercept).
-Three releases, add/remove-one (n is not public, as in DPPLS's S2):
+As published (``shrinkage="none"``, or without an intercept): three releases, add/remove-one (n is not public, as
+in DPPLS's S2):
 
 =============  ===========================  ============================================================
 node           statistic                    L2 sensitivity (add/remove one row z)
@@ -25,6 +26,13 @@ failure probability rho):
 so the ridge is as large as the Gram's noise can make its smallest eigenvalue wrong, and no larger: with noise
 off it is 0 and the fit is OLS on the clipped rows. The paper's (eps/3, delta/3) split is replaced by the plan's
 weights under the ledger's accountant (tighter composition, same statistics).
+
+The certified default (``shrinkage="snr"`` with an intercept; issue 33) releases DPPLS S2's statistics of the clipped
+rows instead, with S2's nodes and weights (``_pls_modes.ssp_plan``: count 1, x_sum C_x, y_sum C_y, X^T X C_x^2,
+X^T y C_x C_y; no constant column, whose ||z||^2 <= 2 C_x^2 doubled the Gram's sensitivity), centres them at their DP
+means by post-processing and applies the rule above to the centred Gram S with d = p (``centred_solution``;
+lambda_lo = max(lambda_min(S~) - s_G sqrt(d log(2d^2/rho)), 0) from S~ itself, by Weyl, unless ``lambda_min`` gets a
+weight), then falls back towards the DP mean (``released.regression.towards_dp_mean``).
 """
 from __future__ import annotations
 
@@ -49,12 +57,20 @@ from ._base import (
     for_ledger,
     public_center,
 )
-from ._pls_queries import clip_x, clip_y
+from ._pls_modes import CENTRING_NODES, dp_means, ssp_plan
+from ._pls_queries import chunk_ssp, clip_x, clip_y, ssp_statistics
 from .forecast import ForecastMixin, forecast_regression
+from .pls import DEFAULT_WEIGHTS as S2_WEIGHTS
 
 RELATION = "add_remove"
 NODES = ("lambda_min", "xtx", "xty")
-DEFAULT_WEIGHTS = {"lambda_min": 1.0, "xtx": 1.0, "xty": 1.0}  #: AdaSSP's equal thirds
+DEFAULT_WEIGHTS = {"lambda_min": 1.0, "xtx": 1.0, "xty": 1.0}  #: AdaSSP's equal thirds (``shrinkage="none"``)
+#: the certified default (``shrinkage="snr"`` with an intercept) releases DPPLS S2's statistics (issue 33): count,
+#: x_sum, y_sum, X^T X, X^T y of the clipped rows, without the constant column
+CENTRED_NODES = CENTRING_NODES + ("xtx", "xty")
+#: S2's weights (``pls.DEFAULT_WEIGHTS``) for the same five releases; no ``lambda_min`` (the ridge's lower bound comes
+#: from the noisy centred Gram, as for the secure vertical Gram) unless the caller gives it a weight
+CENTRED_WEIGHTS = dict(S2_WEIGHTS)
 SHRINKAGES = ("snr", "none")
 
 
@@ -66,6 +82,17 @@ def add_adassp_nodes(plan: Plan, row_bound: float, label_bound: float, weights: 
              weight=weights["xtx"], calibration="analytic", description="Z^T Z of the clipped rows (Analyze-Gauss)")
     plan.add("xty", "gaussian", gram.xty(row_bound, label_bound, RELATION), weight=weights["xty"],
              calibration="analytic", description="Z^T y of the clipped rows")
+
+
+def add_centred_nodes(plan: Plan, bound_x: float, bound_y: float, weights: dict[str, float]) -> None:
+    """The certified default's releases (``CENTRED_NODES``, DPPLS S2's nodes: ``_pls_modes.ssp_plan``) and, when
+    ``weights`` names it, ``lambda_min`` of the Gram of the rows with the constant column C_x (sensitivity 2 C_x^2; a
+    lower bound on lambda_min of the centred Gram, its Schur complement)."""
+    if "lambda_min" in weights:  # z = (x, C_x): ||z||^2 <= 2 C_x^2
+        plan.add("lambda_min", "gaussian", gram.gram_eigenvalue(math.sqrt(2.0) * bound_x, RELATION, square=2.0 * bound_x * bound_x),
+                 weight=weights["lambda_min"], calibration="analytic",
+                 description="smallest eigenvalue of Z^T Z, Z = (x, C_x) (a lower bound for the centred Gram's)")
+    ssp_plan(plan, bound_x, bound_y, True, weights)
 
 
 def adassp_solution(released: Released, failure_probability: float = 0.05, constant: float | None = None,
@@ -84,14 +111,23 @@ def adassp_solution(released: Released, failure_probability: float = 0.05, const
     to the public centre (lambda_lo of the full Gram bounds lambda_min(S) from below: S^-1 is a block of G^-1).
     theta is returned in Z's columns (theta_c = intercept / c)."""
     gram, xty = released["xtx"], released["xty"].ravel()
-    rho = float(failure_probability)
-    s_gram = released.scales["xtx"]
     if constant is not None:
         x_bar, y_bar, metric, target = regression.dp_centred(gram, xty, constant, label_bound)
     else:
         metric, target = gram, xty
+    beta, ridge, lambda_lo = ridge_rule(released, metric, target, failure_probability)
+    if constant is None:
+        return beta, ridge, lambda_lo
+    return np.append(beta, (y_bar - float(x_bar @ beta)) / constant), ridge, lambda_lo
+
+
+def ridge_rule(released: Released, metric: np.ndarray, target: np.ndarray, failure_probability: float
+               ) -> tuple[np.ndarray, float, float]:
+    """(beta, lambda, lambda_lo): AdaSSP's ridge (module docstring) on the (possibly centred) Gram ``metric`` and
+    target, with the noise sd of the released ``xtx`` and, when there is one, the released ``lambda_min``."""
+    rho = float(failure_probability)
     d = metric.shape[0]
-    spectral = s_gram * math.sqrt(d * math.log(2.0 * d * d / rho))
+    spectral = released.scales["xtx"] * math.sqrt(d * math.log(2.0 * d * d / rho))
     if "lambda_min" in released.arrays:
         s_lambda = released.scales["lambda_min"]
         lambda_lo = max(float(released["lambda_min"].ravel()[0]) - s_lambda * math.sqrt(2.0 * math.log(3.0 / rho)), 0.0)
@@ -101,16 +137,38 @@ def adassp_solution(released: Released, failure_probability: float = 0.05, const
     # lstsq: the noisy Gram + ridge is positive definite with probability >= 1 - rho; on the rest it still returns
     # a (least-squares) answer instead of refusing on something one record can change
     beta = np.linalg.lstsq(metric + ridge * np.eye(d), target, rcond=None)[0]
-    if constant is None:
-        return beta, ridge, lambda_lo
-    return np.append(beta, (y_bar - float(x_bar @ beta)) / constant), ridge, lambda_lo
+    return beta, ridge, lambda_lo
+
+
+def centred_solution(released: Released, failure_probability: float, bound_x: float, bound_y: float
+                     ) -> tuple[np.ndarray, float, float, np.ndarray, float, np.ndarray]:
+    """(beta, ridge, lambda_lo, x_bar, y_bar, S + ridge I) of the certified default from DPPLS S2's releases
+    (``CENTRED_NODES``): the DP means n~, x_bar, y_bar of the count and sums (``_pls_modes.dp_means``), the centred
+    S = X^T X~ - n~ x_bar x_bar^T, v = X^T y~ - n~ y_bar x_bar, then AdaSSP's ridge on them (``ridge_rule``; lambda_lo
+    from the noisy S itself unless ``lambda_min`` is released). Post-processing only."""
+    n_t, x_bar, y_bar = dp_means(dict(released.arrays), bound_x, bound_y)
+    metric = released["xtx"] - n_t * np.outer(x_bar, x_bar)
+    target = released["xty"].ravel() - n_t * y_bar * x_bar
+    beta, ridge, lambda_lo = ridge_rule(released, metric, target, failure_probability)
+    return beta, ridge, lambda_lo, x_bar, y_bar, metric + ridge * np.eye(len(beta))
 
 
 def chunk_statistics(X: np.ndarray, y: np.ndarray | None, *, x_center: np.ndarray, y_center: float, bound_x: float,
                      bound_y: float, intercept: bool) -> dict[str, Any]:
     """One row chunk's Z^T Z and Z^T y of its clipped rows (``privsdr.rows``: chunks add up)."""
     Z = design(X, x_center, bound_x, intercept)
-    return {"xtx": Z.T @ Z, "xty": Z.T @ clip_y(np.asarray(y), y_center, bound_y)}
+    labels = clip_y(np.asarray(y), y_center, bound_y)
+    return {"xtx": Z.T @ Z, "xty": Z.T @ labels}
+
+
+def lambda_min_of(statistics: dict[str, np.ndarray], c: dict[str, Any]) -> float:
+    """The smallest eigenvalue the ``lambda_min`` node releases: of Z^T Z (the paper's statistics), or, from S2's sums,
+    of the Gram of (x, C_x): [[X^T X, C_x sum x], [C_x sum x^T, C_x^2 n]]."""
+    if "x_sum" not in statistics:
+        return float(np.linalg.eigvalsh(statistics["xtx"])[0])
+    b, s = c["bound_x"], statistics["x_sum"]
+    gram = np.block([[statistics["xtx"], b * s[:, None]], [b * s[None, :], np.array([[b * b * float(statistics["count"][0])]])]])
+    return float(np.linalg.eigvalsh(gram)[0])
 
 
 def design(X: np.ndarray, x_center: np.ndarray, bound_x: float, intercept: bool) -> np.ndarray:
@@ -131,14 +189,18 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
     x_center, y_center: public centres (default 0); never read off the data.
     fit_intercept: append the constant C_x to every row (its coefficient times C_x is the intercept; penalised like the rest).
     failure_probability: rho of AdaSSP's ridge rule (module docstring).
-    weights: budget weights of the releases ``lambda_min``, ``xtx``, ``xty`` (default equal, as in the paper).
+    weights: budget weights of the releases: ``lambda_min``, ``xtx``, ``xty`` (default equal, as in the paper) with
+        ``shrinkage="none"``; ``count``, ``x_sum``, ``y_sum``, ``xtx``, ``xty`` (``CENTRED_WEIGHTS``) and optionally
+        ``lambda_min`` with ``shrinkage="snr"``.
     diagnose_noise: measure ``noise_ratio_`` (how far the noise alone moves the fitted predictions, relative to
         their spread: ``privsdr.released.regression``) and warn ``NoiseDominatesWarning`` above 1/2. Free.
     shrinkage: ``"snr"`` (default, with ``fit_intercept``): never worse than the DP mean (issue 33): the slopes are
         scaled by ``shrinkage_factor_`` = ``released.regression.fallback_factor(noise_ratio_)`` = max(0, 1 - r^2) and
         the intercept keeps the prediction at the DP means: the fit moves towards the DP mean of y its release
-        carries, and is that mean when the noise explains all of its spread (r >= 1); ``"none"``:
-        AdaSSP as published (Wang 2018). Post-processing; noise off it changes nothing.
+        carries, and is that mean when the noise explains all of its spread (r >= 1). The releases are DPPLS S2's
+        (``CENTRED_NODES``: the rows without a constant column, centred at their DP means by post-processing) and the
+        ridge is AdaSSP's rule on the centred Gram (``centred_solution``); ``"none"``: AdaSSP as published (Wang 2018,
+        its three releases). Noise off neither changes the fit.
     budget, ledger, accountant, random_state, tight, sampler: as for the other estimators.
     """
 
@@ -198,9 +260,10 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
         rho = check_positive(self.failure_probability, "failure_probability")
         if not rho < 1:
             raise ValidationError(f"failure_probability must be in (0, 1), got {rho}")
-        weights = dict(DEFAULT_WEIGHTS)
+        shrink = self.shrinkage == "snr" and bool(self.fit_intercept)
+        weights = dict(CENTRED_WEIGHTS if shrink else DEFAULT_WEIGHTS)
         for name, value in dict(self.weights or {}).items():
-            if name not in weights:
+            if name not in weights and not (shrink and name == "lambda_min"):
                 raise ValidationError(f"unknown weight {name!r}; expected some of {sorted(weights)}")
             weights[name] = check_positive(value, f"weights[{name!r}]")
         for name in ("tight", "diagnose_noise"):
@@ -212,7 +275,7 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
         row_bound = math.sqrt(2.0) * bound_x if self.fit_intercept else bound_x
         return {"bound_x": bound_x, "bound_y": bound_y, "x_center": x_center, "y_center": float(y_center),
                 "intercept": bool(self.fit_intercept), "rho": rho, "weights": weights, "row_bound": row_bound,
-                "shrink": self.shrinkage == "snr" and bool(self.fit_intercept)}
+                "shrink": shrink}
 
     def build_plan(self, n_features: int) -> Plan:
         """The release plan for data with ``n_features`` columns: public parameters only (n is not public)."""
@@ -224,7 +287,10 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
                   "x_center": "0" if not np.any(c["x_center"]) else "public vector", "y_center": c["y_center"],
                   "failure_probability": c["rho"]}
         plan = Plan("adassp", RELATION, public)
-        add_adassp_nodes(plan, c["row_bound"], c["bound_y"], c["weights"])
+        if c["shrink"]:
+            add_centred_nodes(plan, c["bound_x"], c["bound_y"], c["weights"])
+        else:
+            add_adassp_nodes(plan, c["row_bound"], c["bound_y"], c["weights"])
         return plan
 
     def plan(self, n_samples: int, n_features: int) -> CalibratedPlan:
@@ -244,16 +310,17 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
 
         X_raw: Any = X
         source = "dask" if is_dask(X) else "chunks" if is_chunked(X) else "in memory"
+        statistics: dict[str, np.ndarray] | None = None
         if is_chunked(X):
             c0 = self._checked(None)  # the bounds before any row is read (the centre is checked per chunk width)
             centre = 0.0 if self.x_center is None else np.asarray(self.x_center, dtype=float)
             fn = partial(_chunk, x_center=centre, y_center=c0["y_center"], bound_x=c0["bound_x"], bound_y=c0["bound_y"],
-                         intercept=c0["intercept"])
+                         intercept=c0["intercept"], centred=c0["shrink"])
             total = reduce_rows(X, y, fn, with_y=True, desc="AdaSSPRegression: sums")
             n, m = int(total["n"]), int(total["p"])
             X_raw, shape = None, (n, m)
-            gram = total["xtx"]
-            statistics: tuple[np.ndarray, np.ndarray] | None = ((gram + gram.T) / 2.0, total["xty"])
+            statistics = {name: np.asarray(value) for name, value in total.items() if name not in ("n", "p")}
+            statistics["xtx"] = (statistics["xtx"] + statistics["xtx"].T) / 2.0
         else:
             X = check_matrix(X, "X", min_rows=1)
             if y is None:
@@ -261,26 +328,34 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
             y = check_vector(y)
             if len(y) != X.shape[0]:
                 raise ValidationError(f"X has {X.shape[0]} rows but y has {len(y)}")
-            shape, statistics = X.shape, None
+            shape = X.shape
         c = self._checked(shape[1])
         budget, ledger = self._resolve_budget()
         calibrated = for_ledger(self.build_plan(shape[1]), ledger).allocate(budget, accountant=ledger.accountant, tight=self.tight,
                                                                             sampler=self._sampler())
+        names = tuple(calibrated.specs)
         with Run(calibrated, ledger, random_state=self.random_state, data_shape=shape, algorithm="AdaSSPRegression") as run:
             if statistics is None:
-                Z = design(X, c["x_center"], c["bound_x"], c["intercept"])
-                statistics = (Z.T @ Z, Z.T @ clip_y(y, c["y_center"], c["bound_y"]))
-            gram, xty = statistics
-            run.release("lambda_min", np.array([np.linalg.eigvalsh(gram)[0]]))
-            run.release("xtx", gram)
-            run.release("xty", xty)
+                if c["shrink"]:
+                    statistics = ssp_statistics(X, y, c["x_center"], c["y_center"], c["bound_x"], c["bound_y"])
+                else:
+                    statistics = chunk_statistics(X, y, x_center=c["x_center"], y_center=c["y_center"], bound_x=c["bound_x"],
+                                                  bound_y=c["bound_y"], intercept=c["intercept"])
+            for name in names:
+                run.release(name, np.array([lambda_min_of(statistics, c)]) if name == "lambda_min" else statistics[name])
         public_n = shape[0] if calibrated.relation.value == "replace_one" else 0  # n is not public under add/remove
-        released = from_run(run, NODES, n=public_n, source=source)
-        constant = c["bound_x"] if c["intercept"] else None
-        theta, ridge, lambda_lo = adassp_solution(released, c["rho"], constant, c["bound_y"])
+        released = from_run(run, names, n=public_n, source=source)
         m = shape[1]
-        self.coef_ = theta[:m]
-        self.intercept_ = c["y_center"] + (float(theta[m]) * c["bound_x"] if c["intercept"] else 0.0) - float(c["x_center"] @ theta[:m])
+        rho, constant = c["rho"], (c["bound_x"] if c["intercept"] else None)
+        if c["shrink"]:
+            beta, ridge, lambda_lo, x_bar, y_bar, metric = centred_solution(released, rho, c["bound_x"], c["bound_y"])
+            self.coef_ = beta
+            self.intercept_ = c["y_center"] + y_bar - float((c["x_center"] + x_bar) @ beta)
+        else:
+            theta, ridge, lambda_lo = adassp_solution(released, rho, constant, c["bound_y"])
+            self.coef_ = theta[:m]
+            self.intercept_ = c["y_center"] + (float(theta[m]) * c["bound_x"] if c["intercept"] else 0.0) - float(c["x_center"] @ theta[:m])
+            metric = regression.slope_gram(released["xtx"], c["intercept"]) + ridge * np.eye(m)
         self.ridge_ = ridge
         self.lambda_lower_ = lambda_lo
         self.x_center_ = c["x_center"]
@@ -292,24 +367,27 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
         self.privacy_report_ = run.report
         if self.diagnose_noise or c["shrink"]:
             rng = diagnostic_rng(self.random_state)
-            rho = c["rho"]
-            metric = regression.slope_gram(released["xtx"], c["intercept"]) + ridge * np.eye(m)
-            self.noise_ratio_ = regression.noise_ratio(released, lambda r: adassp_solution(r, rho, constant, c["bound_y"])[0][:m],
-                                                       metric, rng)
-            if c["shrink"]:  # never worse than the DP mean (issue 33): the fit predicts y_c + y_bar at x_c + x_bar
-                assert constant is not None  # the rule needs the release's DP means: the constant column
-                x_bar = regression.dp_centred(released["xtx"], released["xty"].ravel(), constant, c["bound_y"])[0]
+            if c["shrink"]:
+                self.noise_ratio_ = regression.noise_ratio(
+                    released, lambda r: centred_solution(r, rho, c["bound_x"], c["bound_y"])[0], metric, rng)
+                # never worse than the DP mean (issue 33): the fit predicts y_c + y_bar at x_c + x_bar
                 self.coef_, self.intercept_, self.shrinkage_factor_ = regression.towards_dp_mean(
                     self.coef_, self.intercept_, self.x_center_ + x_bar, self.noise_ratio_)
+            else:
+                self.noise_ratio_ = regression.noise_ratio(released, lambda r: adassp_solution(r, rho, constant, c["bound_y"])[0][:m],
+                                                           metric, rng)
             self.privacy_report_ = regression.with_diagnostics(run.report, self.noise_ratio_)
             regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=2, fallback=regression.FALLBACK_NOTE if c["shrink"] else None)
         return self
 
     def _released_row_count(self) -> int | None:
-        """n under replace-one; the DP count G_cc / c^2 of the constant column under add/remove (with an intercept)."""
+        """n under replace-one; under add/remove the DP count: the ``count`` release (certified default), else
+        G_cc / c^2 of the constant column (with an intercept)."""
         self._check_fitted("released_", "plan_")
         if self.plan_.relation.value == "replace_one":
             return int(self.released_.n)
+        if "count" in self.released_.arrays:
+            return max(2, round(float(np.ravel(self.released_["count"])[0])))
         if not self._checked(None)["intercept"]:
             return None
         return max(2, round(regression.dp_count(self.released_["xtx"], float(self._checked(None)["bound_x"]))))
@@ -333,7 +411,10 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
 
 
 def _chunk(X: np.ndarray, y: np.ndarray | None, *, x_center: Any, y_center: float, bound_x: float, bound_y: float,
-           intercept: bool) -> dict[str, Any]:
-    """``chunk_statistics`` with the public centre broadcast to the chunk's width (picklable for Dask)."""
+           intercept: bool, centred: bool) -> dict[str, Any]:
+    """One chunk's statistics (``chunk_ssp`` for the certified default, else ``chunk_statistics``) with the public
+    centre broadcast to the chunk's width (picklable for Dask)."""
+    if centred:
+        return chunk_ssp(X, np.asarray(y), x_center=x_center, y_center=y_center, bound_x=bound_x, bound_y=bound_y)
     return chunk_statistics(X, y, x_center=public_center(x_center, X.shape[1], "x_center"), y_center=y_center, bound_x=bound_x,
                             bound_y=bound_y, intercept=intercept)

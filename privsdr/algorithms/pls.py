@@ -55,6 +55,8 @@ SHRINKAGES = ("snr", "none")
 AUTO_MAX_COMPONENTS = 30
 #: the DP means are the fallback of a certified fit (issue 33): y_sum weighs as much as X^T y (4x its old share of rho)
 DEFAULT_WEIGHTS = {"xtx": 1.0, "xty": 1.0, "count": 0.5, "x_sum": 0.5, "y_sum": 1.0}
+#: S1 (certified_iterative) releases four statistics per component, each at weight 1: its DP means get more than S2's
+ITERATIVE_WEIGHTS = {"count": 1.0, "y_sum": 2.0}
 
 
 @model_class
@@ -74,7 +76,8 @@ class DPPLS(RegressorMixin, ForecastMixin, PrivateEstimator):
         centre as the mean.
     budget, ledger, accountant: see ``PrivateEstimator``; in paper mode ``budget`` is per release.
     weights: certified budget weights by node name: xtx, xty (S2) and count, x_sum, y_sum (DP centring,
-        both certified modes); S1's per-component releases weigh 1 each.
+        both certified modes; defaults ``DEFAULT_WEIGHTS``, for S1 with ``ITERATIVE_WEIGHTS`` over them); S1's
+        per-component releases weigh 1 each.
     tight: one global noise factor so that the composed cost meets the budget (certified modes).
     psd_repair: project the noisy X^T X onto the PSD cone before kernel PLS (S2; post-processing).
     ridge: S2: add lambda I to the noisy X^T X first; ``"noise"`` (default) uses lambda = sigma_S sqrt(m)
@@ -218,7 +221,7 @@ class DPPLS(RegressorMixin, ForecastMixin, PrivateEstimator):
         return c
 
     def _weights(self) -> dict[str, float]:
-        weights = dict(DEFAULT_WEIGHTS)
+        weights = {**DEFAULT_WEIGHTS, **(ITERATIVE_WEIGHTS if self.mode == "certified_iterative" else {})}
         for name, value in dict(self.weights or {}).items():
             if name not in weights:
                 raise ValidationError(f"unknown weight {name!r}; expected some of {sorted(weights)}")

@@ -166,9 +166,10 @@ def slice_counts(relation: Relation | str, per: float = 1.0) -> Sensitivity:
     return block(Part.constant(), Part.one_hot(), relation, per)
 
 
-def gram_eigenvalue(row_bound: float, relation: Relation | str) -> Sensitivity:
-    """lambda_min(Z^T Z) of rows ||z|| <= row_bound: R^2 under both relations (Weyl's inequality)."""
-    value = block_value(Part.ball("z", row_bound), None, ADD_REMOVE)[0]
+def gram_eigenvalue(row_bound: float, relation: Relation | str, square: float | None = None) -> Sensitivity:
+    """lambda_min(Z^T Z) of rows ||z|| <= row_bound: R^2 under both relations (Weyl's inequality; ``square``: R^2
+    given exactly)."""
+    value = block_value(Part.ball("z", row_bound, square), None, ADD_REMOVE)[0]
     rel = _relation(relation)
     return Sensitivity(value, "l2", rel, f"lambda_min(Z^T Z), {rel.value}: adding or removing z z^T (PSD, ||z z^T||_2 = "
                                           "||z||^2 <= R^2) moves it by <= R^2 (Weyl) (privsdr.released.gram)")

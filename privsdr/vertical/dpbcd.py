@@ -46,7 +46,7 @@ MODES = ("certified", "paper", "none")
 SHRINKAGES = ("james_stein", "none")
 #: the DP label sum's weight, as a share of a statistic's: the DP mean is the fallback of every certified fit (issue 33), so it
 #: gets more than a step (at eps = 1 on diabetes its sd falls from 0.35 to 0.1 sd(y))
-Y_SUM_WEIGHT = 4.0
+Y_SUM_WEIGHT = 8.0
 ABORT_CHECKS = ("both", "post", "gamma_min", "none")
 ACCOUNTINGS = ("conservative", "paper")
 NOISES = ("radial", "gaussian")
