@@ -287,3 +287,47 @@ def test_demo_at_a_huge_epsilon_finishes_and_beyond_the_limit_refuses(capsys):
     assert main(["demo", "--n", "3000", "--epsilon", "1e6", "--seed", "0"]) == 0
     assert main(["demo", "--n", "3000", "--epsilon", "1e13", "--seed", "0"]) == 2
     assert "beyond" in capsys.readouterr().err
+
+
+# -- issue 35: the fast paths of the accounting give the same numbers --------------------------------
+_FLOATS = st.floats(allow_nan=False, allow_infinity=False, width=64) | st.floats(-1e-300, 1e-300) | st.sampled_from([1e-9, 1e-12, 0.1, 0.3])
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(st.lists(_FLOATS, max_size=12))
+def test_sum_up_is_the_smallest_float_at_or_above_the_exact_sum(values):
+    """``sum_up`` takes a float path (math.fsum and the sign of its residual): the answer is the exact rational sum
+    rounded up, as the Fraction reference computes it (or the same OverflowError beyond the largest float)."""
+    from privsdr.accounting.rounding import sum_up
+
+    exact = sum((Fraction(v) for v in values), Fraction(0))
+    try:
+        nearest = float(exact)
+    except OverflowError:
+        with pytest.raises(OverflowError):
+            sum_up(values)
+        return
+    expected = math.nextafter(nearest, math.inf) if Fraction(nearest) < exact else nearest
+    got = sum_up(values)
+    assert got == expected and math.copysign(1.0, got) == math.copysign(1.0, expected), (values, got, expected)
+
+
+@pytest.mark.parametrize("event", [GaussianEvent(0.7, 1e-6), GaussianEvent(13.25, 0.0), LaplaceEvent(2.0), PureEvent(0.5),
+                                   GaussianEvent(0.0, 1e-6)])
+def test_the_memoised_rdp_curves_are_dp_accountings(event):
+    """The RDP accountant composes memoised per-event curves: the same curve, bit for bit, and the same epsilon as
+    dp-accounting's own accountant composing the events and converting with numpy scalars."""
+    from dp_accounting import rdp
+    from dp_accounting.rdp import rdp_privacy_accountant as rpa
+
+    from privsdr.accounting.accountants import RdpAccountant, _rdp_epsilon
+
+    events = [event, event, GaussianEvent(3.0, 1e-7), event]
+    reference = rdp.RdpAccountant()
+    reference.compose(event.to_dp_event(), 3)
+    reference.compose(GaussianEvent(3.0, 1e-7).to_dp_event(), 1)
+    orders, curve = RdpAccountant._rdp(events)
+    assert np.array_equal(orders, np.asarray(reference._orders, dtype=float))
+    assert np.array_equal(curve, reference._rdp)
+    for delta in (1e-5, 1e-9, 0.0):
+        assert _rdp_epsilon(orders, curve, delta) == float(rpa.compute_epsilon(reference._orders, reference._rdp, delta)[0])

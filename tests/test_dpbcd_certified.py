@@ -93,6 +93,20 @@ def block_pairs(X, indices=(0,), extra=()):
             yield X0, X1
 
 
+def once_per_dataset(query):
+    """``query`` (deterministic: noise-free values) evaluated once per distinct data set: the pair generators copy the
+    same few data sets into many pairs, and each evaluation runs a whole protocol action."""
+    seen: dict = {}
+
+    def evaluate(D):
+        key = tuple(np.asarray(a).tobytes() for a in (D if isinstance(D, tuple) else (D,)))
+        if key not in seen:
+            seen[key] = query(D)
+        return seen[key]
+
+    return evaluate
+
+
 def test_probe_every_certified_node_through_the_production_action():
     Xa, Xb, y, layout, protocol, plan, schedule = step_setup()
     gram_action = schedule[0].actions[0]
@@ -107,7 +121,7 @@ def test_probe_every_certified_node_through_the_production_action():
         return values[node]
 
     gram = gram_action.nodes[0]
-    r = probe_sensitivity(lambda D: value(gram_action, gram, D, y, state=protocol.initial_state("a", layout))[0], block_pairs(Xa),
+    r = probe_sensitivity(once_per_dataset(lambda D: value(gram_action, gram, D, y, state=protocol.initial_state("a", layout))[0]), block_pairs(Xa),
                           plan.specs[gram].sensitivity, mechanism="symmetric_gaussian")
     assert r.passed and r.max_change > 0.99 * r.declared, r.summary()  # tight: sqrt(2) C^2
     y_sum = gram_action.nodes[1]  # the label holder's DP intercept: the sum of its clipped labels
@@ -120,16 +134,16 @@ def test_probe_every_certified_node_through_the_production_action():
             y0[0], y1[0] = la, lb
             yield (Xa, y0), (Xa, y1)
 
-    r = probe_sensitivity(lambda D: value(gram_action, y_sum, *D, state=protocol.initial_state("a", layout))[0], label_only_pairs(),
+    r = probe_sensitivity(once_per_dataset(lambda D: value(gram_action, y_sum, *D, state=protocol.initial_state("a", layout))[0]), label_only_pairs(),
                           plan.specs[y_sum].sensitivity)
     assert r.passed and r.max_change > 0.99 * r.declared, r.summary()  # tight: 2 C_y
 
     stat1, rem1 = first.nodes
-    r = probe_sensitivity(lambda D: value(first, stat1, *D)[0], label_pairs(Xa, y), plan.specs[stat1].sensitivity)
+    r = probe_sensitivity(once_per_dataset(lambda D: value(first, stat1, *D)[0]), label_pairs(Xa, y), plan.specs[stat1].sensitivity)
     assert r.passed and r.max_change > 0.99 * r.declared, r.summary()
     declared = value(first, rem1, Xa, y)[1]
     assert declared == pytest.approx(2 * (CY + C * np.linalg.norm(np.linalg.solve(base_a["gram"], fixed_stat[stat1]))))
-    r = probe_sensitivity(lambda D: value(first, rem1, *D)[0], label_pairs(Xa, y), Sensitivity(declared, "l2"))
+    r = probe_sensitivity(once_per_dataset(lambda D: value(first, rem1, *D)[0]), label_pairs(Xa, y), Sensitivity(declared, "l2"))
     assert r.passed and r.max_change > 0.9 * r.declared, r.summary()
 
     u = np.random.default_rng(1).normal(0, 3.0, len(y))  # b's public, noisy remainder
@@ -138,12 +152,12 @@ def test_probe_every_certified_node_through_the_production_action():
     stat2, rem2 = later.nodes
     declared = value(later, stat2, Xa, y, box)[1]
     assert declared == pytest.approx(2 * C * steps.remainder_bound(6.0, 4.0, 1.5))
-    r = probe_sensitivity(lambda X: value(later, stat2, X, y, box)[0], block_pairs(Xa), Sensitivity(declared, "l2"))
+    r = probe_sensitivity(once_per_dataset(lambda X: value(later, stat2, X, y, box)[0]), block_pairs(Xa), Sensitivity(declared, "l2"))
     assert r.passed and r.max_change > 0.99 * r.declared, r.summary()
     declared = value(later, rem2, Xa, y, box)[1]
     unit = np.linalg.solve(base_a["gram"], fixed_stat[stat2])
     unit /= np.linalg.norm(unit)  # the worst rows lie along the (public) increment
-    r = probe_sensitivity(lambda X: value(later, rem2, X, y, box)[0], block_pairs(Xa, extra=[C * unit, -C * unit]), Sensitivity(declared, "l2"))
+    r = probe_sensitivity(once_per_dataset(lambda X: value(later, rem2, X, y, box)[0]), block_pairs(Xa, extra=[C * unit, -C * unit]), Sensitivity(declared, "l2"))
     assert r.passed and r.max_change > 0.9 * r.declared, r.summary()
 
 
@@ -192,16 +206,17 @@ def test_audit_of_each_node_kind_passes_and_a_half_noise_mutant_fails(kind):
     threshold = float((r0 + r1) / 2 @ direction)
     claim = GDP.gaussian(plan.specs[node].noise_multiplier, 1e-6)
 
-    def run(scale):
+    def run(scale, samples):
         def mech(D, rng):
             out = noisy_release(protocol, plan, action, Party("a", *D), state, inbox, node, rng, fixed=fixed, noise_scale=scale)
             return steps_coordinates(out, kind)
         return audit(mech, D0, D1, claim=claim, statistic=lambda outs: np.array([o @ direction for o in outs]),
-                     threshold=threshold, samples=2000, alpha=1e-3, seed=11)
+                     threshold=threshold, samples=samples, alpha=1e-3, seed=11)
 
-    ok = run(1.0)
+    ok = run(1.0, 2000)
     assert ok.passed and ok.mu_lower > 0.6 * claim.mu, ok.summary()
-    bad = run(0.5)
+    # half the noise doubles mu: 600 samples per side put mu_lower at 1.26x (statistic) to 1.53x (y_sum) the claim
+    bad = run(0.5, 600)
     assert not bad.passed, bad.summary()
 
 

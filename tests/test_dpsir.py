@@ -524,13 +524,11 @@ def test_probe_steps_and_moments_on_random_batches(seed, m, p, K, L, eta, lam, s
     index = index % m
     rows = [c * np.ones(p), -c * np.ones(p), c * np.eye(p)[0], np.zeros(p), c * rng.choice([-1.0, 1.0], p)]
     cands = [(r, v) for r in rows for v in Y_IN]
-    pairs = []
-    for a in range(len(cands)):
-        for b in range(a + 1, len(cands)):
-            X0, X1, y0, y1 = X.copy(), X.copy(), y.copy(), y.copy()
-            X0[index], y0[index] = cands[a]
-            X1[index], y1[index] = cands[b]
-            pairs.append(((X0, y0), (X1, y1)))
+    datasets = []  # record ``index`` replaced by each candidate: every two are neighbours (probe_all_pairs probes all pairs)
+    for r, v in cands:
+        X0, y0 = X.copy(), y.copy()
+        X0[index], y0[index] = r, v
+        datasets.append((X0, y0))
 
     def U(D, T=False):
         out = sir_update(B, *batch_terms(D[0], slice_by_cut_points(D[1], CUTS), B, L, 4), eta, lam)
@@ -546,7 +544,7 @@ def test_probe_steps_and_moments_on_random_batches(seed, m, p, K, L, eta, lam, s
         (lambda D: np.mean(D[0] * D[0], axis=0), c * c / m, "linf", "gaussian"),
     ]
     for query, declared, norm, mech in checks:
-        probe(query, pairs, declared, norm, mech)
+        probe_all_pairs(query, datasets, declared, norm, mech)
 
 
 def test_probe_sparse_pca_nodes_against_the_declared_plan():

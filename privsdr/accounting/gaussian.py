@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any
 
 from ..errors import ValidationError  # a ValueError: callers that caught ValueError still do
 
@@ -25,13 +26,20 @@ _U = 2.0**-53
 MAX_EPSILON = 1e12
 
 
-def _log_terms(z: float, epsilon: float) -> tuple[float, float, float]:
+@functools.cache
+def _log_ndtr() -> Any:
+    """scipy's log Phi, imported at the first calibration (not by ``import privsdr``), then looked up once."""
     from scipy import special
 
+    return special.log_ndtr
+
+
+def _log_terms(z: float, epsilon: float) -> tuple[float, float, float]:
+    log_ndtr = _log_ndtr()
     a = 1.0 / (2.0 * z)
     b = epsilon * z
-    log_ndtr_minus = float(special.log_ndtr(-a - b))
-    return float(special.log_ndtr(a - b)), epsilon + log_ndtr_minus, log_ndtr_minus
+    log_ndtr_minus = float(log_ndtr(-a - b))
+    return float(log_ndtr(a - b)), epsilon + log_ndtr_minus, log_ndtr_minus
 
 
 def gaussian_delta(noise_multiplier: float, epsilon: float) -> float:

@@ -52,10 +52,24 @@ def sqrt_up(x: float) -> float:
 
 
 def sum_up(values: Iterable[float]) -> float:
-    """An exact sum rounded up (inf if any term is inf)."""
+    """An exact sum rounded up (inf if any term is inf).
+
+    ``math.fsum`` is the exact sum rounded to nearest (half-even, as ``float(Fraction)``), and the fsum of the
+    terms minus that result has the sign of the exact residual (a nonzero sum of floats is at least 2^-1074, so
+    it never rounds to 0): one ulp up exactly when the nearest float is below the sum. The same answer as the
+    Fraction sum, without building a Fraction per term; NaN and intermediate overflow take the Fraction path.
+    """
     values = list(values)
     if any(math.isinf(v) for v in values):
         return math.inf
+    if all(isinstance(v, float) for v in values):  # floats (numpy's float64 too): the exact sum of their values
+        try:
+            nearest = math.fsum(values)
+            if not math.isnan(nearest):
+                residual = math.fsum([*values, -nearest])
+                return math.nextafter(nearest, math.inf) if residual > 0 else nearest + 0.0
+        except OverflowError:
+            pass
     return up(sum((Fraction(v) for v in values), Fraction(0)))
 
 

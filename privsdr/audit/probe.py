@@ -13,11 +13,16 @@ from ..mechanisms import Sensitivity
 from .replay import record
 
 
+@functools.lru_cache(maxsize=64)
+def _upper_triangle(size: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.triu_indices(size)
+
+
 def released_coordinates(value: Any, mechanism: str = "gaussian") -> np.ndarray:
     """The numbers a mechanism's noise covers (upper triangle with diagonal for symmetric matrices)."""
     arr = np.asarray(value, dtype=float)
     if mechanism == "symmetric_gaussian":
-        return arr[np.triu_indices(arr.shape[0])]
+        return arr[_upper_triangle(arr.shape[0])]
     return arr.ravel()
 
 

@@ -114,6 +114,15 @@ def _utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
+def _sorted_unique(rows: Any) -> np.ndarray:
+    """``np.unique`` of row indices; an index array already strictly increasing (a public split's cells, a batch's
+    rows) is returned as it is, which is what np.unique returns for it, without its hash and sort over n rows."""
+    arr = np.asarray(rows, dtype=np.intp).ravel()
+    if arr.size < 2 or bool(np.all(arr[1:] > arr[:-1])):
+        return arr.copy()  # np.unique's answer is the caller's own array: not a view of it
+    return np.unique(arr)
+
+
 def _checked_row_cells(plan: CalibratedPlan, row_cells: Mapping[str, Mapping[str, Any]] | None) -> dict[str, dict[str, np.ndarray]]:
     """The public row sets of every row partition of ``plan`` (``Partition.rows``): each cell's sorted indices,
     cells of one partition disjoint. A node charged to several cells (a batch within the refinement part)
@@ -124,11 +133,11 @@ def _checked_row_cells(plan: CalibratedPlan, row_cells: Mapping[str, Mapping[str
         raise PlanError(f"plan {plan.name!r} has row partitions {sorted(declared)}; the run was given {sorted(given)}")
     out: dict[str, dict[str, np.ndarray]] = {}
     for name, part in declared.items():
-        cells = {str(k): np.unique(np.asarray(v, dtype=np.intp).ravel()) for k, v in given[name].items()}
+        cells = {str(k): _sorted_unique(v) for k, v in given[name].items()}
         if set(cells) != set(part.cells):
             raise PlanError(f"row partition {name!r} has cells {list(part.cells)}; the run was given {sorted(cells)}")
         everything = np.concatenate(list(cells.values())) if cells else np.array([], dtype=np.intp)
-        if np.unique(everything).size != everything.size:
+        if _sorted_unique(everything).size != everything.size:
             raise PlanError(f"the cells of row partition {name!r} overlap: a record would be charged to one cell and read by two")
         out[name] = cells
     return out
@@ -243,7 +252,7 @@ class Run:
                 raise PlanError(f"node {name!r} is charged to {self.plan.nodes[name].scope}: release it with rows= (the rows its "
                                 "value reads), which must lie in that cell")
             return None
-        read = np.unique(np.asarray(rows, dtype=np.intp).ravel())
+        read = _sorted_unique(rows)
         if allowed is not None and not np.all(np.isin(read, allowed)):
             outside = int(np.sum(~np.isin(read, allowed)))
             raise PlanError(f"node {name!r} is charged to {self.plan.nodes[name].scope} but reads {outside} rows outside it: "
