@@ -75,7 +75,7 @@ def test_what_each_party_sees_is_what_its_process_receives(which):
     channels = trust_model(job)["assumptions"][2]
     for party in job.parties:
         held = opened.channels[party]
-        peers = {p: [f"MPyC party {job.index(p)}"] if job.tls else [] for p in job.parties if p != party}
+        peers = {p: [f"MPyC party {job.index(p)}", p] if job.tls else [] for p in job.parties if p != party}  # id and name
         assert held == {"tls": job.tls, "peer_certificates": peers}, party
     assert channels.startswith("channels: " + (TLS_CHANNELS if job.tls else PLAINTEXT_CHANNELS))
     assert ("plaintext channels" in trust_model(job)["status"]) != job.tls
