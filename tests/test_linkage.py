@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from relay import Relay
 
 from privsdr.cli import main
 from privsdr.errors import ValidationError
@@ -377,47 +378,15 @@ def test_the_cli_links_over_tls_with_each_partys_certificate(tmp_path, capsys, p
 
 def test_a_relay_between_two_tls_parties_sees_only_tls_records(pki, wire, monkeypatch):
     """Bob dials alice through a TCP relay that records every byte both ways: no frame, no element in the clear."""
-    relay = socket.socket()
-    relay.bind(("127.0.0.7", 0))
-    relay.listen(1)
-    relay.settimeout(TIMEOUT)
-    seen: list[bytes] = []
-    target: dict[str, tuple[str, int]] = {}
     dial = socket.create_connection
+    ps = peers(["alice", "bob"])
+    relay = Relay(f"{ps[0].host}:{ps[0].port}", host="127.0.0.7", wait=TIMEOUT)
+    relayed = tuple(relay.address.rsplit(":", 1)[0:1]) + (int(relay.address.rsplit(":", 1)[1]),)
 
-    def pump(src, dst):
-        try:
-            while data := src.recv(65536):
-                seen.append(data)
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            dst.close()
-
-    def serve():
-        try:
-            client, _ = relay.accept()
-        except OSError:
-            return
-        server = dial(target["alice"], timeout=TIMEOUT)
-        client.settimeout(TIMEOUT)
-        pumps = [threading.Thread(target=pump, args=pair) for pair in ((client, server), (server, client))]
-        for t in pumps:
-            t.start()
-        for t in pumps:
-            t.join(3 * TIMEOUT)
-
-    def via_relay(address, *args, **kw):
-        if address == target["alice"]:
-            address = relay.getsockname()
-        return dial(address, *args, **kw)
+    def via_relay(address, *args, **kw):  # bob dials alice through the relay
+        return dial(relayed if tuple(address) == (ps[0].host, ps[0].port) else address, *args, **kw)
 
     monkeypatch.setattr(channel_module.socket, "create_connection", via_relay)
-    ps = peers(["alice", "bob"])
-    target["alice"] = (ps[0].host, ps[0].port)
-    server = threading.Thread(target=serve)
-    server.start()
     try:
         config = LinkageConfig(ps, "alice")
         ids = [[ident(i) for i in range(40)], [ident(i) for i in range(20, 60)]]
@@ -427,7 +396,7 @@ def test_a_relay_between_two_tls_parties_sees_only_tls_records(pki, wire, monkey
             assert [f.result(timeout=3 * TIMEOUT).n for f in futures] == [20, 20]
     finally:
         relay.close()
-        server.join(3 * TIMEOUT)
+    seen = [bytes(relay.up), bytes(relay.down)]
     stream = b"".join(seen)
     assert stream[:1] == b"\x16" and len(stream) > 2 * 32 * 40  # a TLS handshake record first, then the whole run
     sent = [d for _, d in wire]

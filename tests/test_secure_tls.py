@@ -17,7 +17,6 @@ import socket
 import stat
 import struct
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import attrs
 import numpy as np
 import pytest
 from conftest import gone, run_cli
+from relay import Relay
 
 from privsdr import Budget, Ledger
 from privsdr.errors import PrivsdrError, ValidationError
@@ -205,59 +205,6 @@ def tls_records(data: bytes) -> list[int]:
         types.append(data[at])
         at += 5 + int.from_bytes(data[at + 3:at + 5], "big")
     return types
-
-
-class Relay:
-    """A TCP relay on 127.0.0.5 to ``target``, keeping every byte each way."""
-
-    def __init__(self, target: str) -> None:
-        host, port = target.split(":")
-        self.target = (host, int(port))
-        self.server = socket.create_server(("127.0.0.5", 0))
-        self.address = f"127.0.0.5:{self.server.getsockname()[1]}"
-        self.up, self.down = bytearray(), bytearray()
-        self.threads = [threading.Thread(target=self._serve, daemon=True)]
-        self.threads[0].start()
-
-    def _serve(self) -> None:
-        try:
-            client, _ = self.server.accept()
-        except OSError:
-            return
-        deadline = time.monotonic() + WAIT
-        while True:  # the target may not listen yet: wait for it, as its dialer would
-            try:
-                upstream = socket.create_connection(self.target)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    client.close()
-                    return
-                time.sleep(0.05)
-        for src, dst, kept in ((client, upstream, self.up), (upstream, client, self.down)):
-            t = threading.Thread(target=self._pipe, args=(src, dst, kept), daemon=True)
-            t.start()
-            self.threads.append(t)
-
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket, kept: bytearray) -> None:
-        try:
-            while chunk := src.recv(65536):
-                kept.extend(chunk)
-                dst.sendall(chunk)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self.server.close()
-        for t in self.threads[1:]:
-            t.join(timeout=5)
 
 
 @pytest.mark.parametrize("tls", [True, False], ids=["tls", "plaintext-control"])
