@@ -50,7 +50,7 @@ def _party(index: int, peers: list[tuple[str, str, int]], n: int, overlap: float
 
 def _certificates(names: list[str], folder: str) -> dict[str, tuple[str, str, str]]:
     """Each party's (CA, certificate, key) files from ``privsdr secure keys``' ``make_keys``."""
-    from privsdr.secure.certificates import CA_CERT, make_keys
+    from privsdr.network.certificates import CA_CERT, make_keys
 
     return {name: (str(own / CA_CERT), str(own / f"party_{i}.crt"), str(own / f"party_{i}.key"))
             for i, (name, own) in enumerate(make_keys(Path(folder) / "keys", names).items())}

@@ -582,7 +582,7 @@ MUTANTS = (
            "privsdr/secure/launch.py", "        if not job.loopback:\n            raise PrivsdrError(\"TLS to network addresses",
            "        if False:\n            raise PrivsdrError(\"TLS to network addresses", ("tests/test_secure_tls.py",)),
     Mutant("secure_key_mode_unchecked", "a key file others may read is used",
-           "privsdr/secure/certificates.py", "    if st.st_mode & 0o077:", "    if False:", ("tests/test_secure_tls.py",)),
+           "privsdr/network/certificates.py", "    if st.st_mode & 0o077:", "    if False:", ("tests/test_secure_tls.py",)),
     Mutant("secure_plaintext_said_tls", "the trust model says mutual TLS for a plaintext run",
            "privsdr/secure/trust.py", "    if job.tls:\n        return (f\"channels: {TLS_CHANNELS}",
            "    if True:\n        return (f\"channels: {TLS_CHANNELS}", ("tests/test_secure_views.py",)),

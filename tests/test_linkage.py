@@ -231,7 +231,7 @@ def test_normalisation_strips_whitespace_and_folds_case_only_when_asked():
 def pki(tmp_path_factory):
     """``privsdr secure keys``' CA with certificates for alice, bob, carol and mallory, and a second CA with one for
     bob: each party's (CA, certificate, key) files. A certificate names ``MPyC party i`` and the party's own name."""
-    from privsdr.secure.certificates import CA_CERT, make_keys
+    from privsdr.network.certificates import CA_CERT, make_keys
 
     folder = tmp_path_factory.mktemp("pki")
     out = {}

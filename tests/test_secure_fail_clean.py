@@ -29,8 +29,8 @@ from conftest import run_cli
 
 from privsdr import Budget, Ledger
 from privsdr.errors import ValidationError
+from privsdr.network.certificates import make_keys
 from privsdr.secure import AggregationJob, NodeJob
-from privsdr.secure.certificates import make_keys
 from privsdr.secure.launch import Interrupted, PartyFailed, _charged_note, free_ports, interrupts, own_party
 from privsdr.secure.party import SafePickle, agreement_message, disagreements, read_agreement
 

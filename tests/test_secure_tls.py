@@ -28,9 +28,9 @@ from relay import Relay
 
 from privsdr import Budget, Ledger
 from privsdr.errors import PrivsdrError, ValidationError
+from privsdr.network.addresses import check_addresses, free_ports, is_loopback
+from privsdr.network.certificates import Credentials, load_credentials, make_keys, private_config
 from privsdr.secure import launch
-from privsdr.secure.addresses import check_addresses, free_ports, is_loopback
-from privsdr.secure.certificates import Credentials, load_credentials, make_keys, private_config
 from privsdr.secure.crossproducts import CrossProducts
 from privsdr.secure.job import AggregationJob, NodeJob
 from privsdr.secure.party import mpc_arguments

@@ -165,7 +165,7 @@ def _run_fsir_secure(args: argparse.Namespace) -> int:
                  + [(f"--data {p}", p) for p in paths])
         config = _load_config(args.config)
         if args.addresses is not None:  # checked now, before any file is read or anything charged
-            from ..secure.addresses import check_addresses
+            from ..network.addresses import check_addresses
 
             check_addresses(args.addresses, ["server"] + [f"client-{k}" for k in range(len(paths))])
         columns = list(config.columns) if config.columns is not None else args.columns

@@ -4,7 +4,7 @@
     privsdr secure keys DIR --config shared.json            # the parties of a `vertical config --secure` file
 
 Writes ``DIR/ca/`` (the CA certificate and its key) and ``DIR/<name>/`` per party (the CA certificate, the party's
-certificate and key); keys mode 0600, folders 0700 (``privsdr.secure.certificates``). Give each party its own
+certificate and key); keys mode 0600, folders 0700 (``privsdr.network.certificates``). Give each party its own
 folder only; keep the CA's key away from the parties' hosts. Nothing secret is printed.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ._common import FORMATTER, Parser
 
 
 def _keys(args: argparse.Namespace) -> int:
-    from ..secure.certificates import make_keys
+    from ..network.certificates import make_keys
 
     if (args.parties is None) == (args.config is None):
         raise ValidationError("give the parties in order (--parties NAME ...) or a configuration (--config shared.json), one of them")

@@ -57,7 +57,7 @@ def _folder_files(certs: str) -> tuple[str, str, str]:
     """(CA, certificate, key) of one party's folder from ``privsdr secure keys`` (``DIR/<name>``)."""
     from pathlib import Path
 
-    from ..secure.certificates import CA_CERT
+    from ..network.certificates import CA_CERT
 
     folder = Path(certs)
     crts = sorted(folder.glob("party_*.crt"))

@@ -46,7 +46,7 @@ def estimator_params(args: argparse.Namespace, row_bound: Any) -> dict[str, Any]
 def write_config(args: argparse.Namespace, row_bound: Any, budget: Budget, layout: Any) -> None:
     """``vertical config --secure``: the public configuration, with every party's address (checked: ports 1..65535,
     no address twice); default a free port on 127.0.0.1 for every party."""
-    from ..secure.addresses import check_addresses, is_loopback, loopback_addresses
+    from ..network.addresses import check_addresses, is_loopback, loopback_addresses
 
     if budget.is_infinite:
         raise ValidationError("--secure is certified only: give --epsilon (and --delta)")
@@ -141,7 +141,7 @@ def _can_listen(address: str) -> None:
     """This party's configured address takes a listening socket now (as MPyC's does: address reuse on)."""
     import socket
 
-    from ..secure.addresses import split_address
+    from ..network.addresses import split_address
 
     host, port = split_address(address)
 
@@ -181,7 +181,7 @@ def _party(args: argparse.Namespace, name: str, holds_data: bool) -> int:
         if certificates is None:
             raise ValidationError(f"this run uses TLS: party {name!r} needs its certificate folder (--certs; `privsdr secure keys`), "
                                   "or plaintext asked for explicitly in the shared configuration; nothing was charged")
-        from ..secure.certificates import load_credentials
+        from ..network.certificates import load_credentials
 
         load_credentials(certificates, parties.index(name))
     if not holds_data and name not in parties:

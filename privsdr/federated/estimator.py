@@ -326,8 +326,8 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
     def _fit_secure(self, config: FSIRConfig, checked: list[tuple[np.ndarray, Any]], ids: list[str], budget: Budget, ledger: Ledger,
                     X_raw: Any, p: int) -> FederatedSIR:
         """``aggregation="secure"``: the central release by secure aggregation (``secure_fit``)."""
+        from ..network.addresses import check_addresses
         from ..released.moments import warn_if_noise_wins
-        from ..secure.addresses import check_addresses
         from .secure_fit import SERVER, check_secure_config, fit_secure
 
         check_secure_config(config, len(checked), self.colluders)

@@ -12,9 +12,7 @@ verifying the peer against the parties' CA) each side checks that the peer's cer
 """
 from __future__ import annotations
 
-import ipaddress
 import json
-import os
 import socket
 import ssl
 import struct
@@ -25,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PrivsdrError, ValidationError
+from ..network.addresses import is_loopback_host
+from ..network.certificates import check_key_file
 
 MAGIC = b"PSDL"
 VERSION = 1
@@ -70,16 +70,6 @@ class Peer:
         return f"{self.name}={self.host}:{self.port}"
 
 
-def is_loopback(host: str) -> bool:
-    """True for a loopback IP literal or ``localhost``; any other host name counts as not loopback."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def check_addresses(peers: Sequence[Peer], tls: bool, allow_plaintext: bool) -> None:
     """Refuse plaintext to a non-loopback address unless ``allow_plaintext``; refuse repeated names or addresses."""
     names = [p.name for p in peers]
@@ -88,7 +78,7 @@ def check_addresses(peers: Sequence[Peer], tls: bool, allow_plaintext: bool) -> 
     addresses = [(p.host, p.port) for p in peers]
     if len(set(addresses)) != len(addresses):
         raise ValidationError(f"every party needs its own address, got {[str(p) for p in peers]}")
-    remote = [str(p) for p in peers if not is_loopback(p.host)]
+    remote = [str(p) for p in peers if not is_loopback_host(p.host)]
     if remote and not tls and not allow_plaintext:
         raise ValidationError(f"{', '.join(remote)} not loopback: TLS is required (give the certificates), or pass the "
                               "explicit plaintext flag (--plaintext, allow_plaintext=True) to send blinded elements unencrypted and unauthenticated")
@@ -105,13 +95,12 @@ def certificate_names(cert: Mapping[str, Any]) -> set[str]:
 def tls_contexts(ca_file: str, cert_file: str, key_file: str) -> tuple[ssl.SSLContext, ssl.SSLContext]:
     """(server, client) contexts of one party: its certificate and key, the peers verified against ``ca_file``.
 
-    The key file must not be readable by group or others (0600), as for ssh keys.
+    The key file must be its owner's alone (0600, ``certificates.check_key_file``), as for ssh keys.
     """
     for path in (ca_file, cert_file, key_file):
         if not Path(path).is_file():
             raise ValidationError(f"{path}: no such file")
-    if os.stat(key_file).st_mode & 0o077:
-        raise ValidationError(f"{key_file}: the private key is readable by others; chmod 600 it")
+    check_key_file(Path(key_file))
     server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     client.check_hostname = False  # the peer is checked by party name (certificate_names), not by host name

@@ -30,8 +30,8 @@ import numpy as np
 
 from ..errors import PrivsdrError, ValidationError
 from ..mechanisms.distributed import SAMPLER, from_upper_triangle, share_noise
+from ..network.addresses import loopback_addresses
 from ..plan import CalibratedPlan, Run, tap
-from .addresses import loopback_addresses
 from .crossproducts import CrossProducts
 from .job import AggregationJob, NodeJob
 from .launch import Interrupted, Opened, Parties, PartyFailed, own_party, run_own_party, run_parties

@@ -33,7 +33,7 @@ import attrs
 
 from ..errors import ValidationError
 from ..mechanisms.distributed import honest_majority
-from .addresses import check_addresses, is_loopback
+from ..network.addresses import check_addresses, is_loopback
 from .crossproducts import CrossProducts
 
 #: a party's noise share beyond this many standard deviations is refused by the party itself
@@ -178,7 +178,7 @@ class AggregationJob:
 
     def with_addresses(self) -> AggregationJob:
         """This job, with free ports on 127.0.0.1 when it names no addresses (the single-machine default)."""
-        from .addresses import loopback_addresses
+        from ..network.addresses import loopback_addresses
 
         return self if self.addresses else attrs.evolve(self, addresses=loopback_addresses(len(self.parties)))
 

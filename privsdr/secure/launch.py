@@ -52,8 +52,8 @@ import attrs
 import numpy as np
 
 from ..errors import PrivsdrError
-from .addresses import free_ports
-from .certificates import Credentials, load_credentials, make_keys, party_credentials, private_config
+from ..network.addresses import free_ports
+from ..network.certificates import Credentials, load_credentials, make_keys, party_credentials, private_config
 from .job import AggregationJob
 from .party import EXIT_DISAGREED, LAUNCHER_ENV
 

@@ -75,8 +75,8 @@ import numpy as np
 
 from ..errors import PrivsdrError
 from ..mechanisms import secure as exact
-from .addresses import split_address
-from .certificates import certificate_names, load_credentials, names_party
+from ..network.addresses import split_address
+from ..network.certificates import certificate_names, load_credentials, names_party
 from .job import AggregationJob, differences
 
 EXIT_TIMEOUT = 4

@@ -41,14 +41,14 @@ from ..algorithms._pls_modes import ssp_postprocess
 from ..algorithms.adassp import adassp_solution
 from ..errors import PrivsdrError, ValidationError
 from ..mechanisms.distributed import honest_majority
+from ..network.addresses import check_addresses
+from ..network.certificates import load_credentials
 from ..parties.layout import Layout, Party, check_parties, is_block_list
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
 from ..released import Released, from_run, gram, regression
 from ..secure import crossproducts
-from ..secure.addresses import check_addresses
 from ..secure.aggregate import agreed_own_party, decline_own_party, gram_inputs, gram_job, secure_gram_release
-from ..secure.certificates import load_credentials
 
 RELATION = "add_remove"
 NODES = ("xtx", "xty")

@@ -51,7 +51,12 @@ def check_addresses(addresses: Sequence[str], parties: Sequence[str]) -> tuple[s
 
 def is_loopback(address: str) -> bool:
     """Whether ``host:port`` names this machine's loopback interface (127.0.0.0/8 or ``localhost``)."""
-    host = split_address(address)[0]
+    return is_loopback_host(split_address(address)[0])
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` (an IP literal or a name) is this machine's loopback interface: a loopback IP or ``localhost``;
+    any other host name counts as the network."""
     if host.lower() == "localhost":
         return True
     try:
