@@ -21,6 +21,8 @@ import privsdr
 from privsdr import Budget
 from privsdr.audit.replay import Recorder, Released
 
+import replay_consumers as consumers  # noqa: E402  (isort: the tests' own helper after privsdr)
+
 N, P = 240, 4
 BUDGET = Budget(2.0, 1e-5)
 WIDTHS = (2, 2)  # vertical cases: two parties of two columns
@@ -105,6 +107,9 @@ class Case:
     references: Callable[[dict[str, Any], Any], Mapping[str, Callable[[Released, Recorder], Any]]] | None = None
     data: Callable[[int], dict[str, Any]] = make_data
     scopes: bool = False  #: (d): the case has nodes charged to cells of a row partition
+    #: (e): ``consumer(est, released)`` -> ``privsdr.released.fitted.Fitted``: the estimator's ``*_from_released`` on its
+    #: ``released_`` record with its public parameters (the fitted state must follow from the record alone)
+    consumer: Callable[[Any, Any], Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __str__(self) -> str:
@@ -254,16 +259,17 @@ CASES: list[Case] = [
          covers=("SparseDPSIR", "onepass"), scopes=True, references=lambda D, est: sir_step_references(D, est, "sparse")),
     Case("SparseDPSIR moments", lambda: privsdr.SparseDPSIR(1, sparsity=2, cut_points=CUTS, **SIR), covers=("SparseDPSIR", "certified")),
     Case("DPSparsePCA moments", lambda: privsdr.DPSparsePCA(1, sparsity=2, bound=1.0, budget=BUDGET, random_state=3), fit=fit_x,
-         covers=("DPSparsePCA", "certified")),
+         covers=("DPSparsePCA", "certified"), consumer=lambda est, r: consumers.sparse_pca(est, r)),
     Case("DPSparsePCA onepass", lambda: privsdr.DPSparsePCA(1, algorithm="onepass", sparsity=2, bound=1.0, budget=BUDGET,
                                                              random_state=3), fit=fit_x, covers=("DPSparsePCA", "onepass"),
          scopes=True, references=lambda D, est: sir_step_references(D, est, "pca")),
     Case("DPMeanCovariance", lambda: privsdr.DPMeanCovariance(clip=2.0, budget=BUDGET, random_state=3), fit=fit_x,
-         covers=("DPMeanCovariance", "certified")),
+         covers=("DPMeanCovariance", "certified"), consumer=lambda est, r: consumers.mean_covariance(est, r)),
     Case("DPMeanCovariance, Chunks", lambda: privsdr.DPMeanCovariance(clip=2.0, budget=BUDGET, random_state=3),
-         fit=lambda est, D: fit_chunks(est, D, with_y=False), covers=("DPMeanCovariance", "chunked")),
+         fit=lambda est, D: fit_chunks(est, D, with_y=False), covers=("DPMeanCovariance", "chunked"),
+         consumer=lambda est, r: consumers.mean_covariance(est, r)),
     Case("DPStandardScaler", lambda: privsdr.DPStandardScaler(bound=1.0, center=0.1, budget=BUDGET, random_state=3), fit=fit_x,
-         covers=("DPStandardScaler", "certified")),
+         covers=("DPStandardScaler", "certified"), consumer=lambda est, r: consumers.standard_scaler(est, r)),
     Case("DPPLS certified (S2)", lambda: privsdr.DPPLS(2, bound_x=2.0, bound_y=3.0, budget=BUDGET, random_state=3),
          covers=("DPPLS", "certified")),
     Case("DPPLS certified (S2), auto components", lambda: privsdr.DPPLS("auto", bound_x=2.0, bound_y=3.0, budget=BUDGET,
@@ -281,7 +287,7 @@ CASES: list[Case] = [
     Case("AdaSSPRegression, as published", lambda: privsdr.AdaSSPRegression(bound_x=2.0, bound_y=3.0, shrinkage="none",
                                                                              budget=BUDGET, random_state=3),
          covers=("AdaSSPRegression", "published")),
-    Case("MSC dp_mean", lambda: _msc(), fit=fit_x, covers=("MSC", "dp_mean")),
+    Case("MSC dp_mean", lambda: _msc(), fit=fit_x, covers=("MSC", "dp_mean"), consumer=lambda est, r: consumers.msc(est, r)),
     Case("FederatedSIR iid", lambda: privsdr.FederatedSIR(1, bound=1.0, cut_points=CUTS, n_clients=3, budget=BUDGET,
                                                           random_state=3), covers=("FederatedSIR", "iid")),
     Case("FederatedSIR two-stage VGM", lambda: privsdr.FederatedSIR(1, bound=1.0, cut_points=CUTS, n_clients=3, budget=BUDGET,

@@ -1,0 +1,40 @@
+"""Each certified case's consumer (``privsdr.released.fitted``), called the way a producer of its own would call it:
+``<estimator>_from_released(released, public parameters)``, the public parameters read off the fitted estimator's
+constructor arguments and its public shape (never its data). ``tests/replay_cases.py`` names one per case."""
+from __future__ import annotations
+
+from typing import Any
+
+from privsdr.algorithms._base import diagnostic_rng
+from privsdr.released import Released
+from privsdr.released.fitted import Fitted
+
+
+def mean_covariance(est: Any, released: Released) -> Fitted:
+    from privsdr.algorithms.mean_covariance import mean_covariance_from_released
+
+    p = est.n_features_in_
+    return mean_covariance_from_released(released, est._validated_clip(p), est._center(p), est._box(p))
+
+
+def standard_scaler(est: Any, released: Released) -> Fitted:
+    from privsdr.algorithms._base import column_bounds, public_center
+    from privsdr.preprocessing.standard import standard_scaler_from_released
+
+    p = est.n_features_in_
+    return standard_scaler_from_released(released, column_bounds(est.bound, p, "bound"), public_center(est.center, p),
+                                         est._min_scale())
+
+
+def msc(est: Any, released: Released) -> Fitted:
+    from privsdr.algorithms.spectral import msc_from_released
+
+    return msc_from_released(released, est._center(est.n_features_in_))
+
+
+def sparse_pca(est: Any, released: Released) -> Fitted:
+    from privsdr.algorithms.sparse_pca import sparse_pca_from_released
+
+    K, s = int(est.n_components), int(est.sparsity)
+    rng = diagnostic_rng(est.random_state) if est.diagnose_noise else None
+    return sparse_pca_from_released(released, est.n_features_in_, K, s, rng)
