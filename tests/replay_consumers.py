@@ -38,3 +38,12 @@ def sparse_pca(est: Any, released: Released) -> Fitted:
     K, s = int(est.n_components), int(est.sparsity)
     rng = diagnostic_rng(est.random_state) if est.diagnose_noise else None
     return sparse_pca_from_released(released, est.n_features_in_, K, s, rng)
+
+
+def adassp(est: Any, released: Released) -> Fitted:
+    from privsdr.algorithms.adassp import adassp_from_released
+
+    c = est._checked(est.n_features_in_)
+    return adassp_from_released(released, bound_x=c["bound_x"], bound_y=c["bound_y"], x_center=c["x_center"],
+                                y_center=c["y_center"], fit_intercept=c["intercept"], failure_probability=c["rho"],
+                                shrinkage=est.shrinkage, diagnose_noise=est.diagnose_noise, rng=diagnostic_rng(est.random_state))

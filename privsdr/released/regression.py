@@ -187,16 +187,38 @@ FALLBACK_NOTE = "its slopes were shrunk by max(0, 1 - ratio^2) towards the DP me
 ZEROED_NOTE = "every coefficient was set to 0: the fit predicts the DP mean of y"
 
 
+def noise_warning(ratio: float, fallback: str | None = None) -> str | None:
+    """The ``NoiseDominatesWarning`` text when ratio > NOISE_WARNING_SHARE (else None); ``fallback``: what the fit did
+    about it (``FALLBACK_NOTE``, ``ZEROED_NOTE``)."""
+    if not ratio > NOISE_WARNING_SHARE:
+        return None
+    how = f"by {ratio:.3g} times" if math.isfinite(ratio) else "without bound against"
+    return (f"the noise alone moves the fitted predictions {how} their own spread (over {NOISE_WARNING_SHARE:g}): at this "
+            "budget and sample size the model cannot be told reliably from the constant prediction"
+            + (f"; {fallback}" if fallback else ""))
+
+
+def diagnostic(ratio: float) -> Any:
+    """The regression noise diagnostic as a ``fitted.Diagnostic`` (what ``with_diagnostics`` attaches)."""
+    from .fitted import Diagnostic
+
+    return Diagnostic("noise", noise_message(ratio), {"noise_ratio": ratio if math.isfinite(ratio) else None})
+
+
+def warned(ratio: float, fallback: str | None = None) -> tuple[tuple[type[Warning], str], ...]:
+    """The warnings a ``fitted.Fitted`` carries for this noise ratio: ``NoiseDominatesWarning`` with ``noise_warning``'s
+    text when the noise wins, else none."""
+    from ..errors import NoiseDominatesWarning
+
+    text = noise_warning(ratio, fallback)
+    return () if text is None else ((NoiseDominatesWarning, text),)
+
+
 def warn_if_noise_wins(ratio: float, stacklevel: int = 4, fallback: str | None = None) -> None:
-    """``NoiseDominatesWarning`` when ratio > NOISE_WARNING_SHARE; ``fallback``: what the fit did about it
-    (``FALLBACK_NOTE``, ``ZEROED_NOTE``), said in the warning."""
+    """``NoiseDominatesWarning`` when ratio > NOISE_WARNING_SHARE (``noise_warning``)."""
     import warnings
 
     from ..errors import NoiseDominatesWarning
 
-    if ratio > NOISE_WARNING_SHARE:
-        how = f"by {ratio:.3g} times" if math.isfinite(ratio) else "without bound against"
-        warnings.warn(f"the noise alone moves the fitted predictions {how} their own spread (over "
-                      f"{NOISE_WARNING_SHARE:g}): at this budget and sample size the model cannot be told reliably from "
-                      "the constant prediction" + (f"; {fallback}" if fallback else ""), NoiseDominatesWarning,
-                      stacklevel=stacklevel)
+    if (text := noise_warning(ratio, fallback)) is not None:
+        warnings.warn(text, NoiseDominatesWarning, stacklevel=stacklevel)

@@ -1,0 +1,175 @@
+"""Each sufficient-statistics estimator's consumer (``<estimator>_from_released``) on a hand-built ``Released``.
+
+Noise off (every scale 0): the fitted state equals an independent numpy reference on the rows the statistics were
+built from. Noise on (hand-set public scales): the diagnostics are the closed forms of the public scales, so a
+consumer that reads a wrong scale (another array's, or none) is caught. The replay harness (``tests/test_replay.py``
+(e)) checks that each fit is its consumer on its own record.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from privsdr.errors import NoiseDominatesWarning
+from privsdr.released import Released
+
+RNG = np.random.default_rng(7)
+N, P = 400, 4
+X = RNG.uniform(-1.0, 1.0, (N, P)) @ np.diag([1.0, 0.8, 0.6, 0.4])  # ||x|| <= 1.64 < 2: no row is clipped
+Y = X @ np.array([1.0, -0.5, 0.25, 0.0]) + 0.1 * RNG.standard_normal(N)  # |y| < 3: no label is clipped
+
+
+def released(arrays, scales=None, n=N, relation="replace_one"):
+    """A hand-built record (noise off unless ``scales`` is given)."""
+    return Released(arrays, scales or dict.fromkeys(arrays, 0.0), n, relation, "hand-built")
+
+
+def projector(B):
+    Q = np.linalg.qr(B)[0]
+    return Q @ Q.T
+
+
+# -- DPMeanCovariance -----------------------------------------------------------------------------------------------
+def test_mean_covariance_noise_off_is_the_empirical_mean_and_covariance():
+    from privsdr.algorithms.mean_covariance import mean_covariance_from_released
+
+    fitted = mean_covariance_from_released(released({"mean": X.mean(axis=0), "second_moment": X.T @ X / N}), 2.0, np.zeros(P))
+    np.testing.assert_allclose(fitted["mean_"], X.mean(axis=0), atol=1e-12)
+    np.testing.assert_allclose(fitted["covariance_"], np.cov(X.T, bias=True), atol=1e-10)
+    assert fitted["noise_ratio_"] == 0.0 and not fitted.warnings
+
+
+def test_mean_covariance_diagnostic_is_each_release_s_own_scale_over_its_public_bound():
+    from privsdr.algorithms.mean_covariance import mean_covariance_from_released
+
+    arrays = {"mean": X.mean(axis=0), "second_moment": X.T @ X / N}
+    quiet = mean_covariance_from_released(released(arrays, {"mean": 0.3, "second_moment": 0.8}), 2.0)
+    assert quiet.diagnostics[0].values["mean_noise_ratio"] == pytest.approx(0.3 / 2.0)
+    assert quiet.diagnostics[0].values["covariance_noise_ratio"] == pytest.approx(0.8 / 4.0)
+    assert quiet["noise_ratio_"] == pytest.approx(0.2) and not quiet.warnings
+    loud = mean_covariance_from_released(released(arrays, {"mean": 0.1, "second_moment": 2.4}), 2.0)
+    assert loud["noise_ratio_"] == pytest.approx(0.6) and loud.warnings[0][0] is NoiseDominatesWarning
+
+
+# -- DPStandardScaler -----------------------------------------------------------------------------------------------
+def test_standard_scaler_noise_off_is_the_column_mean_and_sd():
+    from privsdr.preprocessing.standard import standard_scaler_from_released
+
+    center, bounds = np.full(P, 0.1), np.full(P, 1.5)
+    U = (X - center) / bounds  # within [-1, 1]: the clip does nothing
+    fitted = standard_scaler_from_released(released({"mean": U.mean(axis=0), "second_moment": (U * U).mean(axis=0)}), bounds,
+                                           center, 1e-3)
+    np.testing.assert_allclose(fitted["mean_"], X.mean(axis=0), atol=1e-12)
+    np.testing.assert_allclose(fitted["var_"], X.var(axis=0), atol=1e-12)
+    np.testing.assert_allclose(fitted["scale_"], X.std(axis=0), atol=1e-12)
+    assert fitted["n_samples_seen_"] == N
+
+
+def test_standard_scaler_diagnostic_reads_both_scales():
+    from privsdr.preprocessing.standard import standard_scaler_from_released
+
+    arrays = {"mean": np.zeros(P), "second_moment": np.full(P, 0.3)}
+    fitted = standard_scaler_from_released(released(arrays, {"mean": 0.2, "second_moment": 0.7}), np.ones(P), np.zeros(P), 1e-3)
+    values = fitted.diagnostics[0].values
+    assert (values["mean_noise_ratio"], values["second_moment_noise_ratio"], fitted["noise_ratio_"]) == (0.2, 0.7, 0.7)
+    assert fitted.warnings and fitted.warnings[0][0] is NoiseDominatesWarning
+
+
+# -- MSC ---------------------------------------------------------------------------------------------------------------
+def test_msc_noise_off_reference_is_the_mean_spectrum():
+    from privsdr.algorithms.spectral import msc_from_released
+
+    center = np.full(P, 0.5)
+    fitted = msc_from_released(released({"count": [float(N)], "sum": (X - center).sum(axis=0)}, n=0, relation="add_remove"),
+                               center)
+    np.testing.assert_allclose(fitted["reference_"], X.mean(axis=0), atol=1e-12)
+
+
+# -- DPSparsePCA (moments) ----------------------------------------------------------------------------------------------
+def test_sparse_pca_noise_off_is_the_top_eigenvectors_on_the_support():
+    from privsdr.algorithms.sparse_pca import sparse_pca_from_released
+
+    support = np.array([0, 2])
+    XS = X[:, support]
+    fitted = sparse_pca_from_released(released({"support": support, "sigma": XS.T @ XS / N}), P, 1, 2, np.random.default_rng(0))
+    values, vectors = np.linalg.eigh(XS.T @ XS / N)
+    expected = np.zeros((P, 1))
+    expected[support, 0] = vectors[:, -1]
+    np.testing.assert_allclose(projector(fitted["components_"]), projector(expected), atol=1e-10)
+    np.testing.assert_array_equal(fitted["support_"], support)
+    assert fitted["noise_error_"] == 0.0
+
+
+def test_sparse_pca_co_variation_is_the_off_diagonal_energy_over_sigma_s_own_noise():
+    from privsdr.algorithms.sparse_pca import sparse_pca_from_released
+
+    sigma = np.array([[1.0, 0.3, 0.0], [0.3, 1.0, 0.1], [0.0, 0.1, 1.0]])
+    record = released({"support": [0, 1, 3], "sigma": sigma}, {"support": 5.0, "sigma": 0.05})
+    fitted = sparse_pca_from_released(record, P, 1, 3)
+    energy = np.array([0.3**2, 0.3**2 + 0.1**2, 0.1**2])
+    np.testing.assert_allclose(fitted["co_variation_"], energy / (2 * 0.05**2))
+    assert "noise_error_" not in fitted.attributes  # no rng: no bootstrap
+
+
+def test_a_consumer_raises_nothing_itself():
+    """Warnings are part of the fitted state; the fit raises them (``Fitted.apply``)."""
+    from privsdr.algorithms.mean_covariance import mean_covariance_from_released
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fitted = mean_covariance_from_released(released({"mean": np.zeros(P), "second_moment": np.eye(P)},
+                                                        {"mean": 5.0, "second_moment": 5.0}), 1.0)
+    assert fitted.warnings
+
+    class Target:
+        pass
+
+    with pytest.warns(NoiseDominatesWarning):
+        fitted.apply(Target())
+
+
+# -- AdaSSPRegression ---------------------------------------------------------------------------------------------------
+def _ols(X, y):
+    Z = np.column_stack([X, np.ones(len(y))])
+    theta = np.linalg.lstsq(Z, y, rcond=None)[0]
+    return theta[:-1], float(theta[-1])
+
+
+def test_adassp_certified_default_noise_off_is_ols():
+    from privsdr.algorithms.adassp import adassp_from_released
+
+    arrays = {"count": [float(N)], "x_sum": X.sum(axis=0), "y_sum": [Y.sum()], "xtx": X.T @ X, "xty": X.T @ Y}
+    fitted = adassp_from_released(released(arrays, n=0, relation="add_remove"), bound_x=2.0, bound_y=3.0, x_center=np.zeros(P))
+    coef, intercept = _ols(X, Y)
+    np.testing.assert_allclose(fitted["coef_"], coef, atol=1e-9)
+    assert fitted["intercept_"] == pytest.approx(intercept, abs=1e-9)
+    assert (fitted["ridge_"], fitted["noise_ratio_"], fitted["shrinkage_factor_"]) == (0.0, 0.0, 1.0)
+
+
+def test_adassp_as_published_noise_off_is_ols_on_the_design_with_its_constant_column():
+    from privsdr.algorithms.adassp import adassp_from_released
+
+    Z = np.column_stack([X, np.full(N, 2.0)])
+    arrays = {"lambda_min": [np.linalg.eigvalsh(Z.T @ Z)[0]], "xtx": Z.T @ Z, "xty": Z.T @ Y}
+    fitted = adassp_from_released(released(arrays, n=0, relation="add_remove"), bound_x=2.0, bound_y=3.0, x_center=np.zeros(P),
+                                  shrinkage="none")
+    coef, intercept = _ols(X, Y)
+    np.testing.assert_allclose(fitted["coef_"], coef, atol=1e-9)
+    assert fitted["intercept_"] == pytest.approx(intercept, abs=1e-9)
+
+
+def test_adassp_ridge_reads_the_gram_s_and_the_eigenvalue_s_own_scales():
+    """lambda_lo = lambda_min~ - s_lambda sqrt(2 log(3 / rho)), ridge = s_G sqrt(d log(2 d^2 / rho)) - lambda_lo (Wang 2018)."""
+    from privsdr.algorithms.adassp import adassp_from_released
+
+    arrays = {"lambda_min": [40.0], "xtx": X.T @ X, "xty": X.T @ Y}
+    record = released(arrays, {"lambda_min": 3.0, "xtx": 10.0, "xty": 1.0}, n=0, relation="add_remove")
+    fitted = adassp_from_released(record, bound_x=2.0, bound_y=3.0, x_center=np.zeros(P), fit_intercept=False,
+                                  shrinkage="none", diagnose_noise=False)
+    rho = 0.05
+    lambda_lo = 40.0 - 3.0 * np.sqrt(2.0 * np.log(3.0 / rho))
+    assert fitted["lambda_lower_"] == pytest.approx(lambda_lo)
+    assert fitted["ridge_"] == pytest.approx(10.0 * np.sqrt(P * np.log(2.0 * P * P / rho)) - lambda_lo)
+    np.testing.assert_allclose(fitted["coef_"], np.linalg.solve(X.T @ X + fitted["ridge_"] * np.eye(P), X.T @ Y))
