@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import replay_consumers as consumers
 
 import privsdr
 from privsdr import Budget
 from privsdr.audit.replay import Recorder, Released
-
-import replay_consumers as consumers  # noqa: E402  (isort: the tests' own helper after privsdr)
 
 N, P = 240, 4
 BUDGET = Budget(2.0, 1e-5)
@@ -271,11 +270,11 @@ CASES: list[Case] = [
     Case("DPStandardScaler", lambda: privsdr.DPStandardScaler(bound=1.0, center=0.1, budget=BUDGET, random_state=3), fit=fit_x,
          covers=("DPStandardScaler", "certified"), consumer=lambda est, r: consumers.standard_scaler(est, r)),
     Case("DPPLS certified (S2)", lambda: privsdr.DPPLS(2, bound_x=2.0, bound_y=3.0, budget=BUDGET, random_state=3),
-         covers=("DPPLS", "certified")),
+         covers=("DPPLS", "certified"), consumer=lambda est, r: consumers.pls(est, r)),
     Case("DPPLS certified (S2), auto components", lambda: privsdr.DPPLS("auto", bound_x=2.0, bound_y=3.0, budget=BUDGET,
-                                                                         random_state=3), covers=("DPPLS", "certified")),
+                                                                         random_state=3), covers=("DPPLS", "certified"), consumer=lambda est, r: consumers.pls(est, r)),
     Case("DPPLS certified (S2), Chunks", lambda: privsdr.DPPLS(2, bound_x=2.0, bound_y=3.0, budget=BUDGET, random_state=3),
-         fit=fit_chunks, covers=("DPPLS", "chunked")),
+         fit=fit_chunks, covers=("DPPLS", "chunked"), consumer=lambda est, r: consumers.pls(est, r)),
     Case("DPPLS certified_iterative (S1)", lambda: privsdr.DPPLS(2, mode="certified_iterative", bound_x=2.0, bound_y=3.0,
                                                                   budget=BUDGET, random_state=3),
          covers=("DPPLS", "certified_iterative"), references=s1_references),

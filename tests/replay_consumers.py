@@ -47,3 +47,13 @@ def adassp(est: Any, released: Released) -> Fitted:
     return adassp_from_released(released, bound_x=c["bound_x"], bound_y=c["bound_y"], x_center=c["x_center"],
                                 y_center=c["y_center"], fit_intercept=c["intercept"], failure_probability=c["rho"],
                                 shrinkage=est.shrinkage, diagnose_noise=est.diagnose_noise, rng=diagnostic_rng(est.random_state))
+
+
+def pls(est: Any, released: Released) -> Fitted:
+    from privsdr.algorithms.pls import pls_from_released
+
+    c = est._checked(2**31, est.n_features_in_)  # n only caps A at n - 1, which no case reaches (n > m)
+    return pls_from_released(released, n_components=c["A"], auto=c["auto"], bound_x=c["bound_x"], bound_y=c["bound_y"],
+                             x_center=c["x_center"], y_center=c["y_center"], centering=est.centering, ridge=c["ridge"],
+                             psd_repair=c["psd_repair"], shrinkage=c["shrinkage"], diagnose_noise=est.diagnose_noise,
+                             rng=diagnostic_rng(est.random_state))

@@ -173,3 +173,45 @@ def test_adassp_ridge_reads_the_gram_s_and_the_eigenvalue_s_own_scales():
     assert fitted["lambda_lower_"] == pytest.approx(lambda_lo)
     assert fitted["ridge_"] == pytest.approx(10.0 * np.sqrt(P * np.log(2.0 * P * P / rho)) - lambda_lo)
     np.testing.assert_allclose(fitted["coef_"], np.linalg.solve(X.T @ X + fitted["ridge_"] * np.eye(P), X.T @ Y))
+
+
+# -- DPPLS certified (S2) -------------------------------------------------------------------------------------------------
+S2 = {"count": [float(N)], "x_sum": X.sum(axis=0), "y_sum": [Y.sum()], "xtx": X.T @ X, "xty": X.T @ Y}
+
+
+def test_pls_s2_noise_off_with_every_component_is_ols():
+    from privsdr.algorithms.pls import pls_from_released
+
+    fitted = pls_from_released(released(S2, n=0, relation="add_remove"), n_components=P, bound_x=2.0, bound_y=3.0,
+                               x_center=np.zeros(P))
+    coef, intercept = _ols(X, Y)
+    np.testing.assert_allclose(fitted["coef_"], coef, atol=1e-8)
+    assert fitted["intercept_"] == pytest.approx(intercept, abs=1e-8)
+    np.testing.assert_allclose(fitted["x_mean_"], X.mean(axis=0), atol=1e-12)
+    assert (fitted["n_components_"], fitted["noise_ratio_"]) == (P, 0.0)
+
+
+def test_pls_s2_one_component_is_the_first_pls_direction():
+    """One component: the weight is the centred X^T y / ||.|| and the slope its least-squares fit (PLS1, Wold)."""
+    from privsdr.algorithms.pls import pls_from_released
+
+    fitted = pls_from_released(released(S2, n=0, relation="add_remove"), n_components=1, bound_x=2.0, bound_y=3.0,
+                               x_center=np.zeros(P))
+    Xc, yc = X - X.mean(axis=0), Y - Y.mean()
+    w = Xc.T @ yc / np.linalg.norm(Xc.T @ yc)
+    t = Xc @ w
+    np.testing.assert_allclose(fitted["coef_"], w * (t @ yc) / (t @ t), atol=1e-9)
+
+
+def test_pls_s2_pre_test_reads_the_released_xty_s_own_scale():
+    """The same arrays: a centred X^T y far above its noise keeps its components, one buried under it (the record's
+    scale of xty) gives the trivial model; the other scales are equal in both."""
+    from privsdr.algorithms.pls import pls_from_released
+
+    u = np.linalg.norm(X.T @ Y - X.sum(axis=0) * Y.sum() / N)
+    kw = {"n_components": 1, "bound_x": 2.0, "bound_y": 3.0, "x_center": np.zeros(P), "diagnose_noise": False}
+    low = dict.fromkeys(S2, 1e-6)
+    kept = pls_from_released(released(S2, low, n=0, relation="add_remove"), **kw)
+    dropped = pls_from_released(released(S2, {**low, "xty": 10.0 * u}, n=0, relation="add_remove"), **kw)
+    assert kept["n_components_"] == 1 and dropped["n_components_"] == 0
+    assert np.all(dropped["coef_"] == 0.0)
