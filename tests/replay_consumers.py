@@ -57,3 +57,15 @@ def pls(est: Any, released: Released) -> Fitted:
                              x_center=c["x_center"], y_center=c["y_center"], centering=est.centering, ridge=c["ridge"],
                              psd_repair=c["psd_repair"], shrinkage=c["shrinkage"], diagnose_noise=est.diagnose_noise,
                              rng=diagnostic_rng(est.random_state))
+
+
+def secure_vertical(est: Any, released: Released) -> Fitted:
+    from privsdr.vertical.secure_regression import released_constant, secure_regression_from_released
+
+    blocks = {p.name: p.n_columns for p in est.layout_.parties}
+    c = est._checked(list(blocks), list(blocks.values()))
+    return secure_regression_from_released(
+        released, x_center=c["x_center"], y_center=c["y_center"], label_bound=c["label_bound"], constant=released_constant(c),
+        columns_scale=c["columns_scale"], label_scale=c["label_scale"], fit_intercept=c["intercept"],
+        n_components=c["n_components"], failure_probability=c["rho"], diagnose_noise=est.diagnose_noise,
+        random_state=est.random_state, blocks=blocks)
