@@ -69,3 +69,20 @@ def secure_vertical(est: Any, released: Released) -> Fitted:
         columns_scale=c["columns_scale"], label_scale=c["label_scale"], fit_intercept=c["intercept"],
         n_components=c["n_components"], failure_probability=c["rho"], diagnose_noise=est.diagnose_noise,
         random_state=est.random_state, blocks=blocks)
+
+
+def sir(est: Any, released: Released) -> Fitted:
+    from privsdr.algorithms.dpsir import sir_from_released
+
+    return sir_from_released(released, n_directions=est.n_directions, cut_points=est.cut_points_, center=est.public_center_,
+                             centred=not (isinstance(est.center, str) and est.center == "none"), budget=est._resolve_budget()[0],
+                             rng=diagnostic_rng(est.random_state) if est.diagnose_noise else None)
+
+
+def sparse_sir(est: Any, released: Released) -> Fitted:
+    from privsdr.algorithms.dpsir import sparse_sir_from_released
+
+    c = est._checked()
+    return sparse_sir_from_released(released, n_directions=int(c["K"]), sparsity=int(c["s"]), n_features=est.n_features_in_,
+                                    cut_points=est.cut_points_, center=est.public_center_, bounds=est.bounds_,
+                                    rng=diagnostic_rng(est.random_state) if est.diagnose_noise else None)
