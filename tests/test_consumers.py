@@ -215,3 +215,64 @@ def test_pls_s2_pre_test_reads_the_released_xty_s_own_scale():
     dropped = pls_from_released(released(S2, {**low, "xty": 10.0 * u}, n=0, relation="add_remove"), **kw)
     assert kept["n_components_"] == 1 and dropped["n_components_"] == 0
     assert np.all(dropped["coef_"] == 0.0)
+
+
+# -- DPSIR and SparseDPSIR (moments) ---------------------------------------------------------------------------------------
+CUTS = np.quantile(Y, [1 / 3, 2 / 3])
+
+
+def _moments(cols):
+    labels = np.searchsorted(CUTS, Y, side="right")
+    Xs = X[:, cols]
+    sums = np.stack([Xs[labels == h].sum(axis=0) for h in range(3)], axis=1) / N
+    return {"slice_sums": sums, "slice_counts": np.bincount(labels, minlength=3) / N, "second_moment": Xs.T @ Xs / N}, labels
+
+
+def _sir_reference(Xs, labels, K):
+    """SIR (Li 1991): the top generalized eigenvectors of (sum_h p_h (m_h - m)(m_h - m)^T, Cov(x))."""
+    from scipy.linalg import eigh
+
+    m = Xs.mean(axis=0)
+    M = sum(np.mean(labels == h) * np.outer(Xs[labels == h].mean(axis=0) - m, Xs[labels == h].mean(axis=0) - m) for h in range(3))
+    values, vectors = eigh(M, np.cov(Xs.T, bias=True))
+    return vectors[:, ::-1][:, :K], values[::-1]
+
+
+def test_sir_noise_off_is_li_s_sir():
+    from privsdr.algorithms.dpsir import sir_from_released
+
+    arrays, labels = _moments(np.arange(P))
+    fitted = sir_from_released(released(arrays), n_directions=1, cut_points=CUTS, center=np.zeros(P), rng=np.random.default_rng(0))
+    B, values = _sir_reference(X, labels, 1)
+    np.testing.assert_allclose(projector(fitted["directions_"]), projector(B), atol=1e-8)
+    np.testing.assert_allclose(fitted["eigenvalues_"], values[:2], atol=1e-8)
+    np.testing.assert_allclose(fitted["center_"], X.mean(axis=0), atol=1e-12)
+    assert fitted["noise_error_"] == 0.0
+
+
+def test_sparse_sir_noise_off_is_li_s_sir_on_the_support():
+    from privsdr.algorithms.dpsir import sparse_sir_from_released
+
+    support = np.array([0, 1, 3])
+    arrays, labels = _moments(support)
+    fitted = sparse_sir_from_released(released({**arrays, "support": support}), n_directions=1, sparsity=3, n_features=P,
+                                      cut_points=CUTS, center=np.zeros(P), bounds=np.ones(P))
+    B, _ = _sir_reference(X[:, support], labels, 1)
+    expected = np.zeros((P, 1))
+    expected[support] = B
+    np.testing.assert_allclose(projector(fitted["directions_"]), projector(expected), atol=1e-8)
+    np.testing.assert_array_equal(fitted["screened_"], support)
+
+
+def test_sparse_sir_selection_margin_reads_the_support_s_own_scale():
+    """The chance that a column as strong as the weakest selected one loses a round grows with the selection's noise
+    (the record's scale of ``support``), and with no other scale changed."""
+    from privsdr.algorithms.dpsir import sparse_sir_from_released
+
+    support = np.array([0, 1])
+    arrays, _ = _moments(support)
+    kw = {"n_directions": 1, "sparsity": 2, "n_features": P, "cut_points": CUTS, "center": np.zeros(P), "bounds": np.ones(P)}
+    scales = {"slice_sums": 1e-4, "slice_counts": 1e-4, "second_moment": 1e-4}
+    quiet = sparse_sir_from_released(released({**arrays, "support": support}, {**scales, "support": 1e-4}), **kw)
+    loud = sparse_sir_from_released(released({**arrays, "support": support}, {**scales, "support": 0.5}), **kw)
+    assert quiet["miss_probability_"] < 0.05 <= loud["miss_probability_"]
