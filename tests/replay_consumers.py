@@ -86,3 +86,16 @@ def sparse_sir(est: Any, released: Released) -> Fitted:
     return sparse_sir_from_released(released, n_directions=int(c["K"]), sparsity=int(c["s"]), n_features=est.n_features_in_,
                                     cut_points=est.cut_points_, center=est.public_center_, bounds=est.bounds_,
                                     rng=diagnostic_rng(est.random_state) if est.diagnose_noise else None)
+
+
+def fsir(est: Any, released: Released) -> Fitted:
+    """The server's estimate from the pooled record (the attributes ``FederatedSIR`` keeps of it)."""
+    import attrs
+
+    from privsdr.federated.server import fsir_from_released
+
+    c = est.config_
+    fitted = fsir_from_released(released, n_directions=c.n_directions, centred=c.centred, center=c.public_center(est.n_features_in_),
+                                active=est.active_, psd_floor=est.psd_floor)
+    kept = ("directions_", "n_directions_", "center_", "released_")
+    return attrs.evolve(fitted, attributes={k: fitted.attributes[k] for k in kept})

@@ -276,3 +276,39 @@ def test_sparse_sir_selection_margin_reads_the_support_s_own_scale():
     quiet = sparse_sir_from_released(released({**arrays, "support": support}, {**scales, "support": 1e-4}), **kw)
     loud = sparse_sir_from_released(released({**arrays, "support": support}, {**scales, "support": 0.5}), **kw)
     assert quiet["miss_probability_"] < 0.05 <= loud["miss_probability_"]
+
+
+# -- the FSIR merge ----------------------------------------------------------------------------------------------------------
+def _client(rows):
+    labels = np.searchsorted(CUTS, Y[rows], side="right")
+    Xk, n = X[rows], len(rows)
+    arrays = {"slice_means": np.stack([Xk[labels == h].sum(axis=0) for h in range(3)], axis=1) / n,
+              "second_moment": Xk.T @ Xk / n, "proportions": np.bincount(labels, minlength=3) / n}
+    return released(arrays, n=n)
+
+
+def test_fsir_merge_noise_off_is_the_pooled_estimate():
+    """Three clients of unequal sizes: the merged record's estimate is Sigma^-1 u_1 of the pooled rows (u_1 the top left
+    singular vector of the centred, proportion-weighted slice means), the pooled mean its centre."""
+    from privsdr.federated.server import fsir_from_released, merged_released
+
+    parts = [np.arange(0, 50), np.arange(50, 210), np.arange(210, N)]
+    fitted = fsir_from_released(merged_released([_client(r) for r in parts]), n_directions=1, centred=True, center=np.zeros(P))
+    labels = np.searchsorted(CUTS, Y, side="right")
+    mu = X.mean(axis=0)
+    Mc = np.stack([np.mean(labels == h) * (X[labels == h].mean(axis=0) - mu) for h in range(3)], axis=1)
+    beta = np.linalg.solve(np.cov(X.T, bias=True), np.linalg.svd(Mc)[0][:, :1])
+    np.testing.assert_allclose(projector(fitted["directions_"]), projector(beta), atol=1e-9)
+    np.testing.assert_allclose(fitted["center_"], mu, atol=1e-12)
+
+
+def test_fsir_merged_noise_sd_weighs_each_client_s_own_scale():
+    from privsdr.federated.server import merged_released
+
+    a, b = _client(np.arange(0, 100)), _client(np.arange(100, N))
+    a = Released(a.arrays, {"slice_means": 0.2, "second_moment": 0.1, "proportions": 0.05}, a.n, a.relation, a.source)
+    b = Released(b.arrays, {"slice_means": 0.4, "second_moment": 0.3, "proportions": 0.0}, b.n, b.relation, b.source)
+    merged = merged_released([a, b])
+    assert merged.n == N
+    for name in ("slice_means", "second_moment", "proportions"):
+        assert merged.scales[name] == pytest.approx(np.hypot(100 * a.scales[name], 300 * b.scales[name]) / N)
