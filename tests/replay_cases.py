@@ -291,11 +291,12 @@ CASES: list[Case] = [
          covers=("AdaSSPRegression", "published"), consumer=consumers.adassp),
     Case("MSC dp_mean", lambda: _msc(), fit=fit_x, covers=("MSC", "dp_mean"), consumer=consumers.msc),
     Case("FederatedSIR iid", lambda: privsdr.FederatedSIR(1, bound=1.0, cut_points=CUTS, n_clients=3, budget=BUDGET,
-                                                          random_state=3), covers=("FederatedSIR", "iid"), consumer=consumers.fsir),
+                                                          random_state=3), covers=("FederatedSIR", "iid"), consumer=consumers.fsir,
+         extra={"pooled": True}),
     Case("FederatedSIR two-stage VGM", lambda: privsdr.FederatedSIR(1, bound=1.0, cut_points=CUTS, n_clients=3, budget=BUDGET,
                                                                     mechanism="vgm_two_stage", random_state=3),
          covers=("FederatedSIR", "vgm_two_stage"), consumer=consumers.fsir,
-         extra={"outside_record": ("slice_means_stage1",)}),  # a client's first stage shapes its own noise; never uploaded
+         extra={"pooled": True, "outside_record": ("slice_means_stage1",)}),  # a client's first stage shapes its own noise; never uploaded
     Case("FederatedSIR private screening", lambda: privsdr.FederatedSIR(1, bound=1.0, cut_points=CUTS, n_clients=3, budget=BUDGET,
                                                                         screening="private", screen_size=2, random_state=3),
          covers=("FederatedSIR", "screening")),

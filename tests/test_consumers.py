@@ -312,3 +312,15 @@ def test_fsir_merged_noise_sd_weighs_each_client_s_own_scale():
     assert merged.n == N
     for name in ("slice_means", "second_moment", "proportions"):
         assert merged.scales[name] == pytest.approx(np.hypot(100 * a.scales[name], 300 * b.scales[name]) / N)
+
+
+def test_sir_noise_error_grows_with_the_record_s_scales():
+    """The parametric bootstrap re-noises the record at its own scales: none, none; ten times larger, larger."""
+    from privsdr.algorithms.dpsir import sir_from_released
+
+    arrays, _ = _moments(np.arange(P))
+    kw = {"n_directions": 1, "cut_points": CUTS, "center": np.zeros(P)}
+    small = {"slice_sums": 1e-3, "slice_counts": 1e-3, "second_moment": 1e-3}
+    errors = [sir_from_released(released(arrays, {k: f * v for k, v in small.items()}), rng=np.random.default_rng(5), **kw)
+              ["noise_error_"] for f in (0.0, 1.0, 10.0)]
+    assert errors[0] == 0.0 < errors[1] < errors[2]
