@@ -233,13 +233,16 @@ MUTANTS = (
            ('tests/test_sparse_moments.py', 'tests/test_replay.py')),
     Mutant("sparse_margin_reads_the_private_scores", "sparse SIR's selection-margin warning reads the noise-free scores of the rows",
            "privsdr/algorithms/dpsir.py",
-           "        self._selection_scale = float(calibrated.specs[\"support\"].scale)  # public: the selection's Laplace scale\n",
-           "        self._selection_scale = float(calibrated.specs[\"support\"].scale)  # public: the selection's Laplace scale\n"
-           "        self._private_scores = scores\n",
+           '        selected = np.sort(np.asarray(run.release("support", scores), dtype=int))\n',
+           '        selected = np.sort(np.asarray(run.release("support", scores), dtype=int))\n        self._private_scores = scores\n',
            ('tests/test_replay.py',),
-           more=(("privsdr/algorithms/dpsir.py", "sparse_sir.selection_margin(release, bounds[selected], self._selection_scale, p, n)",
-                  "(float(np.min(self._private_scores[selected])), sparse_sir.miss_probability(float(np.min(self._private_scores[selected])), "
-                  "self._selection_scale, p - len(selected), 0.0))"),)),
+           more=(("privsdr/algorithms/dpsir.py", "        released = from_run(run, list(run.outputs), n=n, source=source)\n        fitted = sparse_sir_from_released(",
+                  "        released = from_run(run, list(run.outputs), n=n, source=source)\n"
+                  "        released = Released({**released.arrays, \"private_scores\": self._private_scores}, released.scales, released.n, "
+                  "released.relation, released.source, released.nodes)\n        fitted = sparse_sir_from_released("),
+                 ("privsdr/algorithms/dpsir.py", 'weakest, miss = sparse_sir.selection_margin(release, bounds[selected], float(released.scales["support"]), p, n)',
+                  'weakest = float(np.min(released["private_scores"][selected])); miss = sparse_sir.miss_probability(weakest, '
+                  'float(released.scales["support"]), p - len(selected), 0.0)'))),
     Mutant("sparse_pca_margin_reads_the_private_covariances", "sparse PCA's lonely-coordinate warning reads the noise-free covariances",
            "privsdr/algorithms/sparse_pca.py", "    ratios = co_variation(sigma, scale)\n",
            "    ratios = co_variation(sigma, scale)\n    ratios = co_variation(np.asarray(released.arrays[\"noise_free_sigma\"]), scale)\n",
@@ -639,6 +642,27 @@ MUTANTS = (
            "sock = context.wrap_socket(raw, server_hostname=peer.name if context.check_hostname else None) if context else raw",
            "sock = raw", ("tests/test_linkage.py",),
            more=(("privsdr/linkage/channel.py", "sock = context.wrap_socket(raw, server_side=True) if context else raw", "sock = raw"),)),
+    # -- issue 34 item 3: the consumers read a Released and nothing else ------------------------------------------------
+    Mutant("msc_record_carries_the_noise_free_count", "MSC's record carries the noise-free row count (its release charged, unused)",
+           "privsdr/algorithms/spectral.py",
+           '        released = from_run(run, ("count", "sum"), n=0, source="in memory" if summed is None else "chunks")\n',
+           '        released = from_run(run, ("count", "sum"), n=0, source="in memory" if summed is None else "chunks")\n'
+           '        released = Released({**released.arrays, "count": [float(shape[0])]}, released.scales, released.n, released.relation, '
+           'released.source, released.nodes)\n', ("tests/test_replay.py",)),
+    Mutant("mean_covariance_diagnostic_reads_one_scale", "DPMeanCovariance's diagnostic reads the mean's noise sd for the covariance's",
+           "privsdr/algorithms/mean_covariance.py",
+           'ratios = noise_ratios(released.scales["mean"], released.scales["second_moment"], clip, bounds)',
+           'ratios = noise_ratios(released.scales["mean"], released.scales["mean"], clip, bounds)', ("tests/test_consumers.py",)),
+    Mutant("dppls_pretest_reads_the_gram_scale", "DPPLS S2's pre-test takes X^T X's noise sd for X^T y's",
+           "privsdr/algorithms/_pls_modes.py", '    var_u: float | np.ndarray = scales.get("xty", 0.0) ** 2',
+           '    var_u: float | np.ndarray = scales.get("xtx", 0.0) ** 2', ("tests/test_consumers.py",)),
+    Mutant("fsir_pooled_noise_sd_unweighted", "the FSIR server's pooled record gives every client's noise the same weight",
+           "privsdr/federated/server.py",
+           "scales = {k: math.sqrt(sum((n * r.scales[k]) ** 2 for n, r in zip(sizes, records, strict=True))) / N for k in arrays}",
+           "scales = {k: math.sqrt(sum(r.scales[k] ** 2 for r in records)) / len(records) for k in arrays}", ("tests/test_consumers.py",)),
+    Mutant("sparse_sir_margin_at_the_sums_scale", "SparseDPSIR's selection margin reads the slice sums' noise sd, not the selection's",
+           "privsdr/algorithms/dpsir.py", 'float(released.scales["support"])', 'float(released.scales["slice_sums"])',
+           ("tests/test_consumers.py",)),
 )
 
 # issue 34: the Gram-block spec (privsdr/released/gram.py). Each rule of block_value halved once in the spec; one entry
