@@ -360,7 +360,7 @@ class DPPLS(RegressorMixin, ForecastMixin, PrivateEstimator):
         notes = self._notes(budget, calibrated, n)
         if not budget.is_infinite and budget.delta >= 1.0 / n:
             warnings.warn(notes[-1], stacklevel=2)
-        fits = {"certified": fit_ssp, "certified_iterative": fit_iterative, "paper": fit_paper}
+        fits = {"certified_iterative": fit_iterative, "paper": fit_paper}
         with Run(calibrated, ledger, random_state=self.random_state, data_shape=(n, m), algorithm=f"DPPLS ({self.mode})",
                  allow_uncertified=self.allow_uncertified, notes=notes) as run:
             if self.mode == "certified":

@@ -16,7 +16,12 @@ from typing import Any
 
 import attrs
 
-from .regression import with_noise_message
+
+def with_noise_message(report: Any, message: str, message_key: str = "noise", **values: Any) -> Any:
+    """The report with a noise diagnostic attached (post-processing: no cost): ``message`` as its ``message_key``
+    message (shown in every rendering) and ``values`` beside the other diagnostics."""
+    messages = {**report.diagnostics.get("messages", {}), message_key: message}
+    return attrs.evolve(report, diagnostics={**report.diagnostics, **values, "messages": messages})
 
 
 def _mapping(value: Mapping[str, Any]) -> dict[str, Any]:

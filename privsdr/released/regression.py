@@ -26,6 +26,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from .fitted import Diagnostic, with_noise_message  # noqa: F401 (with_noise_message: re-exported, its old home)
 from .record import Released
 
 #: warn when the noise alone moves the predictions by more than this share of their own spread
@@ -169,13 +170,6 @@ def noise_message(ratio: float) -> str:
             f"bootstrap of the released statistics): the model {verdict}")
 
 
-def with_noise_message(report: Any, message: str, message_key: str = "noise", **values: Any) -> Any:
-    """The report with a noise diagnostic attached (post-processing: no cost): ``message`` as its ``message_key``
-    message (shown in every rendering) and ``values`` beside the other diagnostics."""
-    messages = {**report.diagnostics.get("messages", {}), message_key: message}
-    return attrs.evolve(report, diagnostics={**report.diagnostics, **values, "messages": messages})
-
-
 def with_diagnostics(report: Any, ratio: float) -> Any:
     """The run's report with the regression noise diagnostic attached (post-processing: no cost)."""
     return with_noise_message(report, noise_message(ratio), noise_ratio=ratio if math.isfinite(ratio) else None)
@@ -198,10 +192,8 @@ def noise_warning(ratio: float, fallback: str | None = None) -> str | None:
             + (f"; {fallback}" if fallback else ""))
 
 
-def diagnostic(ratio: float) -> Any:
+def diagnostic(ratio: float) -> Diagnostic:
     """The regression noise diagnostic as a ``fitted.Diagnostic`` (what ``with_diagnostics`` attaches)."""
-    from .fitted import Diagnostic
-
     return Diagnostic("noise", noise_message(ratio), {"noise_ratio": ratio if math.isfinite(ratio) else None})
 
 

@@ -406,7 +406,7 @@ def secure_regression_from_released(released: Released, *, x_center: np.ndarray,
     powers of two; ``label_bound``, ``constant``: the label bound and the constant column in the opened units), the
     noise ratio and, with an intercept or PLS, the fallback towards the DP mean (issue 33). Post-processing of the record
     and public parameters only: every party computes the same (unseeded, the bootstrap is seeded by the record)."""
-    c = {"x_center": np.asarray(x_center, dtype=float), "y_center": float(y_center), "label_bound": float(label_bound),
+    c: dict[str, Any] = {"x_center": np.asarray(x_center, dtype=float), "y_center": float(y_center), "label_bound": float(label_bound),
          "constant": float(constant), "columns_scale": np.asarray(columns_scale, dtype=float), "label_scale": float(label_scale),
          "intercept": bool(fit_intercept), "n_components": n_components, "rho": float(failure_probability)}
     theta, ridge = _solve(released, c)
