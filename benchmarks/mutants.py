@@ -212,8 +212,8 @@ MUTANTS = (
            '        var_u = var_u + centring_variance(scales.get("x_sum", 0.0), scales.get("y_sum", 0.0), x_shift, y_shift, n_t)',
            "        var_u = var_u + 0.0 * x_shift", ('tests/test_pls_shrinkage.py',)),
     Mutant("dppls_no_james_stein", "certified DPPLS keeps its slopes whole however much of them the noise explains",
-           "privsdr/algorithms/pls.py", "self.shrinkage_factor_ = regression.fallback_factor(self.noise_ratio_)",
-           "self.shrinkage_factor_ = 1.0", ('tests/test_pls_shrinkage.py',)),
+           "privsdr/algorithms/pls.py", "factor = attributes[\"shrinkage_factor_\"] = regression.fallback_factor(ratio)",
+           "factor = attributes[\"shrinkage_factor_\"] = 1.0", ('tests/test_pls_shrinkage.py',)),
     Mutant("dpbcd_fallback_reads_exact_mean", "DP-BCD's fallback (the DP mean, issue 33) is the labels' noise-free mean",
            "privsdr/vertical/dpbcd.py", "shrinkage.dp_label_mean(float(total[0]), party.X.shape[0]",
            "shrinkage.dp_label_mean(float(np.sum(steps.clip_label(party.y, self.config.certified_label_bound))), party.X.shape[0]",
@@ -233,16 +233,24 @@ MUTANTS = (
            ('tests/test_sparse_moments.py', 'tests/test_replay.py')),
     Mutant("sparse_margin_reads_the_private_scores", "sparse SIR's selection-margin warning reads the noise-free scores of the rows",
            "privsdr/algorithms/dpsir.py",
-           "        self._selection_scale = float(calibrated.specs[\"support\"].scale)  # public: the selection's Laplace scale\n",
-           "        self._selection_scale = float(calibrated.specs[\"support\"].scale)  # public: the selection's Laplace scale\n"
-           "        self._private_scores = scores\n",
+           '        selected = np.sort(np.asarray(run.release("support", scores), dtype=int))\n',
+           '        selected = np.sort(np.asarray(run.release("support", scores), dtype=int))\n        self._private_scores = scores\n',
            ('tests/test_replay.py',),
-           more=(("privsdr/algorithms/dpsir.py", "sparse_sir.selection_margin(release, bounds[selected], self._selection_scale, p, n)",
-                  "(float(np.min(self._private_scores[selected])), sparse_sir.miss_probability(float(np.min(self._private_scores[selected])), "
-                  "self._selection_scale, p - len(selected), 0.0))"),)),
+           more=(("privsdr/algorithms/dpsir.py", "        released = from_run(run, list(run.outputs), n=n, source=source)\n        fitted = sparse_sir_from_released(",
+                  "        released = from_run(run, list(run.outputs), n=n, source=source)\n"
+                  "        released = Released({**released.arrays, \"private_scores\": self._private_scores}, released.scales, released.n, "
+                  "released.relation, released.source, released.nodes)\n        fitted = sparse_sir_from_released("),
+                 ("privsdr/algorithms/dpsir.py", 'weakest, miss = sparse_sir.selection_margin(release, bounds[selected], float(released.scales["support"]), p, n)',
+                  'weakest = float(np.min(released["private_scores"][selected])); miss = sparse_sir.miss_probability(weakest, '
+                  'float(released.scales["support"]), p - len(selected), 0.0)'))),
     Mutant("sparse_pca_margin_reads_the_private_covariances", "sparse PCA's lonely-coordinate warning reads the noise-free covariances",
-           "privsdr/algorithms/sparse_pca.py", "        self.co_variation_ = co_variation(sigma, scale)",
-           "        self.co_variation_ = co_variation(core.covariance_uncentred(Xc[:, selected]), scale)", ('tests/test_replay.py',)),
+           "privsdr/algorithms/sparse_pca.py", "    ratios = co_variation(sigma, scale)\n",
+           "    ratios = co_variation(sigma, scale)\n    ratios = co_variation(np.asarray(released.arrays[\"noise_free_sigma\"]), scale)\n",
+           ('tests/test_replay.py',),
+           more=(("privsdr/algorithms/sparse_pca.py", '        released = from_run(run, ("support", "sigma"), n=n, source="in memory")\n',
+                  '        released = from_run(run, ("support", "sigma"), n=n, source="in memory")\n'
+                  '        released = Released({**released.arrays, "noise_free_sigma": core.covariance_uncentred(Xc[:, selected])}, released.scales, '
+                  'released.n, released.relation, released.source)\n'),)),
     Mutant("noisy_top_noise_halved", "the top-s selection (noisy_top's and peeling's) draws half its Laplace noise",
            "privsdr/mechanisms/selection.py", "        noisy = scores + (rng.laplace(0.0, b, size=scores.shape) if b > 0 else 0.0)",
            "        noisy = scores + (rng.laplace(0.0, b / 2, size=scores.shape) if b > 0 else 0.0)", ('tests/test_audit.py',)),
@@ -404,9 +412,10 @@ MUTANTS = (
            "privsdr/algorithms/adassp.py", 'gram.gram_eigenvalue(row_bound, RELATION)', 'gram.gram_eigenvalue(row_bound / math.sqrt(2.0), RELATION)',
            ("tests/test_adassp.py",)),
     Mutant("adassp_ridge_from_noise_free_lambda_min", "the ridge rule reads the noise-free lambda_min (its released twin unused)",
-           "privsdr/algorithms/adassp.py", "            theta, ridge, lambda_lo = adassp_solution(released, rho, constant, c[\"bound_y\"])",
-           "            released = Released({**released.arrays, \"lambda_min\": [np.linalg.eigvalsh(statistics[\"xtx\"])[0]]}, released.scales, released.n, released.relation, released.source)\n"
-           "            theta, ridge, lambda_lo = adassp_solution(released, rho, constant, c[\"bound_y\"])",
+           "privsdr/algorithms/adassp.py", "        released = from_run(run, names, n=public_n, source=source)\n",
+           "        released = from_run(run, names, n=public_n, source=source)\n"
+           "        if not c[\"shrink\"]:\n"
+           "            released = Released({**released.arrays, \"lambda_min\": [np.linalg.eigvalsh(statistics[\"xtx\"])[0]]}, released.scales, released.n, released.relation, released.source)\n",
            ("tests/test_adassp.py", "tests/test_replay.py")),
     Mutant("adassp_xty_sensitivity_without_row_bound", "X^T y declared at C_y instead of C C_y",
            "privsdr/algorithms/adassp.py", 'gram.xty(row_bound, label_bound, RELATION)', 'gram.xty(1.0, label_bound, RELATION)',
@@ -415,8 +424,10 @@ MUTANTS = (
            "privsdr/plan/graph.py", "doubled = Sensitivity(2.0 * s.value, s.norm, target,", "doubled = Sensitivity(1.0 * s.value, s.norm, target,",
            ("tests/test_one_journal.py",)),
     Mutant("adassp_solves_with_the_noise_free_gram", "the published variant's coefficients come from the noise-free Gram (the release is charged, unused)",
-           "privsdr/algorithms/adassp.py", "            theta, ridge, lambda_lo = adassp_solution(released, rho, constant, c[\"bound_y\"])",
-           "            theta, ridge, lambda_lo = adassp_solution(Released({**released.arrays, \"xtx\": statistics[\"xtx\"]}, released.scales, released.n, released.relation, released.source), rho, constant, c[\"bound_y\"])",
+           "privsdr/algorithms/adassp.py", "        released = from_run(run, names, n=public_n, source=source)\n",
+           "        released = from_run(run, names, n=public_n, source=source)\n"
+           "        if not c[\"shrink\"]:\n"
+           "            released = Released({**released.arrays, \"xtx\": statistics[\"xtx\"]}, released.scales, released.n, released.relation, released.source)\n",
            ("tests/test_adassp.py", "tests/test_replay.py")),
     # issue 33 item 3: the certified AdaSSP releases DPPLS S2's statistics (the same nodes, ``_pls_modes``)
     Mutant("adassp_centred_x_sum_half_sensitivity", "the certified AdaSSP's x_sum (S2's node) declared at C_x / 2",
@@ -435,12 +446,16 @@ MUTANTS = (
                   "        released = from_run(run, names, n=public_n, source=source)\n"
                   "        if c[\"shrink\"]:\n            released = Released({**released.arrays, \"y_sum\": released[\"y_sum\"] / 2}, released.scales, released.n, released.relation, released.source)"),)),
     Mutant("adassp_fallback_reads_noise_free_sum", "the certified fit's DP mean reads the noise-free label sum (its release charged, unused)",
-           "privsdr/algorithms/adassp.py", "            beta, ridge, lambda_lo, x_bar, y_bar, metric = centred_solution(released, rho, c[\"bound_x\"], c[\"bound_y\"])",
-           "            beta, ridge, lambda_lo, x_bar, y_bar, metric = centred_solution(Released({**released.arrays, \"y_sum\": statistics[\"y_sum\"]}, released.scales, released.n, released.relation, released.source), rho, c[\"bound_x\"], c[\"bound_y\"])",
+           "privsdr/algorithms/adassp.py", "        released = from_run(run, names, n=public_n, source=source)\n",
+           "        released = from_run(run, names, n=public_n, source=source)\n"
+           "        if c[\"shrink\"]:\n"
+           "            released = Released({**released.arrays, \"y_sum\": statistics[\"y_sum\"]}, released.scales, released.n, released.relation, released.source)\n",
            ("tests/test_never_worse.py", "tests/test_replay.py")),
     Mutant("adassp_centred_solves_with_the_noise_free_gram", "the certified fit's slopes come from the noise-free X^T X (the release is charged, unused)",
-           "privsdr/algorithms/adassp.py", "            beta, ridge, lambda_lo, x_bar, y_bar, metric = centred_solution(released, rho, c[\"bound_x\"], c[\"bound_y\"])",
-           "            beta, ridge, lambda_lo, x_bar, y_bar, metric = centred_solution(Released({**released.arrays, \"xtx\": statistics[\"xtx\"]}, released.scales, released.n, released.relation, released.source), rho, c[\"bound_x\"], c[\"bound_y\"])",
+           "privsdr/algorithms/adassp.py", "        released = from_run(run, names, n=public_n, source=source)\n",
+           "        released = from_run(run, names, n=public_n, source=source)\n"
+           "        if c[\"shrink\"]:\n"
+           "            released = Released({**released.arrays, \"xtx\": statistics[\"xtx\"]}, released.scales, released.n, released.relation, released.source)\n",
            ("tests/test_adassp.py", "tests/test_replay.py")),
     # issue 23: the secure vertical Gram (cross-products of secret-shared columns)
     Mutant("secure_vertical_gram_half_sensitivity", "the secure Gram declares ||z||^2 / 2 (half its sensitivity): half its noise",
@@ -627,6 +642,27 @@ MUTANTS = (
            "sock = context.wrap_socket(raw, server_hostname=peer.name if context.check_hostname else None) if context else raw",
            "sock = raw", ("tests/test_linkage.py",),
            more=(("privsdr/linkage/channel.py", "sock = context.wrap_socket(raw, server_side=True) if context else raw", "sock = raw"),)),
+    # -- issue 34 item 3: the consumers read a Released and nothing else ------------------------------------------------
+    Mutant("msc_record_carries_the_noise_free_count", "MSC's record carries the noise-free row count (its release charged, unused)",
+           "privsdr/algorithms/spectral.py",
+           '        released = from_run(run, ("count", "sum"), n=0, source="in memory" if summed is None else "chunks")\n',
+           '        released = from_run(run, ("count", "sum"), n=0, source="in memory" if summed is None else "chunks")\n'
+           '        released = Released({**released.arrays, "count": [float(shape[0])]}, released.scales, released.n, released.relation, '
+           'released.source, released.nodes)\n', ("tests/test_replay.py",)),
+    Mutant("mean_covariance_diagnostic_reads_one_scale", "DPMeanCovariance's diagnostic reads the mean's noise sd for the covariance's",
+           "privsdr/algorithms/mean_covariance.py",
+           'ratios = noise_ratios(released.scales["mean"], released.scales["second_moment"], clip, bounds)',
+           'ratios = noise_ratios(released.scales["mean"], released.scales["mean"], clip, bounds)', ("tests/test_consumers.py",)),
+    Mutant("dppls_pretest_reads_the_gram_scale", "DPPLS S2's pre-test takes X^T X's noise sd for X^T y's",
+           "privsdr/algorithms/_pls_modes.py", '    var_u: float | np.ndarray = scales.get("xty", 0.0) ** 2',
+           '    var_u: float | np.ndarray = scales.get("xtx", 0.0) ** 2', ("tests/test_consumers.py",)),
+    Mutant("fsir_pooled_noise_sd_unweighted", "the FSIR server's pooled record gives every client's noise the same weight",
+           "privsdr/federated/server.py",
+           "scales = {k: math.sqrt(sum((n * r.scales[k]) ** 2 for n, r in zip(sizes, records, strict=True))) / N for k in arrays}",
+           "scales = {k: math.sqrt(sum(r.scales[k] ** 2 for r in records)) / len(records) for k in arrays}", ("tests/test_consumers.py",)),
+    Mutant("sparse_sir_margin_at_the_sums_scale", "SparseDPSIR's selection margin reads the slice sums' noise sd, not the selection's",
+           "privsdr/algorithms/dpsir.py", 'float(released.scales["support"])', 'float(released.scales["slice_sums"])',
+           ("tests/test_consumers.py",)),
 )
 
 # issue 34: the Gram-block spec (privsdr/released/gram.py). Each rule of block_value halved once in the spec; one entry

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import replay_consumers as consumers
 
 import privsdr
 from privsdr import Budget
@@ -105,6 +106,9 @@ class Case:
     references: Callable[[dict[str, Any], Any], Mapping[str, Callable[[Released, Recorder], Any]]] | None = None
     data: Callable[[int], dict[str, Any]] = make_data
     scopes: bool = False  #: (d): the case has nodes charged to cells of a row partition
+    #: (e): ``consumer(est, released)`` -> ``privsdr.released.fitted.Fitted``: the estimator's ``*_from_released`` on its
+    #: ``released_`` record with its public parameters (the fitted state must follow from the record alone)
+    consumer: Callable[[Any, Any], Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __str__(self) -> str:
@@ -242,51 +246,57 @@ def _dask_available() -> bool:
 
 
 CASES: list[Case] = [
-    Case("DPSIR moments", lambda: privsdr.DPSIR(1, cut_points=CUTS, **SIR), covers=("DPSIR", "moments")),
+    Case("DPSIR moments", lambda: privsdr.DPSIR(1, cut_points=CUTS, **SIR), covers=("DPSIR", "moments"), consumer=consumers.sir),
     Case("DPSIR moments, DP quantile slices", lambda: privsdr.DPSIR(1, y_grid=np.linspace(-3, 3, 25), **SIR),
-         covers=("DPSIR", "moments")),
+         covers=("DPSIR", "moments"), consumer=consumers.sir),
     Case("DPSIR moments, public centre", lambda: privsdr.DPSIR(1, cut_points=CUTS, center=np.full(P, 0.1), **SIR),
-         covers=("DPSIR", "moments")),
-    Case("DPSIR moments, Chunks", lambda: privsdr.DPSIR(1, cut_points=CUTS, **SIR), fit=fit_chunks, covers=("DPSIR", "chunked")),
+         covers=("DPSIR", "moments"), consumer=consumers.sir),
+    Case("DPSIR moments, Chunks", lambda: privsdr.DPSIR(1, cut_points=CUTS, **SIR), fit=fit_chunks, covers=("DPSIR", "chunked"),
+         consumer=consumers.sir),
     Case("DPSIR onepass", lambda: privsdr.DPSIR(1, algorithm="onepass", cut_points=CUTS, eta=0.05, **SIR), covers=("DPSIR", "onepass"),
          scopes=True, references=lambda D, est: sir_step_references(D, est, "dense")),
     Case("SparseDPSIR onepass", lambda: privsdr.SparseDPSIR(1, algorithm="onepass", sparsity=2, cut_points=CUTS, **SIR),
          covers=("SparseDPSIR", "onepass"), scopes=True, references=lambda D, est: sir_step_references(D, est, "sparse")),
-    Case("SparseDPSIR moments", lambda: privsdr.SparseDPSIR(1, sparsity=2, cut_points=CUTS, **SIR), covers=("SparseDPSIR", "certified")),
+    Case("SparseDPSIR moments", lambda: privsdr.SparseDPSIR(1, sparsity=2, cut_points=CUTS, **SIR), covers=("SparseDPSIR", "certified"),
+         consumer=consumers.sparse_sir),
     Case("DPSparsePCA moments", lambda: privsdr.DPSparsePCA(1, sparsity=2, bound=1.0, budget=BUDGET, random_state=3), fit=fit_x,
-         covers=("DPSparsePCA", "certified")),
+         covers=("DPSparsePCA", "certified"), consumer=consumers.sparse_pca),
     Case("DPSparsePCA onepass", lambda: privsdr.DPSparsePCA(1, algorithm="onepass", sparsity=2, bound=1.0, budget=BUDGET,
                                                              random_state=3), fit=fit_x, covers=("DPSparsePCA", "onepass"),
          scopes=True, references=lambda D, est: sir_step_references(D, est, "pca")),
     Case("DPMeanCovariance", lambda: privsdr.DPMeanCovariance(clip=2.0, budget=BUDGET, random_state=3), fit=fit_x,
-         covers=("DPMeanCovariance", "certified")),
+         covers=("DPMeanCovariance", "certified"), consumer=consumers.mean_covariance),
     Case("DPMeanCovariance, Chunks", lambda: privsdr.DPMeanCovariance(clip=2.0, budget=BUDGET, random_state=3),
-         fit=lambda est, D: fit_chunks(est, D, with_y=False), covers=("DPMeanCovariance", "chunked")),
+         fit=lambda est, D: fit_chunks(est, D, with_y=False), covers=("DPMeanCovariance", "chunked"),
+         consumer=consumers.mean_covariance),
     Case("DPStandardScaler", lambda: privsdr.DPStandardScaler(bound=1.0, center=0.1, budget=BUDGET, random_state=3), fit=fit_x,
-         covers=("DPStandardScaler", "certified")),
+         covers=("DPStandardScaler", "certified"), consumer=consumers.standard_scaler),
     Case("DPPLS certified (S2)", lambda: privsdr.DPPLS(2, bound_x=2.0, bound_y=3.0, budget=BUDGET, random_state=3),
-         covers=("DPPLS", "certified")),
+         covers=("DPPLS", "certified"), consumer=consumers.pls),
     Case("DPPLS certified (S2), auto components", lambda: privsdr.DPPLS("auto", bound_x=2.0, bound_y=3.0, budget=BUDGET,
-                                                                         random_state=3), covers=("DPPLS", "certified")),
+                                                                         random_state=3), covers=("DPPLS", "certified"),
+         consumer=consumers.pls),
     Case("DPPLS certified (S2), Chunks", lambda: privsdr.DPPLS(2, bound_x=2.0, bound_y=3.0, budget=BUDGET, random_state=3),
-         fit=fit_chunks, covers=("DPPLS", "chunked")),
+         fit=fit_chunks, covers=("DPPLS", "chunked"), consumer=consumers.pls),
     Case("DPPLS certified_iterative (S1)", lambda: privsdr.DPPLS(2, mode="certified_iterative", bound_x=2.0, bound_y=3.0,
                                                                   budget=BUDGET, random_state=3),
          covers=("DPPLS", "certified_iterative"), references=s1_references),
     Case("AdaSSPRegression", lambda: privsdr.AdaSSPRegression(bound_x=2.0, bound_y=3.0, budget=BUDGET, random_state=3),
-         covers=("AdaSSPRegression", "certified")),
+         covers=("AdaSSPRegression", "certified"), consumer=consumers.adassp),
     Case("AdaSSPRegression, Chunks", lambda: privsdr.AdaSSPRegression(bound_x=2.0, bound_y=3.0, x_center=0.1, budget=BUDGET,
                                                                       random_state=3),
-         fit=fit_chunks, covers=("AdaSSPRegression", "chunked")),
+         fit=fit_chunks, covers=("AdaSSPRegression", "chunked"), consumer=consumers.adassp),
     Case("AdaSSPRegression, as published", lambda: privsdr.AdaSSPRegression(bound_x=2.0, bound_y=3.0, shrinkage="none",
                                                                              budget=BUDGET, random_state=3),
-         covers=("AdaSSPRegression", "published")),
-    Case("MSC dp_mean", lambda: _msc(), fit=fit_x, covers=("MSC", "dp_mean")),
+         covers=("AdaSSPRegression", "published"), consumer=consumers.adassp),
+    Case("MSC dp_mean", lambda: _msc(), fit=fit_x, covers=("MSC", "dp_mean"), consumer=consumers.msc),
     Case("FederatedSIR iid", lambda: privsdr.FederatedSIR(1, bound=1.0, cut_points=CUTS, n_clients=3, budget=BUDGET,
-                                                          random_state=3), covers=("FederatedSIR", "iid")),
+                                                          random_state=3), covers=("FederatedSIR", "iid"), consumer=consumers.fsir,
+         extra={"pooled": True}),
     Case("FederatedSIR two-stage VGM", lambda: privsdr.FederatedSIR(1, bound=1.0, cut_points=CUTS, n_clients=3, budget=BUDGET,
                                                                     mechanism="vgm_two_stage", random_state=3),
-         covers=("FederatedSIR", "vgm_two_stage")),
+         covers=("FederatedSIR", "vgm_two_stage"), consumer=consumers.fsir,
+         extra={"pooled": True, "outside_record": ("slice_means_stage1",)}),  # a client's first stage shapes its own noise; never uploaded
     Case("FederatedSIR private screening", lambda: privsdr.FederatedSIR(1, bound=1.0, cut_points=CUTS, n_clients=3, budget=BUDGET,
                                                                         screening="private", screen_size=2, random_state=3),
          covers=("FederatedSIR", "screening")),
@@ -299,10 +309,12 @@ CASES: list[Case] = [
          fit=fit_blocks, covers=("DPBCDRegression", "certified"), references=dpbcd_references),
     Case("SecureVerticalRegression", lambda: privsdr.SecureVerticalRegression(row_bound=1.5, label_bound=3.0, budget=BUDGET, timeout=60.0,
                                                                               random_state=3),
-         fit=fit_blocks, covers=("SecureVerticalRegression", "certified")),
+         fit=fit_blocks, covers=("SecureVerticalRegression", "certified"),
+         consumer=consumers.secure_vertical),
     Case("SecureVerticalRegression, PLS", lambda: privsdr.SecureVerticalRegression(row_bound=1.5, label_bound=3.0, n_components=2,
                                                                                    budget=BUDGET, timeout=60.0, random_state=3),
-         fit=fit_blocks, covers=("SecureVerticalRegression", "pls")),
+         fit=fit_blocks, covers=("SecureVerticalRegression", "pls"),
+         consumer=consumers.secure_vertical),
     Case("PRIDERegressor certified, entry", lambda: privsdr.PRIDERegressor("certified", budget=BUDGET, bounds=(-1.0, 1.0), lam=0.1,
                                                                            random_state=3, message_reports=False),
          fit=fit_blocks, covers=("PRIDERegressor", "certified"),
@@ -318,7 +330,7 @@ CASES: list[Case] = [
 
 if _dask_available():
     CASES.append(Case("DPSIR moments, dask array", lambda: privsdr.DPSIR(1, cut_points=CUTS, **SIR), fit=fit_dask,
-                      covers=("DPSIR", "dask")))
+                      covers=("DPSIR", "dask"), consumer=consumers.sir))
 
 
 def _msc() -> Any:

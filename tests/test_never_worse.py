@@ -3,7 +3,7 @@ noise-dominated simulation whose mean sits far from the public centre, over 20 f
 eps = 1 and 8. Each fold is scored against the fit's own DP-mean predictor (the trivial model its releases carry: a
 fit that falls back to a public centre, as DP-BCD did, fails here) and in absolute test R^2 (pre-registered: >= -0.05).
 
-SecureVerticalRegression's fallback is its post-processing of a ``Released`` (``_fit_released``); here the release is
+SecureVerticalRegression's fallback is its post-processing of a ``Released`` (``secure_regression_from_released``); here the release is
 simulated in process (the clipped Gram plus Gaussian noise at the plan's opened sd), so no MPC process is started.
 """
 from __future__ import annotations
@@ -58,7 +58,11 @@ def secure_fit(X: np.ndarray, y: np.ndarray, b: dict[str, float], eps: float, se
     """SecureVerticalRegression's post-processing on a simulated opening: Z^T Z and Z^T y of the clipped blocks and
     the constant column, plus Gaussian noise at the plan's opened sds (the shared post-processing, no processes)."""
     from privsdr.mechanisms.distributed import share_noise
-    from privsdr.vertical.secure_regression import SecureVerticalRegression, released_constant
+    from privsdr.vertical.secure_regression import (
+        SecureVerticalRegression,
+        released_constant,
+        secure_regression_from_released,
+    )
 
     widths = {"party0": 5, "party1": 5}
     bound = b["bound_x"] / math.sqrt(2.0)
@@ -81,7 +85,10 @@ def secure_fit(X: np.ndarray, y: np.ndarray, b: dict[str, float], eps: float, se
     rng = np.random.default_rng(seed)
     released = Released({"xtx": Z.T @ Z + symmetric_noise(scales["xtx"], Z.shape[1], rng),
                          "xty": Z.T @ labels + scales["xty"] * rng.standard_normal(Z.shape[1])}, scales, 0, "add_remove", "simulated")
-    est._fit_released(released, c, Z.shape[1])
+    secure_regression_from_released(released, x_center=c["x_center"], y_center=c["y_center"], label_bound=c["label_bound"],
+                                    constant=released_constant(c), columns_scale=c["columns_scale"], label_scale=c["label_scale"],
+                                    fit_intercept=c["intercept"], n_components=c["n_components"], failure_probability=c["rho"],
+                                    random_state=seed).apply(est)
     est.coef_, est.intercept_ = unit * est.coef_, unit * est.intercept_
     y_shift = dp_centred(released["xtx"], released["xty"], released_constant(c), c["label_bound"])[1] / c["label_scale"]
     est.dp_mean_ = unit * (b["y_center"] + y_shift)

@@ -116,6 +116,57 @@ def test_a_release_charged_to_part_of_the_rows_reads_only_those(case, recorded):
     assert not problems, "\n".join(problems[:10])
 
 
+def _same_record(a, b) -> list[str]:
+    return differences({"arrays": dict(a.arrays), "scales": dict(a.scales), "n": a.n, "relation": a.relation},
+                       {"arrays": dict(b.arrays), "scales": dict(b.scales), "n": b.n, "relation": b.relation}, "released_")
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.consumer], ids=str)
+def test_the_fitted_state_is_its_consumer_on_the_released_record_alone(case, recorded):
+    """(e): the fit's ``released_`` holds every release the fit made, as released (no output reaches the post-processing
+    around it, no noise-free value inside it; ``extra["outside_record"]``: releases a party spends on its own noise and
+    never uploads),
+    and the estimator's ``*_from_released`` on that record alone (stored and read back: no plan, no run, no rows)
+    gives every fitted attribute, report diagnostic and warning the fit gave."""
+    import json
+
+    from privsdr.released import Released
+
+    D, est, recording, warned = recorded[case.name]
+    released = est.released_
+    made = {r.key[1].rsplit("/", 1)[-1] for r in recording.releases} - set(case.extra.get("outside_record", ()))
+    assert set(released.nodes.values()) == made, "the Released record is not every release of the fit"
+    outputs: dict[str, list] = {}
+    for r in recording.releases:
+        outputs.setdefault(r.key[1].rsplit("/", 1)[-1], []).append(np.asarray(r.output, dtype=float).ravel())
+    if case.extra.get("pooled"):  # the FSIR server's record pools what each client released and uploaded
+        from privsdr.federated.server import CLIENT_ARRAYS, client_released, merged_released
+
+        problems = [f"an upload's {name} is not what its client released" for name, node in CLIENT_ARRAYS.items()
+                    if getattr(est.messages_[0], name) is not None
+                    and differences([np.ravel(getattr(m, name)) for m in est.messages_], outputs[node])]
+        problems += _same_record(merged_released([client_released(m, m.report) for m in est.messages_]), released)
+    else:
+        problems = [f"released_[{name!r}] is not what node {node!r} released" for name, node in released.nodes.items()
+                    if differences([np.asarray(released[name], dtype=float).ravel()], outputs[node])]
+    assert not problems, "\n".join(problems)
+    stored = Released.from_dict(json.loads(json.dumps(released.to_dict())))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        fitted = case.consumer(est, stored)
+    assert not seen, "a consumer returns its warnings, it does not raise them"
+    problems = _same_record(fitted.attributes["released_"], released)
+    problems += differences({k: getattr(est, k, None) for k in fitted.attributes if k != "released_"},
+                            {k: v for k, v in fitted.attributes.items() if k != "released_"}, "attributes")
+    report = _report(est).diagnostics
+    for d in fitted.diagnostics:
+        problems += differences(report["messages"].get(d.key), d.message, f"report message {d.key}")
+        problems += differences({k: report.get(k) for k in d.values}, dict(d.values), f"report {d.key}")
+    said = [(c.__name__, m) for c, m in fitted.warnings]
+    problems += [f"warning {w} of the consumer was not raised by the fit" for w in said if w not in warned]
+    assert not problems, "\n".join(problems[:10])
+
+
 def _certified_modes(cls) -> set[str]:
     """The certified modes/paths a class must have cases for (public constants and documented paths)."""
     name = cls.__name__

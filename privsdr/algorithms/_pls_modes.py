@@ -31,7 +31,7 @@ from ..accounting import Budget
 from ..core.arrays import FloatArray
 from ..mechanisms import Sensitivity, gaussian_noise_multiplier
 from ..plan import Plan, Run
-from ..released import gram
+from ..released import Released, from_run, gram
 from ..released.regression import centring_variance
 from ._pls_queries import clip_x, clip_y, iterative_deflate, iterative_statistics, ssp_statistics, weight_statistic
 
@@ -129,16 +129,18 @@ def dp_means(noisy: dict[str, np.ndarray], Cx: float, Cy: float) -> tuple[float,
     return n_t, x_shift, y_shift
 
 
-def fit_ssp(run: Run, X: np.ndarray, y: np.ndarray, c: dict[str, Any]) -> dict[str, Any]:
-    """S2: release the statistics, then centre, repair and run kernel PLS1 (post-processing)."""
-    return release_ssp(run, ssp_statistics(X, y, c["x_center"], c["y_center"], c["bound_x"], c["bound_y"]), c)
+def fit_ssp(run: Run, X: np.ndarray, y: np.ndarray, c: dict[str, Any], source: str = "in memory") -> Released:
+    """S2: release the statistics (the post-processing reads the record: ``pls.pls_from_released``)."""
+    return release_ssp(run, ssp_statistics(X, y, c["x_center"], c["y_center"], c["bound_x"], c["bound_y"]), c, source)
 
 
-def release_ssp(run: Run, stats: dict[str, np.ndarray], c: dict[str, Any]) -> dict[str, Any]:
-    """S2 from the clipped statistics of all rows (in memory, or summed over chunks: ``privsdr.rows``)."""
+def release_ssp(run: Run, stats: dict[str, np.ndarray], c: dict[str, Any], source: str = "in memory") -> Released:
+    """S2's releases from the clipped statistics of all rows (in memory, or summed over chunks: ``privsdr.rows``),
+    each charged before its noise, as a ``Released`` (add/remove: n is not public, the record's n is 0)."""
     names = (CENTRING_NODES if c["dp_centring"] else ()) + ("xtx", "xty")
-    noisy = {name: run.release(name, stats[name]) for name in names}
-    return ssp_postprocess(noisy, run.plan.specs["xtx"].scale, c, {name: run.plan.specs[name].scale for name in names})
+    for name in names:
+        run.release(name, stats[name])
+    return from_run(run, names, n=0, source=source)
 
 
 def ssp_postprocess(noisy: dict[str, np.ndarray], sigma: float, c: dict[str, Any], scales: Mapping[str, Any] | None = None

@@ -153,17 +153,22 @@ def relative_eigengap(eigenvalues: Sequence[float] | np.ndarray, K: int) -> floa
     return float((lam[K - 1] - lam[K]) / max(abs(lam[K - 1]), np.finfo(float).tiny))
 
 
+def not_identified(eigenvalues: Sequence[float] | np.ndarray, K: int, what: str) -> tuple[float, str | None]:
+    """(relative gap, the ``NotIdentifiedWarning`` text when lambda_K and lambda_{K+1} tie, else None)."""
+    gap = relative_eigengap(eigenvalues, K)
+    if gap < TIE_TOLERANCE:
+        return gap, (f"{what}: eigenvalues {K} and {K + 1} tie ({float(eigenvalues[K - 1]):.6g} vs {float(eigenvalues[K]):.6g}); "
+                     f"the top-{K} subspace is not identified by these data (the returned basis is arbitrary)")
+    return gap, None
+
+
 def warn_if_not_identified(eigenvalues: Sequence[float] | np.ndarray, K: int, what: str, stacklevel: int = 4) -> float:
     """Warn (``NotIdentifiedWarning``) when lambda_K and lambda_{K+1} tie: the span of the top K
     eigenvectors is then not a function of the data (any basis of the tied eigenspace is a solution),
     and which one the eigensolver returns depends on the BLAS kernel. Returns the relative gap."""
-    gap = relative_eigengap(eigenvalues, K)
-    if gap < TIE_TOLERANCE:
-        warnings.warn(
-            f"{what}: eigenvalues {K} and {K + 1} tie ({float(eigenvalues[K - 1]):.6g} vs {float(eigenvalues[K]):.6g}); "
-            f"the top-{K} subspace is not identified by these data (the returned basis is arbitrary)",
-            NotIdentifiedWarning, stacklevel=stacklevel,
-        )
+    gap, text = not_identified(eigenvalues, K, what)
+    if text is not None:
+        warnings.warn(text, NotIdentifiedWarning, stacklevel=stacklevel)
     return gap
 
 

@@ -47,6 +47,7 @@ from ..errors import ValidationError
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
 from ..released import Released, from_run, gram, regression
+from ..released.fitted import Fitted
 from ._base import (
     PrivateEstimator,
     check_matrix,
@@ -151,6 +152,45 @@ def centred_solution(released: Released, failure_probability: float, bound_x: fl
     target = released["xty"].ravel() - n_t * y_bar * x_bar
     beta, ridge, lambda_lo = ridge_rule(released, metric, target, failure_probability)
     return beta, ridge, lambda_lo, x_bar, y_bar, metric + ridge * np.eye(len(beta))
+
+
+def adassp_from_released(released: Released, *, bound_x: float, bound_y: float, x_center: np.ndarray, y_center: float = 0.0,
+                         fit_intercept: bool = True, failure_probability: float = 0.05, shrinkage: str = "snr",
+                         diagnose_noise: bool = True, rng: np.random.Generator | None = None) -> Fitted:
+    """AdaSSPRegression from a ``Released`` (post-processing only; every argument but the record is public).
+
+    ``shrinkage="snr"`` with ``fit_intercept`` (the certified default): DPPLS S2's releases (count, x_sum, y_sum, xtx,
+    xty, optionally lambda_min) give ``centred_solution``, and the slopes move towards the DP mean of y by
+    ``regression.fallback_factor`` of the noise ratio. Otherwise the paper's releases (lambda_min, xtx, xty of Z, whose
+    last column is the constant ``bound_x`` with an intercept) give ``adassp_solution``. ``x_center``, ``y_center``: the
+    public centres the rows were shifted by. ``rng``: the parametric bootstrap's randomness (``diagnose_noise`` or
+    the shrinkage; default a fixed seed)."""
+    rho, m = float(failure_probability), len(x_center)
+    shrink = shrinkage == "snr" and bool(fit_intercept)
+    constant = bound_x if fit_intercept else None
+    x_center = np.asarray(x_center, dtype=float)
+    if shrink:
+        beta, ridge, lambda_lo, x_bar, y_bar, metric = centred_solution(released, rho, bound_x, bound_y)
+        coef, intercept = beta, y_center + y_bar - float((x_center + x_bar) @ beta)
+    else:
+        theta, ridge, lambda_lo = adassp_solution(released, rho, constant, bound_y)
+        coef = theta[:m]
+        intercept = y_center + (float(theta[m]) * bound_x if fit_intercept else 0.0) - float(x_center @ theta[:m])
+        metric = regression.slope_gram(released["xtx"], bool(fit_intercept)) + ridge * np.eye(m)
+    attributes: dict[str, Any] = {"coef_": coef, "intercept_": intercept, "ridge_": ridge, "lambda_lower_": lambda_lo,
+                                  "x_center_": x_center, "y_center_": float(y_center), "released_": released}
+    if not (diagnose_noise or shrink):
+        return Fitted(attributes)
+    rng = rng if rng is not None else np.random.default_rng(0)
+    if shrink:
+        ratio = regression.noise_ratio(released, lambda r: centred_solution(r, rho, bound_x, bound_y)[0], metric, rng)
+        # never worse than the DP mean (issue 33): the fit predicts y_c + y_bar at x_c + x_bar
+        coef, intercept, attributes["shrinkage_factor_"] = regression.towards_dp_mean(coef, intercept, x_center + x_bar, ratio)
+        attributes["coef_"], attributes["intercept_"] = coef, intercept
+    else:
+        ratio = regression.noise_ratio(released, lambda r: adassp_solution(r, rho, constant, bound_y)[0][:m], metric, rng)
+    attributes["noise_ratio_"] = ratio
+    return Fitted(attributes, (regression.diagnostic(ratio),), regression.warned(ratio, regression.FALLBACK_NOTE if shrink else None))
 
 
 def chunk_statistics(X: np.ndarray, y: np.ndarray | None, *, x_center: np.ndarray, y_center: float, bound_x: float,
@@ -345,39 +385,14 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
                 run.release(name, np.array([lambda_min_of(statistics, c)]) if name == "lambda_min" else statistics[name])
         public_n = shape[0] if calibrated.relation.value == "replace_one" else 0  # n is not public under add/remove
         released = from_run(run, names, n=public_n, source=source)
-        m = shape[1]
-        rho, constant = c["rho"], (c["bound_x"] if c["intercept"] else None)
-        if c["shrink"]:
-            beta, ridge, lambda_lo, x_bar, y_bar, metric = centred_solution(released, rho, c["bound_x"], c["bound_y"])
-            self.coef_ = beta
-            self.intercept_ = c["y_center"] + y_bar - float((c["x_center"] + x_bar) @ beta)
-        else:
-            theta, ridge, lambda_lo = adassp_solution(released, rho, constant, c["bound_y"])
-            self.coef_ = theta[:m]
-            self.intercept_ = c["y_center"] + (float(theta[m]) * c["bound_x"] if c["intercept"] else 0.0) - float(c["x_center"] @ theta[:m])
-            metric = regression.slope_gram(released["xtx"], c["intercept"]) + ridge * np.eye(m)
-        self.ridge_ = ridge
-        self.lambda_lower_ = lambda_lo
-        self.x_center_ = c["x_center"]
-        self.y_center_ = c["y_center"]
-        self.released_ = released
-        self._record_features(X_raw, m)
+        fitted = adassp_from_released(released, bound_x=c["bound_x"], bound_y=c["bound_y"], x_center=c["x_center"],
+                                      y_center=c["y_center"], fit_intercept=c["intercept"], failure_probability=c["rho"],
+                                      shrinkage=self.shrinkage, diagnose_noise=self.diagnose_noise,
+                                      rng=diagnostic_rng(self.random_state))
+        self._record_features(X_raw, shape[1])
         self.plan_ = calibrated
         self.ledger_ = ledger
-        self.privacy_report_ = run.report
-        if self.diagnose_noise or c["shrink"]:
-            rng = diagnostic_rng(self.random_state)
-            if c["shrink"]:
-                self.noise_ratio_ = regression.noise_ratio(
-                    released, lambda r: centred_solution(r, rho, c["bound_x"], c["bound_y"])[0], metric, rng)
-                # never worse than the DP mean (issue 33): the fit predicts y_c + y_bar at x_c + x_bar
-                self.coef_, self.intercept_, self.shrinkage_factor_ = regression.towards_dp_mean(
-                    self.coef_, self.intercept_, self.x_center_ + x_bar, self.noise_ratio_)
-            else:
-                self.noise_ratio_ = regression.noise_ratio(released, lambda r: adassp_solution(r, rho, constant, c["bound_y"])[0][:m],
-                                                           metric, rng)
-            self.privacy_report_ = regression.with_diagnostics(run.report, self.noise_ratio_)
-            regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=2, fallback=regression.FALLBACK_NOTE if c["shrink"] else None)
+        self.privacy_report_ = fitted.apply(self, run.report)
         return self
 
     def _released_row_count(self) -> int | None:

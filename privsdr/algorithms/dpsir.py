@@ -30,11 +30,13 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
 from .. import core
 from ..accounting import Budget, Ledger
-from ..errors import NoiseDominatesWarning, ValidationError
+from ..errors import NoiseDominatesWarning, NotIdentifiedWarning, ValidationError
 from ..mechanisms import Sensitivity
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
-from ..released import gram
+from ..released import Released, from_run, gram
+from ..released.fitted import Diagnostic, Fitted
+from ..released.moments import MomentRelease, noise_warning
 from . import sir_moments, sparse_sir
 from ._base import (
     ClippedRows,
@@ -60,6 +62,7 @@ from ._sir_common import (
     check_xy,
     default_hyperparameters,
     grid_counts,
+    not_identified,
     scores_from_counts,
     sir_step_sensitivity,
     stationary_start,
@@ -404,7 +407,7 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
         chunk, validated entirely before anything is charged, and released once here."""
         from functools import partial
 
-        from ..rows import Chunks, reduce_rows
+        from ..rows import Chunks, is_dask, reduce_rows
 
         c = self._checked()
         if self.sparse:
@@ -436,7 +439,8 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
             cuts = c["cuts"]
             with self._run(calibrated, ledger, (n, p)) as run:
                 release = sir_moments.release_sums(run, calibrated, total["slice_sums"], total["counts"], total["xtx"], n)
-        self._solve_moments(run, release, c, np.asarray(cuts, dtype=float), n, p, center_vec, bounds, budget, ledger)
+        self._solve_moments(run, release, c, np.asarray(cuts, dtype=float), n, p, center_vec, bounds, budget, ledger,
+                            "dask" if is_dask(X) else "chunks")
         self._record_features(None, p)
         return self
 
@@ -464,36 +468,22 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
         return cuts
 
     def _solve_moments(self, run: Run, release: Any, c: dict[str, Any], cuts: np.ndarray, n: int, p: int, center: np.ndarray,
-                       bounds: np.ndarray, budget: Budget, ledger: Ledger) -> _SlicedDP:
-        """Post-processing of the released statistics: directions, K, diagnostics."""
-        H = len(cuts) + 1
-        centred = not _is(c["center"], "none")
-        B_all, eigenvalues, mu = release.directions(max(H - 1, 1), centred)
-        K = self._choose_k(eigenvalues, H, n, p, budget)
-        self.eigengap_ = warn_if_not_identified(eigenvalues, K, "DPSIR (moments)", stacklevel=5)
-        self.directions_ = core.orthonormalize(B_all[:, :K])
-        self._store_moments_fit(run, eigenvalues, H, K, center, center + mu, cuts, p, bounds, ledger)
-        if getattr(self, "diagnose_noise", True):
-            rng = diagnostic_rng(self.random_state)
-            self.noise_error_ = sir_moments.noise_error(release, self.directions_, K, centred, rng)
-            self.privacy_report_ = sir_moments.with_diagnostics(run.report, self.noise_error_, self.random_error_, K, p)
-            sir_moments.warn_if_noise_wins(self.noise_error_, self.random_error_, stacklevel=5)
+                       bounds: np.ndarray, budget: Budget, ledger: Ledger, source: str = "in memory") -> _SlicedDP:
+        """Post-processing of every release of the run (``sir_from_released``): directions, K, diagnostics."""
+        released = from_run(run, list(run.outputs), n=n, source=source)
+        fitted = sir_from_released(released, n_directions=self.n_directions, cut_points=cuts, center=center,
+                                   centred=not _is(c["center"], "none"), budget=budget,
+                                   rng=diagnostic_rng(self.random_state) if getattr(self, "diagnose_noise", True) else None)
+        self._store_fit(run, p, bounds, ledger)
+        self.privacy_report_ = fitted.apply(self, run.report, stacklevel=5)
         return self
 
-    def _store_moments_fit(self, run: Run, eigenvalues: np.ndarray, H: int, K: int, center: np.ndarray, shifted: np.ndarray,
-                           cuts: np.ndarray, p: int, bounds: np.ndarray, ledger: Ledger) -> None:
-        """The fitted attributes every moments fit sets (``shifted``: the public centre plus the DP mean)."""
-        self.eigenvalues_ = eigenvalues[: max(H - 1, 1)]
-        self.n_directions_ = K
-        self.public_center_ = center
-        self.center_ = shifted
-        self.cut_points_ = cuts
+    def _store_fit(self, run: Run, p: int, bounds: np.ndarray, ledger: Ledger) -> None:
+        """The fitted attributes a moments fit sets beside its consumer's (the shape, the bounds, the plan)."""
         self.n_features_in_ = p
         self.bounds_ = bounds
         self.plan_ = run.plan
         self.ledger_ = ledger
-        self.random_error_ = sir_moments.random_subspace_error(p, K)
-        self.privacy_report_ = run.report
 
     def _notes(self) -> list[str]:
         if self.mode == "paper":
@@ -526,12 +516,93 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
         """The number of output columns of ``transform`` (``get_feature_names_out``: dpsir0, dpsir1, ...)."""
         return int(self.directions_.shape[1])
 
-    def _choose_k(self, eigenvalues: np.ndarray, H: int, n1: int, p: int, budget: Budget) -> int:
-        if self.n_directions != "bic":
-            return int(self.n_directions)
-        eps, delta = (budget.epsilon, budget.delta) if not budget.is_infinite else (1e6, 1e-12)
-        k, self.bic_penalty_ = bic_dimension(eigenvalues, n1, p, eps, max(delta, 1e-300), max_k=max(1, H - 1))
-        return k
+
+def choose_k(eigenvalues: np.ndarray, n_directions: int | str, H: int, n: int, p: int, budget: Budget) -> tuple[int, float | None]:
+    """(K, the BIC penalty or None): ``n_directions``, or with "bic" the BIC rule on the DP eigenvalues (spec §4.6)."""
+    if n_directions != "bic":
+        return int(n_directions), None
+    eps, delta = (budget.epsilon, budget.delta) if not budget.is_infinite else (1e6, 1e-12)
+    k, penalty = bic_dimension(eigenvalues, n, p, eps, max(delta, 1e-300), max_k=max(1, H - 1))
+    return int(k), penalty
+
+
+def _moments_attributes(eigenvalues: np.ndarray, H: int, K: int, center: np.ndarray, shifted: np.ndarray, cuts: np.ndarray,
+                        p: int) -> dict[str, Any]:
+    return {"eigenvalues_": eigenvalues[: max(H - 1, 1)], "n_directions_": K, "public_center_": center, "center_": shifted,
+            "cut_points_": cuts, "random_error_": sir_moments.random_subspace_error(p, K)}
+
+
+def sir_from_released(released: Released, *, n_directions: int | str, cut_points: np.ndarray, center: np.ndarray,
+                      centred: bool = True, budget: Budget | None = None, rng: np.random.Generator | None = None) -> Fitted:
+    """DPSIR (moments) from a ``Released`` with arrays slice_sums (p x H), slice_counts (H), second_moment (p x p) of the
+    rows shifted by the public ``center`` and clipped (``released.moments``): SIR on the moments (centred at the mean
+    the slice sums carry unless ``centred`` is False), K = ``n_directions`` or by BIC (on the public ``budget``), and
+    (``rng`` given) the parametric-bootstrap noise error. ``cut_points``: the slices' (public, or picked by the DP
+    quantile releases the record holds). Post-processing only; n is the record's (public under replace-one)."""
+    release = MomentRelease.from_released(released)
+    cuts = np.asarray(cut_points, dtype=float)
+    H, p = len(cuts) + 1, release.second_moment.shape[0]
+    center = np.asarray(center, dtype=float)
+    B_all, eigenvalues, mu = release.directions(max(H - 1, 1), centred)
+    K, penalty = choose_k(eigenvalues, n_directions, H, released.n, p, budget if budget is not None else Budget.infinite())
+    gap, tie = not_identified(eigenvalues, K, "DPSIR (moments)")
+    directions = core.orthonormalize(B_all[:, :K])
+    attributes = {**_moments_attributes(eigenvalues, H, K, center, center + mu, cuts, p), "eigengap_": gap,
+                  "directions_": directions, "released_": released}
+    if penalty is not None:
+        attributes["bic_penalty_"] = penalty
+    warned: list[tuple[type[Warning], str]] = [] if tie is None else [(NotIdentifiedWarning, tie)]
+    diagnostics = []
+    if rng is not None:
+        noise = attributes["noise_error_"] = sir_moments.noise_error(release, directions, K, centred, rng)
+        random = attributes["random_error_"]
+        diagnostics.append(Diagnostic("noise", sir_moments.noise_message(noise, random, K, p),
+                                      {"noise_error": noise, "random_subspace_error": random}))
+        if (text := noise_warning(noise, random)) is not None:
+            warned.append((NoiseDominatesWarning, text))
+    return Fitted(attributes, tuple(diagnostics), tuple(warned))
+
+
+def sparse_sir_from_released(released: Released, *, n_directions: int, sparsity: int, n_features: int, cut_points: np.ndarray,
+                             center: np.ndarray, bounds: np.ndarray, rng: np.random.Generator | None = None) -> Fitted:
+    """SparseDPSIR (moments) from a ``Released`` with arrays support (the selected columns; ``scales["support"]``: the
+    selection's Laplace scale) and the moments of the selected columns (``sir_from_released``'s arrays): SIR on them,
+    the directions embedded with at most ``sparsity`` rows, the support's pre-test, the selection's margin and (``rng``
+    given) the noise error. ``center``, ``bounds``: all ``n_features`` columns' public centre and bounds.
+    Post-processing only."""
+    release = MomentRelease.from_released(released)
+    selected = np.sort(released["support"].ravel().astype(int))
+    cuts = np.asarray(cut_points, dtype=float)
+    H, p, K, s, n = len(cuts) + 1, int(n_features), int(n_directions), int(sparsity), released.n
+    center, bounds = np.asarray(center, dtype=float), np.asarray(bounds, dtype=float)
+    B_all, eigenvalues, mu = release.directions(max(H - 1, 1), True)
+    gap, tie = not_identified(eigenvalues, K, "SparseDPSIR (moments)")
+    B_sel = core.orthonormalize(B_all[:, :K])
+    directions = sparse_sir.embedded(B_sel, selected, p, s)
+    shifted = center.copy()
+    shifted[selected] = center[selected] + mu
+    signal = sparse_sir.support_signal(release)
+    weakest, miss = sparse_sir.selection_margin(release, bounds[selected], float(released.scales["support"]), p, n)
+    margin = sparse_sir.margin_message(weakest, miss, len(selected), p)
+    attributes = {**_moments_attributes(eigenvalues, H, K, center, shifted, cuts, p), "eigengap_": gap, "directions_": directions,
+                  "support_": np.flatnonzero(np.linalg.norm(directions, axis=1) > 0), "screened_": selected,
+                  "support_signal_": signal, "miss_probability_": miss, "released_": released}
+    warned: list[tuple[type[Warning], str]] = [] if tie is None else [(NotIdentifiedWarning, tie)]
+    if miss >= sparse_sir.MISS_LEVEL:
+        warned.append((NoiseDominatesWarning, margin))
+    diagnostics = []
+    if rng is not None:
+        noise = attributes["noise_error_"] = sir_moments.noise_error(release, B_sel, K, True, rng)
+        random, screen = attributes["random_error_"], len(selected)
+        diagnostics += [Diagnostic("noise", sir_moments.noise_message(noise, random, K, screen) + " (given the selected support)",
+                                   {"noise_error": noise, "random_subspace_error": random}),
+                        Diagnostic("support", sparse_sir.support_message(signal, screen), {"support_signal": signal})]
+        if not signal:
+            warned.append((NoiseDominatesWarning, sparse_sir.support_message(signal, screen)))
+        elif (text := noise_warning(noise, random)) is not None:
+            warned.append((NoiseDominatesWarning, text))
+    diagnostics.append(Diagnostic("selection_margin", margin, {"selection_miss_probability": miss}))
+    return Fitted(attributes, tuple(diagnostics), tuple(warned))
 
 
 @model_class
@@ -602,7 +673,9 @@ class DPSIR(SIRForecastMixin, _SlicedDP):
         X1, labels1 = rows.take(init_idx)
         B_all, eigenvalues = self._init_release(run, X1, labels1, H, plan, init_idx)
         self._init_rows = len(init_idx)
-        K = self._choose_k(eigenvalues, H, len(init_idx), p, budget)
+        K, penalty = choose_k(eigenvalues, self.n_directions, H, len(init_idx), p, budget)
+        if penalty is not None:
+            self.bic_penalty_ = penalty
         self.eigengap_ = warn_if_not_identified(eigenvalues, K, "DPSIR initializer (B.1)")
         B0 = B_all[:, :K]
         m = min(len(b) for b in batch_idx)
@@ -786,37 +859,19 @@ class SparseDPSIR(SIRForecastMixin, _SlicedDP):
                          bounds: np.ndarray) -> Any:
         """The selection on all rows, then the moments of the selected columns (``sparse_sir``)."""
         scores = sparse_sir.selection_scores(X, labels, H, center, bounds)
-        self._selected = selected = np.sort(np.asarray(run.release("support", scores), dtype=int))
-        self._selection_scale = float(calibrated.specs["support"].scale)  # public: the selection's Laplace scale
+        selected = np.sort(np.asarray(run.release("support", scores), dtype=int))
         return sir_moments.release_moments(run, calibrated, X[:, selected], labels, H, center[selected], bounds[selected])
 
     def _solve_moments(self, run: Run, release: Any, c: dict[str, Any], cuts: np.ndarray, n: int, p: int, center: np.ndarray,
-                       bounds: np.ndarray, budget: Budget, ledger: Ledger) -> _SlicedDP:
+                       bounds: np.ndarray, budget: Budget, ledger: Ledger, source: str = "in memory") -> _SlicedDP:
         if c["algorithm"] != "moments":
-            return super()._solve_moments(run, release, c, cuts, n, p, center, bounds, budget, ledger)
-        selected, H = self._selected, len(cuts) + 1
-        K, s = int(c["K"]), int(c["s"])
-        B_all, eigenvalues, mu = release.directions(max(H - 1, 1), True)
-        self.eigengap_ = warn_if_not_identified(eigenvalues, K, "SparseDPSIR (moments)", stacklevel=5)
-        B_sel = core.orthonormalize(B_all[:, :K])
-        self.directions_ = sparse_sir.embedded(B_sel, selected, p, s)
-        self.support_ = np.flatnonzero(np.linalg.norm(self.directions_, axis=1) > 0)
-        self.screened_ = selected
-        shifted = center.copy()
-        shifted[selected] = center[selected] + mu
-        self._store_moments_fit(run, eigenvalues, H, K, center, shifted, cuts, p, bounds, ledger)
-        self.support_signal_ = sparse_sir.support_signal(release)
-        weakest, self.miss_probability_ = sparse_sir.selection_margin(release, bounds[selected], self._selection_scale, p, n)
-        margin = sparse_sir.margin_message(weakest, self.miss_probability_, len(selected), p)
-        if self.miss_probability_ >= sparse_sir.MISS_LEVEL:
-            warnings.warn(margin, NoiseDominatesWarning, stacklevel=5)
-        if self.diagnose_noise:
-            rng = diagnostic_rng(self.random_state)
-            self.noise_error_ = sir_moments.noise_error(release, B_sel, K, True, rng)
-            self.privacy_report_ = sparse_sir.with_diagnostics(run.report, self.noise_error_, self.random_error_,
-                                                              self.support_signal_, K, len(selected))
-            sparse_sir.warn_if_noise_wins(self.noise_error_, self.random_error_, self.support_signal_, K, len(selected), stacklevel=6)
-        self.privacy_report_ = sparse_sir.with_margin(self.privacy_report_, margin, self.miss_probability_)
+            return super()._solve_moments(run, release, c, cuts, n, p, center, bounds, budget, ledger, source)
+        released = from_run(run, list(run.outputs), n=n, source=source)
+        fitted = sparse_sir_from_released(released, n_directions=int(c["K"]), sparsity=int(c["s"]), n_features=p, cut_points=cuts,
+                                          center=center, bounds=bounds,
+                                          rng=diagnostic_rng(self.random_state) if self.diagnose_noise else None)
+        self._store_fit(run, p, bounds, ledger)
+        self.privacy_report_ = fitted.apply(self, run.report, stacklevel=5)
         return self
 
     def _fit_released(self, run: Run, plan: CalibratedPlan, rows: ClippedRows, H: int,

@@ -18,7 +18,6 @@ clipped rows' true mean or covariance): the DP mean is projected onto the ball |
 """
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -27,11 +26,12 @@ import numpy as np
 
 from .. import core
 from ..accounting import Budget, Ledger
-from ..errors import ValidationError
+from ..errors import NoiseDominatesWarning, ValidationError
 from ..mechanisms import get_mechanism
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
-from ..released import gram
+from ..released import Released, from_run, gram
+from ..released.fitted import Diagnostic, Fitted
 from ..released.regression import NOISE_WARNING_SHARE  # warn when a noise sd exceeds this share of its public scale
 from ._base import (
     PrivateEstimator,
@@ -185,25 +185,36 @@ class DPMeanCovariance(PrivateEstimator):
             if statistics is None:
                 Xc = core.clip_rows_l2(shift_and_box(X, self._center(shape[1]), self._box(shape[1])), self._validated_clip(shape[1]))
                 statistics = (core.mean(Xc), core.second_moment(Xc))
-            mean = run.release("mean", statistics[0])
-            second = run.release("second_moment", statistics[1])
-        m = project_mean(mean, self._validated_clip(shape[1]), self._box(shape[1]))
-        self.mean_ = self._center(shape[1]) + m
-        self.second_moment_ = second
-        self.covariance_ = core.nearest_psd(clamp_covariance(second - np.outer(m, m), self._box(shape[1])))
+            run.release("mean", statistics[0])
+            run.release("second_moment", statistics[1])
+        released = from_run(run, ("mean", "second_moment"), n=shape[0], source="chunks" if X_raw is None else "in memory")
+        fitted = mean_covariance_from_released(released, self._validated_clip(shape[1]), self._center(shape[1]), self._box(shape[1]))
         self._record_features(X_raw, shape[1])
         self.plan_ = calibrated
         self.ledger_ = ledger
-        ratios = noise_ratios(calibrated.specs["mean"].scale, calibrated.specs["second_moment"].scale,
-                              self._validated_clip(shape[1]), self._box(shape[1]))
-        self.noise_ratio_ = max(ratios)
-        self.privacy_report_ = with_noise_diagnostic(run.report, *ratios)
-        if self.noise_ratio_ > NOISE_WARNING_SHARE:
-            from ..errors import NoiseDominatesWarning
-
-            warnings.warn(noise_message(*ratios), NoiseDominatesWarning, stacklevel=2)
+        self.privacy_report_ = fitted.apply(self, run.report)
         return self
 
+
+
+def mean_covariance_from_released(released: Released, clip: float, center: np.ndarray | None = None,
+                                  bounds: np.ndarray | None = None) -> Fitted:
+    """DPMeanCovariance from a ``Released`` with arrays ``mean`` (p) and ``second_moment`` (p x p) of the rows shifted by
+    the public ``center`` and clipped to ||x|| <= ``clip`` (and into the public half-widths ``bounds``): m = the mean
+    projected onto the ball and the box, ``mean_`` = center + m, ``covariance_`` = PSD(clamp(S - m m^T)), and the
+    noise diagnostic from the public scales (``noise_ratios``). Post-processing only (module docstring)."""
+    mean, second = released["mean"].ravel(), released["second_moment"]
+    p = mean.shape[0]
+    m = project_mean(mean, clip, bounds)
+    ratios = noise_ratios(released.scales["mean"], released.scales["second_moment"], clip, bounds)
+    shift = np.zeros(p) if center is None else np.broadcast_to(np.asarray(center, dtype=float), (p,))
+    attributes = {"mean_": shift + m, "second_moment_": second,
+                  "covariance_": core.nearest_psd(clamp_covariance(second - np.outer(m, m), bounds)),
+                  "noise_ratio_": max(ratios), "released_": released}
+    diagnostic = Diagnostic("noise", noise_message(*ratios), {"noise_ratio": max(ratios), "mean_noise_ratio": ratios[0],
+                                                              "covariance_noise_ratio": ratios[1]})
+    warned = ((NoiseDominatesWarning, noise_message(*ratios)),) if max(ratios) > NOISE_WARNING_SHARE else ()
+    return Fitted(attributes, (diagnostic,), warned)
 
 
 def noise_ratios(mean_sd: float, second_sd: float, clip: float, bounds: np.ndarray | None) -> tuple[float, float]:
@@ -221,14 +232,6 @@ def noise_message(mean_ratio: float, covariance_ratio: float) -> str:
                else "the released moments stand above the noise")
     return (f"at the tightest column the noise sd of the DP mean is {mean_ratio:.3g} times its public half-width, and of a "
             f"covariance entry {covariance_ratio:.3g} times its public bound: {verdict}")
-
-
-def with_noise_diagnostic(report: Any, mean_ratio: float, covariance_ratio: float) -> Any:
-    """The run's report with the noise diagnostic attached (post-processing: no cost)."""
-    from ..released.regression import with_noise_message
-
-    return with_noise_message(report, noise_message(mean_ratio, covariance_ratio), noise_ratio=max(mean_ratio, covariance_ratio),
-                              mean_noise_ratio=mean_ratio, covariance_noise_ratio=covariance_ratio)
 
 
 def shift_and_box(X: np.ndarray, center: np.ndarray | None, bounds: np.ndarray | None) -> np.ndarray:

@@ -32,6 +32,8 @@ from ..accounting.default import fresh_ledger, ledger_for
 from ..errors import ValidationError
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
+from ..released import Released, regression
+from ..released.fitted import Fitted
 from ._base import PrivateEstimator, check_matrix, check_positive, diagnostic_rng, for_ledger, public_center
 from ._pls_modes import (
     RELATION,
@@ -358,17 +360,25 @@ class DPPLS(RegressorMixin, ForecastMixin, PrivateEstimator):
         notes = self._notes(budget, calibrated, n)
         if not budget.is_infinite and budget.delta >= 1.0 / n:
             warnings.warn(notes[-1], stacklevel=2)
-        fits = {"certified": fit_ssp, "certified_iterative": fit_iterative, "paper": fit_paper}
+        fits = {"certified_iterative": fit_iterative, "paper": fit_paper}
         with Run(calibrated, ledger, random_state=self.random_state, data_shape=(n, m), algorithm=f"DPPLS ({self.mode})",
                  allow_uncertified=self.allow_uncertified, notes=notes) as run:
-            out = release_ssp(run, stats, c) if stats is not None else fits[self.mode](run, X, y, c)
-        self._store(out, m)
+            if self.mode == "certified":
+                released = release_ssp(run, stats, c, "chunks") if stats is not None else fit_ssp(run, X, y, c)
+            else:
+                out = fits[self.mode](run, X, y, c)
         self._record_features(X_raw, m)
         self.plan_ = calibrated
         self.ledger_ = ledger
         self.privacy_report_ = run.report
-        if self.mode == "certified" and (self.diagnose_noise or c["shrinkage"] == "snr"):
-            self._diagnose(run, out, c, n)
+        if self.mode == "certified":
+            fitted = pls_from_released(released, n_components=c["A"], auto=c["auto"], bound_x=c["bound_x"], bound_y=c["bound_y"],
+                                       x_center=c["x_center"], y_center=c["y_center"], centering=self.centering,
+                                       ridge=c["ridge"], psd_repair=c["psd_repair"], shrinkage=c["shrinkage"],
+                                       diagnose_noise=self.diagnose_noise, rng=diagnostic_rng(self.random_state))
+            self.privacy_report_ = fitted.apply(self, run.report)
+        else:
+            self._store(out, m)
         if self.mode == "certified_iterative" and c["shrinkage"] == "snr" and self.n_components_ == 0:
             self._trivial_s1(run)
         return self
@@ -384,34 +394,6 @@ class DPPLS(RegressorMixin, ForecastMixin, PrivateEstimator):
         self.privacy_report_ = with_noise_message(run.report, message)
         warnings.warn(message, NoiseDominatesWarning, stacklevel=3)
 
-    def _diagnose(self, run: Run, out: dict[str, Any], c: dict[str, Any], n: int) -> None:
-        """``noise_ratio_`` r (``privsdr.released.regression``; free); with ``shrinkage="snr"`` the slopes are then
-        scaled by the positive-part James-Stein factor ``shrinkage_factor_`` = max(0, 1 - r^2): r^2 is the share of the
-        predictions' spread the noise alone explains. With ``diagnose_noise`` also the report's diagnostic and the
-        warning."""
-        from ..released import from_run, regression
-
-        released = from_run(run, list(out["statistics"]), n=n, source="DPPLS S2")
-        sigma = run.plan.specs["xtx"].scale
-        m = self.n_features_in_
-
-        def slopes(r: Any) -> np.ndarray:
-            path = ssp_postprocess(dict(r.arrays), sigma, c, r.scales)["coef_path"]
-            return path[:, -1] if path.shape[1] else np.zeros(m)
-
-        rng = diagnostic_rng(self.random_state)
-        reps = 30 if m <= 200 else 8  # each draw refits (an m x m eigendecomposition): fewer for wide spectra
-        self.noise_ratio_ = regression.noise_ratio(released, slopes, out["metric"], rng, reps=reps)
-        snr = c["shrinkage"] == "snr"
-        if snr:  # never worse than the DP mean (issue 33): a warned fit is the DP mean
-            self.shrinkage_factor_ = regression.fallback_factor(self.noise_ratio_)
-            self.coef_path_ = self.shrinkage_factor_ * self.coef_path_
-            self.coef_ = self.shrinkage_factor_ * self.coef_
-            self.intercept_ = self.y_mean_ - float(self.x_mean_ @ self.coef_)
-        if self.diagnose_noise:
-            self.privacy_report_ = regression.with_diagnostics(run.report, self.noise_ratio_)
-            regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=3, fallback=regression.FALLBACK_NOTE if snr else None)
-
     def _released_row_count(self) -> int | None:
         """The DP count (certified S2 with DP centring; ``forecast`` exists for S2 only). None without one."""
         self._check_fitted("plan_")
@@ -423,25 +405,11 @@ class DPPLS(RegressorMixin, ForecastMixin, PrivateEstimator):
         return None if count is None else max(2, round(float(np.asarray(count).ravel()[0])))
 
     def _store(self, out: dict[str, Any], m: int) -> None:
-        A = out["weights"].shape[1]
-        if self.n_components != "auto" and A < self.n_components:
-            warnings.warn(f"the noisy statistics admit only {A} of the {self.n_components} components requested", stacklevel=3)
-        self.x_weights_ = out["weights"]
-        self.x_loadings_ = out["loadings"]
-        self.y_loadings_ = out["y_loadings"]
-        self.coef_path_ = out["coef_path"] if A else np.zeros((m, 0))
-        self.coef_ = self.coef_path_[:, -1] if A else np.zeros(m)
-        self.x_mean_ = np.asarray(out["x_mean"], dtype=float)
-        self.y_mean_ = float(out["y_mean"])
-        self.intercept_ = self.y_mean_ - float(self.x_mean_ @ self.coef_)
-        self.n_components_ = A
-        self.condition_number_ = core.regression_vector(self.x_weights_, self.x_loadings_, self.y_loadings_)[1] if A else 1.0
-        self.n_features_in_ = m
-        if out.get("statistics") is not None:
-            self.statistics_ = out["statistics"]
-            self.component_snr_ = out["snr"]
-        if out.get("scores") is not None:
-            self.x_scores_ = out["scores"]
+        attributes, warned = stored_attributes(out, m, self.n_components)
+        for name, value in attributes.items():
+            setattr(self, name, value)
+        for category, message in warned:
+            warnings.warn(message, category, stacklevel=3)
 
     # -- prediction ---------------------------------------------------------------------------------
     def predict(self, X: Any, n_components: int | None = None) -> np.ndarray:
@@ -463,6 +431,67 @@ class DPPLS(RegressorMixin, ForecastMixin, PrivateEstimator):
         resid = y - self.predict(X, n_components)
         total = float(np.sum((y - y.mean()) ** 2))
         return 1.0 - float(resid @ resid) / total if total > 0 else float("nan")
+
+
+def stored_attributes(out: dict[str, Any], m: int, requested: int | str) -> tuple[dict[str, Any], list[tuple[type[Warning], str]]]:
+    """The fitted attributes of a PLS fit's output (``ssp_postprocess``, or S1's and the paper's fits), and the warning
+    when the statistics admit fewer components than ``requested``."""
+    A = out["weights"].shape[1]
+    warned: list[tuple[type[Warning], str]] = []
+    if requested != "auto" and A < int(requested):
+        warned.append((UserWarning, f"the noisy statistics admit only {A} of the {requested} components requested"))
+    coef_path = out["coef_path"] if A else np.zeros((m, 0))
+    coef = coef_path[:, -1] if A else np.zeros(m)
+    x_mean, y_mean = np.asarray(out["x_mean"], dtype=float), float(out["y_mean"])
+    attributes: dict[str, Any] = {
+        "x_weights_": out["weights"], "x_loadings_": out["loadings"], "y_loadings_": out["y_loadings"], "coef_path_": coef_path,
+        "coef_": coef, "x_mean_": x_mean, "y_mean_": y_mean, "intercept_": y_mean - float(x_mean @ coef), "n_components_": A,
+        "condition_number_": core.regression_vector(out["weights"], out["loadings"], out["y_loadings"])[1] if A else 1.0,
+        "n_features_in_": m}
+    if out.get("statistics") is not None:
+        attributes["statistics_"], attributes["component_snr_"] = out["statistics"], out["snr"]
+    if out.get("scores") is not None:
+        attributes["x_scores_"] = out["scores"]
+    return attributes, warned
+
+
+def pls_from_released(released: Released, *, n_components: int, bound_x: float, bound_y: float, x_center: np.ndarray,
+                      y_center: float = 0.0, centering: str = "dp", auto: bool = False, ridge: str | float = "noise",
+                      psd_repair: bool = True, shrinkage: str = "snr", diagnose_noise: bool = True,
+                      rng: np.random.Generator | None = None) -> Fitted:
+    """DPPLS certified (S2) from a ``Released`` with arrays xtx, xty (and, with ``centering="dp"``, count, x_sum, y_sum)
+    of the rows shifted by the public centres and clipped to ``bound_x``, ``bound_y``: ``ssp_postprocess`` (DP centring,
+    ridge, PSD repair, kernel PLS1 with ``n_components`` components, at most, with ``auto``), then the noise ratio
+    of the slopes (``released.regression``) and, with ``shrinkage="snr"``, the fallback towards the DP mean of y.
+    Post-processing of the record and public parameters only; ``rng``: the bootstrap's randomness (default seeded)."""
+    m = released["xtx"].shape[0]
+    c = {"A": int(n_components), "auto": bool(auto), "dp_centring": centering == "dp", "bound_x": float(bound_x),
+         "bound_y": float(bound_y), "x_center": np.asarray(x_center, dtype=float), "y_center": float(y_center),
+         "ridge": ridge, "psd_repair": bool(psd_repair), "shrinkage": shrinkage}
+    sigma = released.scales["xtx"]
+    out = ssp_postprocess(dict(released.arrays), sigma, c, released.scales)
+    attributes, warned = stored_attributes(out, m, "auto" if auto else n_components)
+    attributes["released_"] = released
+    snr = shrinkage == "snr"
+    if not (diagnose_noise or snr):
+        return Fitted(attributes, (), tuple(warned))
+
+    def slopes(r: Released) -> np.ndarray:
+        path = ssp_postprocess(dict(r.arrays), sigma, c, r.scales)["coef_path"]
+        return path[:, -1] if path.shape[1] else np.zeros(m)
+
+    reps = 30 if m <= 200 else 8  # each draw refits (an m x m eigendecomposition): fewer for wide spectra
+    ratio = regression.noise_ratio(released, slopes, out["metric"], rng if rng is not None else np.random.default_rng(0), reps=reps)
+    attributes["noise_ratio_"] = ratio
+    if snr:  # never worse than the DP mean (issue 33): a warned fit is the DP mean
+        factor = attributes["shrinkage_factor_"] = regression.fallback_factor(ratio)
+        attributes["coef_path_"] = factor * attributes["coef_path_"]
+        attributes["coef_"] = factor * attributes["coef_"]
+        attributes["intercept_"] = attributes["y_mean_"] - float(attributes["x_mean_"] @ attributes["coef_"])
+    if not diagnose_noise:
+        return Fitted(attributes, (), tuple(warned))
+    return Fitted(attributes, (regression.diagnostic(ratio),),
+                  (*warned, *regression.warned(ratio, regression.FALLBACK_NOTE if snr else None)))
 
 
 def paper_event_count(n_components: int, release_scores: bool = True) -> int:

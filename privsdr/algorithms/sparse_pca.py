@@ -32,7 +32,8 @@ from ..errors import ValidationError
 from ..mechanisms import Sensitivity
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
-from ..released import gram
+from ..released import Released, from_run, gram
+from ..released.fitted import Diagnostic, Fitted
 from ._base import (
     ClippedRows,
     PrivateEstimator,
@@ -51,7 +52,6 @@ from ._base import (
 )
 from ._sir_common import check_flag, check_fraction, check_int, default_hyperparameters, stationary_start
 from .sir_moments import random_subspace_error
-from .sparse_sir import warn_if_noise_wins as sparse_warn
 
 RELATION = "replace_one"
 
@@ -123,6 +123,48 @@ def sigma_noise_error(sigma: np.ndarray, B: np.ndarray, K: int, scale: float, rn
 
     draws = [top_eigenvectors(sigma + symmetric_noise(scale, sigma.shape[0], rng), K) for _ in range(reps)]
     return float(np.median([core.projection_distance(B_star, B) for B_star in draws]))
+
+
+def sparse_pca_from_released(released: Released, p: int, K: int, s: int, rng: np.random.Generator | None = None) -> Fitted:
+    """DPSparsePCA (``algorithm="moments"``) from a ``Released`` with arrays ``support`` (the selected indices) and
+    ``sigma`` (X_S^T X_S / n on them, noise sd ``scales["sigma"]``): the top-K eigenvectors of Sigma placed on the
+    support, the support's pre-test and co-variation margin, and (``rng`` given) the parametric-bootstrap noise
+    error. Post-processing only (module docstring); ``p``, ``K``, ``s`` are public."""
+    from ..errors import NoiseDominatesWarning
+    from ..released.moments import noise_message, noise_warning
+    from .sparse_sir import support_message
+
+    selected = np.sort(released["support"].ravel().astype(int))
+    sigma, scale = released["sigma"], float(released.scales["sigma"])
+    B_sel = top_eigenvectors(sigma, K)
+    components = np.zeros((p, K))
+    components[selected] = B_sel
+    signal = support_correlated(sigma, scale)
+    ratios = co_variation(sigma, scale)
+    lonely = lonely_columns(ratios)
+    margin = lonely_message(lonely, selected)
+    random = random_subspace_error(p, K)
+    attributes = {"components_": components, "init_components_": components.copy(), "support_": selected, "hyperparameters_": {},
+                  "random_error_": random, "support_signal_": signal, "co_variation_": ratios, "lonely_support_": selected[lonely],
+                  "released_": released}
+    warned: list[tuple[type[Warning], str]] = []
+    if signal and lonely.size:  # a support with no signal at all has its own warning
+        warned.append((NoiseDominatesWarning, margin))
+    diagnostics = []
+    what = "the released covariances between"
+    if rng is not None:
+        noise = sigma_noise_error(sigma, B_sel, K, scale, rng)
+        attributes["noise_error_"] = noise
+        diagnostics += [Diagnostic("noise", noise_message(noise, random, K, s) + " (given the selected support)",
+                                   {"noise_error": noise, "random_subspace_error": random}),
+                        Diagnostic("support", support_message(signal, s, what), {"support_signal": signal})]
+        if not signal:
+            warned.append((NoiseDominatesWarning, support_message(signal, s, what)))
+        elif (text := noise_warning(noise, random)) is not None:
+            warned.append((NoiseDominatesWarning, text))
+    diagnostics.append(Diagnostic("selection_margin", margin, {"lonely_support": [int(j) for j in selected[lonely]],
+                                                                "co_variation": [float(r) for r in ratios]}))
+    return Fitted(attributes, tuple(diagnostics), tuple(warned))
 
 
 @model_class
@@ -282,44 +324,14 @@ class DPSparsePCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEsti
         Xc = np.clip(X, -bounds, bounds)
         with Run(calibrated, ledger, random_state=self.random_state, data_shape=X.shape, algorithm="DPSparsePCA") as run:
             selected = np.sort(np.asarray(run.release("support", np.mean(Xc * Xc, axis=0) / bounds**2), dtype=int))
-            sigma = run.release("sigma", core.covariance_uncentred(Xc[:, selected]))
-        B_sel = top_eigenvectors(sigma, K)
-        self.components_ = np.zeros((p, K))
-        self.components_[selected] = B_sel
-        self.init_components_ = self.components_.copy()
-        self.support_ = selected
-        self.hyperparameters_ = {}
+            run.release("sigma", core.covariance_uncentred(Xc[:, selected]))
+        released = from_run(run, ("support", "sigma"), n=n, source="in memory")
+        fitted = sparse_pca_from_released(released, p, K, s, diagnostic_rng(self.random_state) if self.diagnose_noise else None)
         self._record_features(X_raw, p)
         self.bounds_ = bounds
         self.plan_ = calibrated
         self.ledger_ = ledger
-        self.random_error_ = random_subspace_error(p, K)
-        self.privacy_report_ = run.report
-        scale = float(calibrated.specs["sigma"].scale)
-        self.support_signal_ = support_correlated(sigma, scale)
-        self.co_variation_ = co_variation(sigma, scale)
-        lonely = lonely_columns(self.co_variation_)
-        self.lonely_support_ = selected[lonely]
-        margin = lonely_message(lonely, selected)
-        if self.support_signal_ and self.lonely_support_.size:  # a support with no signal at all has its own warning
-            import warnings
-
-            from ..errors import NoiseDominatesWarning
-
-            warnings.warn(margin, NoiseDominatesWarning, stacklevel=3)
-        if self.diagnose_noise:
-            from .sparse_sir import with_diagnostics as sparse_diagnostics
-
-            self.noise_error_ = sigma_noise_error(sigma, B_sel, K, scale, diagnostic_rng(self.random_state))
-            self.privacy_report_ = sparse_diagnostics(run.report, self.noise_error_, self.random_error_, self.support_signal_, K, s,
-                                                      what="the released covariances between")
-            sparse_warn(self.noise_error_, self.random_error_, self.support_signal_, K, s, stacklevel=3,
-                        what="the released covariances between")
-        from ..released.regression import with_noise_message
-
-        self.privacy_report_ = with_noise_message(self.privacy_report_, margin, "selection_margin",
-                                                  lonely_support=[int(j) for j in self.lonely_support_],
-                                                  co_variation=[float(r) for r in self.co_variation_])
+        self.privacy_report_ = fitted.apply(self, run.report, stacklevel=4)
         return self
 
     def transform(self, X: Any) -> np.ndarray:

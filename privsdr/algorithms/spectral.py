@@ -21,10 +21,18 @@ from ..accounting import Budget, Ledger
 from ..errors import ValidationError
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
-from ..released import gram
+from ..released import Released, from_run, gram
+from ..released.fitted import Fitted
 from ._base import PrivateEstimator, check_matrix, check_positive, for_ledger, public_center
 
 RELATION = "add_remove"
+
+
+def msc_from_released(released: Released, center: np.ndarray) -> Fitted:
+    """MSC's DP reference spectrum from a ``Released`` with arrays ``count`` (1) and ``sum`` (m) of the rows clipped to
+    ||x - center|| <= bound (add/remove): ``reference_`` = center + sum / max(count, 1). Post-processing only."""
+    count = max(float(released["count"].ravel()[0]), 1.0)
+    return Fitted({"reference_": np.asarray(center, dtype=float) + released["sum"].ravel() / count, "released_": released})
 
 
 def clipped_sum(X: np.ndarray, center: np.ndarray, bound: float) -> np.ndarray:
@@ -121,11 +129,12 @@ class MSC(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator):
         budget, ledger = self._resolve_budget()
         calibrated = for_ledger(plan, ledger).allocate(budget, accountant=ledger.accountant, tight=True, sampler=self._sampler())
         with Run(calibrated, ledger, random_state=self.random_state, data_shape=shape, algorithm="MSC (DP mean reference)") as run:
-            count = max(float(run.release("count", np.array([float(shape[0])]))[0]), 1.0)
-            total = run.release("sum", summed["x_sum"] if summed is not None else clipped_sum(X, center, check_positive(self.bound, "bound")))
-        self.reference_ = center + total / count
+            run.release("count", np.array([float(shape[0])]))
+            run.release("sum", summed["x_sum"] if summed is not None else clipped_sum(X, center, check_positive(self.bound, "bound")))
+        released = from_run(run, ("count", "sum"), n=0, source="in memory" if summed is None else "chunks")
+        self.plan_, self.ledger_ = calibrated, ledger
+        self.privacy_report_ = msc_from_released(released, center).apply(self, run.report)
         self._record_features(X_raw, m)
-        self.plan_, self.ledger_, self.privacy_report_ = calibrated, ledger, run.report
         return self
 
     def _public_reference(self, m: int) -> np.ndarray:

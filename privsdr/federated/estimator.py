@@ -292,6 +292,8 @@ class FederatedSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SklearnEst
                 {"X": X, "y": y, "config": config, "budget": main_budget, "client_id": ids[k], "random_state": seeds[k], "active": active,
                  "allow_uncertified": self.allow_uncertified} for k, (X, y) in enumerate(checked)], self.executor)
         result = merge(messages, config, psd_floor=self.psd_floor, p_original=p, allow_uncertified=self.allow_uncertified)
+        if result.released is not None:
+            self.released_ = result.released
         if config.screening is not None:
             for m in screening_messages:  # a client's two rounds compose sequentially (basic)
                 entry = result.privacy["per_client"][m.client_id]

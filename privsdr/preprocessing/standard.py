@@ -25,7 +25,6 @@ deviations) is fine too, the estimator clips.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,11 +43,12 @@ from ..algorithms._base import (
     public_center,
 )
 from ..algorithms._sir_common import check_int
-from ..errors import ValidationError
+from ..errors import NoiseDominatesWarning, ValidationError
 from ..mechanisms import Sensitivity, get_mechanism
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
-from ..released import gram
+from ..released import Released, from_run, gram
+from ..released.fitted import Diagnostic, Fitted
 from ..released.regression import NOISE_WARNING_SHARE
 
 
@@ -151,31 +151,13 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator)
         calibrated = for_ledger(plan, ledger).allocate(budget, accountant=ledger.accountant, tight=self.tight, sampler=self._sampler())
         with Run(calibrated, ledger, random_state=self.random_state, data_shape=(n, p), algorithm="DPStandardScaler") as run:
             first, second = scaler_moments(X, center, bounds)
-            mean = run.release("mean", first)
-            second = run.release("second_moment", second)
-        m = np.clip(np.asarray(mean, dtype=float), -1.0, 1.0)
-        v = np.clip(np.clip(np.asarray(second, dtype=float), 0.0, 1.0) - m * m, 0.0, 1.0)
-        s = np.maximum(np.sqrt(v), self._min_scale())
-        self.mean_, self.var_, self.scale_ = center + bounds * m, bounds**2 * v, bounds * s
-        self.bound_ = (1.0 + np.abs(m)) / s
-        self.bounds_, self.center_, self.n_samples_seen_ = bounds, center, n
+            run.release("mean", first)
+            run.release("second_moment", second)
+        released = from_run(run, ("mean", "second_moment"), n=n, source="in memory")
         self.plan_, self.ledger_ = calibrated, ledger
-        ratios = (float(calibrated.specs["mean"].scale), float(calibrated.specs["second_moment"].scale))  # on the unit scale
-        self.noise_ratio_ = max(ratios)
-        self.privacy_report_ = self._diagnosed(run.report, *ratios)
+        self.privacy_report_ = standard_scaler_from_released(released, bounds, center, self._min_scale()).apply(self, run.report)
         self._record_features(X_raw, p)
-        if self.noise_ratio_ > NOISE_WARNING_SHARE:
-            from ..errors import NoiseDominatesWarning
-
-            warnings.warn(noise_message(*ratios), NoiseDominatesWarning, stacklevel=2)
         return self
-
-    @staticmethod
-    def _diagnosed(report: Any, mean_ratio: float, second_ratio: float) -> Any:
-        from ..released.regression import with_noise_message
-
-        return with_noise_message(report, noise_message(mean_ratio, second_ratio), noise_ratio=max(mean_ratio, second_ratio),
-                                  mean_noise_ratio=mean_ratio, second_moment_noise_ratio=second_ratio)
 
     def _rows(self, X: Any) -> np.ndarray:
         self._check_fitted("mean_", "scale_", "bounds_", "center_")
@@ -191,6 +173,25 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator)
     def inverse_transform(self, X: Any) -> np.ndarray:
         """Scaled values back on the columns' scale: X * scale_ + mean_."""
         return self._rows(X) * self.scale_ + self.mean_
+
+
+def standard_scaler_from_released(released: Released, bounds: np.ndarray, center: np.ndarray, min_scale: float) -> Fitted:
+    """DPStandardScaler from a ``Released`` with arrays ``mean`` and ``second_moment`` (p each, on the unit scale
+    u = clip((x - center) / bounds, -1, 1)): m = clip(mean, -1, 1), v = clip(clip(second, 0, 1) - m^2, 0, 1),
+    s = max(sqrt(v), min_scale); ``mean_`` = c + b m, ``var_`` = b^2 v, ``scale_`` = b s, ``bound_`` = (1 + |m|) / s; the
+    noise diagnostic is the two releases' public noise sds (on the unit scale). Post-processing only (module docstring)."""
+    m = np.clip(released["mean"].ravel(), -1.0, 1.0)
+    v = np.clip(np.clip(released["second_moment"].ravel(), 0.0, 1.0) - m * m, 0.0, 1.0)
+    s = np.maximum(np.sqrt(v), min_scale)
+    bounds, center = np.asarray(bounds, dtype=float), np.asarray(center, dtype=float)
+    ratios = (float(released.scales["mean"]), float(released.scales["second_moment"]))
+    attributes = {"mean_": center + bounds * m, "var_": bounds**2 * v, "scale_": bounds * s, "bound_": (1.0 + np.abs(m)) / s,
+                  "bounds_": bounds, "center_": center, "n_samples_seen_": released.n, "noise_ratio_": max(ratios),
+                  "released_": released}
+    message = noise_message(*ratios)
+    diagnostic = Diagnostic("noise", message, {"noise_ratio": max(ratios), "mean_noise_ratio": ratios[0],
+                                               "second_moment_noise_ratio": ratios[1]})
+    return Fitted(attributes, (diagnostic,), ((NoiseDominatesWarning, message),) if max(ratios) > NOISE_WARNING_SHARE else ())
 
 
 def noise_message(mean_ratio: float, second_ratio: float) -> str:

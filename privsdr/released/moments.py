@@ -135,13 +135,18 @@ def with_diagnostics(report: Any, noise: float, random: float, K: int, p: int) -
     return with_noise_message(report, noise_message(noise, random, K, p), noise_error=noise, random_subspace_error=random)
 
 
+def noise_warning(noise: float, random: float) -> str | None:
+    """The ``NoiseDominatesWarning`` text when the noise error is over half a random subspace's, else None."""
+    if noise > NOISE_WARNING_SHARE * random:
+        return (f"the noise alone moves the estimate by {noise:.3g}, over half the distance of a random subspace ({random:.3g}): "
+                "at this budget and sample size the directions cannot be told reliably from noise")
+    return None
+
+
 def warn_if_noise_wins(noise: float, random: float, stacklevel: int = 4) -> None:
     import warnings
 
     from ..errors import NoiseDominatesWarning
 
-    if noise > NOISE_WARNING_SHARE * random:
-        warnings.warn(
-            f"the noise alone moves the estimate by {noise:.3g}, over half the distance of a random subspace ({random:.3g}): "
-            "at this budget and sample size the directions cannot be told reliably from noise", NoiseDominatesWarning, stacklevel=stacklevel,
-        )
+    if (text := noise_warning(noise, random)) is not None:
+        warnings.warn(text, NoiseDominatesWarning, stacklevel=stacklevel)

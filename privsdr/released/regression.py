@@ -26,6 +26,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from .fitted import Diagnostic, with_noise_message  # noqa: F401 (with_noise_message: re-exported, its old home)
 from .record import Released
 
 #: warn when the noise alone moves the predictions by more than this share of their own spread
@@ -169,13 +170,6 @@ def noise_message(ratio: float) -> str:
             f"bootstrap of the released statistics): the model {verdict}")
 
 
-def with_noise_message(report: Any, message: str, message_key: str = "noise", **values: Any) -> Any:
-    """The report with a noise diagnostic attached (post-processing: no cost): ``message`` as its ``message_key``
-    message (shown in every rendering) and ``values`` beside the other diagnostics."""
-    messages = {**report.diagnostics.get("messages", {}), message_key: message}
-    return attrs.evolve(report, diagnostics={**report.diagnostics, **values, "messages": messages})
-
-
 def with_diagnostics(report: Any, ratio: float) -> Any:
     """The run's report with the regression noise diagnostic attached (post-processing: no cost)."""
     return with_noise_message(report, noise_message(ratio), noise_ratio=ratio if math.isfinite(ratio) else None)
@@ -187,16 +181,36 @@ FALLBACK_NOTE = "its slopes were shrunk by max(0, 1 - ratio^2) towards the DP me
 ZEROED_NOTE = "every coefficient was set to 0: the fit predicts the DP mean of y"
 
 
+def noise_warning(ratio: float, fallback: str | None = None) -> str | None:
+    """The ``NoiseDominatesWarning`` text when ratio > NOISE_WARNING_SHARE (else None); ``fallback``: what the fit did
+    about it (``FALLBACK_NOTE``, ``ZEROED_NOTE``)."""
+    if not ratio > NOISE_WARNING_SHARE:
+        return None
+    how = f"by {ratio:.3g} times" if math.isfinite(ratio) else "without bound against"
+    return (f"the noise alone moves the fitted predictions {how} their own spread (over {NOISE_WARNING_SHARE:g}): at this "
+            "budget and sample size the model cannot be told reliably from the constant prediction"
+            + (f"; {fallback}" if fallback else ""))
+
+
+def diagnostic(ratio: float) -> Diagnostic:
+    """The regression noise diagnostic as a ``fitted.Diagnostic`` (what ``with_diagnostics`` attaches)."""
+    return Diagnostic("noise", noise_message(ratio), {"noise_ratio": ratio if math.isfinite(ratio) else None})
+
+
+def warned(ratio: float, fallback: str | None = None) -> tuple[tuple[type[Warning], str], ...]:
+    """The warnings a ``fitted.Fitted`` carries for this noise ratio: ``NoiseDominatesWarning`` with ``noise_warning``'s
+    text when the noise wins, else none."""
+    from ..errors import NoiseDominatesWarning
+
+    text = noise_warning(ratio, fallback)
+    return () if text is None else ((NoiseDominatesWarning, text),)
+
+
 def warn_if_noise_wins(ratio: float, stacklevel: int = 4, fallback: str | None = None) -> None:
-    """``NoiseDominatesWarning`` when ratio > NOISE_WARNING_SHARE; ``fallback``: what the fit did about it
-    (``FALLBACK_NOTE``, ``ZEROED_NOTE``), said in the warning."""
+    """``NoiseDominatesWarning`` when ratio > NOISE_WARNING_SHARE (``noise_warning``)."""
     import warnings
 
     from ..errors import NoiseDominatesWarning
 
-    if ratio > NOISE_WARNING_SHARE:
-        how = f"by {ratio:.3g} times" if math.isfinite(ratio) else "without bound against"
-        warnings.warn(f"the noise alone moves the fitted predictions {how} their own spread (over "
-                      f"{NOISE_WARNING_SHARE:g}): at this budget and sample size the model cannot be told reliably from "
-                      "the constant prediction" + (f"; {fallback}" if fallback else ""), NoiseDominatesWarning,
-                      stacklevel=stacklevel)
+    if (text := noise_warning(ratio, fallback)) is not None:
+        warnings.warn(text, NoiseDominatesWarning, stacklevel=stacklevel)

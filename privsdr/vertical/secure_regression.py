@@ -47,6 +47,7 @@ from ..parties.layout import Layout, Party, check_parties, is_block_list
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
 from ..released import Released, from_run, gram, regression
+from ..released.fitted import Fitted
 from ..secure import crossproducts
 from ..secure.aggregate import agreed_own_party, decline_own_party, gram_inputs, gram_job, secure_gram_release
 
@@ -352,7 +353,6 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
                     y_scaled = (np.asarray(data[name].y, dtype=float) - c["y_center"]) * c["label_scale"]
                     label = crossproducts.label_vector(y_scaled, c["label_bound"], e)
             at += w
-        P = products.width
         session = None
         if own is not None and job is not None:  # every party ready before this party's run (and journal) is opened
             session = agreed_own_party(job, own, gram_inputs(products, blocks, label, own).get(own), progress, certificates)
@@ -368,80 +368,18 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
             if session is not None:
                 session.__exit__(None, None, None)
         released = from_run(run, NODES, n=0, source="secure vertical Gram")
-        shrink = self._fit_released(released, c, P)
-        self.coef_blocks_ = {}
-        at = 0
-        for name, w in zip(names, widths, strict=True):
-            self.coef_blocks_[name] = self.coef_[at:at + w]
-            at += w
-        self.released_ = released
+        fitted = secure_regression_from_released(
+            released, x_center=c["x_center"], y_center=c["y_center"], label_bound=c["label_bound"], constant=released_constant(c),
+            columns_scale=c["columns_scale"], label_scale=c["label_scale"], fit_intercept=c["intercept"],
+            n_components=c["n_components"], failure_probability=c["rho"], diagnose_noise=self.diagnose_noise,
+            random_state=self.random_state, blocks=dict(zip(names, widths, strict=True)))
         self.plan_ = calibrated
         self.ledger_ = ledger
         self.parties_ = c["parties"]
         self.layout_ = layout
         # seconds and bytes grow with N: they stay on the estimator (the parties know N) and are never put in the report
         self.secure_cost_ = {"seconds": done.opened.seconds, "bytes_sent": dict(done.opened.bytes_sent), "field_bits": done.job.bits}
-        report = run.report
-        if self.diagnose_noise:
-            report = regression.with_diagnostics(report, self.noise_ratio_)
-            regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=4, fallback=regression.FALLBACK_NOTE if shrink else None)
-        self.privacy_report_ = report
-
-    def _fit_released(self, released: Released, c: dict[str, Any], P: int) -> bool:
-        """The model from the opened statistics (post-processing only: every party computes the same), its noise ratio
-        and, with an intercept or PLS, the fallback rule (issue 33: ``_shrink``). Returns whether it shrank."""
-        self._post_process(released, c, P)
-        shrink = c["n_components"] is not None or c["intercept"]
-        if self.diagnose_noise or shrink:
-            # unseeded, the bootstrap is seeded by the opened statistics: every party computes the same diagnostic
-            rng = diagnostic_rng(self.random_state if self.random_state is not None else _release_seed(released))
-            m = self.coef_.shape[0]
-            metric = regression.slope_gram(released["xtx"], c["intercept"]) + self.ridge_ * np.eye(m)
-            self.noise_ratio_ = regression.noise_ratio(released, lambda r: self._solve(r, c)[0][:m], metric, rng)
-            if shrink:
-                self._shrink(released, c, self.noise_ratio_)
-        return bool(shrink)
-
-    def _shrink(self, released: Released, c: dict[str, Any], ratio: float) -> None:
-        """coef_ times ``regression.fallback_factor`` (``shrinkage_factor_`` = max(0, 1 - ratio^2)); the intercept keeps
-        the prediction at the DP means."""
-        x_mean = c["x_center"]
-        if c["intercept"]:
-            shift = regression.dp_centred(released["xtx"], released["xty"].ravel(), released_constant(c), c["label_bound"])[0]
-            x_mean = x_mean + shift / c["columns_scale"]  # the DP means, back in the columns' own units
-        self.coef_, self.intercept_, self.shrinkage_factor_ = regression.towards_dp_mean(self.coef_, self.intercept_, x_mean, ratio)
-
-    def _solve(self, released: Released, c: dict[str, Any]) -> tuple[np.ndarray, float]:
-        """(theta on the columns of Z, ridge) from the release: AdaSSP's ridge, or PLS on the DP-centred statistics."""
-        const = released_constant(c)
-        if c["n_components"] is None:
-            theta, ridge, _ = adassp_solution(released, c["rho"], const if c["intercept"] else None, c["label_bound"])
-            return theta, ridge
-        gram, xty = released["xtx"], released["xty"].ravel()
-        if c["intercept"]:
-            x_shift, y_shift, S, u = regression.dp_centred(gram, xty, const, c["label_bound"])
-        else:
-            x_shift, y_shift, S, u = np.zeros(gram.shape[0]), 0.0, gram, xty
-        settings = {"dp_centring": False, "ridge": "noise", "psd_repair": True, "A": int(c["n_components"]), "auto": False,
-                    "x_center": x_shift, "y_center": y_shift, "shrinkage": "snr"}
-        fitted = ssp_postprocess({"xtx": S, "xty": u}, released.scales["xtx"], settings,
-                                 {"u_variance": centred_xty_variance(released, x_shift, y_shift, const if c["intercept"] else None)})
-        slopes = fitted["coef_path"][:, -1] if fitted["coef_path"].shape[1] else np.zeros(S.shape[0])
-        if c["intercept"]:  # back to the columns of Z: the constant column carries y_shift - x_shift^T slopes
-            return np.append(slopes, (y_shift - float(x_shift @ slopes)) / const), released.scales["xtx"] * math.sqrt(S.shape[0])
-        return slopes, released.scales["xtx"] * math.sqrt(S.shape[0])
-
-    def _post_process(self, released: Released, c: dict[str, Any], P: int) -> None:
-        theta, ridge = self._solve(released, c)
-        m = P - (1 if c["intercept"] else 0)
-        const = released_constant(c)
-        theta = theta / c["label_scale"]  # back to y's own units (post-processing) ...
-        theta[:m] = theta[:m] * c["columns_scale"]  # ... and to the columns' own units
-        self.coef_ = theta[:m]
-        self.intercept_ = c["y_center"] + (float(theta[m]) * const if c["intercept"] else 0.0) - float(c["x_center"] @ theta[:m])
-        self.ridge_ = ridge
-        self.x_center_ = c["x_center"]
-        self.y_center_ = c["y_center"]
+        self.privacy_report_ = fitted.apply(self, run.report, stacklevel=5)
 
     # -- prediction --------------------------------------------------------------------------------
     def predict(self, X: Any) -> np.ndarray:
@@ -455,6 +393,72 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         if X.shape[1] != self.coef_.shape[0]:
             raise ValidationError(f"X has {X.shape[1]} features, but SecureVerticalRegression is expecting {self.coef_.shape[0]}")
         return X @ self.coef_ + float(self.intercept_)
+
+
+def secure_regression_from_released(released: Released, *, x_center: np.ndarray, y_center: float, label_bound: float,
+                                    constant: float, columns_scale: np.ndarray, label_scale: float = 1.0,
+                                    fit_intercept: bool = True, n_components: int | None = None,
+                                    failure_probability: float = 0.05, diagnose_noise: bool = True, random_state: Any = None,
+                                    blocks: Mapping[str, int] | None = None) -> Fitted:
+    """SecureVerticalRegression from the opened Gram (a ``Released`` with arrays xtx, xty of Z = [the parties' scaled,
+    clipped columns | the constant] on the fixed-point grid): AdaSSP's ridge (``n_components`` None) or PLS on the
+    DP-centred statistics, back to the columns' and y's own units (``columns_scale``, ``label_scale``: the public
+    powers of two; ``label_bound``, ``constant``: the label bound and the constant column in the opened units), the
+    noise ratio and, with an intercept or PLS, the fallback towards the DP mean (issue 33). Post-processing of the record
+    and public parameters only: every party computes the same (unseeded, the bootstrap is seeded by the record)."""
+    c: dict[str, Any] = {"x_center": np.asarray(x_center, dtype=float), "y_center": float(y_center), "label_bound": float(label_bound),
+         "constant": float(constant), "columns_scale": np.asarray(columns_scale, dtype=float), "label_scale": float(label_scale),
+         "intercept": bool(fit_intercept), "n_components": n_components, "rho": float(failure_probability)}
+    theta, ridge = _solve(released, c)
+    m = c["columns_scale"].shape[0]
+    const = c["constant"]
+    theta = theta / c["label_scale"]  # back to y's own units (post-processing) ...
+    theta[:m] = theta[:m] * c["columns_scale"]  # ... and to the columns' own units
+    coef = theta[:m]
+    intercept = c["y_center"] + (float(theta[m]) * const if c["intercept"] else 0.0) - float(c["x_center"] @ coef)
+    attributes: dict[str, Any] = {"ridge_": ridge, "x_center_": c["x_center"], "y_center_": c["y_center"], "released_": released}
+    shrink = n_components is not None or c["intercept"]
+    diagnostics: tuple[Any, ...] = ()
+    warned: tuple[tuple[type[Warning], str], ...] = ()
+    if diagnose_noise or shrink:
+        rng = diagnostic_rng(random_state if random_state is not None else _release_seed(released))
+        metric = regression.slope_gram(released["xtx"], c["intercept"]) + ridge * np.eye(m)
+        ratio = attributes["noise_ratio_"] = regression.noise_ratio(released, lambda r: _solve(r, c)[0][:m], metric, rng)
+        if shrink:  # coef_ times max(0, 1 - ratio^2); the intercept keeps the prediction at the DP means
+            x_mean = c["x_center"]
+            if c["intercept"]:
+                shift = regression.dp_centred(released["xtx"], released["xty"].ravel(), const, c["label_bound"])[0]
+                x_mean = x_mean + shift / c["columns_scale"]  # the DP means, back in the columns' own units
+            coef, intercept, attributes["shrinkage_factor_"] = regression.towards_dp_mean(coef, intercept, x_mean, ratio)
+        if diagnose_noise:
+            diagnostics = (regression.diagnostic(ratio),)
+            warned = regression.warned(ratio, regression.FALLBACK_NOTE if shrink else None)
+    attributes["coef_"], attributes["intercept_"] = coef, intercept
+    if blocks is not None:
+        starts = np.cumsum([0, *blocks.values()])
+        attributes["coef_blocks_"] = {name: coef[a:b] for name, a, b in zip(blocks, starts[:-1], starts[1:], strict=True)}
+    return Fitted(attributes, diagnostics, warned)
+
+
+def _solve(released: Released, c: dict[str, Any]) -> tuple[np.ndarray, float]:
+    """(theta on the columns of Z, ridge) from the release: AdaSSP's ridge, or PLS on the DP-centred statistics."""
+    const = c["constant"]
+    if c["n_components"] is None:
+        theta, ridge, _ = adassp_solution(released, c["rho"], const if c["intercept"] else None, c["label_bound"])
+        return theta, ridge
+    gram, xty = released["xtx"], released["xty"].ravel()
+    if c["intercept"]:
+        x_shift, y_shift, S, u = regression.dp_centred(gram, xty, const, c["label_bound"])
+    else:
+        x_shift, y_shift, S, u = np.zeros(gram.shape[0]), 0.0, gram, xty
+    settings = {"dp_centring": False, "ridge": "noise", "psd_repair": True, "A": int(c["n_components"]), "auto": False,
+                "x_center": x_shift, "y_center": y_shift, "shrinkage": "snr"}
+    fitted = ssp_postprocess({"xtx": S, "xty": u}, released.scales["xtx"], settings,
+                             {"u_variance": centred_xty_variance(released, x_shift, y_shift, const if c["intercept"] else None)})
+    slopes = fitted["coef_path"][:, -1] if fitted["coef_path"].shape[1] else np.zeros(S.shape[0])
+    if c["intercept"]:  # back to the columns of Z: the constant column carries y_shift - x_shift^T slopes
+        return np.append(slopes, (y_shift - float(x_shift @ slopes)) / const), released.scales["xtx"] * math.sqrt(S.shape[0])
+    return slopes, released.scales["xtx"] * math.sqrt(S.shape[0])
 
 
 def _gram_shape(c: dict[str, Any], layout: Layout) -> tuple[crossproducts.CrossProducts, float]:
