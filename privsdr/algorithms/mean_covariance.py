@@ -31,8 +31,9 @@ from ..errors import ValidationError
 from ..mechanisms import get_mechanism
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
-from ..released import gram
+from ..released import Released, from_run, gram
 from ..released.regression import NOISE_WARNING_SHARE  # warn when a noise sd exceeds this share of its public scale
+from ..released.sites import SiteBlocks
 from ._base import (
     PrivateEstimator,
     check_bound,
@@ -185,24 +186,46 @@ class DPMeanCovariance(PrivateEstimator):
             if statistics is None:
                 Xc = core.clip_rows_l2(shift_and_box(X, self._center(shape[1]), self._box(shape[1])), self._validated_clip(shape[1]))
                 statistics = (core.mean(Xc), core.second_moment(Xc))
-            mean = run.release("mean", statistics[0])
-            second = run.release("second_moment", statistics[1])
-        m = project_mean(mean, self._validated_clip(shape[1]), self._box(shape[1]))
-        self.mean_ = self._center(shape[1]) + m
+            run.release("mean", statistics[0])
+            run.release("second_moment", statistics[1])
+        released = from_run(run, ("mean", "second_moment"), n=shape[0], source="chunks" if X_raw is None else "in memory")
+        return self._finish_released(released, run.report, calibrated, ledger, X_raw)
+
+    def _finish_released(self, released: Released, report: Any, calibrated: CalibratedPlan, ledger: Ledger, X_raw: Any) -> DPMeanCovariance:
+        """The post-processing of the released mean and second moment (module docstring), with their public noise sds."""
+        mean, second = released["mean"], released["second_moment"]
+        p = mean.shape[0]
+        m = project_mean(mean, self._validated_clip(p), self._box(p))
+        self.mean_ = self._center(p) + m
         self.second_moment_ = second
-        self.covariance_ = core.nearest_psd(clamp_covariance(second - np.outer(m, m), self._box(shape[1])))
-        self._record_features(X_raw, shape[1])
+        self.covariance_ = core.nearest_psd(clamp_covariance(second - np.outer(m, m), self._box(p)))
+        self._record_features(X_raw, p)
         self.plan_ = calibrated
         self.ledger_ = ledger
-        ratios = noise_ratios(calibrated.specs["mean"].scale, calibrated.specs["second_moment"].scale,
-                              self._validated_clip(shape[1]), self._box(shape[1]))
+        ratios = noise_ratios(released.scales["mean"], released.scales["second_moment"], self._validated_clip(p), self._box(p))
         self.noise_ratio_ = max(ratios)
-        self.privacy_report_ = with_noise_diagnostic(run.report, *ratios)
+        self.privacy_report_ = with_noise_diagnostic(report, *ratios)
         if self.noise_ratio_ > NOISE_WARNING_SHARE:
             from ..errors import NoiseDominatesWarning
 
-            warnings.warn(noise_message(*ratios), NoiseDominatesWarning, stacklevel=2)
+            warnings.warn(noise_message(*ratios), NoiseDominatesWarning, stacklevel=3)
         return self
+
+    def _site_blocks(self, n_features: int, n_samples: int) -> SiteBlocks:
+        """The declared blocks for a secure fit over sites (``privsdr.federated.SecureSites``): this plan at the public
+        total N (replace-one), each site's column sums and X^T X of its clipped rows divided by N, and the
+        post-processing above."""
+        p, N = int(n_features), int(n_samples)
+        C, centre, box = self._validated_clip(p), self._center(p), self._box(p)
+        budget, ledger = self._resolve_budget()
+
+        def statistics(X: np.ndarray, y: Any = None) -> dict[str, np.ndarray]:
+            local = chunk_moments(X, clip=C, center=centre, bounds=box)
+            return {"mean": local["x_sum"] / N, "second_moment": local["xtx"] / N}
+
+        return SiteBlocks(self.build_plan(N, p), budget, ledger, {"mean": (p,), "second_moment": (p, p)}, {"mean": C, "second_moment": C * C},
+                          float(N), statistics, lambda released, report, plan, ledger: self._finish_released(released, report, plan, ledger, None),
+                          "DPMeanCovariance", self.random_state, needs_y=False)
 
 
 

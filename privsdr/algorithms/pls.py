@@ -32,6 +32,8 @@ from ..accounting.default import fresh_ledger, ledger_for
 from ..errors import ValidationError
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
+from ..released import Released
+from ..released.sites import SiteBlocks
 from ._base import PrivateEstimator, check_matrix, check_positive, diagnostic_rng, for_ledger, public_center
 from ._pls_modes import (
     RELATION,
@@ -44,8 +46,9 @@ from ._pls_modes import (
     release_ssp,
     ssp_plan,
     ssp_postprocess,
+    ssp_site_parts,
 )
-from ._pls_queries import chunk_ssp
+from ._pls_queries import chunk_ssp, ssp_statistics
 from .forecast import ForecastMixin, forecast_regression
 
 MODES = ("certified", "certified_iterative", "paper")
@@ -368,7 +371,9 @@ class DPPLS(RegressorMixin, ForecastMixin, PrivateEstimator):
         self.ledger_ = ledger
         self.privacy_report_ = run.report
         if self.mode == "certified" and (self.diagnose_noise or c["shrinkage"] == "snr"):
-            self._diagnose(run, out, c, n)
+            from ..released import from_run
+
+            self._diagnose(from_run(run, list(out["statistics"]), n=n, source="DPPLS S2"), run.report, out, c)
         if self.mode == "certified_iterative" and c["shrinkage"] == "snr" and self.n_components_ == 0:
             self._trivial_s1(run)
         return self
@@ -384,15 +389,14 @@ class DPPLS(RegressorMixin, ForecastMixin, PrivateEstimator):
         self.privacy_report_ = with_noise_message(run.report, message)
         warnings.warn(message, NoiseDominatesWarning, stacklevel=3)
 
-    def _diagnose(self, run: Run, out: dict[str, Any], c: dict[str, Any], n: int) -> None:
+    def _diagnose(self, released: Released, report: Any, out: dict[str, Any], c: dict[str, Any]) -> None:
         """``noise_ratio_`` r (``privsdr.released.regression``; free); with ``shrinkage="snr"`` the slopes are then
         scaled by the positive-part James-Stein factor ``shrinkage_factor_`` = max(0, 1 - r^2): r^2 is the share of the
         predictions' spread the noise alone explains. With ``diagnose_noise`` also the report's diagnostic and the
         warning."""
-        from ..released import from_run, regression
+        from ..released import regression
 
-        released = from_run(run, list(out["statistics"]), n=n, source="DPPLS S2")
-        sigma = run.plan.specs["xtx"].scale
+        sigma = released.scales["xtx"]  # the public noise sd of the released X^T X (the plan's scale, or the opened shares')
         m = self.n_features_in_
 
         def slopes(r: Any) -> np.ndarray:
@@ -409,8 +413,34 @@ class DPPLS(RegressorMixin, ForecastMixin, PrivateEstimator):
             self.coef_ = self.shrinkage_factor_ * self.coef_
             self.intercept_ = self.y_mean_ - float(self.x_mean_ @ self.coef_)
         if self.diagnose_noise:
-            self.privacy_report_ = regression.with_diagnostics(run.report, self.noise_ratio_)
+            self.privacy_report_ = regression.with_diagnostics(report, self.noise_ratio_)
             regression.warn_if_noise_wins(self.noise_ratio_, stacklevel=3, fallback=regression.FALLBACK_NOTE if snr else None)
+
+    def _site_blocks(self, n_features: int, n_samples: int) -> SiteBlocks:
+        """S2's declared blocks for a secure fit over sites (``privsdr.federated.SecureSites``): its nodes (``ssp_plan``),
+        each site's S2 sums of its clipped rows, and S2's post-processing (``_finish_released``)."""
+        if self.mode != "certified":
+            raise ValidationError(f"a secure fit over sites releases sums of the sites' statistics: mode='certified' (S2) only, "
+                                  f"not {self.mode!r}")
+        n, m = int(n_samples), int(n_features)
+        c = self._checked(n, m)
+        budget, ledger = self._resolve_budget()
+        shapes, entries = ssp_site_parts(m, c["bound_x"], c["bound_y"], c["dp_centring"])
+        return SiteBlocks(for_ledger(self.build_plan(n, m, budget), ledger), budget, ledger, shapes, entries, 1.0,
+                          partial(ssp_statistics, x_center=c["x_center"], y_center=c["y_center"], bound_x=c["bound_x"], bound_y=c["bound_y"]),
+                          lambda released, report, plan, ledger: self._finish_released(released, report, plan, ledger, c),
+                          "DPPLS (certified)", self.random_state)
+
+    def _finish_released(self, released: Released, report: Any, calibrated: CalibratedPlan, ledger: Ledger, c: dict[str, Any]) -> DPPLS:
+        """S2's post-processing of a ``Released`` (``ssp_postprocess`` with the released noise sds), as ``fit`` does."""
+        m = released["xtx"].shape[0]
+        out = ssp_postprocess(dict(released.arrays), released.scales["xtx"], c, released.scales)
+        self._store(out, m)
+        self._record_features(None, m)
+        self.plan_, self.ledger_, self.privacy_report_ = calibrated, ledger, report
+        if self.diagnose_noise or c["shrinkage"] == "snr":
+            self._diagnose(released, report, out, c)
+        return self
 
     def _released_row_count(self) -> int | None:
         """The DP count (certified S2 with DP centring; ``forecast`` exists for S2 only). None without one."""
