@@ -6,6 +6,7 @@ input and computation, without MPC processes); two start real MPyC processes (lo
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 import pytest
@@ -120,6 +121,13 @@ def test_every_site_adds_exactly_one_noise_share_and_the_calibration_counts_them
     for name, spec in est.plan_.specs.items():
         assert int(spec.params["parties"]) == len(sites) and int(spec.params["colluders"]) == 1, name
         assert spec.mechanism.startswith("distributed_"), name
+    # what the parties draw meets the calibration: the K - t honest shares alone have variance >= (z (Delta / gamma +
+    # ceil(sqrt(d))))^2 in grid steps (a halved share variance fails here)
+    honest = len(sites) - 1
+    for node in job.nodes:
+        spec = est.plan_.specs[node.name]
+        needed = spec.noise_multiplier * (spec.sensitivity.value / node.gamma + math.isqrt(node.dimension - 1) + 1)
+        assert honest * node.sigma_local2[0] / node.sigma_local2[1] >= needed**2 * (1 - 1e-9), node.name
 
 
 def _bad(case: str):
