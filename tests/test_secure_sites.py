@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import math
 
+import attrs
 import numpy as np
 import pytest
 from conftest import gone
@@ -128,6 +129,21 @@ def test_every_site_adds_exactly_one_noise_share_and_the_calibration_counts_them
         spec = est.plan_.specs[node.name]
         needed = spec.noise_multiplier * (spec.sensitivity.value / node.gamma + math.isqrt(node.dimension - 1) + 1)
         assert honest * node.sigma_local2[0] / node.sigma_local2[1] >= needed**2 * (1 - 1e-9), node.name
+
+
+@pytest.mark.filterwarnings("ignore::privsdr.errors.NoiseDominatesWarning")
+def test_no_part_of_an_add_remove_report_but_its_noisy_diagnostics_depends_on_N(in_process):
+    """Under add/remove N is not public: sites of 100 and of 1000 rows each give the same report (plan, trust model,
+    field size, notes) but for the run's id, its timestamps and the diagnostics read off the noisy release."""
+    X, y, _ = _data(n=3000)
+    reports = []
+    for n in (300, 3000):
+        cuts = np.array_split(np.arange(n), 3)
+        est = SecureSites(CELLS["adassp"][0](Budget(1.0, 1e-6))).fit([(X[i], y[i]) for i in cuts])
+        reports.append({k: v for k, v in est.privacy_report_.to_dict().items() if k not in ("run_id", "timestamps", "diagnostics")})
+    assert reports[0] == reports[1]
+    jobs = [attrs.evolve(seen["job"], addresses=()) for seen in in_process]  # the ports are free ones, picked per run
+    assert jobs[0].digest() == jobs[1].digest()  # the public job the parties agree on (bounds, grids, field) too
 
 
 def _bad(case: str):
