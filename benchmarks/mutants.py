@@ -376,13 +376,13 @@ MUTANTS = (
     # issue 22: secure aggregation (distributed discrete Gaussian shares, MPyC parties)
     Mutant("secure_share_variance_halved", "each party's noise share has half the variance the calibration needs",
            "privsdr/mechanisms/distributed.py", "                      sigma * sigma / honest, parties, honest, d)",
-           "                      sigma * sigma / honest / 2, parties, honest, d)", ("tests/test_secure.py",)),
+           "                      sigma * sigma / honest / 2, parties, honest, d)", ("tests/test_secure.py", "tests/test_secure_sites.py")),
     Mutant("secure_shares_ignore_colluders", "the calibration counts the colluders' shares as if they were secret",
            "privsdr/mechanisms/distributed.py", "    return parties, colluders, parties - colluders",
            "    return parties, colluders, parties", ("tests/test_secure.py", "tests/test_fsir_secure.py")),
     Mutant("secure_party_sends_noise_free", "a party sends its rounded statistic without its noise share",
            "privsdr/secure/party.py", "            part = part + e.astype(np.int64)", "            part = part + 0 * e.astype(np.int64)",
-           ("tests/test_secure.py", "tests/test_secure_vertical.py")),
+           ("tests/test_secure.py", "tests/test_secure_vertical.py", "tests/test_secure_sites.py")),
     Mutant("secure_release_opens_noise_free_sum", "the release is the noise-free sum of the contributions",
            "privsdr/secure/aggregate.py", "        values[node.name] = value\n",
            "        values[node.name] = value = np.asarray(plain[node.name], dtype=float).reshape(np.shape(value))\n",
@@ -408,14 +408,26 @@ MUTANTS = (
            "privsdr/federated/secure_fit.py", 'return {"slice_sums": sums / N, "slice_counts": counts / N, "second_moment": (Xt.T @ Xt) / N}',
            'return {"slice_sums": sums / len(Xt), "slice_counts": counts / len(Xt), "second_moment": (Xt.T @ Xt) / len(Xt)}',
            ("tests/test_fsir_secure.py",)),
+    # issue 34 item 4: secure horizontal fits (SecureSites: the secure sum of the sites' declared blocks)
+    Mutant("secure_sites_unclipped_site_sums", "each site sums its rows unclipped (AdaSSP over sites: the Gram's sensitivity no longer holds)",
+           "privsdr/algorithms/adassp.py",
+           'partial(ssp_statistics, x_center=c["x_center"], y_center=c["y_center"], bound_x=c["bound_x"], bound_y=c["bound_y"]),\n                          lambda released, report, plan, ledger: self._finish_released(released, report, plan, ledger, c, None, m)',
+           'partial(ssp_statistics, x_center=c["x_center"], y_center=c["y_center"], bound_x=1e3, bound_y=1e3),\n                          lambda released, report, plan, ledger: self._finish_released(released, report, plan, ledger, c, None, m)',
+           ("tests/test_secure_sites.py",)),
+    Mutant("secure_sites_mean_covariance_over_own_rows", "each site divides its sums by its own n_k, not the public N (replace-one 2C/N no longer holds)",
+           "privsdr/algorithms/mean_covariance.py", 'return {"mean": local["x_sum"] / N, "second_moment": local["xtx"] / N}',
+           'return {"mean": local["x_sum"] / len(X), "second_moment": local["xtx"] / len(X)}', ("tests/test_secure_sites.py",)),
+    Mutant("secure_sites_field_from_site_rows", "the secure sums' field is sized from the sites' row counts (N leaks into the job and report)",
+           "privsdr/federated/secure_sites.py", "site_bounds(blocks, int(self.max_rows))", "site_bounds(blocks, max(X.shape[0] for X, _ in checked))",
+           ("tests/test_secure_sites.py",)),
     Mutant("adassp_lambda_min_half_sensitivity", "lambda_min declared at C^2 / 2 (half its Weyl bound): half its noise",
            "privsdr/algorithms/adassp.py", 'gram.gram_eigenvalue(row_bound, RELATION)', 'gram.gram_eigenvalue(row_bound / math.sqrt(2.0), RELATION)',
            ("tests/test_adassp.py",)),
     Mutant("adassp_ridge_from_noise_free_lambda_min", "the ridge rule reads the noise-free lambda_min (its released twin unused)",
-           "privsdr/algorithms/adassp.py", "        released = from_run(run, names, n=public_n, source=source)\n",
+           "privsdr/algorithms/adassp.py", "        return self._finish_released(from_run(run, names, n=public_n, source=source), run.report, calibrated, ledger, c, X_raw, shape[1])",
            "        released = from_run(run, names, n=public_n, source=source)\n"
-           "        if not c[\"shrink\"]:\n"
-           "            released = Released({**released.arrays, \"lambda_min\": [np.linalg.eigvalsh(statistics[\"xtx\"])[0]]}, released.scales, released.n, released.relation, released.source)\n",
+           "        released = Released({**released.arrays, \"lambda_min\": [np.linalg.eigvalsh(statistics[\"xtx\"])[0]]}, released.scales, released.n, released.relation, released.source) if not c[\"shrink\"] else released\n"
+           "        return self._finish_released(released, run.report, calibrated, ledger, c, X_raw, shape[1])",
            ("tests/test_adassp.py", "tests/test_replay.py")),
     Mutant("adassp_xty_sensitivity_without_row_bound", "X^T y declared at C_y instead of C C_y",
            "privsdr/algorithms/adassp.py", 'gram.xty(row_bound, label_bound, RELATION)', 'gram.xty(1.0, label_bound, RELATION)',
@@ -424,10 +436,10 @@ MUTANTS = (
            "privsdr/plan/graph.py", "doubled = Sensitivity(2.0 * s.value, s.norm, target,", "doubled = Sensitivity(1.0 * s.value, s.norm, target,",
            ("tests/test_one_journal.py",)),
     Mutant("adassp_solves_with_the_noise_free_gram", "the published variant's coefficients come from the noise-free Gram (the release is charged, unused)",
-           "privsdr/algorithms/adassp.py", "        released = from_run(run, names, n=public_n, source=source)\n",
+           "privsdr/algorithms/adassp.py", "        return self._finish_released(from_run(run, names, n=public_n, source=source), run.report, calibrated, ledger, c, X_raw, shape[1])",
            "        released = from_run(run, names, n=public_n, source=source)\n"
-           "        if not c[\"shrink\"]:\n"
-           "            released = Released({**released.arrays, \"xtx\": statistics[\"xtx\"]}, released.scales, released.n, released.relation, released.source)\n",
+           "        released = Released({**released.arrays, \"xtx\": statistics[\"xtx\"]}, released.scales, released.n, released.relation, released.source) if not c[\"shrink\"] else released\n"
+           "        return self._finish_released(released, run.report, calibrated, ledger, c, X_raw, shape[1])",
            ("tests/test_adassp.py", "tests/test_replay.py")),
     # issue 33 item 3: the certified AdaSSP releases DPPLS S2's statistics (the same nodes, ``_pls_modes``)
     Mutant("adassp_centred_x_sum_half_sensitivity", "the certified AdaSSP's x_sum (S2's node) declared at C_x / 2",
@@ -442,20 +454,21 @@ MUTANTS = (
     Mutant("adassp_y_sum_noise_halved", "the label sum gets half its noise (twice the sum released, the output halved)",
            "privsdr/algorithms/adassp.py", 'else statistics[name])', 'else 2.0 * statistics[name] if name == "y_sum" else statistics[name])',
            ("tests/test_never_worse.py",),
-           more=(("privsdr/algorithms/adassp.py", "        released = from_run(run, names, n=public_n, source=source)",
+           more=(("privsdr/algorithms/adassp.py", "        return self._finish_released(from_run(run, names, n=public_n, source=source), run.report, calibrated, ledger, c, X_raw, shape[1])",
                   "        released = from_run(run, names, n=public_n, source=source)\n"
-                  "        if c[\"shrink\"]:\n            released = Released({**released.arrays, \"y_sum\": released[\"y_sum\"] / 2}, released.scales, released.n, released.relation, released.source)"),)),
+                  "        if c[\"shrink\"]:\n            released = Released({**released.arrays, \"y_sum\": released[\"y_sum\"] / 2}, released.scales, released.n, released.relation, released.source)\n"
+                  "        return self._finish_released(released, run.report, calibrated, ledger, c, X_raw, shape[1])"),)),
     Mutant("adassp_fallback_reads_noise_free_sum", "the certified fit's DP mean reads the noise-free label sum (its release charged, unused)",
-           "privsdr/algorithms/adassp.py", "        released = from_run(run, names, n=public_n, source=source)\n",
+           "privsdr/algorithms/adassp.py", "        return self._finish_released(from_run(run, names, n=public_n, source=source), run.report, calibrated, ledger, c, X_raw, shape[1])",
            "        released = from_run(run, names, n=public_n, source=source)\n"
-           "        if c[\"shrink\"]:\n"
-           "            released = Released({**released.arrays, \"y_sum\": statistics[\"y_sum\"]}, released.scales, released.n, released.relation, released.source)\n",
+           "        released = Released({**released.arrays, \"y_sum\": statistics[\"y_sum\"]}, released.scales, released.n, released.relation, released.source) if c[\"shrink\"] else released\n"
+           "        return self._finish_released(released, run.report, calibrated, ledger, c, X_raw, shape[1])",
            ("tests/test_never_worse.py", "tests/test_replay.py")),
     Mutant("adassp_centred_solves_with_the_noise_free_gram", "the certified fit's slopes come from the noise-free X^T X (the release is charged, unused)",
-           "privsdr/algorithms/adassp.py", "        released = from_run(run, names, n=public_n, source=source)\n",
+           "privsdr/algorithms/adassp.py", "        return self._finish_released(from_run(run, names, n=public_n, source=source), run.report, calibrated, ledger, c, X_raw, shape[1])",
            "        released = from_run(run, names, n=public_n, source=source)\n"
-           "        if c[\"shrink\"]:\n"
-           "            released = Released({**released.arrays, \"xtx\": statistics[\"xtx\"]}, released.scales, released.n, released.relation, released.source)\n",
+           "        released = Released({**released.arrays, \"xtx\": statistics[\"xtx\"]}, released.scales, released.n, released.relation, released.source) if c[\"shrink\"] else released\n"
+           "        return self._finish_released(released, run.report, calibrated, ledger, c, X_raw, shape[1])",
            ("tests/test_adassp.py", "tests/test_replay.py")),
     # issue 23: the secure vertical Gram (cross-products of secret-shared columns)
     Mutant("secure_vertical_gram_half_sensitivity", "the secure Gram declares ||z||^2 / 2 (half its sensitivity): half its noise",

@@ -63,6 +63,17 @@ def ssp_plan(plan: Plan, Cx: float, Cy: float, dp_centring: bool, weights: dict[
     return plan
 
 
+def ssp_site_parts(m: int, Cx: float, Cy: float, dp_centring: bool) -> tuple[dict[str, tuple[int, ...]], dict[str, float]]:
+    """S2's nodes for a secure fit over sites (``released.sites``): each node's shape, and a public bound on every
+    coordinate of one row's term (count 1, x_sum C_x, y_sum C_y, X^T X C_x^2, X^T y C_x C_y: |x_j| <= ||x|| <= C_x)."""
+    shapes: dict[str, tuple[int, ...]] = {"xtx": (m, m), "xty": (m,)}
+    entries = {"xtx": Cx * Cx, "xty": Cx * Cy}
+    if dp_centring:
+        shapes.update({"count": (1,), "x_sum": (m,), "y_sum": (1,)})
+        entries.update({"count": 1.0, "x_sum": Cx, "y_sum": Cy})
+    return shapes, entries
+
+
 def iterative_plan(plan: Plan, A: int, Cx: float, Cy: float, dp_centring: bool, weights: dict[str, float]) -> Plan:
     parents: tuple[str, ...] = ()
     if dp_centring:

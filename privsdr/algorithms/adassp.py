@@ -48,6 +48,7 @@ from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
 from ..released import Released, from_run, gram, regression
 from ..released.fitted import Fitted
+from ..released.sites import SiteBlocks
 from ._base import (
     PrivateEstimator,
     check_matrix,
@@ -58,7 +59,7 @@ from ._base import (
     for_ledger,
     public_center,
 )
-from ._pls_modes import CENTRING_NODES, dp_means, ssp_plan
+from ._pls_modes import CENTRING_NODES, dp_means, ssp_plan, ssp_site_parts
 from ._pls_queries import chunk_ssp, clip_x, clip_y, ssp_statistics
 from .forecast import ForecastMixin, forecast_regression
 from .pls import DEFAULT_WEIGHTS as S2_WEIGHTS
@@ -384,16 +385,36 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
             for name in names:
                 run.release(name, np.array([lambda_min_of(statistics, c)]) if name == "lambda_min" else statistics[name])
         public_n = shape[0] if calibrated.relation.value == "replace_one" else 0  # n is not public under add/remove
-        released = from_run(run, names, n=public_n, source=source)
+        return self._finish_released(from_run(run, names, n=public_n, source=source), run.report, calibrated, ledger, c, X_raw, shape[1])
+
+    def _finish_released(self, released: Released, report: Any, calibrated: CalibratedPlan, ledger: Ledger, c: dict[str, Any],
+                         X_raw: Any, m: int) -> AdaSSPRegression:
+        """The fit's consumer applied to its ``Released`` (central, or a secure sum over sites: ``_site_blocks``)."""
         fitted = adassp_from_released(released, bound_x=c["bound_x"], bound_y=c["bound_y"], x_center=c["x_center"],
                                       y_center=c["y_center"], fit_intercept=c["intercept"], failure_probability=c["rho"],
                                       shrinkage=self.shrinkage, diagnose_noise=self.diagnose_noise,
                                       rng=diagnostic_rng(self.random_state))
-        self._record_features(X_raw, shape[1])
+        self._record_features(X_raw, m)
         self.plan_ = calibrated
         self.ledger_ = ledger
-        self.privacy_report_ = fitted.apply(self, run.report)
+        self.privacy_report_ = fitted.apply(self, report)
         return self
+
+    def _site_blocks(self, n_features: int, n_samples: int) -> SiteBlocks:
+        """The certified default's declared blocks for a secure fit over sites (``privsdr.federated.SecureSites``): DPPLS
+        S2's nodes (``ssp_plan``), each site's S2 sums of its clipped rows, and this fit's post-processing."""
+        m = int(n_features)
+        c = self._checked(m)
+        if not c["shrink"] or "lambda_min" in c["weights"]:
+            raise ValidationError("a secure fit over sites releases sums of the sites' statistics: AdaSSP's certified default "
+                                  "(shrinkage='snr' with fit_intercept=True) without a lambda_min weight (the smallest eigenvalue "
+                                  "of the pooled Gram is not a sum of the sites' own)")
+        budget, ledger = self._resolve_budget()
+        shapes, entries = ssp_site_parts(m, c["bound_x"], c["bound_y"], True)
+        return SiteBlocks(for_ledger(self.build_plan(m), ledger), budget, ledger, shapes, entries, 1.0,
+                          partial(ssp_statistics, x_center=c["x_center"], y_center=c["y_center"], bound_x=c["bound_x"], bound_y=c["bound_y"]),
+                          lambda released, report, plan, ledger: self._finish_released(released, report, plan, ledger, c, None, m),
+                          "AdaSSPRegression", self.random_state)
 
     def _released_row_count(self) -> int | None:
         """n under replace-one; under add/remove the DP count: the ``count`` release (certified default), else

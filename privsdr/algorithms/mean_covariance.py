@@ -33,6 +33,7 @@ from ..plan import CalibratedPlan, Plan, Run
 from ..released import Released, from_run, gram
 from ..released.fitted import Diagnostic, Fitted
 from ..released.regression import NOISE_WARNING_SHARE  # warn when a noise sd exceeds this share of its public scale
+from ..released.sites import SiteBlocks
 from ._base import (
     PrivateEstimator,
     check_bound,
@@ -188,12 +189,34 @@ class DPMeanCovariance(PrivateEstimator):
             run.release("mean", statistics[0])
             run.release("second_moment", statistics[1])
         released = from_run(run, ("mean", "second_moment"), n=shape[0], source="chunks" if X_raw is None else "in memory")
-        fitted = mean_covariance_from_released(released, self._validated_clip(shape[1]), self._center(shape[1]), self._box(shape[1]))
-        self._record_features(X_raw, shape[1])
+        return self._finish_released(released, run.report, calibrated, ledger, X_raw)
+
+    def _finish_released(self, released: Released, report: Any, calibrated: CalibratedPlan, ledger: Ledger, X_raw: Any) -> DPMeanCovariance:
+        """The fit's consumer (``mean_covariance_from_released``) applied to its ``Released`` (central, or a secure sum
+        over sites: ``_site_blocks``)."""
+        p = released["mean"].ravel().shape[0]
+        fitted = mean_covariance_from_released(released, self._validated_clip(p), self._center(p), self._box(p))
+        self._record_features(X_raw, p)
         self.plan_ = calibrated
         self.ledger_ = ledger
-        self.privacy_report_ = fitted.apply(self, run.report)
+        self.privacy_report_ = fitted.apply(self, report)
         return self
+
+    def _site_blocks(self, n_features: int, n_samples: int) -> SiteBlocks:
+        """The declared blocks for a secure fit over sites (``privsdr.federated.SecureSites``): this plan at the public
+        total N (replace-one), each site's column sums and X^T X of its clipped rows divided by N, and the
+        post-processing above."""
+        p, N = int(n_features), int(n_samples)
+        C, centre, box = self._validated_clip(p), self._center(p), self._box(p)
+        budget, ledger = self._resolve_budget()
+
+        def statistics(X: np.ndarray, y: Any = None) -> dict[str, np.ndarray]:
+            local = chunk_moments(X, clip=C, center=centre, bounds=box)
+            return {"mean": local["x_sum"] / N, "second_moment": local["xtx"] / N}
+
+        return SiteBlocks(self.build_plan(N, p), budget, ledger, {"mean": (p,), "second_moment": (p, p)}, {"mean": C, "second_moment": C * C},
+                          float(N), statistics, lambda released, report, plan, ledger: self._finish_released(released, report, plan, ledger, None),
+                          "DPMeanCovariance", self.random_state, needs_y=False)
 
 
 

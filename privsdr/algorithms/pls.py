@@ -34,6 +34,7 @@ from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
 from ..released import Released, regression
 from ..released.fitted import Fitted
+from ..released.sites import SiteBlocks
 from ._base import PrivateEstimator, check_matrix, check_positive, diagnostic_rng, for_ledger, public_center
 from ._pls_modes import (
     RELATION,
@@ -46,8 +47,9 @@ from ._pls_modes import (
     release_ssp,
     ssp_plan,
     ssp_postprocess,
+    ssp_site_parts,
 )
-from ._pls_queries import chunk_ssp
+from ._pls_queries import chunk_ssp, ssp_statistics
 from .forecast import ForecastMixin, forecast_regression
 
 MODES = ("certified", "certified_iterative", "paper")
@@ -372,11 +374,7 @@ class DPPLS(RegressorMixin, ForecastMixin, PrivateEstimator):
         self.ledger_ = ledger
         self.privacy_report_ = run.report
         if self.mode == "certified":
-            fitted = pls_from_released(released, n_components=c["A"], auto=c["auto"], bound_x=c["bound_x"], bound_y=c["bound_y"],
-                                       x_center=c["x_center"], y_center=c["y_center"], centering=self.centering,
-                                       ridge=c["ridge"], psd_repair=c["psd_repair"], shrinkage=c["shrinkage"],
-                                       diagnose_noise=self.diagnose_noise, rng=diagnostic_rng(self.random_state))
-            self.privacy_report_ = fitted.apply(self, run.report)
+            self._finish_released(released, run.report, calibrated, ledger, c)
         else:
             self._store(out, m)
         if self.mode == "certified_iterative" and c["shrinkage"] == "snr" and self.n_components_ == 0:
@@ -393,6 +391,37 @@ class DPPLS(RegressorMixin, ForecastMixin, PrivateEstimator):
                    "model); more data or more budget is needed")
         self.privacy_report_ = with_noise_message(run.report, message)
         warnings.warn(message, NoiseDominatesWarning, stacklevel=3)
+
+    def _site_blocks(self, n_features: int, n_samples: int) -> SiteBlocks:
+        """S2's declared blocks for a secure fit over sites (``privsdr.federated.SecureSites``): its nodes (``ssp_plan``),
+        each site's S2 sums of its clipped rows, and S2's post-processing (``_finish_released``)."""
+        if self.mode != "certified":
+            raise ValidationError(f"a secure fit over sites releases sums of the sites' statistics: mode='certified' (S2) only, "
+                                  f"not {self.mode!r}")
+        n, m = int(n_samples), int(n_features)
+        c = self._checked(n, m)
+        budget, ledger = self._resolve_budget()
+        shapes, entries = ssp_site_parts(m, c["bound_x"], c["bound_y"], c["dp_centring"])
+        return SiteBlocks(for_ledger(self.build_plan(n, m, budget), ledger), budget, ledger, shapes, entries, 1.0,
+                          partial(ssp_statistics, x_center=c["x_center"], y_center=c["y_center"], bound_x=c["bound_x"], bound_y=c["bound_y"]),
+                          partial(self._finish_sites, m=m, c=c), "DPPLS (certified)", self.random_state)
+
+    def _finish_sites(self, released: Released, report: Any, calibrated: CalibratedPlan, ledger: Ledger, *, m: int,
+                      c: dict[str, Any]) -> DPPLS:
+        """A secure fit over sites: the features are known only by their number."""
+        self._record_features(None, m)
+        return self._finish_released(released, report, calibrated, ledger, c)
+
+    def _finish_released(self, released: Released, report: Any, calibrated: CalibratedPlan, ledger: Ledger, c: dict[str, Any]) -> DPPLS:
+        """S2's consumer (``pls_from_released``) applied to a ``Released`` (central, or a secure sum over sites:
+        ``_site_blocks``)."""
+        self.plan_, self.ledger_ = calibrated, ledger
+        fitted = pls_from_released(released, n_components=c["A"], auto=c["auto"], bound_x=c["bound_x"], bound_y=c["bound_y"],
+                                   x_center=c["x_center"], y_center=c["y_center"], centering=self.centering,
+                                   ridge=c["ridge"], psd_repair=c["psd_repair"], shrinkage=c["shrinkage"],
+                                   diagnose_noise=self.diagnose_noise, rng=diagnostic_rng(self.random_state))
+        self.privacy_report_ = fitted.apply(self, report)
+        return self
 
     def _released_row_count(self) -> int | None:
         """The DP count (certified S2 with DP centring; ``forecast`` exists for S2 only). None without one."""

@@ -8,6 +8,7 @@ from .server import FSIRResult, majority_vote, merge, privacy_summary
 
 if TYPE_CHECKING:
     from .estimator import FederatedSIR
+    from .secure_sites import SecureSites
 
 
 def __getattr__(name: str) -> Any:
@@ -17,11 +18,16 @@ def __getattr__(name: str) -> Any:
 
         globals()[name] = FederatedSIR
         return FederatedSIR
+    if name == "SecureSites":  # loads the secure engine's launcher: on first use
+        from .secure_sites import SecureSites
+
+        globals()[name] = SecureSites
+        return SecureSites
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
     "check_compatible", "client_message", "client_plan", "client_seeds", "ClientMessage", "FederatedSIR",
     "FSIRConfig", "FSIRResult", "majority_vote", "merge", "privacy_summary", "PROTOCOL", "PROTOCOL_VERSION",
-    "run_clients", "screening_message",
+    "run_clients", "screening_message", "SecureSites",
 ]
