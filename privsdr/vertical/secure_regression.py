@@ -48,7 +48,7 @@ from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
 from ..released import Released, from_run, gram, regression
 from ..secure import crossproducts
-from ..secure.aggregate import agreed_own_party, decline_own_party, gram_inputs, gram_job, secure_gram_release
+from ..secure.aggregate import agreed_own_party, agreed_parties, decline_own_party, gram_inputs, gram_job, secure_gram_release
 
 RELATION = "add_remove"
 NODES = ("xtx", "xty")
@@ -353,20 +353,23 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
                     label = crossproducts.label_vector(y_scaled, c["label_bound"], e)
             at += w
         P = products.width
-        session = None
-        if own is not None and job is not None:  # every party ready before this party's run (and journal) is opened
+        # every party ready before the run (and its journal) is opened: this party alone, or every party here (issue 36)
+        if own is not None and job is not None:
             session = agreed_own_party(job, own, gram_inputs(products, blocks, label, own).get(own), progress, certificates)
+        else:
+            job = gram_job(calibrated, products, parties=c["parties"], threshold=c["t"], bound=bound, timeout=c["timeout"],
+                           addresses=c["addresses"], tls=c["tls"])
+            session = agreed_parties(job, gram_inputs(products, blocks, label), certificates=certificates)
         try:
             with Run(calibrated, ledger, random_state=self.random_state, data_shape=None, algorithm="SecureVerticalRegression",
                      notes=["X^T X and X^T y were computed inside a secure computation (MPyC) from the parties' clipped, rounded "
                             "columns; every party added a discrete Gaussian share and only the noisy statistics were opened"]) as run:
                 done = secure_gram_release(run, products, blocks, label, parties=c["parties"], threshold=c["t"], bound=bound,
                                            timeout=c["timeout"], helper=HELPER if HELPER in c["parties"] else None, own=own,
-                                           addresses=c["addresses"], tls=c["tls"], certificates=certificates, progress=progress,
-                                           session=session)
+                                           addresses=list(session.job.addresses), tls=c["tls"], certificates=certificates,
+                                           progress=progress, session=session)
         finally:
-            if session is not None:
-                session.__exit__(None, None, None)
+            session.__exit__(None, None, None)
         released = from_run(run, NODES, n=0, source="secure vertical Gram")
         shrink = self._fit_released(released, c, P)
         self.coef_blocks_ = {}
