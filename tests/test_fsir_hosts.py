@@ -185,3 +185,55 @@ def test_secure_vertical_regression_whose_party_cannot_listen_leaves_its_journal
         held.close()
     assert not err.value.charged and "nothing was charged" in str(err.value)
     assert journal.read_bytes() == before
+
+
+# -- after the ready point: one party's ledger refuses the charge ---------------------------------------------------
+def test_a_charge_refused_at_one_party_after_the_ready_point_stops_every_party_before_any_noise_share(tmp_path):
+    """Issue 36 item 4: the three parties agree; then site2's journal refuses its charge (an OSError on the write).
+    The charged round tells the others at once: every party stops before drawing a noise share, nothing is released,
+    the server and site1 say what they spent (their journals close the run as failed, charged) and name site2, and
+    site2 says that nothing was charged on its ledger (its journal closes the run as failed, uncharged)."""
+    import threading
+
+    from privsdr.federated import FSIRConfig
+    from privsdr.federated.client import check_client_data
+    from privsdr.federated.secure_fit import fit_secure_party
+
+    config = FSIRConfig(bound=3.0, cut_points=(0.0,), columns=("x1", "x2", "x3"))
+    data = dict(zip(ROWS, (check_client_data(X, y, config, name) for name, (X, y) in zip(ROWS, [
+        (np.random.default_rng(k).normal(size=(n, 3)), np.random.default_rng(k + 9).normal(size=n)) for k, n in enumerate(ROWS.values())
+    ], strict=True)), strict=True))
+    addresses = [f"127.0.0.1:{p}" for p in free_ports(3)]
+    ledgers = {name: Ledger(Budget(5.0, 1e-6), journal=tmp_path / f"{name}.jsonl") for name in ("server", *ROWS)}
+
+    def refuse(*args, **kwargs):
+        raise OSError("No space left on device")
+
+    ledgers["site2"]._charge = refuse  # its journal refuses the write of the charge
+    outcome: dict = {}
+
+    def party(name):
+        try:
+            fit_secure_party(config, name, data.get(name), ROWS, 3, Budget(1.0, 1e-6), ledgers[name], colluders=1, timeout=40.0,
+                             addresses=addresses, tls=False)
+            outcome[name] = None
+        except BaseException as exc:  # noqa: BLE001 - recorded and asserted below
+            outcome[name] = exc
+
+    threads = [threading.Thread(target=party, args=(name,)) for name in ("server", *ROWS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert set(outcome) == {"server", *ROWS} and all(isinstance(e, SecureAggregationError) for e in outcome.values()), outcome
+    own = str(outcome["site2"])
+    assert "could not charge its ledger" in own and "nothing was released" in own and "nothing was charged on this party's" in own
+    for name in ("server", "site1"):
+        message = str(outcome[name])
+        assert "'site2' could not charge its ledger" in message and "nothing was released" in message, message
+        assert "spent epsilon=1, delta=1e-06" in message and "timed out" not in message, message
+        assert outcome[name].charged and outcome[name].party == "site2"
+        assert Ledger.open(tmp_path / f"{name}.jsonl").spent.epsilon == pytest.approx(1.0, rel=1e-3)
+    closes = [json.loads(line) for line in (tmp_path / "site2.jsonl").read_text().splitlines() if '"close"' in line]
+    assert closes and closes[-1]["summary"]["failed"] is True
+    assert Ledger.open(tmp_path / "site2.jsonl").spent.epsilon == 0

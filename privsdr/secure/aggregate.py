@@ -265,7 +265,15 @@ def _run(run: Run, job: AggregationJob, parties: Callable[[AggregationJob, Calla
     charged = []
 
     def charge() -> None:
-        run.issue(*names)  # write-ahead: every node charged before any share exists, after every party agreed
+        before = run.ledger.spent
+        try:
+            run.issue(*names)  # write-ahead: every node charged before any share exists, after every party agreed
+        except Exception as exc:  # e.g. its journal refused the write: the processes tell the others (the charged round)
+            spent = ("nothing was charged on this party's ledger" if run.ledger.spent == before else
+                     "what it charged stays charged and its journal closes the run as failed")
+            raise SecureAggregationError(f"this party could not charge its ledger after every party was ready ({type(exc).__name__}: "
+                                         f"{exc}); it told the other parties, and every party stopped before drawing a noise share: "
+                                         f"nothing was released; {spent}", None, (), run.ledger.spent != before) from exc
         charged.append(True)
 
     try:
