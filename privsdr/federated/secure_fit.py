@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import core
 from ..accounting import Budget, Ledger
-from ..errors import PrivsdrError, ValidationError
+from ..errors import ValidationError
 from ..mechanisms.distributed import honest_majority
 from ..plan import Plan, Run
 from ..released import from_run
@@ -170,7 +170,7 @@ def fit_secure_party(config: FSIRConfig, own: str, data: tuple[np.ndarray, np.nd
     first; a refusal tells the others it is not ready, and every party stops with nothing charged. Only once every
     party has agreed on the public job (one digest) is this party's run opened and charged."""
     from ..network.certificates import load_credentials
-    from ..secure.aggregate import agreed_own_party, decline_own_party
+    from ..secure.aggregate import agreed_own_party, declining
 
     rows = site_rows(sites)
     ids = list(rows)
@@ -187,7 +187,7 @@ def fit_secure_party(config: FSIRConfig, own: str, data: tuple[np.ndarray, np.nd
         load_credentials(certificates, job.index(own))
     N = sum(rows.values())
     contributions: dict[str, dict[str, np.ndarray]] = {}
-    try:  # this party's data and ledger, checked before the agreement: a refusal stops every party, nothing charged
+    with declining(job, own, progress, certificates):  # this party's data and ledger: a refusal stops every party
         if data is not None:
             X, labels = data
             if X.shape != (rows[own], p):
@@ -195,11 +195,6 @@ def fit_secure_party(config: FSIRConfig, own: str, data: tuple[np.ndarray, np.nd
                                       f"got {X.shape[0]} x {X.shape[1]}")
             contributions[own] = client_statistics(X, labels, config.n_slices, N)
         ledger.preflight(calibrated, allow_uncertified=allow_uncertified)
-    except PrivsdrError as exc:
-        if progress is not None:
-            progress(f"[{own}] cannot take part ({exc}); telling the other parties, nothing is charged (at most {timeout:g} s)")
-        decline_own_party(job, own, f"{type(exc).__name__} at party {own!r} (its own output says why)", progress, certificates)
-        raise
     session = agreed_own_party(job, own, contributions.get(own), progress, certificates)
     return _release_and_fit(config, calibrated, ledger, session, contributions, ids, N, p, colluders=colluders, timeout=timeout,
                             random_state=random_state, n_directions=n_directions, allow_uncertified=allow_uncertified, tls=tls)

@@ -25,8 +25,9 @@ the agreed parties as ``session``. A failure before that point leaves every jour
 """
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -165,6 +166,20 @@ def decline_own_party(job: AggregationJob, own: str, why: str, progress: Any = N
         run_own_party(job, own, None, certificates=certificates, decline=why, progress=progress)
     except PartyFailed:
         pass  # expected: this party and every other stops at the agreement
+
+
+@contextlib.contextmanager
+def declining(job: AggregationJob, own: str, progress: Any = None, certificates: Any = None) -> Iterator[None]:
+    """Inside: party ``own``'s own checks before the agreement (its data, its ledger's ``preflight``). A
+    ``PrivsdrError`` there tells the other parties that this one is not ready (``decline_own_party``: the kind of
+    failure only), so every party stops with nothing charged; then it is re-raised."""
+    try:
+        yield
+    except PrivsdrError as exc:
+        if progress is not None:
+            progress(f"[{own}] cannot take part ({exc}); telling the other parties, nothing is charged (at most {job.timeout:g} s)")
+        decline_own_party(job, own, f"{type(exc).__name__} at party {own!r} (its own output says why)", progress, certificates)
+        raise
 
 
 def gram_inputs(products: CrossProducts, blocks: Mapping[str, np.ndarray], label: np.ndarray | None,

@@ -39,7 +39,7 @@ from ..accounting.budget import as_budget
 from ..algorithms._base import PrivateEstimator, check_matrix, check_positive, check_random_state, diagnostic_rng, for_ledger
 from ..algorithms._pls_modes import ssp_postprocess
 from ..algorithms.adassp import adassp_solution
-from ..errors import PrivsdrError, ValidationError
+from ..errors import ValidationError
 from ..mechanisms.distributed import honest_majority
 from ..network.addresses import check_addresses
 from ..network.certificates import load_credentials
@@ -48,7 +48,15 @@ from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
 from ..released import Released, from_run, gram, regression
 from ..secure import crossproducts
-from ..secure.aggregate import agreed_own_party, agreed_parties, decline_own_party, gram_inputs, gram_job, secure_gram_release
+from ..secure.aggregate import (
+    agreed_own_party,
+    agreed_parties,
+    decline_own_party,
+    declining,
+    gram_inputs,
+    gram_job,
+    secure_gram_release,
+)
 
 RELATION = "add_remove"
 NODES = ("xtx", "xty")
@@ -333,16 +341,10 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         if own is not None:  # this party's data and ledger, checked before the agreement: a refusal stops every party
             job = gram_job(calibrated, products, parties=c["parties"], threshold=c["t"], bound=bound, timeout=c["timeout"],
                            addresses=c["addresses"], tls=c["tls"])
-            try:
+            with declining(job, own, progress, certificates):
                 if own in data:
                     data = {own: self._own_data(layout, own, data[own])}
                 ledger.preflight(calibrated)
-            except PrivsdrError as exc:
-                if progress is not None:
-                    progress(f"[{own}] cannot take part ({exc}); telling the other parties, nothing is charged "
-                             f"(at most {c['timeout']:g} s)")
-                decline_own_party(job, own, f"{type(exc).__name__} at party {own!r} (its own output says why)", progress, certificates)
-                raise
         blocks, label, at = {}, None, 0
         for name, w in zip(names, widths, strict=True):
             if name in data:
