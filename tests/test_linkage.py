@@ -20,7 +20,7 @@ from relay import Relay
 
 from privsdr.cli import main
 from privsdr.errors import ValidationError
-from privsdr.linkage import IdentifierError, LinkageConfig, LinkageError, Peer, link, normalise_ids, psi, tls_contexts
+from privsdr.linkage import IdentifierError, LinkageConfig, LinkageError, Peer, link, normalise_ids, psi, refusal, tls_contexts
 from privsdr.linkage import channel as channel_module
 from privsdr.linkage.channel import CHUNK, HEADER, MAGIC, Channel
 
@@ -211,12 +211,23 @@ def test_bad_identifiers_are_refused_with_their_rows_before_anything_is_sent(mon
     def forbidden(*a, **k):
         raise AssertionError("nothing may be hashed or sent")
 
+    told = []
+
+    def refuse(me, parties, digest, reason, **kw):  # the refusal the others hear (the real one connects and sends it)
+        told.append(reason)
+        return True
+
     monkeypatch.setattr(psi, "connect", forbidden)
     monkeypatch.setattr(psi, "hash_to_group", forbidden)
+    monkeypatch.setattr(refusal, "refuse", refuse)
     config = LinkageConfig(peers(["alice", "bob"]), "alice", pattern=pattern)
     with pytest.raises(IdentifierError, match=match) as caught:
         link(ids, config, "alice")
     assert caught.value.rows == rows and ", ".join(map(str, rows)) in str(caught.value)
+    assert "told the other parties" in str(caught.value)
+    # the others hear the kind of refusal only: no row number, no identifier
+    assert len(told) == 1 and told[0].startswith(f"alice refused its own {caught.value.kind}") and match in told[0]
+    assert not any(ch.isdigit() for ch in told[0]) and not any(str(x) in told[0] for x in ids if str(x).strip() and str(x) != "nan")
 
 
 def test_normalisation_strips_whitespace_and_folds_case_only_when_asked():
@@ -253,6 +264,24 @@ def test_tls_linkage_of_three_parties_on_three_loopback_addresses(pki, wire):
     assert [r.n for r in results] == [28] * 3 and all(r.tls for r in results)
     stream = b"".join(d for _, d in wire)
     assert not any(psi.hash_to_group(x) in stream or x.encode() in stream for s in ids for x in s)
+
+
+@pytest.mark.parametrize("refuser", ["alice", "carol"])
+def test_a_party_refused_for_its_identifiers_tells_its_peers_who_stop_at_once_naming_it(pki, refuser):
+    """Issue 36: the refusing party connects (TLS, names checked), sends its refusal and closes; the others stop with
+    a message naming it and the kind of refusal, not at their timeout (60 s here)."""
+    names = ["alice", "bob", "carol"]
+    ids = [[ident(i) for i in range(j, 30 + j)] for j in range(3)]
+    ids[names.index(refuser)][5] = ""  # a missing identifier
+    results = run(ids, names=names, contexts=[contexts(pki, n) for n in names], timeout=60.0)
+    assert all(isinstance(r, Exception) for r in results), results
+    own = results[names.index(refuser)]
+    assert isinstance(own, IdentifierError) and "told the other parties, which stop at once" in str(own), own
+    for name, result in zip(names, results, strict=True):
+        if name != refuser:
+            assert isinstance(result, LinkageError), result
+            assert f"{refuser} stopped the linkage: {refuser} refused its own missing identifiers" in str(result), result
+            assert "within the timeout" not in str(result) and "sent nothing for" not in str(result), result
 
 
 @pytest.mark.parametrize(("who", "cert_of", "ca", "match"), [
@@ -353,10 +382,13 @@ def test_the_cli_refuses_bad_identifiers_with_their_rows_and_writes_nothing(tmp_
     text = (tmp_path / "bob_ids.csv").read_text().splitlines()
     text[4] = text[4].replace(text[4].split(",")[1], text[2].split(",")[1])  # row 4 repeats row 2's identifier
     (tmp_path / "bob_ids.csv").write_text("\n".join(text) + "\n")
-    codes = _link_cli(tmp_path, ["--timeout", "2"])
+    codes = _link_cli(tmp_path)  # --timeout 20: alice must stop because bob told her, not at her timeout
     err = capsys.readouterr().err
     assert codes[1] == 2 and "duplicate identifier" in err and "rows 2, 4" in err
-    assert codes[0] != 0  # alice waits for bob in vain and stops within her timeout
+    assert "this party told the other parties, which stop at once" in err
+    assert codes[0] != 0  # alice stops at once, naming bob and the kind of refusal
+    assert "bob stopped the linkage: bob refused its own duplicate identifiers" in err, err
+    assert "within the timeout" not in err and "sent nothing for" not in err, err
     assert not (tmp_path / "bob.csv").exists() and not (tmp_path / "alice.csv").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp file left
 

@@ -81,7 +81,7 @@ def test_sigterm_and_sighup_become_an_interruption_in_a_launcher(sig):
 
 
 def test_a_journal_the_party_created_is_gone_when_nothing_was_written_to_it(tmp_path):
-    from privsdr.cli.vertical_secure import _journal
+    from privsdr.cli._own_party import journal_opener as _journal
 
     new, old = tmp_path / "new.jsonl", tmp_path / "old.jsonl"
     Ledger(Budget(5.0, 1e-6), journal=old)
@@ -94,7 +94,7 @@ def test_a_journal_the_party_created_is_gone_when_nothing_was_written_to_it(tmp_
 
 
 def test_a_taken_port_is_found_before_the_run():
-    from privsdr.cli.vertical_secure import _can_listen
+    from privsdr.cli._own_party import can_listen as _can_listen
 
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))

@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..accounting import Budget
+from ..accounting import Budget, Ledger
+from ..accounting.accountants import ACCOUNTANT_NAMES
 from ..datasets import load_csv
 from ..errors import ValidationError
 from ._common import (
@@ -53,10 +56,172 @@ def _fsir_config(args: argparse.Namespace) -> int:
                             mechanism=args.mechanism, cov_mechanism=args.cov_mechanism, calibration=args.calibration,
                             n_directions=args.n_directions, columns=columns, center=_center_arg(args.center),
                             center_share=args.center_share)
-        outputs.commit("config", config.to_json())
+        document = json.loads(config.to_json())
+        if args.secure:
+            document[SECURE] = _secure_section(args, config)
+        elif any(getattr(args, option) is not None for option in SECURE_ONLY):
+            raise ValidationError("--sites, --epsilon, --delta, --colluders, --timeout, --addresses and --accountant are for --secure "
+                                  "(a run with one party per host)")
+        elif args.plaintext:
+            raise ValidationError("--plaintext is for --secure")
+        outputs.commit("config", json.dumps(document, indent=2))
     print(f"wrote {args.out} (configuration digest {config.digest()}); give it to every client and to the server")
+    if args.secure:
+        section = document[SECURE]
+        where = ", ".join(f"{name} at {address}" for name, address in zip(_secure_parties(section), section["addresses"], strict=True))
+        print(f"secure aggregation, one party per host: {where}; each runs `privsdr fsir party --config {args.out} --name NAME ...`; "
+              + ("plaintext TCP channels (--plaintext)" if args.plaintext else
+                 f"mutual TLS: every party needs its certificate folder (`privsdr secure keys DIR --config {args.out}`)"))
     if config.mechanism in ("vgm", "none"):
         print(f"note: mechanism {config.mechanism!r} is not certified; clients and the server must pass --allow-uncertified")
+    return 0
+
+
+SECURE = "secure"  #: the section of a configuration written with --secure: the public run every party shares
+SECURE_ONLY = ("sites", "epsilon", "delta", "colluders", "timeout", "addresses", "accountant")
+
+
+def _secure_section(args: argparse.Namespace, config: FSIRConfig) -> dict[str, Any]:
+    """``fsir config --secure``: every site's public row count, the run's budget and accountant, t, the timeout and
+    every party's address (the server's first; checked now: ports 1..65535, no address twice; default free ports on
+    127.0.0.1), priced now so that a bad parameter is refused before anything is written."""
+    from ..accounting import Ledger
+    from ..federated.secure_fit import SERVER, check_secure_config, secure_plan, site_rows
+    from ..network.addresses import check_addresses, is_loopback, loopback_addresses
+
+    if config.columns is None:
+        raise ValidationError("--secure needs --columns: the feature columns, in order, every site reads")
+    if not args.sites:
+        raise ValidationError("--secure needs --sites NAME=ROWS ...: every site's name and public row count, in order")
+    sites: dict[str, int] = {}
+    for item in args.sites:
+        name, _, rows = item.partition("=")
+        if not name or not rows.isdigit() or name in sites:
+            raise ValidationError(f"--sites takes distinct NAME=ROWS items (ROWS a whole number), got {item!r}")
+        sites[name] = int(rows)
+    sites = site_rows(sites)
+    epsilon = 1.0 if args.epsilon is None else args.epsilon
+    budget = Budget.infinite() if epsilon == float("inf") else Budget(epsilon, 1e-6 if args.delta is None else args.delta)
+    if budget.is_infinite:
+        print("note: --epsilon inf turns the noise off: not private; every party must pass --allow-uncertified", file=sys.stderr)
+    colluders = 1 if args.colluders is None else args.colluders
+    accountant = args.accountant or "best"
+    check_secure_config(config, len(sites), colluders)
+    secure_plan(config, sum(sites.values()), len(config.columns), len(sites), colluders).allocate(
+        budget, accountant=Ledger(budget, accountant=accountant).accountant, tight=True)  # every public parameter, checked now
+    parties = [SERVER, *sites]
+    addresses = check_addresses(args.addresses, parties) if args.addresses else loopback_addresses(len(parties))
+    if args.plaintext and not all(is_loopback(a) for a in addresses):
+        print("note: plaintext to network addresses: anyone on the path reads every share, and anyone who reaches a party's "
+              "address first can claim to be another party", file=sys.stderr)
+    timeout = 120.0 if args.timeout is None else args.timeout
+    if not 0 < timeout < 3600:
+        raise ValidationError(f"--timeout must be in (0, 3600) seconds, got {timeout:g}")
+    return {"sites": sites, "budget": _budget_json(budget), "accountant": accountant,
+            "colluders": colluders, "timeout": timeout, "addresses": list(addresses), "tls": not args.plaintext}
+
+
+def _budget_json(budget: Budget) -> dict[str, Any]:
+    return {"noise": "off"} if budget.is_infinite else {"epsilon": budget.epsilon, "delta": budget.delta}
+
+
+def _budget_of(section: Mapping[str, Any]) -> Budget:
+    budget = section["budget"]
+    return Budget.infinite() if budget.get("noise") == "off" else Budget(budget["epsilon"], budget["delta"])
+
+
+def _secure_parties(section: Mapping[str, Any]) -> list[str]:
+    from ..federated.secure_fit import SERVER
+
+    return [SERVER, *section["sites"]]
+
+
+def read_secure(path: str) -> tuple[FSIRConfig, dict[str, Any]]:
+    """The configuration and its secure section (``fsir config --secure``), or one clear refusal."""
+    text = read_text(input_file(path, "--config"), "--config")
+    from ..federated import FSIRConfig
+
+    config = FSIRConfig.from_json(text)
+    section = json.loads(text).get(SECURE)
+    if not isinstance(section, dict) or not {"sites", "budget", "accountant", "colluders", "timeout", "addresses", "tls"} <= set(section):
+        raise ValidationError(f"{path} has no secure run (its sites, budget and addresses): write it with `privsdr fsir config ... "
+                              "--secure --sites NAME=ROWS ...`")
+    return config, section
+
+
+def _fsir_party(args: argparse.Namespace) -> int:
+    """``fsir party``: run ONE party of a secure fit (the server, or one site with its own CSV) on this host. SIGTERM
+    and SIGHUP end it through every ``with`` block (``secure.launch.interrupts``)."""
+    from ..secure.launch import interrupts
+
+    with interrupts():
+        return _run_fsir_party(args)
+
+
+def _run_fsir_party(args: argparse.Namespace) -> int:
+    """Pre-flight (issue 36), then the run: this party's certificates, address, report path, journal and CSV are
+    checked before it joins the agreement; a failure among the last three tells the others this party is not ready
+    (every party stops with nothing charged anywhere)."""
+    from ..federated.client import check_client_data
+    from ..federated.secure_fit import SERVER, decline_secure_party, fit_secure_party
+    from ._own_party import check_own_party, journal_opener, preflight, progress
+
+    config, section = read_secure(args.config)
+    assert config.columns is not None  # --secure wrote them
+    name, columns = args.name, list(config.columns)
+    parties, addresses, tls = _secure_parties(section), list(section["addresses"]), bool(section["tls"])
+    budget, accountant = _budget_of(section), str(section["accountant"])
+    run: dict[str, Any] = {"colluders": int(section["colluders"]), "timeout": float(section["timeout"]), "addresses": addresses, "tls": tls}
+    if name == SERVER and args.data is not None:
+        raise ValidationError("the server holds no data: run it without --data")
+    if name != SERVER and (args.data is None or args.target is None):
+        raise ValidationError(f"site {name!r} needs its CSV (--data) and its response column (--target)")
+    certificates = check_own_party(name, parties, addresses, tls, args.certs)
+
+    def decline(why: str) -> None:
+        decline_secure_party(config, name, section["sites"], len(columns), budget, accountant, why, certificates=certificates,
+                             progress=progress, **run)
+
+    if budget.is_infinite and not args.allow_uncertified:
+        decline("it did not accept a run with the noise off (--allow-uncertified)")
+        raise ValidationError(f"{args.config} turns the noise off (not private): pass --allow-uncertified to take part; this "
+                              "party told the others it is not ready: nothing was charged anywhere")
+
+    def load() -> tuple[np.ndarray, np.ndarray] | None:
+        if name == SERVER:
+            return None
+        X, y, _ = load_csv(input_file(args.data, "--data"), target=args.target, columns=columns)
+        if y is None:
+            raise ValidationError(f"{args.data} has no column {args.target!r}")
+        return check_client_data(X, y, config, name)
+
+    with Outputs() as outputs, journal_opener(args.journal, budget, accountant) as open_journal:
+        out = outputs.add(args.out, "--out", (".json",))
+        report_path, ledger, data = preflight(outputs, args.report, open_journal, load, decline)
+        result = fit_secure_party(config, name, data, section["sites"], len(columns), budget,
+                                  ledger if ledger is not None else Ledger(budget, accountant=accountant), certificates=certificates,
+                                  n_directions=config.n_directions, allow_uncertified=args.allow_uncertified, progress=progress, **run)
+        trust = result.report.trust_model
+        document = {"party": name, "directions": result.directions.tolist(), "n_total": int(sum(section["sites"].values())),
+                    "sites": dict(section["sites"]), "columns": columns, "center": result.center.tolist(),
+                    "eigenvalues": result.eigenvalues.tolist(), "noise_error": result.noise_error,
+                    "random_error": result.random_error, "trust_model": trust}
+        if out is not None:
+            outputs.commit("--out", json.dumps(document, indent=2, default=str) + "\n")
+        commit_report(outputs, result.report, report_path)
+    if args.json:
+        print(json.dumps(document, indent=2, default=str))
+        return 0
+    np.set_printoptions(precision=4, suppress=True)
+    print(result.report.summary())
+    print(f"\nsecure aggregation of {len(section['sites'])} sites, N = {document['n_total']}, at party {name!r}; what each party sees:")
+    for who, what in trust["what_each_party_sees"].items():
+        print(f"  {who:<12} {what}")
+    print(f"{result.n_directions} direction(s) (columns, unit length):")
+    print(result.directions)
+    print("centred at (public centre + DP mean):", result.center)
+    if out is not None:
+        print(f"wrote {out}")
     return 0
 
 
@@ -247,6 +412,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                        "(the DP correction still applies)")
     fconf.add_argument("--center-share", type=finite_float, default=0.1,
                        help="the share of each client's budget spent on the slice proportions (with --center dp or numbers)")
+    fconf.add_argument("--secure", action="store_true",
+                       help="a secure run with one party per host (`fsir party`): needs --columns and --sites; writes the run's "
+                       "budget and every party's address into the file")
+    fconf.add_argument("--sites", nargs="+", default=None, metavar="NAME=ROWS",
+                       help="--secure: every site's name and public row count, in order (N is their sum)")
+    fconf.add_argument("--epsilon", type=float, default=None,
+                       help="--secure: epsilon of the whole fit (default 1; inf: noise off, not private)")
+    fconf.add_argument("--delta", type=float, default=None, help="--secure: delta of the whole fit (default 1e-6)")
+    fconf.add_argument("--accountant", choices=ACCOUNTANT_NAMES, default=None, help="--secure: every party's accountant (default best)")
+    fconf.add_argument("--colluders", type=positive_int, default=None, help="--secure: the collusion threshold t (default 1)")
+    fconf.add_argument("--timeout", type=finite_float, default=None, help="--secure: seconds a party waits for the others (default 120)")
+    fconf.add_argument("--addresses", nargs="+", default=None, metavar="HOST:PORT",
+                       help="--secure: one address per party, the server's first, then each site's in --sites order (default: "
+                       "free ports on 127.0.0.1)")
+    fconf.add_argument("--plaintext", action="store_true", help="--secure: plaintext TCP instead of mutual TLS (the report says so)")
     fconf.set_defaults(func=_fsir_config)
     fcl = fsub.add_parser("client", help="compute one client's private upload from its own CSV")
     fcl.add_argument("--config", required=True, help="the shared configuration (from `fsir config`)")
@@ -267,6 +447,27 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     fsv.add_argument("--out", default=None, metavar="RESULT.json", help="also write the result as JSON")
     fsv.add_argument("--json", action="store_true", help="print the result as JSON")
     fsv.set_defaults(func=_fsir_server)
+    fpa = fsub.add_parser("party", formatter_class=FORMATTER,
+                          help="run ONE party of a secure fit on this host: the server, or one site with its own CSV",
+                          description="A secure fit with one party per host: `fsir config --secure --sites NAME=ROWS ... "
+                          "--addresses ...` writes the shared file, `privsdr secure keys DIR --config FILE` the certificates; then "
+                          "every party runs `fsir party --config FILE --name NAME` on its own host (the server without data, each "
+                          "site with --data and --target). Each checks its certificates, address, --report, --journal and CSV "
+                          "first; a failure tells the others it is not ready and nothing is charged anywhere. Once every party "
+                          "has agreed on the public job each charges its own journal, and every party ends with the same "
+                          "opened noisy sums and directions (docs/hosts.md).")
+    fpa.add_argument("--config", required=True, help="the shared configuration (from `fsir config --secure`)")
+    fpa.add_argument("--name", required=True, help="this party: server, or one of the configuration's sites")
+    fpa.add_argument("--data", default=None, help="a site's CSV (header row; the configuration's columns and --target)")
+    fpa.add_argument("--target", default=None, help="a site's response column")
+    fpa.add_argument("--certs", default=None, metavar="DIR",
+                     help="this party's certificate folder (or the folder `privsdr secure keys` wrote: DIR/NAME is used)")
+    fpa.add_argument("--journal", default=None, help="charge this party's ledger journal (created if missing)")
+    fpa.add_argument("--report", default=None, help="write the privacy report (.md, .html or .json)")
+    fpa.add_argument("--out", default=None, metavar="RESULT.json", help="write the directions as JSON")
+    fpa.add_argument("--json", action="store_true", help="print the result as JSON")
+    fpa.add_argument("--allow-uncertified", action="store_true", help="accept a non-private run (a configuration with noise off)")
+    fpa.set_defaults(func=_fsir_party)
     fse = fsub.add_parser("secure", formatter_class=FORMATTER,
                           help="every client's CSV aggregated securely (MPyC party processes, mutual TLS), released once for all N rows",
                           description="Run the secure-aggregation fit on this machine: one MPyC process per client (reading its own "

@@ -1,7 +1,8 @@
 """``privsdr secure keys``: a CA and one key and certificate per party of a secure computation (mutual TLS).
 
     privsdr secure keys DIR --parties helper alice bob      # in MPyC's order: party i is "MPyC party i"
-    privsdr secure keys DIR --config shared.json            # the parties of a `vertical config --secure` file
+    privsdr secure keys DIR --config shared.json            # the parties of a `vertical config --secure` or
+                                                            # `fsir config --secure` file
 
 Writes ``DIR/ca/`` (the CA certificate and its key) and ``DIR/<name>/`` per party (the CA certificate, the party's
 certificate and key); keys mode 0600, folders 0700 (``privsdr.network.certificates``). Give each party its own
@@ -21,7 +22,11 @@ def _keys(args: argparse.Namespace) -> int:
     if (args.parties is None) == (args.config is None):
         raise ValidationError("give the parties in order (--parties NAME ...) or a configuration (--config shared.json), one of them")
     parties = args.parties
-    if args.config is not None:
+    if args.config is not None and _is_fsir(args.config):  # `fsir config --secure`: the server, then every site
+        from .fsir import _secure_parties, read_secure
+
+        parties = _secure_parties(read_secure(args.config)[1])
+    elif args.config is not None:
         from .vertical_secure import _estimator, read_config
 
         shared = read_config(args.config)
@@ -36,6 +41,17 @@ def _keys(args: argparse.Namespace) -> int:
     return 0
 
 
+def _is_fsir(path: str) -> bool:
+    """Whether ``path`` is an FSIR configuration (else it is read as a secure vertical one)."""
+    import json
+    from pathlib import Path
+
+    try:
+        return json.loads(Path(path).read_text()).get("protocol") == "privsdr.fsir"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     secure = sub.add_parser("secure", formatter_class=FORMATTER, help="certificates for the parties of a secure computation (mutual TLS)",
                             description="The parties of a secure computation (`fsir secure`, `vertical ... --secure`) talk over "
@@ -46,6 +62,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     keys = ssub.add_parser("keys", help="make a CA and one key and certificate per party (keys 0600)")
     keys.add_argument("out", help="the folder to write (DIR/ca/ and DIR/<party>/); refused if it already holds a CA")
     keys.add_argument("--parties", nargs="+", default=None, help="the parties in MPyC's order (helper or server first)")
-    keys.add_argument("--config", default=None, help="a `vertical config --secure` file: its parties, in its order")
+    keys.add_argument("--config", default=None, help="a `vertical config --secure` or `fsir config --secure` file: its parties, in its order")
     keys.add_argument("--days", type=int, default=365, help="how long the certificates are valid (default 365)")
     keys.set_defaults(func=_keys)

@@ -36,7 +36,14 @@ def _link(args: argparse.Namespace) -> int:
     if all(tls) and args.plaintext:
         raise ValidationError("--plaintext and the TLS certificates exclude each other")
     contexts = tls_contexts(args.ca, args.cert, args.key) if all(tls) else (None, None)
-    check_output(args.out, "--out", (".csv",))  # link_csv then reserves it before anything is sent
+    try:
+        check_output(args.out, "--out", (".csv",))  # link_csv then reserves it before anything is sent
+    except ValidationError as exc:  # the other parties hear it and stop at once
+        from ..linkage.refusal import tell_others
+
+        tell_others(exc, config, args.name, server_context=contexts[0], client_context=contexts[1],
+                    allow_plaintext=args.plaintext, timeout=args.timeout)
+        raise
     result = link_csv(args.data, args.id_column, args.out, config, args.name, server_context=contexts[0],
                       client_context=contexts[1], allow_plaintext=args.plaintext, timeout=args.timeout)
     channel = "TLS, peers checked by certificate name" if result.tls else "PLAINTEXT (not encrypted, not authenticated)"

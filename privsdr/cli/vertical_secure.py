@@ -20,16 +20,15 @@ opened statistics and prints the same model.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ..accounting import Budget, Ledger
-from ..errors import PrivsdrError, ValidationError
-from ._common import REPORT_SUFFIXES, Outputs, check_output, commit_report, open_ledger, write_report
+from ..errors import ValidationError
+from ._common import Outputs, commit_report, write_report
+from ._own_party import check_own_party, journal_opener, preflight, progress
 from ._parties import load_parties, load_party, read_tagged
 
 SECURE = "privsdr.vertical-secure-run"
@@ -98,63 +97,6 @@ def _estimator(params: dict[str, Any], budget: Budget, ledger: Ledger | None, ac
                                     budget=budget, ledger=ledger, accountant=accountant)  # the configured budget, exactly
 
 
-@contextlib.contextmanager
-def _journal(journal: str | None, budget: Budget, accountant: str) -> Iterator[Callable[[], Ledger | None]]:
-    """The party's ``--journal``, opened (and verified) when the returned function is called. A journal this
-    command creates is removed again on the way out if nothing was written to it after its header (the run stopped
-    before every party was ready): a failure before that point leaves every journal as it was (issue 36)."""
-    created: dict[str, bytes] = {}
-
-    def open_journal() -> Ledger | None:
-        if not journal:
-            return None
-        if Path(journal).exists():
-            return open_ledger(journal)
-        check_output(journal, "--journal")
-        ledger = Ledger(budget, accountant=accountant, journal=journal)
-        created["header"] = Path(journal).read_bytes()
-        return ledger
-
-    try:
-        yield open_journal
-    finally:
-        if journal and "header" in created:
-            with contextlib.suppress(OSError):
-                if Path(journal).read_bytes() == created["header"]:
-                    Path(journal).unlink()
-
-
-def _progress(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
-def own_certificates(certs: str | None, name: str) -> Path | None:
-    """This party's certificate folder: ``--certs DIR`` itself, or ``DIR/<name>`` when DIR is the folder
-    ``privsdr secure keys`` wrote for every party."""
-    if certs is None:
-        return None
-    folder = Path(certs)
-    return folder / name if not any(folder.glob("party_*.crt")) and (folder / name).is_dir() else folder
-
-
-def _can_listen(address: str) -> None:
-    """This party's configured address takes a listening socket now (as MPyC's does: address reuse on)."""
-    import socket
-
-    from ..network.addresses import split_address
-
-    host, port = split_address(address)
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, int(port)))
-        except OSError as exc:
-            raise ValidationError(f"address {address} is taken or not this machine's ({exc.strerror}): this party cannot listen there, so "
-                                  "the other parties will wait for it until their timeout; nothing was charged anywhere; "
-                                  "free the port or write a new configuration") from None
-
-
 def party(args: argparse.Namespace, name: str, holds_data: bool) -> int:
     """``vertical party --secure`` (``holds_data``) and ``vertical helper``: run this party's process only. SIGTERM
     and SIGHUP end it through every ``with`` block (``launch.interrupts``)."""
@@ -176,36 +118,19 @@ def _party(args: argparse.Namespace, name: str, holds_data: bool) -> int:
     budget, accountant = shared["budget"], shared["accountant"]
     est = _estimator(shared["estimator"], budget, None, accountant)
     parties, addresses = est.parties_for(layout), list(shared["addresses"])
-    certificates = own_certificates(getattr(args, "certs", None), name)
-    if shared["estimator"].get("tls", True) and name in parties:  # its key and certificate first: without them it cannot connect
-        if certificates is None:
-            raise ValidationError(f"this run uses TLS: party {name!r} needs its certificate folder (--certs; `privsdr secure keys`), "
-                                  "or plaintext asked for explicitly in the shared configuration; nothing was charged")
-        from ..network.certificates import load_credentials
-
-        load_credentials(certificates, parties.index(name))
     if not holds_data and name not in parties:
         raise ValidationError("this configuration has no helper: its parties are " + ", ".join(parties))
-    if name in parties and parties.index(name) > 0:  # MPyC's party 0 only dials the others; every other party listens
-        _can_listen(addresses[parties.index(name)])
-    with Outputs() as outputs, _journal(args.journal, budget, accountant) as open_journal:
-        what = "--report"
-        try:  # the report's path is checked and reserved before the run (issue 33)
-            report_path = outputs.add(getattr(args, "report", None), "--report", REPORT_SUFFIXES)
-            what = "--journal"
-            ledger = open_journal()
-            what = "--data"
-            data = load_party(name, args.data, args.target, args.columns) if holds_data else None
-        except (PrivsdrError, OSError, ValueError) as exc:
-            if name in parties:
-                est.decline_party(layout, name, addresses, f"its {what} cannot be used ({type(exc).__name__}; its own output says "
-                                  "why)", _progress, certificates)
-                if exc.args and isinstance(exc.args[0], str):
-                    exc.args = (f"{exc.args[0]}; this party told the others it is not ready: nothing was charged anywhere",
-                                *exc.args[1:])
-            raise
+    certificates = check_own_party(name, parties, addresses, shared["estimator"].get("tls", True), getattr(args, "certs", None))
+
+    def decline(why: str) -> None:
+        est.decline_party(layout, name, addresses, why, progress, certificates)
+
+    with Outputs() as outputs, journal_opener(args.journal, budget, accountant) as open_journal:
+        report_path, ledger, data = preflight(
+            outputs, getattr(args, "report", None), open_journal,
+            lambda: load_party(name, args.data, args.target, args.columns) if holds_data else None, decline)
         est.ledger = ledger
-        est.fit_party(layout, name, data, addresses, progress=_progress, certificates=certificates)
+        est.fit_party(layout, name, data, addresses, progress=progress, certificates=certificates)
         _print_result(args, est, name)
         commit_report(outputs, est.privacy_report_, report_path)
     return 0

@@ -14,7 +14,7 @@ slice sums), which with the noise off is classical SIR on the pooled rows with t
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -27,7 +27,7 @@ from ..mechanisms.distributed import honest_majority
 from ..plan import Plan, Run
 from ..released import from_run
 from ..released.moments import MomentRelease, add_moment_nodes, noise_error, random_subspace_error, with_diagnostics
-from ..secure import secure_release
+from ..secure.aggregate import agreed_parties, release_job, secure_release
 from .protocol import FSIRConfig
 
 RELATION = "replace_one"
@@ -97,20 +97,124 @@ def fit_secure(config: FSIRConfig, clients: Sequence[tuple[np.ndarray, np.ndarra
                ledger: Ledger, *, colluders: int, timeout: float, accountant: Any, random_state: Any, n_directions: Any,
                allow_uncertified: bool, addresses: Sequence[str] | None = None, tls: bool = True,
                certificates: Any = None) -> SecureFSIRResult:
-    """Fit by secure aggregation (module docstring). ``clients``: each client's (truncated X, slice labels);
-    ``addresses`` (server first), ``tls``, ``certificates``: the channels (``secure.aggregate.secure_release``)."""
+    """Fit by secure aggregation (module docstring), every party a process on this machine. ``clients``: each
+    client's (truncated X, slice labels); ``addresses`` (server first), ``tls``, ``certificates``: the channels
+    (``secure.aggregate.secure_release``). Every party agrees on the public job before the run is opened, so a
+    failure before that point leaves ``ledger``'s journal as it was (issue 36)."""
     p = clients[0][0].shape[1]
     N = int(sum(X.shape[0] for X, _ in clients))
-    H = config.n_slices
     check_secure_config(config, len(clients), colluders)
     calibrated = secure_plan(config, N, p, len(clients), colluders).allocate(budget, accountant=ledger.accountant, tight=True)
-    contributions = {cid: client_statistics(X, labels, H, N) for cid, (X, labels) in zip(ids, clients, strict=True)}
-    with Run(calibrated, ledger, random_state=random_state, data_shape=(N, p), algorithm="FederatedSIR (secure aggregation)",
-             allow_uncertified=allow_uncertified,
-             notes=["the clients' sums were added inside a secure computation (MPyC) and released once for all N rows; each "
-                    "client added its own discrete Gaussian share (distributed DP)"]) as run:
-        done = secure_release(run, NODES, contributions, party_bounds(config, p), parties=[SERVER, *ids], threshold=int(colluders),
-                              timeout=timeout, server=SERVER, addresses=addresses, tls=tls, certificates=certificates)
+    contributions = {cid: client_statistics(X, labels, config.n_slices, N) for cid, (X, labels) in zip(ids, clients, strict=True)}
+    job = release_job(calibrated, NODES, ids, party_bounds(config, p), parties=[SERVER, *ids], threshold=int(colluders),
+                      timeout=timeout, addresses=addresses, tls=tls)
+    session = agreed_parties(job, contributions, certificates=certificates)
+    return _release_and_fit(config, calibrated, ledger, session, contributions, list(ids), N, p, colluders=colluders, timeout=timeout,
+                            random_state=random_state, n_directions=n_directions, allow_uncertified=allow_uncertified, tls=tls)
+
+
+def site_rows(sites: Mapping[str, int]) -> dict[str, int]:
+    """The public row count of every site (the shared configuration of a per-host run), checked."""
+    rows = {str(name): n for name, n in sites.items()}
+    if not rows or any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1 for n in rows.values()):
+        raise ValidationError(f"every site needs a public row count >= 1, got {sites!r}")
+    if SERVER in rows:
+        raise ValidationError(f"{SERVER!r} names the server, not a site")
+    return rows
+
+
+def party_job(config: FSIRConfig, sites: Mapping[str, int], p: int, budget: Budget, accountant: Any, *, colluders: int,
+              timeout: float, addresses: Sequence[str], tls: bool) -> tuple[Any, Any]:
+    """(calibrated plan, public job) of a per-host run (``fit_secure_party``): every party computes the same two from
+    the shared configuration alone (public parameters; the sites' row counts give N)."""
+    from ..network.addresses import check_addresses
+
+    rows = site_rows(sites)
+    ids = list(rows)
+    check_secure_config(config, len(ids), colluders)
+    calibrated = secure_plan(config, sum(rows.values()), p, len(ids), colluders).allocate(budget, accountant=accountant, tight=True)
+    job = release_job(calibrated, NODES, ids, party_bounds(config, p), parties=[SERVER, *ids], threshold=int(colluders),
+                      timeout=timeout, addresses=check_addresses(list(addresses), [SERVER, *ids]), tls=tls)
+    return calibrated, job
+
+
+def decline_secure_party(config: FSIRConfig, own: str, sites: Mapping[str, int], p: int, budget: Budget, accountant: str, why: str, *,
+                         colluders: int, timeout: float, addresses: Sequence[str], tls: bool, certificates: Any = None,
+                         progress: Any = None) -> None:
+    """Take part in the agreement of a per-host run as party ``own``, not ready (``why``: which option and the kind of
+    failure, never data), so that every party stops at once with nothing charged (``privsdr fsir party``: a CSV,
+    report path or journal that cannot be used). No ledger of this party's is read."""
+    from ..secure.aggregate import decline_own_party
+
+    _, job = party_job(config, sites, p, budget, Ledger(budget, accountant=accountant).accountant, colluders=colluders,
+                       timeout=timeout, addresses=addresses, tls=tls)
+    if own not in job.parties:
+        raise ValidationError(f"{own!r} is not one of the parties {list(job.parties)}")
+    if progress is not None:
+        progress(f"[{own}] cannot take part ({why}); telling the other parties, nothing is charged (at most {timeout:g} s)")
+    decline_own_party(job, own, why, progress, certificates)
+
+
+def fit_secure_party(config: FSIRConfig, own: str, data: tuple[np.ndarray, np.ndarray] | None, sites: Mapping[str, int],
+                     p: int, budget: Budget, ledger: Ledger, *, colluders: int, timeout: float, addresses: Sequence[str],
+                     tls: bool = True, certificates: Any = None, random_state: Any = None, n_directions: Any = 1,
+                     allow_uncertified: bool = False, progress: Any = None) -> SecureFSIRResult:
+    """Run one party of the secure fit in this process (``privsdr fsir party``): the server (``own == "server"``,
+    ``data`` None) or site ``own`` with its own (truncated X, slice labels) (``checks.check_client_data``).
+    ``sites``: every site's public row count (N their sum), in MPyC's order after the server; ``addresses``: every
+    party's host:port, the server first; ``certificates``: this party's own folder (required with TLS). The other
+    parties run the same call elsewhere with the same public configuration, and every one ends with the same opened
+    sums and directions.
+
+    Agreement (issue 36): this party's data (its row count and width) and its ledger (``preflight``) are checked
+    first; a refusal tells the others it is not ready, and every party stops with nothing charged. Only once every
+    party has agreed on the public job (one digest) is this party's run opened and charged."""
+    from ..network.certificates import load_credentials
+    from ..secure.aggregate import agreed_own_party, declining
+
+    rows = site_rows(sites)
+    ids = list(rows)
+    if own not in (SERVER, *ids):
+        raise ValidationError(f"{own!r} is not one of the parties {[SERVER, *ids]}")
+    if (own == SERVER) != (data is None):
+        raise ValidationError("the server holds no data" if own == SERVER else f"site {own!r} needs its rows")
+    calibrated, job = party_job(config, rows, p, budget, ledger.accountant, colluders=colluders, timeout=timeout,
+                                addresses=addresses, tls=tls)
+    if tls:  # this party's own key and certificate first: without them it cannot connect
+        if certificates is None:
+            raise ValidationError(f"this run uses TLS: party {own!r} needs its certificate folder (`privsdr secure keys`), or "
+                                  "plaintext asked for explicitly in the shared configuration; nothing was charged")
+        load_credentials(certificates, job.index(own))
+    N = sum(rows.values())
+    contributions: dict[str, dict[str, np.ndarray]] = {}
+    with declining(job, own, progress, certificates):  # this party's data and ledger: a refusal stops every party
+        if data is not None:
+            X, labels = data
+            if X.shape != (rows[own], p):
+                raise ValidationError(f"site {own!r} must hold {rows[own]} rows and {p} columns (the shared configuration), "
+                                      f"got {X.shape[0]} x {X.shape[1]}")
+            contributions[own] = client_statistics(X, labels, config.n_slices, N)
+        ledger.preflight(calibrated, allow_uncertified=allow_uncertified)
+    session = agreed_own_party(job, own, contributions.get(own), progress, certificates)
+    return _release_and_fit(config, calibrated, ledger, session, contributions, ids, N, p, colluders=colluders, timeout=timeout,
+                            random_state=random_state, n_directions=n_directions, allow_uncertified=allow_uncertified, tls=tls)
+
+
+def _release_and_fit(config: FSIRConfig, calibrated: Any, ledger: Ledger, session: Any, contributions: Mapping[str, Any],
+                     ids: list[str], N: int, p: int, *, colluders: int, timeout: float, random_state: Any, n_directions: Any,
+                     allow_uncertified: bool, tls: bool) -> SecureFSIRResult:
+    """Open the run (every party has agreed: ``session``), release the moments, and post-process them."""
+    H = config.n_slices
+    try:
+        with Run(calibrated, ledger, random_state=random_state, data_shape=(N, p), algorithm="FederatedSIR (secure aggregation)",
+                 allow_uncertified=allow_uncertified,
+                 notes=["the clients' sums were added inside a secure computation (MPyC) and released once for all N rows; each "
+                        "client added its own discrete Gaussian share (distributed DP)"]) as run:
+            done = secure_release(run, NODES, contributions, party_bounds(config, p), parties=[SERVER, *ids], threshold=int(colluders),
+                                  timeout=timeout, server=SERVER, addresses=list(session.job.addresses), tls=tls, session=session,
+                                  contributors=ids)
+    finally:
+        session.__exit__(None, None, None)
     released = from_run(run, {"slice_sums": "slice_sums", "slice_counts": "slice_counts", "second_moment": "second_moment"},
                         n=N, source="secure aggregation")
     released = attrs.evolve(released, arrays={**released.arrays, "slice_sums": released["slice_sums"].reshape(p, H)})

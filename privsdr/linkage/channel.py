@@ -208,6 +208,17 @@ class Channel:
         except OSError:
             pass
 
+    def drain(self, deadline: float) -> bool:
+        """Read and discard until the peer closes (True) or ``deadline`` (``time.monotonic``) passes (False)."""
+        try:
+            while (left := deadline - time.monotonic()) > 0:
+                self.sock.settimeout(max(left, 0.05))
+                if not self.sock.recv(2**16):
+                    return True
+        except (OSError, ValueError):  # a reset, a TLS alert or the timeout: the peer is gone or silent
+            return False
+        return False
+
 
 def _tls_check(sock: socket.socket, expected: str) -> None:
     if isinstance(sock, ssl.SSLSocket):
@@ -336,3 +347,31 @@ def connect(me: str, peers: Sequence[Peer], digest: str, *, server_context: ssl.
             channel.close()
         raise
     return channels
+
+
+def refuse(me: str, peers: Sequence[Peer], digest: str, reason: str, *, server_context: ssl.SSLContext | None = None,
+           client_context: ssl.SSLContext | None = None, allow_plaintext: bool = False, timeout: float = 300.0) -> bool:
+    """Tell every other party that ``me`` cannot take part, so that each stops at once, naming it, instead of at its
+    timeout (issue 36): connect as the linkage does (names, certificates and the configuration's digest checked both
+    ways), send an ``ABORT`` frame carrying ``reason`` (the kind of failure, never an identifier) on every channel,
+    and wait until each peer has closed (at most ``timeout``). Nothing else is sent. Returns whether every peer was
+    told; a failure to connect returns False (the caller raises its own error)."""
+    try:
+        channels = connect(me, peers, digest, server_context=server_context, client_context=client_context,
+                           allow_plaintext=allow_plaintext, timeout=timeout)
+    except (LinkageError, ValidationError, OSError):
+        return False
+    deadline = time.monotonic() + timeout
+    try:
+        for channel in channels.values():
+            channel.abort(reason)
+        return all([channel.drain(deadline) for channel in channels.values()])
+    finally:
+        for channel in channels.values():
+            channel.close()
+
+
+def refused_note(told: bool) -> str:
+    """What the refusing party adds to its own error."""
+    return ("; this party told the other parties, which stop at once; nothing was sent" if told else
+            "; the other parties could not be told (they stop at their timeout); nothing was sent")

@@ -16,6 +16,7 @@ from .._io import PendingFile
 from ..errors import ValidationError
 from .normalise import normalise_ids
 from .psi import Linkage, LinkageConfig, link
+from .refusal import tell_others
 
 
 @dataclass(frozen=True)
@@ -73,14 +74,19 @@ def link_csv(path: str | Path, id_column: str, out: str | Path, config: LinkageC
              server_context: ssl.SSLContext | None = None, client_context: ssl.SSLContext | None = None,
              allow_plaintext: bool = False, timeout: float = 300.0) -> Linkage:
     """Link this party's CSV and write its linked rows to ``out`` (reserved before the linkage, written after it)."""
-    table = check_csv(path, id_column, config)
-    if Path(out).resolve() == Path(path).resolve():
-        raise ValidationError(f"the output {out} would overwrite the input")
-    pending = PendingFile(out)
-    try:
-        pending.open()
-    except OSError as exc:
-        raise ValidationError(f"{out}: cannot create a file there ({exc.strerror})") from None
+    try:  # this party's CSV, identifiers and output, before anything is sent; a refusal is told to the others
+        table = check_csv(path, id_column, config)
+        if Path(out).resolve() == Path(path).resolve():
+            raise ValidationError(f"the output {out} would overwrite the input")
+        pending = PendingFile(out)
+        try:
+            pending.open()
+        except OSError as exc:
+            raise ValidationError(f"{out}: cannot create a file there ({exc.strerror})") from None
+    except ValidationError as exc:
+        tell_others(exc, config, name, server_context=server_context, client_context=client_context,
+                    allow_plaintext=allow_plaintext, timeout=timeout)
+        raise
     try:
         result = link(table.column(id_column), config, name, server_context=server_context, client_context=client_context,
                       allow_plaintext=allow_plaintext, timeout=timeout)

@@ -25,9 +25,10 @@ SHOWN = 10
 class IdentifierError(ValidationError):
     """Identifiers that cannot be linked (missing, duplicated, wrongly formatted); ``rows`` are 1-based data rows."""
 
-    def __init__(self, message: str, rows: Sequence[int]) -> None:
+    def __init__(self, message: str, rows: Sequence[int], kind: str = "unusable identifiers") -> None:
         super().__init__(message)
         self.rows = list(rows)
+        self.kind = kind  #: what is wrong, without a row or a value (what a refusal tells the other parties)
 
 
 def _listed(rows: Sequence[int]) -> str:
@@ -54,16 +55,19 @@ def normalise_ids(values: Iterable[object], *, casefold: bool = False, pattern: 
     out: list[str | None] = [normalise_one(v, casefold) for v in values]
     missing = [i + 1 for i, v in enumerate(out) if v is None]
     if missing:
-        raise IdentifierError(f"missing {what} (empty, NaN or a missing-value token) in rows {_listed(missing)}", missing)
+        raise IdentifierError(f"missing {what} (empty, NaN or a missing-value token) in rows {_listed(missing)}", missing,
+                              "missing identifiers")
     ids = [v for v in out if v is not None]
     control = [i + 1 for i, v in enumerate(ids) if any(unicodedata.category(c).startswith("C") for c in v)]
     if control:
-        raise IdentifierError(f"{what} with control characters in rows {_listed(control)}", control)
+        raise IdentifierError(f"{what} with control characters in rows {_listed(control)}", control,
+                              "identifiers with control characters")
     if pattern is not None:
         regex = re.compile(pattern)
         bad = [i + 1 for i, v in enumerate(ids) if regex.fullmatch(v) is None]
         if bad:
-            raise IdentifierError(f"{what} not of the format {pattern!r} in rows {_listed(bad)}", bad)
+            raise IdentifierError(f"{what} not of the format {pattern!r} in rows {_listed(bad)}", bad,
+                                  "identifiers not of the configured format")
     first: dict[str, int] = {}
     duplicated: list[int] = []
     for i, v in enumerate(ids):
@@ -73,7 +77,7 @@ def normalise_ids(values: Iterable[object], *, casefold: bool = False, pattern: 
             first[v] = i + 1
     if duplicated:
         rows = sorted(set(duplicated))
-        raise IdentifierError(f"duplicate {what} (after normalisation) in rows {_listed(rows)}", rows)
+        raise IdentifierError(f"duplicate {what} (after normalisation) in rows {_listed(rows)}", rows, "duplicate identifiers")
     if not ids:
-        raise IdentifierError(f"no {what}s to link", [])
+        raise IdentifierError(f"no {what}s to link", [], "no identifiers")
     return ids

@@ -43,7 +43,8 @@ import rbcl
 
 from ..errors import ValidationError
 from .channel import Channel, LinkageError, Peer, check_addresses, connect
-from .normalise import normalise_ids
+from .normalise import IdentifierError, normalise_ids
+from .refusal import tell_others
 
 DOMAIN = b"privsdr.linkage.v1/ristretto255/sha512\x00"
 #: the public cap on identifiers per party (every list received is checked against it)
@@ -147,7 +148,12 @@ def link(ids: Sequence[object], config: LinkageConfig, name: str, *, server_cont
     must be loopback unless ``allow_plaintext``. ``timeout`` bounds every wait (connecting, each message: it must
     exceed the time the slowest party needs to blind one list, about 150 us per identifier on one core).
     """
-    normalised = normalise_ids(ids, casefold=config.casefold, pattern=config.pattern)
+    try:
+        normalised = normalise_ids(ids, casefold=config.casefold, pattern=config.pattern)
+    except IdentifierError as exc:  # the others hear the kind of refusal (never a row or an identifier) and stop at once
+        tell_others(exc, config, name, server_context=server_context, client_context=client_context,
+                    allow_plaintext=allow_plaintext, timeout=timeout)
+        raise
     names = config.names
     if name not in names:
         raise ValidationError(f"{name!r} is not one of the parties {names}")

@@ -17,11 +17,17 @@
 A party that fails, refuses or times out raises ``SecureAggregationError`` naming it and every party process has
 been ended; nothing else is released. Before the agreement nothing is charged (``charged`` False); after it the
 nodes stay charged (the journal says so).
+
+Agreement before the run (issue 36): a launcher builds the job from its calibrated plan (``release_job``,
+``gram_job``), starts the parties and waits until every one has agreed (``agreed_parties``: every party on this
+machine; ``agreed_own_party``: this party only), and only then opens its ``Run`` (the journal's reserve) and passes
+the agreed parties as ``session``. A failure before that point leaves every journal byte for byte as it was.
 """
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -104,20 +110,46 @@ def build_job(plan: CalibratedPlan, names: Sequence[str], bounds: Mapping[str, f
                           tuple(addresses) if addresses else loopback_addresses(len(parties)), tls)
 
 
+def release_job(plan: CalibratedPlan, names: Sequence[str], contributors: Sequence[str], bounds: Mapping[str, float], *,
+                parties: Sequence[str], threshold: int, timeout: float = 60.0, addresses: Sequence[str] | None = None,
+                tls: bool = True) -> AggregationJob:
+    """The public job of ``secure_release``: the nodes ``names`` of ``plan``, summed over the ``contributors`` (in
+    ``parties`` order; the other parties, e.g. a server, contribute nothing)."""
+    return build_job(plan, names, bounds, parties=parties, contributors=[p for p in parties if p in contributors],
+                     threshold=threshold, timeout=timeout, addresses=addresses, tls=tls)
+
+
 def secure_release(run: Run, names: Sequence[str], contributions: Mapping[str, Mapping[str, Any]], bounds: Mapping[str, float], *,
                    parties: Sequence[str], threshold: int, timeout: float = 60.0, server: str | None = None,
                    record_view: bool = False, addresses: Sequence[str] | None = None, tls: bool = True,
-                   certificates: Mapping[str, Any] | None = None) -> SecureRelease:
+                   certificates: Mapping[str, Any] | None = None, session: Parties | None = None,
+                   contributors: Sequence[str] | None = None) -> SecureRelease:
     """Release ``names`` as secure aggregates of ``contributions[party][node]`` (module docstring). ``parties``: every
     MPyC party in order (the contributors and, e.g., a server that contributes nothing); ``addresses``, ``tls``,
-    ``certificates``: the channels (``build_job``, ``launch.run_parties``)."""
-    contributors = [p for p in parties if p in contributions]
-    job = build_job(run.plan, names, bounds, parties=parties, contributors=contributors, threshold=threshold, timeout=timeout,
-                    addresses=addresses, tls=tls)
-    plain: dict[str, np.ndarray] = {name: np.sum([np.asarray(c[name], dtype=float) for c in contributions.values()], axis=0)
-                                    for name in names}
+    ``certificates``: the channels (``build_job``, ``launch.run_parties``). ``session``: the parties, already agreed
+    on this job before ``run`` was opened (``agreed_parties``, ``agreed_own_party``; exited here); ``contributors``:
+    who contributes when ``contributions`` holds this party's own only (one party's run; default its keys)."""
+    job = release_job(run.plan, names, list(contributions) if contributors is None else contributors, bounds, parties=parties,
+                      threshold=threshold, timeout=timeout, addresses=addresses, tls=tls)
+    whole = set(job.inputs) <= set(contributions)  # this process holds every contribution: the replay audit's tap
+    plain: dict[str, np.ndarray] | None = {name: np.sum([np.asarray(c[name], dtype=float) for c in contributions.values()], axis=0)
+                                           for name in names} if whole else None
+    if session is not None:
+        return release_agreed(run, job, session, plain, server)
     return _run(run, job, lambda j, charge: run_parties(j, contributions, charge=charge, record_view=record_view,
                                                         certificates=certificates), plain, server)
+
+
+def release_agreed(run: Run, job: AggregationJob, session: Parties, plain: Mapping[str, np.ndarray] | None,
+                   server: str | None) -> SecureRelease:
+    """Charge and run the already agreed ``session`` of ``job`` inside ``run`` (``_run``); its processes are ended
+    here whatever happens."""
+    try:
+        if session.job.digest() != job.with_addresses().digest():
+            raise ValidationError("the agreed parties hold another job than this run's (its plan, bounds or parties differ)")
+        return _run(run, job, lambda j, charge: session.finish(charge), plain, server)
+    finally:
+        session.__exit__(None, None, None)
 
 
 def gram_job(plan: CalibratedPlan, products: CrossProducts, *, parties: Sequence[str], threshold: int, bound: float,
@@ -134,6 +166,20 @@ def decline_own_party(job: AggregationJob, own: str, why: str, progress: Any = N
         run_own_party(job, own, None, certificates=certificates, decline=why, progress=progress)
     except PartyFailed:
         pass  # expected: this party and every other stops at the agreement
+
+
+@contextlib.contextmanager
+def declining(job: AggregationJob, own: str, progress: Any = None, certificates: Any = None) -> Iterator[None]:
+    """Inside: party ``own``'s own checks before the agreement (its data, its ledger's ``preflight``). A
+    ``PrivsdrError`` there tells the other parties that this one is not ready (``decline_own_party``: the kind of
+    failure only), so every party stops with nothing charged; then it is re-raised."""
+    try:
+        yield
+    except PrivsdrError as exc:
+        if progress is not None:
+            progress(f"[{own}] cannot take part ({exc}); telling the other parties, nothing is charged (at most {job.timeout:g} s)")
+        decline_own_party(job, own, f"{type(exc).__name__} at party {own!r} (its own output says why)", progress, certificates)
+        raise
 
 
 def gram_inputs(products: CrossProducts, blocks: Mapping[str, np.ndarray], label: np.ndarray | None,
@@ -154,7 +200,24 @@ def agreed_own_party(job: AggregationJob, own: str, inputs: Mapping[str, np.ndar
     """Start party ``own``'s process and wait until every party has agreed on ``job`` and is ready (issue 36: before
     the caller opens its run, so a failure here leaves its journal untouched). The caller exits the result (it ends
     the process); raises ``SecureAggregationError`` (nothing charged) if the parties do not all agree."""
-    party = own_party(job, own, inputs, certificates=certificates, progress=progress)
+    return _agreed(own_party(job, own, inputs, certificates=certificates, progress=progress))
+
+
+def agreed_parties(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any] | None], *, certificates: Any = None,
+                   record_view: bool = False) -> Parties:
+    """Every party of ``job`` as a process on this machine (``launch.run_parties``), started and agreed on the job,
+    before the caller opens its run (module docstring): a failure here (a party that cannot start, listen, connect
+    or agree) raises ``SecureAggregationError`` with nothing charged and nothing written to any journal. The caller
+    passes the result as ``session`` (or exits it)."""
+    holders = job.inputs if job.products is None else job.products.parties
+    missing = [p for p in holders if p not in inputs]
+    if missing:
+        raise ValidationError(f"no statistics for the contributing parties {missing}")
+    job = job.with_addresses()
+    return _agreed(Parties(job, inputs, job.parties, certificates=certificates, record_view=record_view))
+
+
+def _agreed(party: Parties) -> Parties:
     party.__enter__()
     try:
         party.agree()
@@ -163,7 +226,7 @@ def agreed_own_party(job: AggregationJob, own: str, inputs: Mapping[str, np.ndar
         if isinstance(exc, PartyFailed):
             raise SecureAggregationError(str(exc), exc.party, exc.pids, False) from None
         if isinstance(exc, Interrupted):
-            raise Interrupted(f"{exc}; its party process was ended; nothing was charged") from None
+            raise Interrupted(f"{exc}; the party processes it started were ended; nothing was charged") from None
         raise
     return party
 
@@ -188,17 +251,15 @@ def secure_gram_release(run: Run, products: CrossProducts, blocks: Mapping[str, 
             if not addresses:
                 raise ValidationError("one party's run needs every party's address (host:port)")
             session = agreed_own_party(job, own, gram_inputs(products, blocks, label, own).get(own), progress, certificates)
-        agreed = session
-        try:
-            return _run(run, job, lambda j, charge: agreed.finish(charge), None, helper)
-        finally:
-            agreed.__exit__(None, None, None)
-    inputs = gram_inputs(products, blocks, label)
+        return release_agreed(run, job, session, None, helper)
     # the noise-free Gram, for the replay audit's tap only (this process holds every block in a simulated fit)
     Z = np.column_stack([blocks[name] for name in products.parties]
                         + ([np.full(products.rows, products.intercept)] if products.intercept else [])).astype(object)
     scale = 2.0 ** (2 * products.exponent)
     plain = {"xtx": np.array(Z.T @ Z, dtype=float) * scale, "xty": np.array(Z.T @ np.asarray(label).astype(object), dtype=float) * scale}
+    if session is not None:  # every party here, agreed before the run was opened (``agreed_parties``)
+        return release_agreed(run, job, session, plain, helper)
+    inputs = gram_inputs(products, blocks, label)
     return _run(run, job, lambda j, charge: run_parties(j, inputs, charge=charge, record_view=record_view, certificates=certificates),
                 plain, helper)
 
@@ -219,7 +280,15 @@ def _run(run: Run, job: AggregationJob, parties: Callable[[AggregationJob, Calla
     charged = []
 
     def charge() -> None:
-        run.issue(*names)  # write-ahead: every node charged before any share exists, after every party agreed
+        before = run.ledger.spent
+        try:
+            run.issue(*names)  # write-ahead: every node charged before any share exists, after every party agreed
+        except Exception as exc:  # e.g. its journal refused the write: the processes tell the others (the charged round)
+            spent = ("nothing was charged on this party's ledger" if run.ledger.spent == before else
+                     "what it charged stays charged and its journal closes the run as failed")
+            raise SecureAggregationError(f"this party could not charge its ledger after every party was ready ({type(exc).__name__}: "
+                                         f"{exc}); it told the other parties, and every party stopped before drawing a noise share: "
+                                         f"nothing was released; {spent}", None, (), run.ledger.spent != before) from exc
         charged.append(True)
 
     try:

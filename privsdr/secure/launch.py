@@ -55,7 +55,7 @@ from ..errors import PrivsdrError
 from ..network.addresses import free_ports
 from ..network.certificates import Credentials, load_credentials, make_keys, party_credentials, private_config
 from .job import AggregationJob
-from .party import EXIT_DISAGREED, LAUNCHER_ENV
+from .party import EXIT_DISAGREED, EXIT_UNCHARGED, LAUNCHER_ENV
 
 __all__ = ["GRACE", "Interrupted", "Opened", "Parties", "PartyFailed", "free_ports", "interrupts", "own_party", "run_own_party",
            "run_parties"]
@@ -190,6 +190,11 @@ class PartyProcess:
         self._writer.join()
         self._send(b"go\n")
 
+    def uncharged(self) -> None:
+        """The charge failed here: the process tells its peers (the charged round) and stops without drawing."""
+        self._writer.join()
+        self._send(b"uncharged\n")
+
     def why(self) -> str:
         """The process's last error line, else its stages."""
         self.settle()
@@ -322,9 +327,18 @@ class Parties:
         self._remove_folder()  # every party connected: MPyC has read its certificates
 
     def finish(self, charge: Callable[[], None] | None = None) -> Opened:
-        """Charge (``charge()``), let the processes compute, and collect the opened sum."""
+        """Charge (``charge()``), let the processes compute, and collect the opened sum. If ``charge()`` raises, every
+        process here is told (``uncharged``), tells its peers in the charged round and stops before drawing a noise
+        share; this waits for them (bounded by the job's timeout), then re-raises."""
         if charge is not None:
-            charge()
+            try:
+                charge()
+            except BaseException:
+                for proc in self.procs.values():
+                    proc.uncharged()
+                while time.monotonic() < self.deadline and any(p.proc.poll() is None for p in self.procs.values()):
+                    time.sleep(0.02)
+                raise
         self.charged = True
         for proc in self.procs.values():
             proc.go()
@@ -373,6 +387,11 @@ class Parties:
             name = refused[0] if refused else name
             proc = self.procs[name]
         why = proc.why()
+        if code == EXIT_UNCHARGED:  # after the ready point a party's ledger refused the charge: its child's line names it
+            who = [str(w) for m in list(proc.messages) if m["stage"] == "uncharged" for w in m.get("parties", [])]
+            raise PartyFailed(f"{why}; {'its process was' if len(self.procs) == 1 else 'every party process was'} ended"
+                              + ("; this party's nodes had been charged" if self.charged else ""), who[0] if who else name,
+                              self.pids, self.charged)
         if len(self.procs) == 1:
             if code == EXIT_DISAGREED:  # the child's own line says who disagreed and that nothing was charged
                 raise PartyFailed(f"{why}; its process was ended", name, self.pids, self.charged)

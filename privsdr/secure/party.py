@@ -15,7 +15,10 @@ budget, accountant, relation, bounds, grids, noise shares, layout, parties, t, f
 (``--decline``: its launcher cannot take part, e.g. its journal has less left than the run costs), as canonical JSON
 bytes. Every party receives the same list; if any party is not ready or holds another digest, every party stops
 (exit code 6) and nothing is charged anywhere. Otherwise it reports ``agreed`` and waits for its launcher to charge
-the nodes and write ``go`` on its stdin; only then does it draw its noise shares and compute.
+the nodes and write ``go`` on its stdin (or ``uncharged``: its ledger refused the charge). Then every party tells
+every other whether its launcher charged (the charged round, canonical JSON bytes); if any did not, every party stops
+before drawing a noise share (exit code 9), naming the parties that did not charge, and nothing is released. Only when
+every party has charged does it draw its noise shares and compute.
 
 What crosses between parties is never unpickled with classes: MPyC frames its ``transfer`` messages (the agreement,
 its own shutdown barrier) and its secure arrays with ``pickle``; this program replaces the unpickler MPyC uses with
@@ -84,6 +87,8 @@ EXIT_REFUSED = 5
 EXIT_DISAGREED = 6  #: the parties did not all hold the same public job, or one was not ready: nothing was charged
 EXIT_PEER_LOST = 7  #: a peer's connection dropped before the sum was opened (its process or host is gone)
 EXIT_LAUNCHER_GONE = 8  #: this party's launcher closed its end of the pipe (it stopped or was killed)
+#: after every party was ready, a party's launcher could not charge its ledger: every party stopped before drawing a share
+EXIT_UNCHARGED = 9
 #: the environment variable that carries the launcher's PID (the parent-death check)
 LAUNCHER_ENV = "PRIVSDR_LAUNCHER_PID"
 #: the longest reason a party's note of refusal may carry to the others (it names a kind of failure, never data)
@@ -412,9 +417,20 @@ async def agree(mpc: Any, job: AggregationJob, digest: str, why: str | None) -> 
     return disagreements(job, digest, [read_agreement(item) for item in said])
 
 
+def charged_message(charged: bool) -> bytes:
+    """What a party sends in the charged round: canonical JSON bytes of ["charged", whether its launcher charged]."""
+    return json.dumps(["charged", bool(charged)], separators=(",", ":")).encode()
+
+
+def uncharged(job: AggregationJob, said: Sequence[Any]) -> list[str]:
+    """The parties whose charged-round message does not say that their launcher charged (``charged_message``)."""
+    return [who for who, item in zip(job.parties, said, strict=True) if read_agreement(item) != ["charged", True]]
+
+
 class Launcher:
-    """What this party hears from its launcher after the job and its input: ``go`` (the nodes are charged), or the
-    end of its stdin (the launcher is gone). Read by a daemon thread, so that nothing waits for it at exit."""
+    """What this party hears from its launcher after the job and its input: ``go`` (the nodes are charged),
+    ``uncharged`` (its ledger refused the charge), or the end of its stdin (the launcher is gone). Read by a daemon
+    thread, so that nothing waits for it at exit."""
 
     def __init__(self, fd: int, status: Channel) -> None:
         self._fd, self._status = fd, status
@@ -428,16 +444,18 @@ class Launcher:
         except OSError:
             line = b""
         self._go = line.strip() == b"go"
-        self._event.set()
-        if not self._go:
+        if not self._go and line.strip() != b"uncharged":
             self._status("launcher gone")
             print("the launcher of this party stopped before the charge: stopping (nothing was drawn)", file=sys.stderr, flush=True)
             os._exit(EXIT_LAUNCHER_GONE)
+        self._event.set()
 
-    async def wait(self) -> None:
-        """Wait (serving the other parties meanwhile) until the launcher has charged the nodes."""
+    async def wait(self) -> bool:
+        """Wait (serving the other parties meanwhile) until the launcher has charged the nodes (True) or could not
+        (False)."""
         while not self._event.is_set():
             await asyncio.sleep(0.02)
+        return self._go
 
 
 def watch_peers(mpc: Any, job: AggregationJob, status: Channel) -> dict[str, bool]:
@@ -482,9 +500,15 @@ async def _session(mpc: Any, job: AggregationJob, digest: str, why: str | None, 
         await mpc.shutdown()
         return problems
     status("agreed", digest=digest)
-    if launcher is not None:
-        await launcher.wait()
-    vector = with_shares(job, q) if q is not None else None  # the noise exists only after the charge
+    charged = True if launcher is None else await launcher.wait()
+    # the charged round: every party learns whether every launcher charged, before any noise share exists
+    missing = uncharged(job, await mpc.transfer(charged_message(charged)))
+    if missing:
+        status("uncharged", parties=missing)
+        peers["closing"] = True
+        await mpc.shutdown()
+        return ["uncharged", *missing]
+    vector = with_shares(job, q) if q is not None else None  # the noise exists only after every party charged
     opened, view, sent = await _aggregate(mpc, job, vector, args.record_view, status, block, label, peers)
     for step, counts in tally.items():  # the receipts, by peer name: what this process received, message by message
         view[f"receipts/{step}"] = np.array([f"{job.parties[int(i)]}={n}" for i, n in sorted(counts.items())], dtype=object)
@@ -686,6 +710,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         status("refused", why=str(exc))
         print(f"party {name!r} refused: {exc}", file=sys.stderr)
         return EXIT_REFUSED
+    if isinstance(done, list) and done[:1] == ["uncharged"]:
+        who = ", ".join(repr(w) for w in done[1:])
+        print(f"party {name!r} stopped after every party was ready: {who} could not charge its ledger, so every party stopped "
+              "before drawing a noise share and nothing was released" + (" (this party's own charge failed)" if name in done[1:]
+                                                                        else "; this party's launcher had charged its own"),
+              file=sys.stderr, flush=True)
+        watchdog.cancel()
+        return EXIT_UNCHARGED
     if isinstance(done, list):
         print(f"party {name!r} stopped before anything was charged: {'; '.join(done)}. Every party received the same "
               "list and stops, so nothing was charged anywhere (give every party the same configuration, and journals "

@@ -62,7 +62,8 @@ def describe(job: AggregationJob, party: str, view: dict[str, Any]) -> str:
     opened = "the noisy X^T X and X^T y" if products is not None else "the noisy sums"
     parts.append(f"the shares of {', '.join(view['open'])} that open {opened}, and the opened values")
     return ("; ".join(parts) + ". Nothing else reaches its process but, before anything is charged, every other party's "
-            "public job, its digest and whether it is ready (the agreement), and barrier messages, which carry no data")
+            "public job, its digest and whether it is ready (the agreement), after the charge whether every other party charged its "
+            "ledger (the charged round), and barrier messages, which carry no data")
 
 
 TLS_CHANNELS = "authenticated, encrypted channels (mutual TLS, certificates of one CA)"
@@ -131,7 +132,8 @@ def trust_model(job: AggregationJob, server: str | None = None, budget: Any = No
         "agreement": ("before anything was charged, every party sent every other party the record and digest of its public job "
                       "(budget, accountant, relation, bounds, grids, noise shares, layout, parties, t, field size) and whether it "
                       "was ready, over MPyC's channels (public values); the run went on only because every party held the same "
-                      "job and was ready, so every party calibrated and certified the same release"),
+                      "job and was ready, so every party calibrated and certified the same release; after the charge, every party "
+                      "told every other whether it had charged its ledger, and no noise share was drawn until every party had"),
         "opened": [n.name for n in job.nodes],
         "noise": (f"each of the {len(job.inputs)} contributors adds its own exact discrete Gaussian share; the shares of the "
                   f"{honest} contributors outside any coalition of {t} alone meet the calibration (Kairouz, Liu & Steinke, ICML 2021, "

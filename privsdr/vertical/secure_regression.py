@@ -39,7 +39,7 @@ from ..accounting.budget import as_budget
 from ..algorithms._base import PrivateEstimator, check_matrix, check_positive, check_random_state, diagnostic_rng, for_ledger
 from ..algorithms._pls_modes import ssp_postprocess
 from ..algorithms.adassp import adassp_solution
-from ..errors import PrivsdrError, ValidationError
+from ..errors import ValidationError
 from ..mechanisms.distributed import honest_majority
 from ..network.addresses import check_addresses
 from ..network.certificates import load_credentials
@@ -49,7 +49,15 @@ from ..plan import CalibratedPlan, Plan, Run
 from ..released import Released, from_run, gram, regression
 from ..released.fitted import Fitted
 from ..secure import crossproducts
-from ..secure.aggregate import agreed_own_party, decline_own_party, gram_inputs, gram_job, secure_gram_release
+from ..secure.aggregate import (
+    agreed_own_party,
+    agreed_parties,
+    decline_own_party,
+    declining,
+    gram_inputs,
+    gram_job,
+    secure_gram_release,
+)
 
 RELATION = "add_remove"
 NODES = ("xtx", "xty")
@@ -334,16 +342,10 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         if own is not None:  # this party's data and ledger, checked before the agreement: a refusal stops every party
             job = gram_job(calibrated, products, parties=c["parties"], threshold=c["t"], bound=bound, timeout=c["timeout"],
                            addresses=c["addresses"], tls=c["tls"])
-            try:
+            with declining(job, own, progress, certificates):
                 if own in data:
                     data = {own: self._own_data(layout, own, data[own])}
                 ledger.preflight(calibrated)
-            except PrivsdrError as exc:
-                if progress is not None:
-                    progress(f"[{own}] cannot take part ({exc}); telling the other parties, nothing is charged "
-                             f"(at most {c['timeout']:g} s)")
-                decline_own_party(job, own, f"{type(exc).__name__} at party {own!r} (its own output says why)", progress, certificates)
-                raise
         blocks, label, at = {}, None, 0
         for name, w in zip(names, widths, strict=True):
             if name in data:
@@ -353,20 +355,23 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
                     y_scaled = (np.asarray(data[name].y, dtype=float) - c["y_center"]) * c["label_scale"]
                     label = crossproducts.label_vector(y_scaled, c["label_bound"], e)
             at += w
-        session = None
-        if own is not None and job is not None:  # every party ready before this party's run (and journal) is opened
+        # every party ready before the run (and its journal) is opened: this party alone, or every party here (issue 36)
+        if own is not None and job is not None:
             session = agreed_own_party(job, own, gram_inputs(products, blocks, label, own).get(own), progress, certificates)
+        else:
+            job = gram_job(calibrated, products, parties=c["parties"], threshold=c["t"], bound=bound, timeout=c["timeout"],
+                           addresses=c["addresses"], tls=c["tls"])
+            session = agreed_parties(job, gram_inputs(products, blocks, label), certificates=certificates)
         try:
             with Run(calibrated, ledger, random_state=self.random_state, data_shape=None, algorithm="SecureVerticalRegression",
                      notes=["X^T X and X^T y were computed inside a secure computation (MPyC) from the parties' clipped, rounded "
                             "columns; every party added a discrete Gaussian share and only the noisy statistics were opened"]) as run:
                 done = secure_gram_release(run, products, blocks, label, parties=c["parties"], threshold=c["t"], bound=bound,
                                            timeout=c["timeout"], helper=HELPER if HELPER in c["parties"] else None, own=own,
-                                           addresses=c["addresses"], tls=c["tls"], certificates=certificates, progress=progress,
-                                           session=session)
+                                           addresses=list(session.job.addresses), tls=c["tls"], certificates=certificates,
+                                           progress=progress, session=session)
         finally:
-            if session is not None:
-                session.__exit__(None, None, None)
+            session.__exit__(None, None, None)
         released = from_run(run, NODES, n=0, source="secure vertical Gram")
         fitted = secure_regression_from_released(
             released, x_center=c["x_center"], y_center=c["y_center"], label_bound=c["label_bound"], constant=released_constant(c),
