@@ -187,6 +187,25 @@ def test_secure_vertical_regression_whose_party_cannot_listen_leaves_its_journal
     assert journal.read_bytes() == before
 
 
+def test_secure_sites_whose_party_cannot_listen_leaves_its_journal_byte_for_byte_unchanged(tmp_path):
+    from privsdr import AdaSSPRegression
+    from privsdr.federated import SecureSites
+
+    journal = tmp_path / "j.jsonl"
+    Ledger(Budget(5.0, 1e-6), journal=journal)
+    before = journal.read_bytes()
+    held, address = taken_address()
+    try:
+        est = SecureSites(AdaSSPRegression(bound_x=3.0, bound_y=3.0, budget=Budget(1.0, 1e-6), ledger=Ledger.open(journal)),
+                          colluders=1, timeout=20.0, addresses=[f"127.0.0.1:{p}" for p in free_ports(2)] + [address])
+        with pytest.raises(SecureAggregationError) as err:
+            est.fit(fsir_clients())
+    finally:
+        held.close()
+    assert not err.value.charged and "nothing was charged" in str(err.value)
+    assert journal.read_bytes() == before
+
+
 # -- after the ready point: one party's ledger refuses the charge ---------------------------------------------------
 def test_a_charge_refused_at_one_party_after_the_ready_point_stops_every_party_before_any_noise_share(tmp_path):
     """Issue 36 item 4: the three parties agree; then site2's journal refuses its charge (an OSError on the write).

@@ -32,6 +32,7 @@ from ..plan import Run
 from ..released import from_run
 from ..released.sites import SiteBlocks, distributed_plan, site_bounds
 from ..secure import secure_release
+from ..secure.aggregate import agreed_parties, release_job
 
 SERVER = "server"
 #: the default public cap on one site's rows (it sizes the secure integers when n is not public)
@@ -120,10 +121,18 @@ class SecureSites:
             contributions[site] = {name: np.asarray(local[name], dtype=float) for name in names}
         notes = [*blocks.notes, f"the {K} sites' block sums were added inside a secure computation (MPyC) and released once for "
                  f"all N rows; each site added its own discrete Gaussian share (distributed DP, <= {t} colluding parties)"]
-        with Run(calibrated, blocks.ledger, random_state=blocks.random_state, data_shape=(N, p),
-                 algorithm=f"{blocks.algorithm} (secure sum over {K} sites)", notes=notes) as run:
-            secure_release(run, names, contributions, site_bounds(blocks, int(self.max_rows)), parties=[SERVER, *ids], threshold=t,
-                           timeout=self.timeout, server=SERVER, addresses=self.addresses, tls=self.tls, certificates=self.certificates)
+        bounds = site_bounds(blocks, int(self.max_rows))
+        job = release_job(calibrated, names, ids, bounds, parties=[SERVER, *ids], threshold=t, timeout=self.timeout,
+                          addresses=self.addresses, tls=self.tls)
+        # every party started and agreed on the public job before the run (and its journal) is opened (issue 36)
+        session = agreed_parties(job, contributions, certificates=self.certificates)
+        try:
+            with Run(calibrated, blocks.ledger, random_state=blocks.random_state, data_shape=(N, p),
+                     algorithm=f"{blocks.algorithm} (secure sum over {K} sites)", notes=notes) as run:
+                secure_release(run, names, contributions, bounds, parties=[SERVER, *ids], threshold=t, timeout=self.timeout,
+                               server=SERVER, addresses=list(session.job.addresses), tls=self.tls, session=session, contributors=ids)
+        finally:
+            session.__exit__(None, None, None)
         public_n = N if calibrated.relation.value == "replace_one" else 0  # n is not public under add/remove
         released = from_run(run, names, n=public_n, source=SOURCE)
         fitted = blocks.finish(released, run.report, calibrated, blocks.ledger)
