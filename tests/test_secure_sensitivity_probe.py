@@ -16,9 +16,8 @@ import pytest
 
 from privsdr import Budget, FederatedSIR, Ledger, SecureVerticalRegression
 from privsdr.audit import probe_sensitivity, replacement_rows
-from privsdr.audit.secure_probe import opened_sensitivity, run_in_process, zero_shares
+from privsdr.audit.secure_probe import in_process, opened_sensitivity, run_in_process, zero_shares
 from privsdr.federated.secure_fit import secure_plan
-from privsdr.secure import aggregate
 from privsdr.vertical import Party
 
 MECHANISM = {"xtx": "symmetric_gaussian", "xty": "gaussian", "slice_sums": "gaussian", "slice_counts": "gaussian",
@@ -28,7 +27,7 @@ MECHANISM = {"xtx": "symmetric_gaussian", "xty": "gaussian", "slice_sums": "gaus
 @pytest.fixture
 def noise_free_parties(monkeypatch):
     """Every secure release runs the party program in this process with its shares drawn as 0."""
-    monkeypatch.setattr(aggregate, "run_parties", functools.partial(run_in_process, share=zero_shares))
+    in_process(monkeypatch.setattr, functools.partial(run_in_process, share=zero_shares))
 
 
 def _extremes(width: int, bound: float) -> list[np.ndarray]:

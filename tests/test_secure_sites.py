@@ -15,6 +15,7 @@ from conftest import gone
 
 from privsdr import DPPLS, AdaSSPRegression, Budget, DPMeanCovariance, Ledger
 from privsdr.audit import probe_sensitivity
+from privsdr.audit.secure_probe import in_process as stand_in
 from privsdr.audit.secure_probe import opened_sensitivity, run_in_process, share_counts, zero_shares
 from privsdr.errors import ValidationError
 from privsdr.federated import SecureSites
@@ -49,7 +50,7 @@ def in_process(monkeypatch):
         seen.append({"job": job, "inputs": inputs})
         return run_in_process(job, inputs, share=share, **kw)
 
-    monkeypatch.setattr(aggregate, "run_parties", run)
+    stand_in(monkeypatch.setattr, run)
     return seen
 
 
@@ -57,7 +58,7 @@ def in_process(monkeypatch):
 def test_noise_off_each_cell_is_the_estimator_on_the_pooled_rows(monkeypatch, cell):
     """Noise off, the secure sum over three sites of unequal size gives the estimator's own fit on the concatenated rows
     (up to the public grid's rounding), and the opened sums are the pooled statistics."""
-    monkeypatch.setattr(aggregate, "run_parties", functools.partial(run_in_process, share=zero_shares))
+    stand_in(monkeypatch.setattr, functools.partial(run_in_process, share=zero_shares))
     make, attributes = CELLS[cell]
     X, y, sites = _data()
     pooled = make(Budget.infinite()).fit(X, y)
@@ -84,7 +85,7 @@ def test_the_opened_sums_stay_within_their_declared_sensitivities_on_extreme_nei
     """The noise-free opening (every share drawn as 0, the grid of a real budget) of neighbouring site data: AdaSSP one
     extreme row added to site 1 (add/remove), mean-covariance site 1's row 0 replaced (replace-one, N public). Its
     change stays within each node's declared sensitivity (plus the rounding), and comes close to it (not vacuous)."""
-    monkeypatch.setattr(aggregate, "run_parties", functools.partial(run_in_process, share=zero_shares))
+    stand_in(monkeypatch.setattr, functools.partial(run_in_process, share=zero_shares))
     make, _ = CELLS[cell]
     _, _, sites = _data(n=30, seed=1)
     p = sites[0][0].shape[1]
@@ -188,18 +189,19 @@ def test_a_real_secure_adassp_fit_is_charged_once_and_its_trust_model_is_what_th
     pytest.importorskip("mpyc")
     from test_secure_views import recorded_view
 
-    from privsdr.secure.launch import run_parties
+    from privsdr.secure.launch import Parties
     from privsdr.secure.trust import describe
 
     runs = []
 
-    def recording(job, inputs, **kw):
-        kw["record_view"] = True
-        opened = run_parties(job, inputs, **kw)
-        runs.append((job, opened))
-        return opened
+    class Recording(Parties):  # the real processes, each recording what it receives
+        def finish(self, charge=None):
+            opened = super().finish(charge)
+            runs.append((self.job, opened))
+            return opened
 
-    monkeypatch.setattr(aggregate, "run_parties", recording)
+    monkeypatch.setattr(aggregate, "start_parties", lambda job, inputs, *, certificates=None, record_view=False:
+                        Recording(job, inputs, job.parties, certificates=certificates, record_view=True))
     X, y, sites = _data(n=3000)
     ledger = Ledger(Budget(1.0, 1e-6))  # exactly the fit's budget: charged once, for all N rows
     est = SecureSites(CELLS["adassp"][0](Budget(1.0, 1e-6), ledger), colluders=1, timeout=60.0).fit(sites)

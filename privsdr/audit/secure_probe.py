@@ -1,6 +1,7 @@
 """The secure paths' party program, run in this process: what a secure opening sums, without MPC processes.
 
-``run_in_process(job, inputs)`` stands in for ``secure.launch.run_parties``: every party's input is made by the party
+``run_in_process(job, inputs)`` stands in for ``secure.launch.run_parties`` (and ``InProcessParties`` for the agreed
+parties of ``secure.aggregate.start_parties``; ``in_process`` installs both): every party's input is made by the party
 program's own function (``secure.party.party_input``: clipped statistics rounded to the grid, plus its noise shares,
 or a secure Gram's blocks), and the party program's computation (``secure.party._aggregate``: the sum of the
 contributors' vectors and the cross-products of the blocks) runs once on plain integers through a stand-in for MPyC's
@@ -159,3 +160,43 @@ def share_counts(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any]]) -
         if rest != 0:
             counts[:, c] = base  # more shares than the digits can hold: certainly not one per party
     return counts
+
+
+class InProcessParties:
+    """Stands in for ``secure.launch.Parties`` (started, agreed, then ``finish``): the agreement checks every party's
+    input as the party processes do (a refusal raises ``PartyFailed`` before any charge), ``finish(charge)`` runs
+    ``runner`` (``run_in_process`` or a test's recording wrapper of it)."""
+
+    def __init__(self, job: AggregationJob, inputs: Mapping[str, Mapping[str, Any] | None], runner: Callable[..., Opened], *,
+                 certificates: Any = None, record_view: bool = False) -> None:
+        self.job, self._inputs, self._runner, self._record_view = job, inputs, runner, record_view
+        self.charged = False
+
+    def __enter__(self) -> InProcessParties:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def agree(self) -> None:
+        for name in self.job.parties:
+            try:
+                program.party_statistics(self.job, name, {k: np.asarray(v) for k, v in dict(self._inputs.get(name) or {}).items()})
+            except program.ShareRefused as exc:
+                raise PartyFailed(f"party {name!r} refused: {exc}", name) from None
+
+    def finish(self, charge: Callable[[], None] | None = None) -> Opened:
+        self.charged = True
+        return self._runner(self.job, self._inputs, charge=charge, record_view=self._record_view)
+
+
+def in_process(setattr_: Callable[[Any, str, Any], None], runner: Callable[..., Opened]) -> None:
+    """Make every secure release of ``privsdr.secure.aggregate`` run ``runner`` in this process, on both paths (the
+    one-call ``run_parties`` and the agreed ``start_parties``); ``setattr_``: e.g. pytest's ``monkeypatch.setattr``."""
+    from ..secure import aggregate
+
+    setattr_(aggregate, "run_parties", runner)
+    setattr_(aggregate, "start_parties",
+             lambda job, inputs, *, certificates=None, record_view=False: InProcessParties(job, inputs, runner,
+                                                                                          certificates=certificates,
+                                                                                          record_view=record_view))

@@ -214,7 +214,15 @@ def agreed_parties(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any] |
     if missing:
         raise ValidationError(f"no statistics for the contributing parties {missing}")
     job = job.with_addresses()
-    return _agreed(Parties(job, inputs, job.parties, certificates=certificates, record_view=record_view))
+    return _agreed(start_parties(job, inputs, certificates=certificates, record_view=record_view))
+
+
+def start_parties(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any] | None], *, certificates: Any = None,
+                  record_view: bool = False) -> Parties:
+    """Every party of ``job`` as a process on this machine (not started until entered). The one seam of the agreed
+    path, as ``run_parties`` is of the one-call path: ``privsdr.audit.secure_probe.in_process`` replaces both to run the
+    party program in this process."""
+    return Parties(job, inputs, job.parties, certificates=certificates, record_view=record_view)
 
 
 def _agreed(party: Parties) -> Parties:
