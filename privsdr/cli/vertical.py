@@ -12,7 +12,9 @@ from ..errors import ValidationError
 from ._common import FORMATTER, REPORT_SUFFIXES, Outputs, Parser, commit_report, filed, filing
 from ._parties import (
     add_party_and_fit,
+    configured_addresses,
     load_parties,
+    network_note,
     play_party,
     print_coefficients,
     print_simulated_run,
@@ -72,6 +74,8 @@ def _layout(specs: list[str], rows: int, label: str) -> Any:
 
 
 def _config(args: argparse.Namespace) -> int:
+    from ..vertical import DPBCDProtocol
+
     layout = _layout(args.party, args.rows, args.label) if args.party else None
     if args.secure:
         from . import vertical_secure
@@ -80,8 +84,11 @@ def _config(args: argparse.Namespace) -> int:
         return 0
     config = _config_from_args(args)
     budget = _budget(args.mode, args.epsilon, args.delta)
-    write_shared(args.out, SHARED, config, args.accountant, budget, layout)
-    print(f"wrote {args.out}: give it to every party (mode {config.mode}, T = {config.n_rounds})")
+    addresses, tls = configured_addresses(args, layout)
+    if layout is not None:
+        DPBCDProtocol(config).build_plan(layout, budget)  # every public rule checked now, not at the parties
+    write_shared(args.out, SHARED, config, args.accountant, budget, layout, addresses, tls)
+    print(f"wrote {args.out}: give it to every party (mode {config.mode}, T = {config.n_rounds}{network_note(addresses, tls, layout)})")
     return 0
 
 
@@ -99,15 +106,13 @@ def _party(args: argparse.Namespace) -> int:
         from . import vertical_secure
 
         return vertical_secure.party(args, args.name, True)
-    if not args.mailbox:
-        raise ValidationError("--mailbox is required (a folder every party can read and write), or run with --secure")
     config, budget, accountant, layout = _read_shared(args.config)
     if layout is None:
         raise ValidationError("the configuration has no layout: write it with `privsdr vertical config ... --party NAME=N ... --rows N --label NAME`")
     with Outputs() as outputs:  # a bad --report is refused before anything is charged
         report_path = outputs.add(args.report, "--report", REPORT_SUFFIXES)
         context = filing(args, args.data)
-        party, outcome = play_party(args, DPBCDProtocol(config), layout, budget, accountant)
+        party, outcome = play_party(args, DPBCDProtocol(config), layout, budget, accountant, SHARED)
         revealed = sent_by_party(outcome, lambda m: m.report.status if m.report_json else "post-processing")
         report = diagnosed({args.name: outcome.report}, outcome.result)[args.name]
         if not args.json:
@@ -216,13 +221,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     conf.set_defaults(func=_config)
     party, fit = add_party_and_fit(vsub, _party, _fit, party_target_help="the label column (only in the label holder's CSV)",
                                    fit_target_help="the label column (in exactly one party's CSV)",
-                                   allow_help="run paper/none mode (claimed or no guarantee)", mailbox_required=False)
+                                   allow_help="run paper/none mode (claimed or no guarantee)")
     for p in (party, fit):
         p.add_argument("--secure", action="store_true",
                        help="the configuration is a --secure one: X^T X and X^T y inside MPyC, one process per party at its address")
-        p.add_argument("--certs", default=None, metavar="DIR",
-                       help="--secure with TLS: this party's certificate folder, or the folder `privsdr secure keys` wrote "
-                       "(party: needed; fit: default a CA made for the run, on loopback only)")
+    fit.add_argument("--certs", default=None, metavar="DIR",
+                     help="--secure with TLS: the folder `privsdr secure keys` wrote (default a CA made for the run, on loopback only)")
     add_helper(vsub)
     from .vertical_link import add_link
 

@@ -141,8 +141,10 @@ class NetworkMailbox:
                   + ("mutual TLS (certificates checked for each party's name)" if self.tls else "plaintext TCP on loopback (asked for)"))
 
     def post(self, message: PartyMessage) -> None:
-        """Send ``message`` to each of its recipients (only to them)."""
+        """Send ``message`` to each of its recipients (only to them); nothing but an abort once a party has stopped."""
         self.open()
+        if message.kind != "abort":
+            self.check_aborts()
         frame = self.frames.pack(MESSAGE, message.to_bytes())
         for peer in message.recipients:
             if peer == self.name:
@@ -153,6 +155,7 @@ class NetworkMailbox:
                 self._call(self._send(peer, frame), self.timeout + 5.0)
             except (PeerVanished, TimeoutError):
                 if message.kind != "abort":  # an abort reaches whoever is still there
+                    self.check_aborts()  # a peer that stopped and left: its abort is the reason
                     raise
 
     def fetch(self, mid: str, **kwargs: Any) -> PartyMessage:
@@ -270,8 +273,8 @@ class NetworkMailbox:
         if later:  # listen on this party's own address only, until every later party has dialled it
             host, port = split_address(self.addresses[self.name])
             try:
-                server = await asyncio.start_server(functools.partial(self._accepted, later), host, port, ssl=self._server_ctx,
-                                                    reuse_address=True, ssl_handshake_timeout=self.timeout)
+                tls: dict[str, Any] = {"ssl": self._server_ctx, "ssl_handshake_timeout": self.timeout} if self._server_ctx else {}
+                server = await asyncio.start_server(functools.partial(self._accepted, later), host, port, reuse_address=True, **tls)
             except OSError as exc:
                 raise ConnectRefused(f"cannot listen on {self.addresses[self.name]} ({exc.strerror}): nothing was charged") from None
         dials = [self._spawn(self._dial(peer, deadline)) for peer in earlier]
