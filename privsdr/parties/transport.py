@@ -269,14 +269,15 @@ class NetworkMailbox:
         earlier, later = self.names[:index], self.names[index + 1:]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
-        server = None
+        listener = None
         if later:  # listen on this party's own address only, until every later party has dialled it
             host, port = split_address(self.addresses[self.name])
             try:
-                tls: dict[str, Any] = {"ssl": self._server_ctx, "ssl_handshake_timeout": self.timeout} if self._server_ctx else {}
-                server = await asyncio.start_server(functools.partial(self._accepted, later), host, port, reuse_address=True, **tls)
+                listener = socket.create_server((host, port))  # address reuse on, as MPyC's
             except OSError as exc:
                 raise ConnectRefused(f"cannot listen on {self.addresses[self.name]} ({exc.strerror}): nothing was charged") from None
+            listener.setblocking(False)
+            self._spawn(self._listen(listener, later))
         dials = [self._spawn(self._dial(peer, deadline)) for peer in earlier]
         try:
             while not all(p in self._writers for p in self.peers):
@@ -290,8 +291,8 @@ class NetworkMailbox:
                                          + "; nothing was charged")
                 await asyncio.sleep(0.05)
         finally:
-            if server is not None:
-                server.close()
+            if listener is not None:
+                listener.close()
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)
@@ -327,7 +328,27 @@ class NetworkMailbox:
         kind, length = self.frames.unpack(await reader.readexactly(HEADER.size), peer)
         return kind, await reader.readexactly(length)
 
-    async def _accepted(self, later: list[str], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _listen(self, listener: socket.socket, later: list[str]) -> None:
+        loop = asyncio.get_running_loop()
+        while not all(p in self._writers for p in later):
+            try:
+                conn, _ = await loop.sock_accept(listener)
+            except OSError:  # closed: everyone connected, or the connection phase failed
+                return
+            self._spawn(self._accepted(later, conn))
+
+    async def _accepted(self, later: list[str], conn: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(loop=loop)
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        try:  # the TLS handshake (a certificate not signed by the CA fails here, and is kept among the refusals)
+            transport, _ = await loop.connect_accepted_socket(lambda: protocol, conn, ssl=self._server_ctx,
+                                                              ssl_handshake_timeout=self.timeout if self._server_ctx else None)
+        except (OSError, ssl.SSLError, asyncio.TimeoutError) as exc:
+            self._refused.append(f"{type(exc).__name__}: {exc}")
+            conn.close()
+            return
+        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
         try:
             kind, body = await asyncio.wait_for(self._frame(reader, "a connecting peer"), self.timeout)
             if kind != HELLO:
@@ -337,7 +358,7 @@ class NetworkMailbox:
             writer.write(self.frames.pack(HELLO, _hello(self.name, peer, self.digest)))
             await writer.drain()
         except (ConnectRefused, FrameError, OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ssl.SSLError) as exc:
-            self._refused.append(str(exc) or type(exc).__name__)
+            self._refused.append(f"{type(exc).__name__}: {exc}")
             writer.close()
             return
         self._writers[peer] = writer
