@@ -41,6 +41,8 @@ class Mutant:
         return ((self.path, self.old, self.new), *self.more)
 
 
+_NET, _NET_TESTS = "privsdr/parties/transport.py", "tests/test_mailbox_network.py"
+
 MUTANTS = (
     Mutant("gaussian_sigma_halved", "Gaussian mechanism draws half its calibrated noise",
            "privsdr/mechanisms/gaussian.py", "        return arr + spec.scale * rng.standard_normal(arr.shape)",
@@ -627,6 +629,32 @@ MUTANTS = (
            "sock = context.wrap_socket(raw, server_hostname=peer.name if context.check_hostname else None) if context else raw",
            "sock = raw", ("tests/test_linkage.py",),
            more=(("privsdr/linkage/channel.py", "sock = context.wrap_socket(raw, server_side=True) if context else raw", "sock = raw"),)),
+    # issue 36 item 1: the mailbox protocols over the network (privsdr/parties/transport.py)
+    Mutant("mailbox_peer_name_unchecked", "a mailbox peer's certificate is not checked for the party it claims to be",
+           _NET, "        if not self.tls:\n            return\n        names", "        if True:\n            return\n        names",
+           (_NET_TESTS + "::test_an_impostor_is_refused_before_anything_is_charged",)),
+    Mutant("mailbox_plaintext_anywhere", "a mailbox party talks plaintext to a network address",
+           _NET, "        if not tls and remote:", "        if False:", (_NET_TESTS + "::test_plaintext_to_a_network_address_is_refused_without_the_flag",)),
+    Mutant("mailbox_config_plaintext_anywhere", "a mailbox configuration with --plaintext and network addresses is written",
+           "privsdr/cli/_parties.py", "    if args.plaintext and remote:", "    if False:",
+           (_NET_TESTS + "::test_plaintext_to_a_network_address_is_refused_without_the_flag",)),
+    Mutant("mailbox_tls_ignored", "mailbox connections stay plaintext although the configuration asks for TLS",
+           _NET, "sock=sock, ssl=self._client_ctx,", "sock=sock, ssl=None,", (_NET_TESTS + "::test_a_relay_between_the_two_parties_sees_only_tls_records",),
+           more=((_NET, "conn, ssl=self._server_ctx,", "conn, ssl=None,"),
+                 (_NET, "        if not self.tls:\n            return\n        names", "        if True:\n            return\n        names"))),
+    Mutant("mailbox_sender_unchecked", "a mailbox message signed with another party's name is accepted from the peer",
+           _NET, "if message.sender != peer or self.name not in message.recipients:", "if False:",
+           (_NET_TESTS + "::test_a_message_signed_with_another_senders_name_stops_the_run",)),
+    Mutant("mailbox_vanished_peer_unnoticed", "a mailbox peer whose connection drops is not noticed",
+           _NET, "                self._gone[peer] = why", "                pass",
+           (_NET_TESTS + "::test_a_peer_that_vanishes_is_named_and_the_journal_closes_the_run_as_failed",)),
+    Mutant("mailbox_connect_after_reserve", "a mailbox party connects only at its first message, after its run is reserved",
+           "privsdr/parties/party_process.py", "        box.progress = progress or box.progress\n        box.open()\n",
+           "        box.progress = progress or box.progress\n", (_NET_TESTS + "::test_an_impostor_is_refused_before_anything_is_charged",)),
+    Mutant("mailbox_messages_on_disk", "the network mailbox also saves each message it sends to a file",
+           _NET, "        frame = self.frames.pack(MESSAGE, message.to_bytes())\n",
+           "        frame = self.frames.pack(MESSAGE, message.to_bytes())\n        message.save(f\"{message.id}.npz\")\n",
+           (_NET_TESTS + "::test_the_network_run_gives_the_folder_runs_model_and_writes_nothing",)),
 )
 
 # issue 34: the Gram-block spec (privsdr/released/gram.py). Each rule of block_value halved once in the spec; one entry

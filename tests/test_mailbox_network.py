@@ -209,6 +209,23 @@ def test_a_peer_that_vanishes_is_named_and_the_journal_closes_the_run_as_failed(
     assert ledger.spent.epsilon > 0 and run.closed and run.summary["failed"] and "PeerVanished" in run.summary["why"]
 
 
+def test_a_message_signed_with_another_senders_name_stops_the_run(pki):
+    """The channel is authenticated: bob cannot pass off a message as alice's (nor one not addressed to its reader)."""
+    where = addresses()
+    alice, bob = box("alice", where, pki, timeout=5.0), box("bob", where, pki, timeout=5.0)
+    opener = threading.Thread(target=alice.open)
+    opener.start()
+    try:
+        bob.open()
+        opener.join(TIMEOUT)
+        bob.post(PartyMessage("privsdr.dpbcd", 1, "d", "alice", ("alice",), "ready", 0, {}, {}))  # bob signs as alice
+        with pytest.raises(PeerVanished, match="broke the protocol: bob sent message 0000-alice-ready from 'alice'"):
+            alice.fetch("0000-bob-ready")
+    finally:
+        bob._stop()
+        alice._stop()
+
+
 def test_a_peer_that_stops_answering_is_named_at_the_timeout(pki, data):
     where = addresses()
     alice, bob = box("alice", where, pki, timeout=1.5), box("bob", where, pki, timeout=1.5)
