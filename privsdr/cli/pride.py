@@ -1,7 +1,8 @@
 """``privsdr pride config|party|fit``: PRIDE among parties that hold different columns of the same people.
 
 ``config`` writes the shared public configuration (protocol, budget, layout); ``party`` runs one party
-from its own CSV, exchanging messages with the others through a shared folder (``run_party``);
+from its own CSV, exchanging messages with the others through a shared folder or, when the configuration has
+``--addresses``, over mutual TLS (``run_party``);
 ``fit`` simulates every party in one process. A party whose CSV has the ``--target`` column holds y
 and estimates its coefficients; the others only send their sketch.
 """
@@ -217,7 +218,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                            "of its block to the others (S-DP: one attribute value of one person is protected); each party that holds "
                            "y fits ridge on its own columns plus the others' sketches and keeps its own coefficients. `pride config` "
                            "writes the shared public configuration; `pride party` runs one party from its own CSV through a shared "
-                           "folder; `pride fit` simulates all parties in one process.")
+                           "folder (or over mutual TLS with config --addresses); `pride fit` simulates all parties in one process.")
     psub = pride.add_subparsers(dest="pride_command", required=True, metavar="ACTION", parser_class=Parser)
     conf = psub.add_parser("config", help="write the shared configuration (protocol, budget, layout)")
     conf.add_argument("out", help="the configuration file to write (.json)")

@@ -206,7 +206,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                           "the local price of privacy.\n"
                           "Which one to use: docs/vertical.md, 'Which estimator for vertically partitioned data?'.\n"
                           "`vertical config` writes the shared public configuration; `vertical party` runs one party from its own CSV "
-                          "(DP-BCD: messages through a shared folder; --secure: its own MPyC process at its address, mutual TLS); `vertical fit` "
+                          "(DP-BCD: messages through a shared folder, or over mutual TLS with config --addresses; --secure: its own MPyC process at its address, mutual TLS); `vertical fit` "
                           "runs all parties on this machine.")
     vsub = vert.add_subparsers(dest="vertical_command", required=True, metavar="ACTION", parser_class=Parser)
     conf = vsub.add_parser("config", help="write the shared configuration (protocol, budget, layout)")
