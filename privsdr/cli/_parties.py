@@ -194,12 +194,19 @@ def transport(args: argparse.Namespace, tag: str, layout: Any) -> Any:
                           "--mailbox (drop it)")
     if args.name not in layout.names:
         raise ValidationError(f"party {args.name!r} is not in the layout ({', '.join(layout.names)})")
-    from .vertical_secure import own_certificates
-
     tls = shared.get("tls", True) is not False  # no "tls": never plaintext
     return NetworkMailbox(args.name, dict(zip(layout.names, shared["addresses"], strict=True)), shared_digest(shared),
                           certificates=own_certificates(args.certs, args.name) if tls else None, tls=tls,
                           timeout=args.timeout or DEFAULT_TIMEOUT, max_message=message_cap(layout), progress=_progress(args.name))
+
+
+def own_certificates(certs: str | None, name: str) -> Path | None:
+    """This party's certificate folder: ``--certs DIR`` itself, or ``DIR/<name>`` when DIR is the folder
+    ``privsdr secure keys`` wrote for every party."""
+    if certs is None:
+        return None
+    folder = Path(certs)
+    return folder / name if not any(folder.glob("party_*.crt")) and (folder / name).is_dir() else folder
 
 
 def _progress(name: str) -> Any:

@@ -30,7 +30,7 @@ from typing import Any
 from ..accounting import Budget, Ledger
 from ..errors import PrivsdrError, ValidationError
 from ._common import REPORT_SUFFIXES, Outputs, check_output, commit_report, open_ledger, write_report
-from ._parties import add_network_options, load_parties, load_party, read_tagged
+from ._parties import add_network_options, load_parties, load_party, own_certificates, read_tagged
 
 SECURE = "privsdr.vertical-secure-run"
 HELPER_CHOICES = {"auto": "auto", "yes": True, "no": False}
@@ -126,15 +126,6 @@ def _journal(journal: str | None, budget: Budget, accountant: str) -> Iterator[C
 
 def _progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
-
-
-def own_certificates(certs: str | None, name: str) -> Path | None:
-    """This party's certificate folder: ``--certs DIR`` itself, or ``DIR/<name>`` when DIR is the folder
-    ``privsdr secure keys`` wrote for every party."""
-    if certs is None:
-        return None
-    folder = Path(certs)
-    return folder / name if not any(folder.glob("party_*.crt")) and (folder / name).is_dir() else folder
 
 
 def _can_listen(address: str) -> None:
