@@ -17,6 +17,7 @@ from conftest import run_cli
 from relay import Relay, tls_records
 
 from privsdr import Budget, Ledger, ValidationError
+from privsdr.cli._parties import with_channels
 from privsdr.datasets import dpbcd_synthetic
 from privsdr.network.addresses import free_ports
 from privsdr.network.certificates import load_credentials, make_keys
@@ -145,7 +146,8 @@ def test_a_relay_between_the_two_parties_sees_only_tls_records(pki, data, tls, m
 
     monkeypatch.setattr(transport_module.socket, "create_connection", via_relay)
     try:
-        out = play({n: box(n, where, pki, tls=tls) for n in data}, data, DPBCDProtocol(DPBCD), Budget(4.0, 1e-6))
+        boxes = {n: box(n, where, pki, tls=tls) for n in data}
+        out = play(boxes, data, DPBCDProtocol(DPBCD), Budget(4.0, 1e-6))
     finally:
         relay.close()
     assert all(not isinstance(r, Exception) for r in out.values()), out
@@ -159,6 +161,8 @@ def test_a_relay_between_the_two_parties_sees_only_tls_records(pki, data, tls, m
         assert not [s for s in secrets if s in traffic]
     else:
         assert all(s in traffic for s in secrets)  # the instrument sees what travels in the clear
+    report = with_channels(out["alice"].report, boxes["alice"])  # what the CLI files: the channels, in the report
+    assert report.status_line.endswith("(plaintext channels)") != tls and "channels: " in report.notes[-1]
 
 
 def test_plaintext_to_a_network_address_is_refused_without_the_flag(tmp_path, monkeypatch):
@@ -292,5 +296,6 @@ def test_the_cli_runs_two_parties_over_tls_from_the_configurations_addresses(tmp
     a, b = json.loads(alice.stdout), json.loads(b_out)
     assert a["coefficients"] == b["coefficients"] and a["report"]["status"] == "certified"
     assert "over mutual TLS" in alice.stderr and "over mutual TLS" in b_err
+    assert any(n.startswith("channels: the messages went over mutual TLS") for n in a["report"]["notes"])
     assert Ledger.open(journal).spent.epsilon > 0
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".npz") == []

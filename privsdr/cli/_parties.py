@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 
 from .._json import parse_json
@@ -231,7 +232,21 @@ def play_party(args: argparse.Namespace, protocol: Any, layout: Any, budget: Bud
         raise
     outcome = run_party(protocol, party, layout, budget, box, ledger=ledger, accountant=accountant,
                         allow_uncertified=args.allow_uncertified, timeout=args.timeout, progress=_progress(args.name))
+    if not isinstance(box, (str, Path)):
+        outcome = attrs.evolve(outcome, report=with_channels(outcome.report, box))
     return party, outcome
+
+
+def with_channels(report: Any, box: Any) -> Any:
+    """The party's report with a note on how its messages travelled; plaintext also in the status line."""
+    peers = ", ".join(f"{p} at {box.addresses[p]}" for p in box.peers)
+    if box.tls:
+        note = (f"channels: the messages went over mutual TLS to and from {peers}; every certificate was checked against the "
+                "parties' CA and for the party it names, and the parties compared the whole configuration's digest first")
+        return attrs.evolve(report, notes=[*report.notes, note])
+    note = (f"channels: plaintext TCP on loopback with {peers} (asked for with --plaintext): neither encrypted nor "
+            "authenticated, so any process of this machine could read the messages or pose as a party")
+    return attrs.evolve(report, notes=[*report.notes, note], status_line=f"{report.status_line} (plaintext channels)")
 
 
 def add_party_and_fit(sub: Any, party_fn: Any, fit_fn: Any, *, party_target_help: str, fit_target_help: str,
