@@ -74,8 +74,6 @@ def _layout(specs: list[str], rows: int, label: str) -> Any:
 
 
 def _config(args: argparse.Namespace) -> int:
-    from ..vertical import DPBCDProtocol
-
     layout = _layout(args.party, args.rows, args.label) if args.party else None
     if args.secure:
         from . import vertical_secure
@@ -85,8 +83,6 @@ def _config(args: argparse.Namespace) -> int:
     config = _config_from_args(args)
     budget = _budget(args.mode, args.epsilon, args.delta)
     addresses, tls = configured_addresses(args, layout)
-    if layout is not None:
-        DPBCDProtocol(config).build_plan(layout, budget)  # every public rule checked now, not at the parties
     write_shared(args.out, SHARED, config, args.accountant, budget, layout, addresses, tls)
     print(f"wrote {args.out}: give it to every party (mode {config.mode}, T = {config.n_rounds}{network_note(addresses, tls, layout)})")
     return 0

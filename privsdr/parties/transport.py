@@ -51,6 +51,7 @@ VERSION = 1
 HELLO, MESSAGE, BYE = 1, 2, 3
 KINDS = {HELLO: "hello", MESSAGE: "message", BYE: "bye"}
 MAGIC = b"PSDM"
+MAX_HELLO = 4096  #: bytes: a hello is read before the peer has said who it is
 PROGRESS_EVERY = 10.0  #: seconds between two "still waiting" progress lines
 
 
@@ -326,6 +327,8 @@ class NetworkMailbox:
 
     async def _frame(self, reader: asyncio.StreamReader, peer: str) -> tuple[int, bytes]:
         kind, length = self.frames.unpack(await reader.readexactly(HEADER.size), peer)
+        if kind == HELLO and length > MAX_HELLO:  # before the peer is known: a hello is small
+            raise FrameError(f"{peer} sent a hello of {length} bytes (at most {MAX_HELLO})")
         return kind, await reader.readexactly(length)
 
     async def _listen(self, listener: socket.socket, later: list[str]) -> None:
