@@ -213,6 +213,35 @@ def test_a_peer_that_vanishes_is_named_and_the_journal_closes_the_run_as_failed(
     assert ledger.spent.epsilon > 0 and run.closed and run.summary["failed"] and "PeerVanished" in run.summary["why"]
 
 
+def test_each_party_listens_on_its_own_address_only_and_the_last_nowhere(pki):
+    """Alice listens on her configured host and port only (not on every interface), until bob has dialled her; bob, last
+    in the layout, only dials (read off this process's own /proc/PID/net/tcp)."""
+    import os
+    import time
+
+    from test_secure_tls import listening  # the sockets a process listens on, by inode
+
+    where = addresses()
+    alice, bob = box("alice", where, pki, timeout=5.0), box("bob", where, pki, timeout=5.0)
+    ports = {int(a.rsplit(":", 1)[1]) for a in where.values()}
+    opener = threading.Thread(target=alice.open)
+    opener.start()
+    try:
+        seen: set = set()
+        for _ in range(100):  # alice is listening (she waits for bob)
+            seen = {s for s in listening(os.getpid()) if s[1] in ports}
+            if seen:
+                break
+            time.sleep(0.05)
+        assert seen == {("127.0.0.2", int(where["alice"].rsplit(":", 1)[1]))}
+        bob.open()
+        opener.join(TIMEOUT)
+        assert alice.opened and not {s for s in listening(os.getpid()) if s[1] in ports}  # everyone connected: nobody listens
+    finally:
+        bob._stop()
+        alice._stop()
+
+
 def test_a_message_signed_with_another_senders_name_stops_the_run(pki):
     """The channel is authenticated: bob cannot pass off a message as alice's (nor one not addressed to its reader)."""
     where = addresses()
