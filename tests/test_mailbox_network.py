@@ -328,3 +328,56 @@ def test_the_cli_runs_two_parties_over_tls_from_the_configurations_addresses(tmp
     assert any(n.startswith("channels: the messages went over mutual TLS") for n in a["report"]["notes"])
     assert Ledger.open(journal).spent.epsilon > 0
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".npz") == []
+
+
+def test_sigterm_stops_a_cli_party_which_tells_the_others_and_closes_its_journal_run(tmp_path, pki):
+    """Bob's `vertical party` process, ready and waiting for alice's first release, gets SIGTERM: it tells alice (an
+    abort naming the kind of failure), exits 130, and his journal closes the run as failed (his stage-0 release, charged
+    after the ready point, stays charged)."""
+    import json
+    import os
+    import signal
+    import time
+
+    from privsdr._json import parse_json
+    from privsdr.cli._parties import shared_digest
+    from privsdr.cli.vertical import _read_shared
+    from privsdr.vertical import ProtocolAborted
+
+    d = dpbcd_synthetic(N, 5, seed=9)
+    np.savetxt(tmp_path / "bob.csv", d.blocks[1], delimiter=",", header="b0,b1,b2", comments="")
+    where = addresses()
+    cfg = tmp_path / "net.json"
+    assert run_cli("vertical", "config", cfg, "--party", "alice=2", "bob=3", "--rows", N, "--label", "alice", "--epsilon", 4,
+                   "--row-bound", 8, "--label-bound", 60, "--coef-bound", 20, "--addresses", where["alice"], where["bob"]).returncode == 0
+    journal = tmp_path / "bob.jsonl"
+    assert run_cli("ledger", "init", journal, "--epsilon", 5, "--delta", 1e-5).returncode == 0
+    config, _, _, layout = _read_shared(str(cfg))
+    alice = box("alice", where, pki, digest=shared_digest(parse_json(cfg.read_text())))
+    opener = threading.Thread(target=alice.open)
+    opener.start()
+    bob = subprocess.Popen([sys.executable, "-m", "privsdr", "vertical", "party", "--config", str(cfg), "--name", "bob", "--data",
+                            str(tmp_path / "bob.csv"), "--certs", str(pki["ca"]["bob"]), "--journal", str(journal), "--timeout",
+                            str(TIMEOUT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        opener.join(TIMEOUT)
+        alice.post(PartyMessage("privsdr.dpbcd", 1, DPBCDProtocol(config).digest(layout), "alice", ("bob",), "ready", 0, {},
+                                {"rows": N, "columns": 2}))
+        alice.fetch("0000-bob-ready")  # bob is ready and waits for alice's first release
+        time.sleep(0.5)
+        bob.send_signal(signal.SIGTERM)
+        _, err = bob.communicate(timeout=TIMEOUT)
+        deadline = time.monotonic() + TIMEOUT
+        while not alice._aborts and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with pytest.raises(ProtocolAborted, match="Interrupted at party 'bob'"):
+            alice.check_aborts()
+    finally:
+        if bob.poll() is None:
+            os.killpg(bob.pid, signal.SIGKILL)
+            bob.wait()
+        alice._stop()
+    assert bob.returncode == 130, err
+    ledger = Ledger.open(journal)
+    [run] = ledger.runs
+    assert run.closed and run.summary["failed"] and "SIGTERM" in run.summary["why"], json.dumps(run.summary)

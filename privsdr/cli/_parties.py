@@ -216,7 +216,15 @@ def _progress(name: str) -> Any:
 
 def play_party(args: argparse.Namespace, protocol: Any, layout: Any, budget: Budget, accountant: str, tag: str) -> tuple[Any, Any]:
     """``party`` of a mailbox protocol: this party's CSV and journal, then its side of the run (``run_party``, with
-    ``--timeout`` and progress lines on stderr, so that --json stays clean). Returns (party, outcome)."""
+    ``--timeout`` and progress lines on stderr, so that --json stays clean). SIGTERM and SIGHUP stop it as SIGINT does
+    (``launch.interrupts``): the others are told, and its journal closes the run as failed. Returns (party, outcome)."""
+    from ..secure.launch import interrupts
+
+    with interrupts():
+        return _play_party(args, protocol, layout, budget, accountant, tag)
+
+
+def _play_party(args: argparse.Namespace, protocol: Any, layout: Any, budget: Budget, accountant: str, tag: str) -> tuple[Any, Any]:
     from ..accounting import Ledger
     from ..parties.party_process import post_abort
     from ..vertical import run_party
