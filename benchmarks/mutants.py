@@ -41,6 +41,8 @@ class Mutant:
         return ((self.path, self.old, self.new), *self.more)
 
 
+_NET, _NET_TESTS = "privsdr/parties/transport.py", "tests/test_mailbox_network.py"
+
 MUTANTS = (
     Mutant("gaussian_sigma_halved", "Gaussian mechanism draws half its calibrated noise",
            "privsdr/mechanisms/gaussian.py", "        return arr + spec.scale * rng.standard_normal(arr.shape)",
@@ -692,6 +694,38 @@ MUTANTS = (
     Mutant("sparse_sir_margin_at_the_sums_scale", "SparseDPSIR's selection margin reads the slice sums' noise sd, not the selection's",
            "privsdr/algorithms/dpsir.py", 'float(released.scales["support"])', 'float(released.scales["slice_sums"])',
            ("tests/test_consumers.py",)),
+    # issue 36 item 1: the mailbox protocols over the network (privsdr/parties/transport.py)
+    Mutant("mailbox_peer_name_unchecked", "a mailbox peer's certificate is not checked for the party it claims to be",
+           _NET, "        if not self.tls:\n            return\n        names", "        if True:\n            return\n        names",
+           (_NET_TESTS + "::test_an_impostor_is_refused_before_anything_is_charged",)),
+    Mutant("mailbox_listens_everywhere", "a mailbox party listens on every interface, not on its configured host",
+           _NET, "listener = socket.create_server((host, port))", 'listener = socket.create_server(("0.0.0.0", port))',
+           (_NET_TESTS + "::test_each_party_listens_on_its_own_address_only_and_the_last_nowhere",)),
+    Mutant("mailbox_party_sigterm_unhandled", "SIGTERM kills a mailbox party without telling the others or closing its run",
+           "privsdr/cli/_parties.py", "    with interrupts():\n        return _play_party(", "    if True:\n        return _play_party(",
+           (_NET_TESTS + "::test_sigterm_stops_a_cli_party_which_tells_the_others_and_closes_its_journal_run",)),
+    Mutant("mailbox_plaintext_anywhere", "a mailbox party talks plaintext to a network address",
+           _NET, "        if not tls and remote:", "        if False:", (_NET_TESTS + "::test_plaintext_to_a_network_address_is_refused_without_the_flag",)),
+    Mutant("mailbox_config_plaintext_anywhere", "a mailbox configuration with --plaintext and network addresses is written",
+           "privsdr/cli/_parties.py", "    if args.plaintext and remote:", "    if False:",
+           (_NET_TESTS + "::test_plaintext_to_a_network_address_is_refused_without_the_flag",)),
+    Mutant("mailbox_tls_ignored", "mailbox connections stay plaintext although the configuration asks for TLS",
+           _NET, "sock=sock, ssl=self._client_ctx,", "sock=sock, ssl=None,", (_NET_TESTS + "::test_a_relay_between_the_two_parties_sees_only_tls_records",),
+           more=((_NET, "conn, ssl=self._server_ctx,", "conn, ssl=None,"),
+                 (_NET, "        if not self.tls:\n            return\n        names", "        if True:\n            return\n        names"))),
+    Mutant("mailbox_sender_unchecked", "a mailbox message signed with another party's name is accepted from the peer",
+           _NET, "if message.sender != peer or self.name not in message.recipients:", "if False:",
+           (_NET_TESTS + "::test_a_message_signed_with_another_senders_name_stops_the_run",)),
+    Mutant("mailbox_vanished_peer_unnoticed", "a mailbox peer whose connection drops is not noticed",
+           _NET, "                self._gone[peer] = why", "                pass",
+           (_NET_TESTS + "::test_a_peer_that_vanishes_is_named_and_the_journal_closes_the_run_as_failed",)),
+    Mutant("mailbox_connect_after_reserve", "a mailbox party connects only at its first message, after its run is reserved",
+           "privsdr/parties/party_process.py", "        box.progress = progress or box.progress\n        box.open()\n",
+           "        box.progress = progress or box.progress\n", (_NET_TESTS + "::test_an_impostor_is_refused_before_anything_is_charged",)),
+    Mutant("mailbox_messages_on_disk", "the network mailbox also saves each message it sends to a file",
+           _NET, "        frame = self.frames.pack(MESSAGE, message.to_bytes())\n",
+           "        frame = self.frames.pack(MESSAGE, message.to_bytes())\n        message.save(f\"{message.id}.npz\")\n",
+           (_NET_TESTS + "::test_the_network_run_gives_the_folder_runs_model_and_writes_nothing",)),
 )
 
 # issue 34: the Gram-block spec (privsdr/released/gram.py). Each rule of block_value halved once in the spec; one entry

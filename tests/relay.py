@@ -62,3 +62,13 @@ class Relay:
         self.server.close()
         for t in self.threads[1:]:
             t.join(timeout=5)
+
+
+def tls_records(data: bytes) -> list[int]:
+    """The content types of the TLS records ``data`` consists of; AssertionError if it is anything else."""
+    types, at = [], 0
+    while at < len(data):
+        assert at + 5 <= len(data) and data[at] in (20, 21, 22, 23) and data[at + 1] == 3, f"not a TLS record at byte {at}"
+        types.append(data[at])
+        at += 5 + int.from_bytes(data[at + 3:at + 5], "big")
+    return types

@@ -24,7 +24,7 @@ import attrs
 import numpy as np
 import pytest
 from conftest import gone, run_cli
-from relay import Relay
+from relay import Relay, tls_records
 
 from privsdr import Budget, Ledger
 from privsdr.errors import PrivsdrError, ValidationError
@@ -195,16 +195,6 @@ def test_an_impostor_is_refused_before_any_party_agrees_so_before_anything_is_ch
         for proc in procs.values():
             proc.end()
     assert gone([p.pid for p in procs.values()])
-
-
-def tls_records(data: bytes) -> list[int]:
-    """The content types of the TLS records ``data`` consists of; AssertionError if it is anything else."""
-    types, at = [], 0
-    while at < len(data):
-        assert at + 5 <= len(data) and data[at] in (20, 21, 22, 23) and data[at + 1] == 3, f"not a TLS record at byte {at}"
-        types.append(data[at])
-        at += 5 + int.from_bytes(data[at + 3:at + 5], "big")
-    return types
 
 
 @pytest.mark.parametrize("tls", [True, False], ids=["tls", "plaintext-control"])

@@ -15,6 +15,7 @@ from typing import Any
 from ..accounting import Budget, Ledger
 from ..errors import PrivsdrError, ValidationError
 from ._common import REPORT_SUFFIXES, Outputs, check_output, open_ledger
+from ._parties import own_certificates
 
 NOT_READY = "; this party told the others it is not ready: nothing was charged anywhere"
 
@@ -48,15 +49,6 @@ def journal_opener(journal: str | None, budget: Budget, accountant: str) -> Iter
 def progress(line: str) -> None:
     """What a party says while it waits (stderr)."""
     print(line, file=sys.stderr, flush=True)
-
-
-def own_certificates(certs: str | None, name: str) -> Path | None:
-    """This party's certificate folder: ``--certs DIR`` itself, or ``DIR/<name>`` when DIR is the folder
-    ``privsdr secure keys`` wrote for every party."""
-    if certs is None:
-        return None
-    folder = Path(certs)
-    return folder / name if not any(folder.glob("party_*.crt")) and (folder / name).is_dir() else folder
 
 
 def check_own_party(name: str, parties: list[str], addresses: list[str], tls: bool, certs: str | None) -> Path | None:

@@ -1,7 +1,8 @@
 """``privsdr pride config|party|fit``: PRIDE among parties that hold different columns of the same people.
 
 ``config`` writes the shared public configuration (protocol, budget, layout); ``party`` runs one party
-from its own CSV, exchanging messages with the others through a shared folder (``run_party``);
+from its own CSV, exchanging messages with the others through a shared folder or, when the configuration has
+``--addresses``, over mutual TLS (``run_party``);
 ``fit`` simulates every party in one process. A party whose CSV has the ``--target`` column holds y
 and estimates its coefficients; the others only send their sketch.
 """
@@ -20,8 +21,11 @@ from ..accounting.accountants import ACCOUNTANT_NAMES
 from ..errors import ValidationError
 from ._common import FORMATTER, REPORT_SUFFIXES, Outputs, Parser, commit_report, filed, filing
 from ._parties import (
+    add_network_options,
     add_party_and_fit,
+    configured_addresses,
     load_parties,
+    network_note,
     play_party,
     print_coefficients,
     print_simulated_run,
@@ -106,8 +110,10 @@ def _config(args: argparse.Namespace) -> int:
     layout = _layout(args.party, args.rows, args.label) if args.party else None
     if layout is not None:
         PRIDEProtocol(config).build_plan(layout, budget)  # every public rule checked now, not at the parties
-    write_shared(args.out, SHARED, config, args.accountant, budget, layout)
-    print(f"wrote {args.out}: give it to every party (mode {config.mode}, relation {config.relation}, cv {config.cv_mode})")
+    addresses, tls = configured_addresses(args, layout)
+    write_shared(args.out, SHARED, config, args.accountant, budget, layout, addresses, tls)
+    print(f"wrote {args.out}: give it to every party (mode {config.mode}, relation {config.relation}, cv {config.cv_mode}"
+          f"{network_note(addresses, tls, layout)})")
     return 0
 
 
@@ -145,7 +151,7 @@ def _party(args: argparse.Namespace) -> int:
     with Outputs() as outputs:  # a bad --report is refused before anything is charged
         report_path = outputs.add(args.report, "--report", REPORT_SUFFIXES)
         context = filing(args, args.data)
-        party, outcome = play_party(args, PRIDEProtocol(config), layout, budget, accountant)
+        party, outcome = play_party(args, PRIDEProtocol(config), layout, budget, accountant, SHARED)
         revealed = sent_by_party(outcome, lambda m: m.meta.get("status") or (m.report.status if m.report_json else "post-processing"))
         if not args.json:
             print(outcome.report.summary())
@@ -212,7 +218,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                            "of its block to the others (S-DP: one attribute value of one person is protected); each party that holds "
                            "y fits ridge on its own columns plus the others' sketches and keeps its own coefficients. `pride config` "
                            "writes the shared public configuration; `pride party` runs one party from its own CSV through a shared "
-                           "folder; `pride fit` simulates all parties in one process.")
+                           "folder (or over mutual TLS with config --addresses); `pride fit` simulates all parties in one process.")
     psub = pride.add_subparsers(dest="pride_command", required=True, metavar="ACTION", parser_class=Parser)
     conf = psub.add_parser("config", help="write the shared configuration (protocol, budget, layout)")
     conf.add_argument("out", help="the configuration file to write (.json)")
@@ -220,6 +226,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     conf.add_argument("--party", nargs="+", default=None, help="the layout for `pride party`: NAME=N_COLUMNS in protocol order")
     conf.add_argument("--rows", type=int, default=None, help="N, the number of aligned rows (public)")
     conf.add_argument("--label", nargs="+", default=None, help="the parties that hold y (default: all)")
+    add_network_options(conf)
     conf.set_defaults(func=_config)
     add_party_and_fit(psub, _party, _fit, party_target_help="the label column (in the CSV of every party that holds y)",
                       fit_target_help="the label column (in the CSV of every party that holds y)",

@@ -12,7 +12,9 @@ from ..errors import ValidationError
 from ._common import FORMATTER, REPORT_SUFFIXES, Outputs, Parser, commit_report, filed, filing
 from ._parties import (
     add_party_and_fit,
+    configured_addresses,
     load_parties,
+    network_note,
     play_party,
     print_coefficients,
     print_simulated_run,
@@ -80,8 +82,9 @@ def _config(args: argparse.Namespace) -> int:
         return 0
     config = _config_from_args(args)
     budget = _budget(args.mode, args.epsilon, args.delta)
-    write_shared(args.out, SHARED, config, args.accountant, budget, layout)
-    print(f"wrote {args.out}: give it to every party (mode {config.mode}, T = {config.n_rounds})")
+    addresses, tls = configured_addresses(args, layout)
+    write_shared(args.out, SHARED, config, args.accountant, budget, layout, addresses, tls)
+    print(f"wrote {args.out}: give it to every party (mode {config.mode}, T = {config.n_rounds}{network_note(addresses, tls, layout)})")
     return 0
 
 
@@ -99,15 +102,13 @@ def _party(args: argparse.Namespace) -> int:
         from . import vertical_secure
 
         return vertical_secure.party(args, args.name, True)
-    if not args.mailbox:
-        raise ValidationError("--mailbox is required (a folder every party can read and write), or run with --secure")
     config, budget, accountant, layout = _read_shared(args.config)
     if layout is None:
         raise ValidationError("the configuration has no layout: write it with `privsdr vertical config ... --party NAME=N ... --rows N --label NAME`")
     with Outputs() as outputs:  # a bad --report is refused before anything is charged
         report_path = outputs.add(args.report, "--report", REPORT_SUFFIXES)
         context = filing(args, args.data)
-        party, outcome = play_party(args, DPBCDProtocol(config), layout, budget, accountant)
+        party, outcome = play_party(args, DPBCDProtocol(config), layout, budget, accountant, SHARED)
         revealed = sent_by_party(outcome, lambda m: m.report.status if m.report_json else "post-processing")
         report = diagnosed({args.name: outcome.report}, outcome.result)[args.name]
         if not args.json:
@@ -201,7 +202,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                           "the local price of privacy.\n"
                           "Which one to use: docs/vertical.md, 'Which estimator for vertically partitioned data?'.\n"
                           "`vertical config` writes the shared public configuration; `vertical party` runs one party from its own CSV "
-                          "(DP-BCD: messages through a shared folder; --secure: its own MPyC process at its address, mutual TLS); `vertical fit` "
+                          "(DP-BCD: messages through a shared folder, or over mutual TLS with config --addresses; --secure: its own MPyC process at its address, mutual TLS); `vertical fit` "
                           "runs all parties on this machine.")
     vsub = vert.add_subparsers(dest="vertical_command", required=True, metavar="ACTION", parser_class=Parser)
     conf = vsub.add_parser("config", help="write the shared configuration (protocol, budget, layout)")
@@ -216,13 +217,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     conf.set_defaults(func=_config)
     party, fit = add_party_and_fit(vsub, _party, _fit, party_target_help="the label column (only in the label holder's CSV)",
                                    fit_target_help="the label column (in exactly one party's CSV)",
-                                   allow_help="run paper/none mode (claimed or no guarantee)", mailbox_required=False)
+                                   allow_help="run paper/none mode (claimed or no guarantee)")
     for p in (party, fit):
         p.add_argument("--secure", action="store_true",
                        help="the configuration is a --secure one: X^T X and X^T y inside MPyC, one process per party at its address")
-        p.add_argument("--certs", default=None, metavar="DIR",
-                       help="--secure with TLS: this party's certificate folder, or the folder `privsdr secure keys` wrote "
-                       "(party: needed; fit: default a CA made for the run, on loopback only)")
+    fit.add_argument("--certs", default=None, metavar="DIR",
+                     help="--secure with TLS: the folder `privsdr secure keys` wrote (default a CA made for the run, on loopback only)")
     add_helper(vsub)
     from .vertical_link import add_link
 

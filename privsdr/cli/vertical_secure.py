@@ -29,7 +29,7 @@ from ..accounting import Budget, Ledger
 from ..errors import ValidationError
 from ._common import Outputs, commit_report, write_report
 from ._own_party import check_own_party, journal_opener, preflight, progress
-from ._parties import load_parties, load_party, read_tagged
+from ._parties import add_network_options, load_parties, load_party, read_tagged
 
 SECURE = "privsdr.vertical-secure-run"
 HELPER_CHOICES = {"auto": "auto", "yes": True, "no": False}
@@ -185,13 +185,7 @@ def add_config_options(conf: argparse.ArgumentParser) -> None:
     conf.add_argument("--components", type=int, default=None, help="--secure: fit PLS with this many components (default: ridge)")
     conf.add_argument("--timeout", type=float, default=120.0, help="--secure: seconds a party waits for the others (default 120)")
     conf.add_argument("--y-center", type=float, default=0.0, help="public centre of y: labels are clipped to centre +- --label-bound (--secure and DP-BCD)")
-    conf.add_argument("--addresses", nargs="+", default=None, metavar="HOST:PORT",
-                      help="--secure: one address per party in MPyC's order, helper first; each party listens on its own "
-                      "(default: free ports on 127.0.0.1)")
-    conf.add_argument("--ports", nargs="+", type=int, default=None,
-                      help="--secure: one port on 127.0.0.1 per party in MPyC's order, helper first (instead of --addresses)")
-    conf.add_argument("--plaintext", action="store_true",
-                      help="--secure: plaintext TCP between the parties instead of mutual TLS (the reports say so)")
+    add_network_options(conf)
 
 
 def add_helper(vsub: Any) -> None:

@@ -1,7 +1,7 @@
 """Message channels between linkage parties: TCP, optional TLS (Python's ``ssl``), versioned length-prefixed frames.
 
-Every frame is ``MAGIC (4 bytes) | version (1) | type (1) | length (4, big-endian) | body``; a body longer than
-:data:`MAX_FRAME` is refused, so is an unknown magic, version or type. There is no pickle: a hello is UTF-8 JSON,
+Every frame is ``MAGIC (4 bytes) | version (1) | type (1) | length (4, big-endian) | body``
+(``privsdr.network.frames``); a body longer than :data:`MAX_FRAME` is refused, so is an unknown magic, version or type. There is no pickle: a hello is UTF-8 JSON,
 a list of group elements is a ``POINTS`` frame (its count, 8 bytes) followed by ``CHUNK`` frames of 32-byte elements.
 
 One connection per pair of parties (the party later in the configured order dials the earlier one, as MPyC does);
@@ -25,18 +25,20 @@ from typing import Any
 from ..errors import PrivsdrError, ValidationError
 from ..network.addresses import is_loopback_host
 from ..network.certificates import check_key_file
+from ..network.frames import HEADER, FrameError, Framing
 
 MAGIC = b"PSDL"
 VERSION = 1
 HELLO, POINTS, CHUNK, ABORT = 1, 2, 3, 4
 KINDS = {HELLO: "hello", POINTS: "points", CHUNK: "chunk", ABORT: "abort"}
-HEADER = struct.Struct(">4sBBI")
 #: the largest frame body accepted (bytes)
 MAX_FRAME = 4 * 2**20
 #: group elements are 32 bytes (ristretto255)
 ELEMENT = 32
 CHUNK_ELEMENTS = MAX_FRAME // ELEMENT // 2
 PROTOCOL = "privsdr.linkage"
+#: the frames (``privsdr.network.frames``, shared with the mailbox protocols' network transport)
+FRAMES = Framing(PROTOCOL, MAGIC, VERSION, KINDS, MAX_FRAME)
 
 
 class LinkageError(PrivsdrError, RuntimeError):
@@ -144,21 +146,22 @@ class Channel:
         return b"".join(parts)
 
     def send(self, kind: int, body: bytes) -> None:
-        if len(body) > MAX_FRAME:
-            raise LinkageError(f"a frame of {len(body)} bytes is over the cap of {MAX_FRAME}")
         try:
-            self._write(HEADER.pack(MAGIC, VERSION, kind, len(body)) + body)
+            frame = FRAMES.pack(kind, body)
+        except FrameError as exc:
+            raise LinkageError(str(exc)) from None
+        try:
+            self._write(frame)
         except TimeoutError:
             raise LinkageError(f"{self.peer} read nothing for {self.timeout:g} s") from None
         except OSError as exc:
             raise LinkageError(f"the connection to {self.peer} failed ({exc})") from None
 
     def recv(self, kind: int) -> bytes:
-        magic, version, got, length = HEADER.unpack(self._read(HEADER.size))
-        if magic != MAGIC or version != VERSION:
-            raise LinkageError(f"{self.peer} does not speak {PROTOCOL} version {VERSION}")
-        if got not in KINDS or length > MAX_FRAME:
-            raise LinkageError(f"{self.peer} sent a bad frame (type {got}, {length} bytes)")
+        try:
+            got, length = FRAMES.unpack(self._read(HEADER.size), self.peer)
+        except FrameError as exc:
+            raise LinkageError(str(exc)) from None
         body = self._read(length)
         if got == ABORT:
             raise LinkageError(f"{self.peer} stopped the linkage: {body.decode('utf-8', 'replace')}")

@@ -86,6 +86,18 @@ def _load_certificate(path: Path) -> Any:
         raise ValidationError(f"{path} is not a PEM certificate") from None
 
 
+def _subject_names(cert: Any) -> list[str]:
+    """The names a certificate (``cryptography``'s) answers to: its DNS subject alternative names, else its common name."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    try:
+        dns = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    except x509.ExtensionNotFound:
+        dns = []
+    return list(dns) or [str(a.value) for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+
+
 def certificate_names(peercert: Mapping[str, Any]) -> list[str]:
     """The host names a peer certificate (``ssl``'s ``getpeercert()`` dict) answers to, as TLS hostname checking
     reads them: its DNS subject alternative names if it has any, else its common name."""
@@ -113,14 +125,7 @@ def load_credentials(folder: str | Path, index: int) -> Credentials:
     creds = Credentials(int(index), folder / CA_CERT, folder / f"party_{int(index)}.crt", folder / f"party_{int(index)}.key")
     check_key_file(creds.key)
     ca, cert = _load_certificate(creds.ca), _load_certificate(creds.certificate)
-    from cryptography import x509
-    from cryptography.x509.oid import NameOID
-
-    try:
-        dns = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
-    except x509.ExtensionNotFound:
-        dns = []
-    names = dns or [str(a.value) for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+    names = _subject_names(cert)
     if party_name(index) not in names or any(_PARTY_NAME.match(n) and n != party_name(index) for n in names):
         raise ValidationError(f"the certificate {creds.certificate} names {names}, not {party_name(index)!r} (party {index} of the job)")
     from cryptography.exceptions import InvalidSignature
@@ -251,3 +256,19 @@ def party_credentials(certificates: str | Path | Mapping[str, str | Path], parti
     if missing:
         raise ValidationError(f"no certificate folder for the parties {missing}")
     return {name: load_credentials(folders[name], i) for i, name in enumerate(parties)}
+
+
+def named_credentials(folder: str | Path, name: str) -> Credentials:
+    """The credentials in a party's own folder (``DIR/<name>`` of ``make_keys``: one ``party_<i>.crt``), checked as
+    ``load_credentials`` checks them, whose certificate also names the party ``name`` (a DNS subject alternative name, or
+    the common name): for channels that know the parties by name rather than by MPyC's index."""
+    found = sorted(Path(folder).glob("party_*.crt"))
+    indices = [int(m.group(1)) for m in (re.fullmatch(r"party_(\d+)\.crt", p.name) for p in found) if m]
+    if len(indices) != 1:
+        raise ValidationError(f"the certificate folder {folder} must hold exactly one party_<i>.crt (this party's own folder, "
+                              f"`privsdr secure keys DIR --parties ...` wrote DIR/{name}/); it holds {len(indices)}")
+    creds = load_credentials(folder, indices[0])
+    names = _subject_names(_load_certificate(creds.certificate))
+    if name not in names:
+        raise ValidationError(f"the certificate {creds.certificate} names {names}, not the party {name!r}: give {name!r}'s own folder")
+    return creds

@@ -4,8 +4,9 @@
 own data against the public layout, prices the global plan and reserves its own part on its own
 ledger (before reading data for anything else), then walks the public schedule: for each of its
 actions it waits for the messages it reads, charges the action's nodes, computes and posts its
-messages. The other parties' actions are theirs; nothing but messages crosses the folder. If the
-protocol aborts, the aborting party posts an ``abort`` message that stops everyone.
+messages. The other parties' actions are theirs; nothing but messages crosses the folder (or the network:
+``transport.NetworkMailbox``, the same messages over mutual TLS, nothing on disk). If the protocol aborts, the
+aborting party posts an ``abort`` message that stops everyone.
 """
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ from typing import Any
 import attrs
 
 from ..accounting import Budget, Ledger, make_accountant
-from ..errors import ValidationError
+from ..errors import PrivsdrError, ValidationError
 from ..report import PrivacyReport
 from .engine import PartySession, ProtocolAbort, ProtocolAborted, VerticalProtocol, check_ledger_reuse, split_plan
 from .layout import Layout, Party, check_party
 from .messages import Mailbox, PartyMessage, message_id
+from .transport import NetworkMailbox
 
 
 @attrs.frozen(eq=False)
@@ -76,7 +78,7 @@ class AbortWatchingMailbox(Mailbox):
         return PartyMessage.load(path, **kwargs)
 
 
-def run_party(protocol: VerticalProtocol, party: Party, layout: Layout, budget: Budget, mailbox: Mailbox | str | Path, *,
+def run_party(protocol: VerticalProtocol, party: Party, layout: Layout, budget: Budget, mailbox: Mailbox | NetworkMailbox | str | Path, *,
               ledger: Ledger | None = None, accountant: str = "best", random_state: Any = None,
               allow_uncertified: bool = False, project: Ledger | None = None, timeout: float | None = None,
               progress: Callable[[str], None] | None = None) -> PartyOutcome:
@@ -90,36 +92,59 @@ def run_party(protocol: VerticalProtocol, party: Party, layout: Layout, budget: 
     ``abort`` that stops the others; a wait longer than ``timeout`` seconds (default ``DEFAULT_TIMEOUT``) fails (and aborts). ``progress`` gets one
     line per stage and one per ``PROGRESS_EVERY`` seconds of waiting. A failed run closes its journal run as failed:
     what it charged stays charged (``accounting.ledger``)."""
-    folder = mailbox.folder if isinstance(mailbox, Mailbox) else Path(mailbox)
-    wait = timeout if timeout is not None else (mailbox.timeout if isinstance(mailbox, Mailbox) else DEFAULT_TIMEOUT)
-    box = mailbox if isinstance(mailbox, AbortWatchingMailbox) else AbortWatchingMailbox(folder, timeout=wait, progress=progress)
     name = getattr(party, "name", "?")
-    if any(box.folder.glob(f"*-{name}-ready.npz")) or any(box.folder.glob(f"*-{name}-abort.npz")):
-        # this party's messages of an earlier run would stand in for this run's (another party's abort may be of this
-        # run: a peer that failed before this party started; the first read stops on it)
-        raise ValidationError(f"mailbox {box.folder} holds messages of an earlier run of {name!r}: give each run a fresh "
-                              "folder; nothing was charged")
+    box: AbortWatchingMailbox | NetworkMailbox
+    if isinstance(mailbox, NetworkMailbox):  # the network: connect (names, certificates, configuration) before any reservation
+        box = mailbox
+        if timeout is not None:
+            box.timeout = float(timeout)
+        box.progress = progress or box.progress
+        box.open()
+    else:
+        folder = mailbox.folder if isinstance(mailbox, Mailbox) else Path(mailbox)
+        wait = timeout if timeout is not None else (mailbox.timeout if isinstance(mailbox, Mailbox) else DEFAULT_TIMEOUT)
+        box = mailbox if isinstance(mailbox, AbortWatchingMailbox) else AbortWatchingMailbox(folder, timeout=wait, progress=progress)
+        if any(box.folder.glob(f"*-{name}-ready.npz")) or any(box.folder.glob(f"*-{name}-abort.npz")):
+            # this party's messages of an earlier run would stand in for this run's (another party's abort may be of this
+            # run: a peer that failed before this party started; the first read stops on it)
+            raise ValidationError(f"mailbox {box.folder} holds messages of an earlier run of {name!r}: give each run a fresh "
+                                  "folder; nothing was charged")
+    failed = True
     try:
-        return _play(protocol, party, layout, budget, box, protocol.digest(layout), ledger=ledger, accountant=accountant,
-                     random_state=random_state, allow_uncertified=allow_uncertified, project=project,
-                     progress=progress or (lambda line: None))
+        outcome = _play(protocol, party, layout, budget, box, protocol.digest(layout), ledger=ledger, accountant=accountant,
+                        random_state=random_state, allow_uncertified=allow_uncertified, project=project,
+                        progress=progress or (lambda line: None))
+        failed = False
+        return outcome
     except ProtocolAborted:
         raise  # posted already: by this party (its own abort) or by the party that stopped it
     except BaseException as exc:  # tell the others, so that nobody waits for this party until its timeout
         post_abort(box, protocol, layout, name, exc)
         raise
+    finally:
+        if isinstance(box, NetworkMailbox):
+            box.close(failed=failed)
 
 
-def post_abort(mailbox: Mailbox | str | Path, protocol: VerticalProtocol, layout: Layout, name: str, exc: BaseException) -> None:
+def post_abort(mailbox: Mailbox | NetworkMailbox | str | Path, protocol: VerticalProtocol, layout: Layout, name: str,
+               exc: BaseException) -> None:
     """Tell the other parties that ``name`` stopped. The note names the kind of failure only: an exception's text may
-    describe this party's data (e.g. where a value is missing), which no noise covers; the details stay in its log."""
-    box = mailbox if isinstance(mailbox, Mailbox) else Mailbox(mailbox)
+    describe this party's data (e.g. where a value is missing), which no noise covers; the details stay in its log.
+    Over the network, a party not yet connected connects first (within its timeout) to say so; if it cannot, the
+    others stop at their own timeout, naming it."""
+    if isinstance(mailbox, NetworkMailbox):
+        try:
+            mailbox.open()
+        except PrivsdrError:
+            return
+    box = mailbox if isinstance(mailbox, (Mailbox, NetworkMailbox)) else Mailbox(mailbox)
     why = f"{type(exc).__name__} at party {name!r} (its own output says why)"
     box.post(PartyMessage(protocol.name, protocol.version, protocol.digest(layout), name, tuple(n for n in layout.names if n != name),
                           "abort", 0, {}, {"why": why}))
 
 
-def _play(protocol: VerticalProtocol, party: Party, layout: Layout, budget: Budget, box: AbortWatchingMailbox, digest: str, *,
+def _play(protocol: VerticalProtocol, party: Party, layout: Layout, budget: Budget, box: AbortWatchingMailbox | NetworkMailbox,
+          digest: str, *,
           ledger: Ledger | None, accountant: str, random_state: Any, allow_uncertified: bool, project: Ledger | None,
           progress: Callable[[str], None]) -> PartyOutcome:
     party = check_party(party)
