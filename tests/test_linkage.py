@@ -393,7 +393,7 @@ def test_the_cli_refuses_bad_identifiers_with_their_rows_and_writes_nothing(tmp_
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp file left
 
 
-def test_the_cli_links_over_tls_with_each_partys_certificate(tmp_path, capsys, pki):
+def test_the_cli_links_over_tls_with_each_partys_certificate(tmp_path, capsys, pki, monkeypatch):
     _, y = _tables(tmp_path)
     own = {n: ["--ca", pki[("ca", n)][0], "--cert", pki[("ca", n)][1], "--key", pki[("ca", n)][2]] for n in ("alice", "bob")}
     assert _link_cli(tmp_path, own=own) == [0, 0]
@@ -401,8 +401,10 @@ def test_the_cli_links_over_tls_with_each_partys_certificate(tmp_path, capsys, p
     assert out.count(f"linked N = {len(y)} rows") == 2 and "channels: TLS" in out and "PLAINTEXT" not in out
     assert (tmp_path / "alice.csv").read_text().count("\n") == len(y) + 1
     folders = {n: ["--certs", str(Path(pki[("ca", n)][1]).parent)] for n in ("alice", "bob")}  # `privsdr secure keys` folders
-    assert _link_cli(tmp_path, own=folders) == [0, 0]
-    assert capsys.readouterr().out.count("channels: TLS") == 2
+    monkeypatch.setattr(psi, "MIN_SHARE", 4)  # and each party's group operations in 3 threads
+    assert _link_cli(tmp_path, own=folders, extra=["--workers", "3"]) == [0, 0]
+    out = capsys.readouterr().out
+    assert out.count(f"linked N = {len(y)} rows") == 2 and out.count("channels: TLS") == 2
     own["bob"] = own["bob"][:4]  # a certificate without its key
     assert _link_cli(tmp_path, own=own, extra=["--timeout", "1"])[1] == 2
     assert "--ca, --cert and --key together" in capsys.readouterr().err
