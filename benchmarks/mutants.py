@@ -628,6 +628,8 @@ MUTANTS = (
            "sock = context.wrap_socket(raw, server_hostname=peer.name if context.check_hostname else None) if context else raw",
            "sock = raw", ("tests/test_linkage.py",),
            more=(("privsdr/linkage/channel.py", "sock = context.wrap_socket(raw, server_side=True) if context else raw", "sock = raw"),)),
+    Mutant("linkage_control_chars_accepted", "the ASCII fast path of the identifier check lets control characters through",
+           "privsdr/linkage/normalise.py", "        return not text.isprintable()", "        return False", ("tests/test_linkage.py",)),
 )
 
 # issue 34: the Gram-block spec (privsdr/released/gram.py). Each rule of block_value halved once in the spec; one entry
