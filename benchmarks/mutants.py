@@ -648,8 +648,9 @@ MUTANTS = (
            "privsdr/secure/party.py", "        if (module, name) in self.ALLOWED:", "        if True:",
            ("tests/test_secure_fail_clean.py",)),
     Mutant("linkage_sends_hashes", "linkage sends H(id) of its identifiers instead of blinding them",
-           "privsdr/linkage/psi.py", "    current = blind((hash_to_group(normalised[j]) for j in permutation), mask)",
-           "    current = [hash_to_group(normalised[j]) for j in permutation]", ("tests/test_linkage.py",)),
+           "privsdr/linkage/psi.py",
+           "    current = blind(hash_all([normalised[j] for j in permutation], workers), mask, workers=workers)",
+           "    current = hash_all([normalised[j] for j in permutation], workers)", ("tests/test_linkage.py",)),
     Mutant("linkage_exponent_one", "linkage's secret scalar is 1 (elements go out unblinded)",
            "privsdr/linkage/psi.py", "    return bytes(rbcl.crypto_core_ristretto255_scalar_random())", "    return bytes([1] + [0] * 31)",
            ("tests/test_linkage.py",)),
@@ -726,6 +727,8 @@ MUTANTS = (
            _NET, "        frame = self.frames.pack(MESSAGE, message.to_bytes())\n",
            "        frame = self.frames.pack(MESSAGE, message.to_bytes())\n        message.save(f\"{message.id}.npz\")\n",
            (_NET_TESTS + "::test_the_network_run_gives_the_folder_runs_model_and_writes_nothing",)),
+    Mutant("linkage_control_chars_accepted", "the ASCII fast path of the identifier check lets control characters through",
+           "privsdr/linkage/normalise.py", "        return not text.isprintable()", "        return False", ("tests/test_linkage.py",)),
 )
 
 # issue 34: the Gram-block spec (privsdr/released/gram.py). Each rule of block_value halved once in the spec; one entry

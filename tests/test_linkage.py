@@ -83,6 +83,38 @@ def test_the_common_order_is_pseudorandom_not_the_row_order():
     assert [ids[j] for j in a.order] == [ids[::-1][j] for j in b.order]
 
 
+# -- a party's work shared by threads changes nothing but the time ----------------------------------------------------
+@pytest.mark.parametrize("k", [2, 3])
+def test_parties_with_worker_threads_link_the_intersection_in_one_order(monkeypatch, k):
+    monkeypatch.setattr(psi, "MIN_SHARE", 4)  # small lists still split into shares
+    ids = [[ident(i) for i in range(j * 7, 50 + j * 7)] for j in range(k)]
+    results = run(ids, workers=3)
+    assert all(not isinstance(r, Exception) for r in results), results
+    aligned = [[ids[i][j] for j in r.order] for i, r in enumerate(results)]
+    assert set(aligned[0]) == set.intersection(*map(set, ids)) and all(a == aligned[0] for a in aligned)
+
+
+def test_blinding_in_threads_keeps_the_order_and_refuses_a_bad_element_in_any_share(monkeypatch):
+    monkeypatch.setattr(psi, "MIN_SHARE", 4)
+    points = psi.hash_all([ident(i) for i in range(40)], workers=3)
+    assert points == [psi.hash_to_group(ident(i)) for i in range(40)]
+    scalar = psi.new_scalar()
+    assert psi.blind(points, scalar, workers=3) == psi.blind(points, scalar)
+    with pytest.raises(LinkageError, match="bob sent something that is not a ristretto255 element"):
+        psi.blind(points[:30] + [b"\xff" * 32] + points[30:], scalar, "bob", workers=3)
+    with pytest.raises(ValidationError, match="workers"):
+        link([ident(1)], LinkageConfig(peers(["alice", "bob"]), "alice"), "alice", workers=0)
+
+
+def test_the_ascii_fast_path_of_the_control_character_check_agrees_with_the_unicode_categories():
+    import unicodedata
+
+    from privsdr.linkage.normalise import has_control
+
+    for text in [chr(c) for c in range(128)] + ["ab\x7f", "a b", "\u00e9t\u00e9", "x\u200by", "\u00a0"]:
+        assert has_control(text) == any(unicodedata.category(c).startswith("C") for c in text), repr(text)
+
+
 # -- nothing but blinded elements leaves a party ---------------------------------------------------------------------
 @pytest.fixture
 def wire(monkeypatch):
@@ -393,7 +425,7 @@ def test_the_cli_refuses_bad_identifiers_with_their_rows_and_writes_nothing(tmp_
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp file left
 
 
-def test_the_cli_links_over_tls_with_each_partys_certificate(tmp_path, capsys, pki):
+def test_the_cli_links_over_tls_with_each_partys_certificate(tmp_path, capsys, pki, monkeypatch):
     _, y = _tables(tmp_path)
     own = {n: ["--ca", pki[("ca", n)][0], "--cert", pki[("ca", n)][1], "--key", pki[("ca", n)][2]] for n in ("alice", "bob")}
     assert _link_cli(tmp_path, own=own) == [0, 0]
@@ -401,8 +433,10 @@ def test_the_cli_links_over_tls_with_each_partys_certificate(tmp_path, capsys, p
     assert out.count(f"linked N = {len(y)} rows") == 2 and "channels: TLS" in out and "PLAINTEXT" not in out
     assert (tmp_path / "alice.csv").read_text().count("\n") == len(y) + 1
     folders = {n: ["--certs", str(Path(pki[("ca", n)][1]).parent)] for n in ("alice", "bob")}  # `privsdr secure keys` folders
-    assert _link_cli(tmp_path, own=folders) == [0, 0]
-    assert capsys.readouterr().out.count("channels: TLS") == 2
+    monkeypatch.setattr(psi, "MIN_SHARE", 4)  # and each party's group operations in 3 threads
+    assert _link_cli(tmp_path, own=folders, extra=["--workers", "3"]) == [0, 0]
+    out = capsys.readouterr().out
+    assert out.count(f"linked N = {len(y)} rows") == 2 and out.count("channels: TLS") == 2
     own["bob"] = own["bob"][:4]  # a certificate without its key
     assert _link_cli(tmp_path, own=own, extra=["--timeout", "1"])[1] == 2
     assert "--ca, --cert and --key together" in capsys.readouterr().err

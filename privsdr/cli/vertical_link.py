@@ -45,7 +45,8 @@ def _link(args: argparse.Namespace) -> int:
                     allow_plaintext=args.plaintext, timeout=args.timeout)
         raise
     result = link_csv(args.data, args.id_column, args.out, config, args.name, server_context=contexts[0],
-                      client_context=contexts[1], allow_plaintext=args.plaintext, timeout=args.timeout)
+                      client_context=contexts[1], allow_plaintext=args.plaintext, timeout=args.timeout,
+                      workers=args.workers)
     channel = "TLS, peers checked by certificate name" if result.tls else "PLAINTEXT (not encrypted, not authenticated)"
     if args.json:
         print(json.dumps({"party": args.name, "n": result.n, "set_sizes": result.set_sizes, "channels": channel,
@@ -94,5 +95,7 @@ def add_link(vsub: Any) -> None:
                    help="allow plaintext TCP to non-loopback addresses (blinded elements unencrypted, peers unauthenticated)")
     p.add_argument("--timeout", type=float, default=300.0,
                    help="seconds to wait for a peer or one message (default 300; above ~150 us x the largest set)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="threads for this party's hashing and scalar multiplications: the cores it has to itself (default 1)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_link)

@@ -72,8 +72,9 @@ def check_csv(path: str | Path, id_column: str, config: LinkageConfig) -> Table:
 
 def link_csv(path: str | Path, id_column: str, out: str | Path, config: LinkageConfig, name: str, *,
              server_context: ssl.SSLContext | None = None, client_context: ssl.SSLContext | None = None,
-             allow_plaintext: bool = False, timeout: float = 300.0) -> Linkage:
-    """Link this party's CSV and write its linked rows to ``out`` (reserved before the linkage, written after it)."""
+             allow_plaintext: bool = False, timeout: float = 300.0, workers: int = 1) -> Linkage:
+    """Link this party's CSV and write its linked rows to ``out`` (reserved before the linkage, written after it);
+    ``workers``: threads for this party's group operations (``link``)."""
     try:  # this party's CSV, identifiers and output, before anything is sent; a refusal is told to the others
         table = check_csv(path, id_column, config)
         if Path(out).resolve() == Path(path).resolve():
@@ -89,7 +90,7 @@ def link_csv(path: str | Path, id_column: str, out: str | Path, config: LinkageC
         raise
     try:
         result = link(table.column(id_column), config, name, server_context=server_context, client_context=client_context,
-                      allow_plaintext=allow_plaintext, timeout=timeout)
+                      allow_plaintext=allow_plaintext, timeout=timeout, workers=workers)
         pending.commit(table.without(id_column, result.order.tolist()))
     finally:
         pending.discard()

@@ -46,6 +46,17 @@ def normalise_one(value: object, casefold: bool = False) -> str | None:
     return text.casefold() if casefold else text
 
 
+def has_control(text: str) -> bool:
+    """Whether ``text`` has a character of Unicode category C (control, format, surrogate, private use, unassigned).
+
+    ASCII text takes a fast path: its only category-C characters are 0-31 and 127, exactly the ones
+    ``str.isprintable`` calls unprintable.
+    """
+    if text.isascii():
+        return not text.isprintable()
+    return any(unicodedata.category(c).startswith("C") for c in text)
+
+
 def normalise_ids(values: Iterable[object], *, casefold: bool = False, pattern: str | None = None,
                   what: str = "identifier") -> list[str]:
     """Normalised identifiers, one per row, or :class:`IdentifierError` naming every bad row (1-based data rows).
@@ -58,7 +69,7 @@ def normalise_ids(values: Iterable[object], *, casefold: bool = False, pattern: 
         raise IdentifierError(f"missing {what} (empty, NaN or a missing-value token) in rows {_listed(missing)}", missing,
                               "missing identifiers")
     ids = [v for v in out if v is not None]
-    control = [i + 1 for i, v in enumerate(ids) if any(unicodedata.category(c).startswith("C") for c in v)]
+    control = [i + 1 for i, v in enumerate(ids) if has_control(v)]
     if control:
         raise IdentifierError(f"{what} with control characters in rows {_listed(control)}", control,
                               "identifiers with control characters")
