@@ -28,7 +28,7 @@ afterwards (post-processing).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -48,11 +48,13 @@ from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
 from ..released import Released, from_run, gram, regression
 from ..secure import crossproducts
-from ..secure.aggregate import agreed_own_party, decline_own_party, gram_inputs, gram_job, secure_gram_release
+from ..secure.aggregate import agreed_own_party, decline_own_party, gram_job, secure_gram_release
 
 RELATION = "add_remove"
 NODES = ("xtx", "xty")
 HELPER = "helper"
+#: the column groups of the label and of the intercept's constant (a data party may not take these names)
+LABEL, CONSTANT = "y", "1"
 #: a public cap on N: the fixed-point grid is set from it (never from the data's own N)
 MAX_ROWS = 2**24
 
@@ -146,8 +148,9 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
             raise ValidationError(f"colluders (the collusion threshold t) must be an integer >= 1, got {t!r}")
         if self.helper not in ("auto", True, False):
             raise ValidationError(f"helper must be 'auto', True or False, got {self.helper!r}")
-        if HELPER in names:
-            raise ValidationError(f"{HELPER!r} is the helper's name; rename that data party")
+        for taken in (HELPER, LABEL, CONSTANT):
+            if taken in names:
+                raise ValidationError(f"{taken!r} names the helper or a column group of the secure Gram; rename that data party")
         with_helper = self.helper is True or (self.helper == "auto" and len(names) < 3)
         parties = ([HELPER] if with_helper else []) + names
         if not honest_majority(len(parties), int(t)):
@@ -343,24 +346,25 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
                              f"(at most {c['timeout']:g} s)")
                 decline_own_party(job, own, f"{type(exc).__name__} at party {own!r} (its own output says why)", progress, certificates)
                 raise
-        blocks, label, at = {}, None, 0
+        arrays: dict[str, dict[str, np.ndarray]] = {}
+        at = 0
         for name, w in zip(names, widths, strict=True):
             if name in data:
                 centred = (data[name].X - c["x_center"][at:at + w]) * c["row_scales"][name]
-                blocks[name] = crossproducts.party_block(centred, c["bounds"][name], e)
+                arrays[name] = {"block": crossproducts.party_block(centred, c["bounds"][name], e)}
                 if data[name].holds_label:
                     y_scaled = (np.asarray(data[name].y, dtype=float) - c["y_center"]) * c["label_scale"]
-                    label = crossproducts.label_vector(y_scaled, c["label_bound"], e)
+                    arrays[name]["label"] = crossproducts.label_vector(y_scaled, c["label_bound"], e)
             at += w
-        P = products.width
+        P = products.width - 1  # the label's column is not one of Z's
         session = None
         if own is not None and job is not None:  # every party ready before this party's run (and journal) is opened
-            session = agreed_own_party(job, own, gram_inputs(products, blocks, label, own).get(own), progress, certificates)
+            session = agreed_own_party(job, own, products.inputs(arrays, own).get(own), progress, certificates)
         try:
             with Run(calibrated, ledger, random_state=self.random_state, data_shape=None, algorithm="SecureVerticalRegression",
                      notes=["X^T X and X^T y were computed inside a secure computation (MPyC) from the parties' clipped, rounded "
                             "columns; every party added a discrete Gaussian share and only the noisy statistics were opened"]) as run:
-                done = secure_gram_release(run, products, blocks, label, parties=c["parties"], threshold=c["t"], bound=bound,
+                done = secure_gram_release(run, products, arrays, parties=c["parties"], threshold=c["t"], bound=bound,
                                            timeout=c["timeout"], helper=HELPER if HELPER in c["parties"] else None, own=own,
                                            addresses=c["addresses"], tls=c["tls"], certificates=certificates, progress=progress,
                                            session=session)
@@ -458,12 +462,24 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
 
 
 def _gram_shape(c: dict[str, Any], layout: Layout) -> tuple[crossproducts.CrossProducts, float]:
-    """The secure Gram of ``layout`` (blocks, label holder, grid) and the public bound on its entries: the public cap
+    """The declared blocks of ``layout`` (``gram_layout``) and the public bound on their entries: the public cap
     ``max_rows`` sizes the field, never N."""
-    names, widths = [p.name for p in layout.parties], [p.n_columns for p in layout.parties]
     label = next(p.name for p in layout.parties if p.holds_label)
-    products = crossproducts.CrossProducts(layout.n_rows, list(zip(names, widths, strict=True)), label, c["exponent"], c["constant"])
+    products = gram_layout(layout.n_rows, [(p.name, p.n_columns) for p in layout.parties], label, c["exponent"], c["constant"])
     return products, c["max_rows"] * max(c["row_bound"], c["label_bound"]) ** 2
+
+
+def gram_layout(rows: int, widths: Sequence[tuple[str, int]], label: str, exponent: int, constant: int = 0) -> crossproducts.CrossProducts:
+    """The regression's declaration of blocks: each party's columns (input ``block``), the constant c (grid units; 0:
+    none) and the label holder's y (input ``label``); xtx = Z^T Z (upper triangle) and xty = Z^T y of
+    Z = [X_1 ... X_k, c]."""
+    groups = [crossproducts.Group(name, int(width), name) for name, width in widths]
+    if constant:
+        groups.append(crossproducts.Group(CONSTANT, 1, value=int(constant), description="constant"))
+    z = tuple(g.name for g in groups)
+    groups.append(crossproducts.Group(LABEL, 1, label, "label", description="label"))
+    blocks = [crossproducts.Block("xtx", z, description="X^T X"), crossproducts.Block("xty", z, (LABEL,), description="X^T y")]
+    return crossproducts.CrossProducts(rows, groups, blocks, exponent)
 
 
 def column_scales(bounds: Mapping[str, float]) -> dict[str, float]:
