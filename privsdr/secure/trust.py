@@ -6,6 +6,7 @@ receive (``party --record-view``) and checks that ``describe`` of the recording 
 """
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -112,7 +113,11 @@ def trust_model(job: AggregationJob, server: str | None = None, budget: Any = No
                      "comparisons, hundreds of times the secure Gram's own time (benchmarks/bench_secure_rowcheck.py), and is not "
                      "made. The helper inputs only a noise share: a deviating helper's input changes the opened value by an amount "
                      "that does not depend on the data")
-        if budget is not None and math.isfinite(budget.epsilon):
+        relation = json.loads(job.public or "{}").get("plan", {}).get("relation")
+        if budget is not None and math.isfinite(budget.epsilon) and relation == "replace_one":
+            extra["own_values"] = (f"one person's whole row, and a data party's own values in one row (a replacement of that row, N "
+                                   f"public), are protected at (epsilon, delta) = ({budget.epsilon:.4g}, {budget.delta:.3g}) (replace-one)")
+        elif budget is not None and math.isfinite(budget.epsilon):
             e, d = budget.epsilon, budget.delta
             extra["own_values"] = (f"one person's whole row is protected at (epsilon, delta) = ({e:.4g}, {d:.3g}) (add/remove). A data "
                                    "party's own values in one row (its columns, or the label), the rest of the row unchanged, are a "
