@@ -21,6 +21,7 @@ shares (the view tests with real MPyC processes do that).
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -69,7 +70,8 @@ class _Runtime:
         self.parties: list[Any] = []  # no peers: nothing is sent
         groups = job.products.groups if job.products is not None else ()
         # a party's column groups, in the order the party program secret-shares them (``party._cross_products``)
-        self._groups = {name: iter([g.name for g in groups if g.owner == name]) for name in job.parties}
+        self._groups = {name: itertools.cycle([g.name for g in groups if g.owner == name] or [""]) for name in job.parties}
+        self._offset = {g.name: 0 for g in groups}  # the rows of each group already input (chunk by chunk)
 
     async def start(self) -> None:
         return None
@@ -77,15 +79,20 @@ class _Runtime:
     async def shutdown(self) -> None:
         return None
 
+    async def barrier(self, name: str | None = None) -> None:
+        return None
+
     def SecInt(self, bits: int) -> _SecureType:  # noqa: N802 - MPyC's name
         return _SecureType(bits)
 
     def input(self, value: np.ndarray, senders: Any) -> Any:
-        if isinstance(senders, (int, np.integer)):  # one of that party's column groups, in layout order
+        if isinstance(senders, (int, np.integer)):  # one of that party's column groups, in layout order, chunk by chunk
             name = self.job.parties[int(senders)]
             held = self.table[name][1]
-            group = next(self._groups[name])
-            return np.array(np.zeros(np.shape(value), dtype=np.int64) if held is None else held[group], dtype=object)
+            group, rows = next(self._groups[name]), np.shape(value)[0]
+            start = self._offset[group]
+            self._offset[group] = start + rows
+            return np.array(np.zeros(np.shape(value), dtype=np.int64) if held is None else held[group][start:start + rows], dtype=object)
         out = []
         for s in senders:
             vector = self.table[self.job.parties[int(s)]][0]

@@ -38,6 +38,8 @@ from ..errors import ValidationError
 
 #: the opened statistic (before noise) stays below 2^DATA_BITS for every N <= max_rows
 DATA_BITS = 54
+#: the default rows of each column group secret-shared at a time (``CrossProducts.share_rows``)
+SHARE_ROWS = 8192
 
 
 def grid_exponent(max_rows: int, coordinate_bound: float, parties: int) -> int:
@@ -124,12 +126,14 @@ def _declared(value: Any) -> tuple[Block, ...]:
 @attrs.frozen
 class CrossProducts:
     """The public layout of one secure Gram (module docstring): N ``rows``, the column ``groups`` in order, the
-    released ``blocks`` in order, and the grid exponent e."""
+    released ``blocks`` in order, and the grid exponent e. ``share_rows``: the rows of each group secret-shared at a
+    time (``party._cross_products``), which bounds MPyC's copy of a party's columns."""
 
     rows: int
     groups: tuple[Group, ...] = attrs.field(converter=_groups)
     blocks: tuple[Block, ...] = attrs.field(converter=_declared)
     exponent: int
+    share_rows: int = SHARE_ROWS
 
     def __attrs_post_init__(self) -> None:
         names = [g.name for g in self.groups]
@@ -138,6 +142,8 @@ class CrossProducts:
         keys = [(g.owner, g.key) for g in self.groups if not g.constant]
         if len(set(keys)) != len(keys):
             raise ValidationError("each input of a party carries one column group")
+        if self.share_rows < 1:
+            raise ValidationError("share_rows must be a positive number of rows")
         blocks = [b.name for b in self.blocks]
         if not self.blocks or len(set(blocks)) != len(blocks):
             raise ValidationError("a secure Gram releases at least one block, with distinct names")
@@ -272,8 +278,8 @@ class CrossProducts:
         return {"rows": self.rows, "groups": [attrs.asdict(g) for g in self.groups],
                 "blocks": [{"name": b.name, "left": list(b.left), "right": list(b.right), "description": b.description}
                            for b in self.blocks],
-                "exponent": self.exponent}
+                "exponent": self.exponent, "share_rows": self.share_rows}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CrossProducts:
-        return cls(int(data["rows"]), data["groups"], data["blocks"], int(data["exponent"]))
+        return cls(int(data["rows"]), data["groups"], data["blocks"], int(data["exponent"]), int(data["share_rows"]))

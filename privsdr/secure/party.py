@@ -513,13 +513,16 @@ async def _aggregate(mpc: Any, job: AggregationJob, vector: np.ndarray | None, r
     for share in shares[1:]:
         total = total + share
     if job.products is not None:
-        cross, shared = _cross_products(mpc, secint, job, held)
+        cross, seen = await _cross_products(mpc, secint, job, held, record_view)
         total = total + cross
         if record_view:  # what this party holds of the other data parties' groups (block, label, ...): their Shamir shares
             for group in job.products.groups:
                 if not group.constant and group.owner != job.parties[mpc.pid]:
-                    received = await mpc.gather(shared[group.name].share)
-                    view[f"{group.key}:{group.owner}"] = np.array([int(v) for v in np.asarray(received.value).ravel()], dtype=object)
+                    values = []
+                    for piece in seen[group.name]:
+                        received = await mpc.gather(piece.share)
+                        values += [int(v) for v in np.asarray(received.value).ravel()]
+                    view[f"{group.key}:{group.owner}"] = np.array(values, dtype=object)
         status("products")
     opened = await mpc.output(total)
     status("opened")
@@ -530,26 +533,39 @@ async def _aggregate(mpc: Any, job: AggregationJob, vector: np.ndarray | None, r
     return np.asarray(opened, dtype=np.int64).ravel(), view, int(sent)
 
 
-def _cross_products(mpc: Any, secint: Any, job: AggregationJob, held: Held) -> tuple[Any, dict[str, Any]]:
-    """The secure Gram's cross-blocks (``crossproducts``): every data party inputs each of its integer column groups,
-    the products of groups held by different parties are computed on the shares (MPyC's matrix product reshares once
-    per output entry), and public 0/1 matrices place them in the released vector."""
+async def _cross_products(mpc: Any, secint: Any, job: AggregationJob, held: Held,
+                          record_view: bool) -> tuple[Any, dict[str, list[Any]]]:
+    """The secure Gram's cross-blocks (``crossproducts``): row chunk by row chunk (``share_rows`` rows, so that the
+    secret-shared copy of a party's columns stays bounded), every data party inputs its integer column groups, the
+    products of groups held by different parties are computed on the shares (MPyC's matrix product reshares once per
+    output entry and chunk) and summed; public 0/1 matrices place the sums in the released vector. With
+    ``record_view``: every chunk's shares of every group, by group name."""
     products = job.products
     assert products is not None
     N = products.rows
-    shared = {}
-    for group in products.groups:
-        if group.constant:
-            continue
-        own = held[group.name] if held is not None and job.index(group.owner) == mpc.pid else None
-        shared[group.name] = mpc.input(secint.array(own if own is not None else np.zeros((N, group.width), dtype=np.int64)),
-                                       senders=job.index(group.owner))
+    pairs = products.pairs()
+    sums: dict[tuple[str, str], Any] = {}
+    seen: dict[str, list[Any]] = {}
+    for start in range(0, N, products.share_rows):
+        stop = min(N, start + products.share_rows)
+        shared = {}
+        for group in products.groups:
+            if group.constant:
+                continue
+            own = held[group.name][start:stop] if held is not None and job.index(group.owner) == mpc.pid else None
+            shared[group.name] = mpc.input(secint.array(own if own is not None else np.zeros((stop - start, group.width), dtype=np.int64)),
+                                           senders=job.index(group.owner))
+            if record_view:
+                seen.setdefault(group.name, []).append(shared[group.name])
+        for g, h in pairs:
+            product = shared[g].T @ shared[h]
+            sums[(g, h)] = product if (g, h) not in sums else sums[(g, h)] + product
+        await mpc.barrier(f"rows {start}-{stop}")  # this chunk's shares are done with before the next is input
     total = None
-    for g, h in products.pairs():
-        product = shared[g].T @ shared[h]
-        placed = products.scatter(g, h) @ product.reshape(-1)
+    for g, h in pairs:
+        placed = products.scatter(g, h) @ sums[(g, h)].reshape(-1)
         total = placed if total is None else total + placed
-    return (total if total is not None else secint.array(np.zeros(job.dimension, dtype=np.int64))), shared
+    return (total if total is not None else secint.array(np.zeros(job.dimension, dtype=np.int64))), seen
 
 
 def read_line(fd: int) -> bytes:

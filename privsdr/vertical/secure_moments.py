@@ -28,7 +28,7 @@ own values in one row are a replacement of that row: protected at the run's (eps
 
 Memory (``chunks``): a party reading its rows as ``Chunks`` clips and rounds them chunk by chunk into its integer
 block (8 bytes per entry); that block stays in its memory and its process's for the whole run, because MPyC
-secret-shares it (in row chunks of ``secure.party.SHARE_ROWS``, so the secret-shared copy stays bounded).
+secret-shares it (in row chunks of ``CrossProducts.share_rows``, so the secret-shared copy stays bounded).
 """
 from __future__ import annotations
 
