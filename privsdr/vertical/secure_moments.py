@@ -42,10 +42,9 @@ import numpy as np
 
 from .. import core
 from ..accounting import Budget, Ledger
-from ..algorithms._base import PrivateEstimator, check_matrix, check_positive, check_random_state, for_ledger
+from ..algorithms._base import PrivateEstimator, check_matrix, check_positive, check_random_state, diagnostic_rng, for_ledger
 from ..algorithms.mean_covariance import noise_message, noise_ratios, project_mean, with_noise_diagnostic
 from ..errors import NoiseDominatesWarning, ValidationError
-from ..mechanisms.distributed import honest_majority
 from ..parties.layout import Layout, Party, check_parties, is_block_list, pooled_label
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
@@ -61,9 +60,9 @@ from ..released.moments import (
 from ..released.regression import NOISE_WARNING_SHARE
 from ..secure import crossproducts
 from ..secure.aggregate import secure_gram_release
+from .secure_regression import HELPER, mpc_parties, party_bounds
 
 RELATION = "replace_one"
-HELPER = "helper"
 #: the column groups of the slice indicators and of the constant (a data party may not take these names)
 SLICES, CONSTANT = "e", "1"
 #: a public cap on N: the fixed-point grid is set from it (never from the data's own N)
@@ -124,32 +123,12 @@ class _SecureVerticalMoments(PrivateEstimator):
 
     def _checked(self, names: list[str], widths: list[int]) -> dict[str, Any]:
         """Every public parameter, checked before anything is read or charged."""
-        if self.row_bound is None:
-            raise ValidationError("row_bound (C_i per party) is a required public bound; it is never read off the data")
-        if isinstance(self.row_bound, Mapping):
-            missing = [n for n in names if n not in self.row_bound]
-            if missing:
-                raise ValidationError(f"row_bound has no bound for the parties {missing}")
-            bounds = {n: check_positive(self.row_bound[n], f"row_bound[{n!r}]") for n in names}
-        else:
-            bounds = {n: check_positive(self.row_bound, "row_bound") for n in names}
+        bounds = party_bounds(self.row_bound, names)
         m = sum(widths)
         x_center = np.zeros(m) if self.x_center is None else np.asarray(self.x_center, dtype=float).reshape(-1)
         if x_center.shape != (m,) or not np.all(np.isfinite(x_center)):
             raise ValidationError(f"x_center must be {m} finite public numbers (one per column, pooled order)")
-        t = self.colluders
-        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 1:
-            raise ValidationError(f"colluders (the collusion threshold t) must be an integer >= 1, got {t!r}")
-        if self.helper not in ("auto", True, False):
-            raise ValidationError(f"helper must be 'auto', True or False, got {self.helper!r}")
-        for taken in (HELPER, SLICES, CONSTANT):
-            if taken in names:
-                raise ValidationError(f"{taken!r} names the helper or a column group of the secure Gram; rename that data party")
-        with_helper = self.helper is True or (self.helper == "auto" and len(names) < 3)
-        parties = ([HELPER] if with_helper else []) + names
-        if not honest_majority(len(parties), int(t)):
-            raise ValidationError(f"{len(parties)} parties ({', '.join(parties)}) tolerate t < {len(parties) / 2:g} colluders, not {t}: "
-                                  + ("add a helper (helper=True)" if not with_helper else "use fewer colluders or more parties"))
+        parties, t = mpc_parties(names, self.colluders, self.helper, (HELPER, SLICES, CONSTANT))
         max_rows = self.max_rows
         if isinstance(max_rows, bool) or not isinstance(max_rows, (int, np.integer)) or max_rows < 1:
             raise ValidationError(f"max_rows must be a positive integer, got {max_rows!r}")
@@ -163,7 +142,7 @@ class _SecureVerticalMoments(PrivateEstimator):
         if exponent > 0:  # the indicators and the constant (1) must lie on the grid
             raise ValidationError(f"max_rows = {max_rows} is too large for one secure Gram (its grid would be coarser than 1)")
         return {"bounds": bounds, "scaled": {n: b * s for n, b in bounds.items()}, "C": C, "scale": s, "x_center": x_center,
-                "parties": parties, "t": int(t), "exponent": exponent, "one": 2 ** -exponent, "timeout": timeout,
+                "parties": parties, "t": t, "exponent": exponent, "one": 2 ** -exponent, "timeout": timeout,
                 "max_rows": int(max_rows), "tls": bool(self.tls)}
 
     def _layout_of(self, X: Any, y: Any) -> tuple[list[Party], Layout]:
@@ -194,7 +173,7 @@ class _SecureVerticalMoments(PrivateEstimator):
     def _groups(self, c: dict[str, Any], layout: Layout) -> list[crossproducts.Group]:
         return [crossproducts.Group(p.name, p.n_columns, p.name) for p in layout.parties]
 
-    def _secure_fit(self, X: Any, y: Any, extra: int, algorithm: str) -> tuple[Released, dict[str, Any], Layout, Any]:
+    def _secure_fit(self, X: Any, y: Any, algorithm: str) -> tuple[Released, dict[str, Any], Layout, Any]:
         """Check, plan, run the secure Gram; the Released (sums / N, back in the columns' own units)."""
         parties, layout = self._layout_of(X, y)
         names, widths = [p.name for p in layout.parties], [p.n_columns for p in layout.parties]
@@ -347,7 +326,7 @@ class SecureVerticalSIR(_SecureVerticalMoments):
         """Fit on ``Party`` objects, column blocks and y, or a pooled X and y with ``n_parties``: every party runs as
         its own MPyC process on 127.0.0.1. Everything is checked before anything is charged."""
         X_raw = X
-        released, c, layout, run = self._secure_fit(X, y, 0, "SecureVerticalSIR")
+        released, c, layout, run = self._secure_fit(X, y, "SecureVerticalSIR")
         p, K = sum(q.n_columns for q in layout.parties), c["K"]
         arrays = {**released.arrays, "slice_sums": released["slice_sums"].reshape(p, c["H"])}
         released = attrs.evolve(released, arrays=arrays)
@@ -357,8 +336,7 @@ class SecureVerticalSIR(_SecureVerticalMoments):
         self.eigenvalues_ = eigenvalues[:K]
         self.mean_ = c["x_center"] + mu
         self.released_ = released
-        rng = np.random.default_rng(None if self.random_state is None else np.random.SeedSequence(int(self.random_state)
-                                    if isinstance(self.random_state, (int, np.integer)) else None))
+        rng = diagnostic_rng(self.random_state)  # the bootstrap's own stream, never the noise's
         self.noise_error_ = noise_error(release, self.directions_, K, True, rng)
         self.random_subspace_error_ = random_subspace_error(p, K)
         self.privacy_report_ = with_diagnostics(run.report, self.noise_error_, self.random_subspace_error_, K, p)
@@ -426,7 +404,7 @@ class SecureVerticalMeanCovariance(_SecureVerticalMoments):
     def fit(self, X: Any, y: Any = None) -> SecureVerticalMeanCovariance:
         """Fit on ``Party`` objects, column blocks, or a pooled X with ``n_parties`` (y is ignored)."""
         X_raw = X
-        released, c, layout, run = self._secure_fit(X, None, 0, "SecureVerticalMeanCovariance")
+        released, c, layout, run = self._secure_fit(X, None, "SecureVerticalMeanCovariance")
         p = sum(q.n_columns for q in layout.parties)
         m = project_mean(released["mean"].ravel(), c["C"], None)
         self.mean_ = c["x_center"] + m

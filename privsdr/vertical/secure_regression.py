@@ -132,31 +132,13 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
 
     # -- public parameters -------------------------------------------------------------------------
     def _bounds(self, names: list[str]) -> dict[str, float]:
-        if self.row_bound is None or self.label_bound is None:
+        if self.label_bound is None:
             raise ValidationError("row_bound (C_i per party) and label_bound (C_y) are required public bounds; they are never read off the data")
-        if isinstance(self.row_bound, Mapping):
-            missing = [n for n in names if n not in self.row_bound]
-            if missing:
-                raise ValidationError(f"row_bound has no bound for the parties {missing}")
-            return {n: check_positive(self.row_bound[n], f"row_bound[{n!r}]") for n in names}
-        return {n: check_positive(self.row_bound, "row_bound") for n in names}
+        return party_bounds(self.row_bound, names)
 
     def _parties_of(self, names: list[str]) -> tuple[list[str], int]:
         """The MPyC parties in order (the helper first, if any) and t, checked (honest majority)."""
-        t = self.colluders
-        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 1:
-            raise ValidationError(f"colluders (the collusion threshold t) must be an integer >= 1, got {t!r}")
-        if self.helper not in ("auto", True, False):
-            raise ValidationError(f"helper must be 'auto', True or False, got {self.helper!r}")
-        for taken in (HELPER, LABEL, CONSTANT):
-            if taken in names:
-                raise ValidationError(f"{taken!r} names the helper or a column group of the secure Gram; rename that data party")
-        with_helper = self.helper is True or (self.helper == "auto" and len(names) < 3)
-        parties = ([HELPER] if with_helper else []) + names
-        if not honest_majority(len(parties), int(t)):
-            raise ValidationError(f"{len(parties)} parties ({', '.join(parties)}) tolerate t < {len(parties) / 2:g} colluders, not {t}: "
-                                  + ("add a helper (helper=True)" if not with_helper else "use fewer colluders or more parties"))
-        return parties, int(t)
+        return mpc_parties(names, self.colluders, self.helper, (HELPER, LABEL, CONSTANT))
 
     def _checked(self, names: list[str], widths: list[int]) -> dict[str, Any]:
         bounds = self._bounds(names)
@@ -480,6 +462,38 @@ def gram_layout(rows: int, widths: Sequence[tuple[str, int]], label: str, expone
     groups.append(crossproducts.Group(LABEL, 1, label, "label", description="label"))
     blocks = [crossproducts.Block("xtx", z, description="X^T X"), crossproducts.Block("xty", z, (LABEL,), description="X^T y")]
     return crossproducts.CrossProducts(rows, groups, blocks, exponent)
+
+
+def party_bounds(row_bound: Any, names: Sequence[str]) -> dict[str, float]:
+    """Each data party's public row bound C_i: one number for all, or a mapping party -> number (checked)."""
+    if row_bound is None:
+        raise ValidationError("row_bound (C_i per party) is a required public bound; it is never read off the data")
+    if isinstance(row_bound, Mapping):
+        missing = [n for n in names if n not in row_bound]
+        if missing:
+            raise ValidationError(f"row_bound has no bound for the parties {missing}")
+        return {n: check_positive(row_bound[n], f"row_bound[{n!r}]") for n in names}
+    return {n: check_positive(row_bound, "row_bound") for n in names}
+
+
+def mpc_parties(names: Sequence[str], colluders: Any, helper: Any, taken: Sequence[str]) -> tuple[list[str], int]:
+    """The MPyC parties of a secure Gram in order (a helper first when ``helper`` is True, or "auto" with fewer than 3
+    data parties) and t, checked: an honest majority t < m/2, and no data party named as the helper or as one of the
+    column groups in ``taken``."""
+    t = colluders
+    if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 1:
+        raise ValidationError(f"colluders (the collusion threshold t) must be an integer >= 1, got {t!r}")
+    if helper not in ("auto", True, False):
+        raise ValidationError(f"helper must be 'auto', True or False, got {helper!r}")
+    for name in taken:
+        if name in names:
+            raise ValidationError(f"{name!r} names the helper or a column group of the secure Gram; rename that data party")
+    with_helper = helper is True or (helper == "auto" and len(names) < 3)
+    parties = ([HELPER] if with_helper else []) + list(names)
+    if not honest_majority(len(parties), int(t)):
+        raise ValidationError(f"{len(parties)} parties ({', '.join(parties)}) tolerate t < {len(parties) / 2:g} colluders, not {t}: "
+                              + ("add a helper (helper=True)" if not with_helper else "use fewer colluders or more parties"))
+    return parties, int(t)
 
 
 def column_scales(bounds: Mapping[str, float]) -> dict[str, float]:
