@@ -268,9 +268,13 @@ class CrossProducts:
     def plain(self, data: Mapping[str, Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
         """The noise-free blocks in real units from every party's arrays (exact integers, then times 2^(2e); a symmetric
         block as its whole matrix): what a simulated fit's replay audit compares the opening with, never sent anywhere."""
-        Z = np.column_stack([np.full(self.rows, g.value) if g.constant else np.asarray(data[g.owner][g.key]).reshape(self.rows, g.width)
-                             for g in self.groups]).astype(object)
-        gram, scale = Z.T @ Z, 2.0 ** (2 * self.exponent)
+        gram = np.zeros((self.width, self.width), dtype=np.int64)  # exact: every entry stays below 2^DATA_BITS
+        for start in range(0, self.rows, 1 << 16):  # row chunks: no second copy of every party's columns
+            stop = min(self.rows, start + (1 << 16))
+            Z = np.column_stack([np.full(stop - start, g.value) if g.constant else
+                                 np.asarray(data[g.owner][g.key]).reshape(self.rows, g.width)[start:stop] for g in self.groups]).astype(np.int64)
+            gram += Z.T @ Z
+        scale = 2.0 ** (2 * self.exponent)
         return {b.name: np.array(gram[np.ix_(self._span(b.left), self._span(b.left))] if b.symmetric else gram[self.entries(b)],
                                  dtype=float) * scale for b in self.blocks}
 

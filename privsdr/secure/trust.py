@@ -109,7 +109,7 @@ def trust_model(job: AggregationJob, server: str | None = None, budget: Any = No
                      "rows exceed its public bound C_i by a factor r (unclipped columns, say) multiplies every other party's row by "
                      "up to r in the opened cross-products, and the noise, calibrated for rows of norm C_i, then gives the other "
                      "parties r times the privacy loss (a mu-GDP release becomes r mu-GDP), with r as large as the field allows; "
-                     "the label holder's label likewise. A row-norm check inside the computation would take about N (w + 1) secure "
+                     "the label holder's label or slice indicators likewise. A row-norm check inside the computation would take about N (w + 1) secure "
                      "comparisons, hundreds of times the secure Gram's own time (benchmarks/bench_secure_rowcheck.py), and is not "
                      "made. The helper inputs only a noise share: a deviating helper's input changes the opened value by an amount "
                      "that does not depend on the data")
