@@ -153,7 +153,7 @@ def gram_input(job: AggregationJob, name: str, data: Mapping[str, Any]) -> tuple
                 raise ShareRefused(f"{group.key!r} must be a {products.rows} x {group.width} integer matrix on the grid")
             if np.any(np.abs(value) > limit):
                 raise ShareRefused(f"{group.key!r} exceeds the public bounds: it must be clipped and rounded first (crossproducts.party_block)")
-            held[group.name] = value.astype(np.int64).reshape(products.rows, group.width)
+            held[group.name] = value.astype(np.int64, copy=False).reshape(products.rows, group.width)
     return products.local_statistics(name, held), held
 
 
@@ -580,14 +580,16 @@ def read_line(fd: int) -> bytes:
     return bytes(out)
 
 
-def read_exactly(fd: int, size: int) -> bytes:
-    out = bytearray()
-    while len(out) < size:
-        chunk = os.read(fd, min(size - len(out), 1 << 20))
-        if not chunk:
+def read_exactly(fd: int, size: int) -> bytearray:
+    """``size`` bytes from the file descriptor, into one buffer allocated once (a party's input is its whole block)."""
+    out = bytearray(size)
+    view, got = memoryview(out), 0
+    while got < size:
+        n = os.readv(fd, [view[got:got + (1 << 20)]])
+        if not n:
             raise ValueError("the input on stdin was cut short (the launcher stopped)")
-        out += chunk
-    return bytes(out)
+        got += n
+    return out
 
 
 def read_job(fd: int) -> tuple[AggregationJob, dict[str, Any]]:
