@@ -66,6 +66,7 @@ MODEL_MODULES = {
     "AdaSSPRegression": "privsdr.algorithms.adassp", "MSC": "privsdr.algorithms.spectral",
     "FederatedSIR": "privsdr.federated.estimator", "DPBCDRegression": "privsdr.vertical.estimator",
     "PRIDERegressor": "privsdr.vertical.pride_estimator", "SecureVerticalRegression": "privsdr.vertical.secure_regression",
+    "SecureVerticalSIR": "privsdr.vertical.secure_moments", "SecureVerticalMeanCovariance": "privsdr.vertical.secure_moments",
     "PublicRangeScaler": "privsdr.preprocessing.public", "DPStandardScaler": "privsdr.preprocessing.standard",
 }
 PIPELINE = "Pipeline"  #: the ``estimator`` of a scikit-learn Pipeline's file

@@ -22,10 +22,10 @@ from privsdr.mechanisms import get_mechanism
 from privsdr.mechanisms.distributed import share_noise
 from privsdr.secure import AggregationJob, NodeJob, SecureAggregationError, field_bits, secure_release
 from privsdr.secure.aggregate import build_job
-from privsdr.secure.crossproducts import CrossProducts
 from privsdr.secure.job import MAX_BITS
 from privsdr.secure.launch import run_parties
 from privsdr.secure.party import ShareRefused, disagreements, local_vector, own_address_loop
+from privsdr.vertical.secure_regression import gram_layout
 
 pytest.importorskip("mpyc")
 
@@ -80,7 +80,7 @@ def test_the_job_digest_covers_every_public_field_by_construction_and_survives_t
     for field in attrs.fields(AggregationJob):
         if field.name in edits and field.name not in ("threshold", "parties"):
             assert attrs.evolve(job, **{field.name: edits[field.name]}).digest() != job.digest(), field.name
-    products = CrossProducts(10, [("a", 1), ("b", 1)], "a", -4, 1)
+    products = gram_layout(10, [("a", 1), ("b", 1)], "a", -4, 1)
     gram = attrs.evolve(job, nodes=(NodeJob("xtx", 6, 2.0**-8, (1, 1), 9.0, 3), NodeJob("xty", 3, 2.0**-8, (1, 1), 9.0)),
                         inputs=PARTIES, products=products)
     assert attrs.evolve(gram, products=attrs.evolve(products, rows=11)).digest() != gram.digest()

@@ -31,9 +31,9 @@ from privsdr.errors import PrivsdrError, ValidationError
 from privsdr.network.addresses import check_addresses, free_ports, is_loopback
 from privsdr.network.certificates import Credentials, load_credentials, make_keys, private_config
 from privsdr.secure import launch
-from privsdr.secure.crossproducts import CrossProducts
 from privsdr.secure.job import AggregationJob, NodeJob
 from privsdr.secure.party import mpc_arguments
+from privsdr.vertical.secure_regression import gram_layout
 
 pytest.importorskip("mpyc")
 pytest.importorskip("cryptography")
@@ -46,7 +46,7 @@ WAIT = 20.0  # seconds any test here waits for its party processes at most
 
 def gram_job(addresses=(), tls=True, timeout=WAIT) -> AggregationJob:
     """A secure Gram of two data parties and a helper, noise off (share variance 0)."""
-    products = CrossProducts(N, [("party0", 1), ("party1", 2)], "party0", -10, 0)
+    products = gram_layout(N, [("party0", 1), ("party1", 2)], "party0", -10, 0)
     nodes = (NodeJob("xtx", 6, 4.0**-10, (0, 1), 128.0, 3), NodeJob("xty", 3, 4.0**-10, (0, 1), 128.0))
     return AggregationJob(PARTIES, PARTIES, 1, nodes, timeout, products, addresses=addresses, tls=tls)
 

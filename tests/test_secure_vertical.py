@@ -18,12 +18,12 @@ from privsdr import Budget, Ledger, SecureVerticalRegression, ValidationError, l
 from privsdr.audit import GDP, audit_estimator
 from privsdr.secure import SecureAggregationError
 from privsdr.secure.aggregate import node_job
-from privsdr.secure.crossproducts import CrossProducts, grid_exponent, label_vector, party_block
+from privsdr.secure.crossproducts import grid_exponent, label_vector, party_block
 from privsdr.secure.job import AggregationJob, NodeJob
 from privsdr.secure.launch import run_parties
 from privsdr.secure.party import with_shares
 from privsdr.vertical import Party
-from privsdr.vertical.secure_regression import label_scale
+from privsdr.vertical.secure_regression import gram_layout, label_scale
 
 pytest.importorskip("mpyc")
 
@@ -147,7 +147,7 @@ def simulated_opened(D, noise_scale=1.0, noise=True):
     plan = est.plan({"party0": 1, "party1": 1})
     c = est._checked(["party0", "party1"], [1, 1])
     e = c["exponent"]
-    products = CrossProducts(len(y), [("party0", 1), ("party1", 1)], "party0", e, 0)
+    products = gram_layout(len(y), [("party0", 1), ("party1", 1)], "party0", e, 0)
     nodes = tuple(node_job(plan, name, 256.0) for name in ("xtx", "xty"))
     sds = [math.sqrt(3 * n.variance) for n in nodes]  # three shares of sigma_local^2 each, in grid steps
     scaled = tuple(attrs.evolve(n, sigma_local2=(n.sigma_local2[0], n.sigma_local2[1] * round(1 / noise_scale**2))) for n in nodes)
@@ -185,7 +185,7 @@ def test_a_data_party_and_the_helper_see_only_uniform_shares_of_another_partys_c
     """party0's and the helper's views of party1's block are Shamir shares: two runs with very different columns for
     party1 give views a two-sample test cannot tell apart (low 8 bits, 256 numbers each)."""
     e = -10
-    products = CrossProducts(128, [("party0", 1), ("party1", 2)], "party0", e, 0)
+    products = gram_layout(128, [("party0", 1), ("party1", 2)], "party0", e, 0)
     nodes = (NodeJob("xtx", 6, 4.0**e, (0, 1), 128.0, 3), NodeJob("xty", 3, 4.0**e, (0, 1), 128.0))
     job = AggregationJob(["helper", "party0", "party1"], ["helper", "party0", "party1"], 1, nodes, 60.0, products)
     q0, y = np.zeros((128, 1), dtype=np.int64), np.zeros(128, dtype=np.int64)
@@ -206,7 +206,7 @@ def test_every_party_the_helper_included_adds_its_noise_share():
     """The opened noise of zero data has the declared sd sqrt(3 sigma_local^2): three shares, none missing (two shares
     would give 0.82 of it). 1034 numbers: the sd is estimated within ~2 %; the bounds are 4.5 of its sds."""
     e = -10
-    products = CrossProducts(4, [("party0", 30), ("party1", 14)], "party0", e, 0)
+    products = gram_layout(4, [("party0", 30), ("party1", 14)], "party0", e, 0)
     nodes = (NodeJob("xtx", 990, 4.0**e, (10**6, 1), 64.0, 44), NodeJob("xty", 44, 4.0**e, (10**6, 1), 64.0))
     job = AggregationJob(["helper", "party0", "party1"], ["helper", "party0", "party1"], 1, nodes, 60.0, products)
     zeros = {"party0": {"block": np.zeros((4, 30), dtype=np.int64), "label": np.zeros(4, dtype=np.int64)},

@@ -15,12 +15,11 @@ from sklearn.datasets import load_diabetes
 from sklearn.linear_model import LinearRegression
 
 from privsdr import Budget, SecureVerticalRegression
-from privsdr.secure.crossproducts import CrossProducts
 from privsdr.secure.job import AggregationJob, NodeJob
 from privsdr.secure.launch import run_parties
 from privsdr.secure.party import RECEIVING_STEPS
 from privsdr.secure.trust import PLAINTEXT_CHANNELS, TLS_CHANNELS, describe, received, trust_model
-from privsdr.vertical.secure_regression import column_scales, label_scale
+from privsdr.vertical.secure_regression import column_scales, gram_layout, label_scale
 
 pytest.importorskip("mpyc")
 
@@ -46,7 +45,7 @@ def recorded_view(job: AggregationJob, party: str, opened) -> dict:
 
 def gram_job(N: int = 16) -> AggregationJob:
     e = -10
-    products = CrossProducts(N, [("party0", 1), ("party1", 2)], "party0", e, 0)
+    products = gram_layout(N, [("party0", 1), ("party1", 2)], "party0", e, 0)
     nodes = (NodeJob("xtx", 6, 4.0**e, (0, 1), 128.0, 3), NodeJob("xty", 3, 4.0**e, (0, 1), 128.0))
     return AggregationJob(["helper", "party0", "party1"], ["helper", "party0", "party1"], 1, nodes, 60.0, products)
 

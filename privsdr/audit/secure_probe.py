@@ -22,6 +22,7 @@ shares (the view tests with real MPyC processes do that).
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -65,9 +66,13 @@ class _Runtime:
     """The part of MPyC's runtime the party program uses, on plain integers: ``input`` hands every sender's actual
     input (the table), ``output`` opens the value as is."""
 
-    def __init__(self, job: AggregationJob, pid: int, table: Mapping[str, tuple[Any, Any, Any]]) -> None:
+    def __init__(self, job: AggregationJob, pid: int, table: Mapping[str, tuple[Any, Any]]) -> None:
         self.job, self.pid, self.table = job, pid, table
         self.parties: list[Any] = []  # no peers: nothing is sent
+        groups = job.products.groups if job.products is not None else ()
+        # a party's column groups, in the order the party program secret-shares them (``party._cross_products``)
+        self._groups = {name: itertools.cycle([g.name for g in groups if g.owner == name] or [""]) for name in job.parties}
+        self._offset = {g.name: 0 for g in groups}  # the rows of each group already input (chunk by chunk)
 
     async def start(self) -> None:
         return None
@@ -75,14 +80,20 @@ class _Runtime:
     async def shutdown(self) -> None:
         return None
 
+    async def barrier(self, name: str | None = None) -> None:
+        return None
+
     def SecInt(self, bits: int) -> _SecureType:  # noqa: N802 - MPyC's name
         return _SecureType(bits)
 
     def input(self, value: np.ndarray, senders: Any) -> Any:
-        if isinstance(senders, (int, np.integer)):  # one party's block (2-D) or the label holder's label (1-D)
-            vector, block, label = self.table[self.job.parties[int(senders)]]
-            held = block if np.ndim(value) == 2 else label
-            return np.array(np.zeros(np.shape(value), dtype=np.int64) if held is None else held, dtype=object)
+        if isinstance(senders, (int, np.integer)):  # one of that party's column groups, in layout order, chunk by chunk
+            name = self.job.parties[int(senders)]
+            held = self.table[name][1]
+            group, rows = next(self._groups[name]), np.shape(value)[0]
+            start = self._offset[group]
+            self._offset[group] = start + rows
+            return np.array(np.zeros(np.shape(value), dtype=np.int64) if held is None else held[group][start:start + rows], dtype=object)
         out = []
         for s in senders:
             vector = self.table[self.job.parties[int(s)]][0]
@@ -106,7 +117,7 @@ def _drawn_as(value: int) -> Iterator[None]:
         exact._discrete_gaussian = original
 
 
-def party_inputs(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any]], share: Shares | None = None) -> dict[str, tuple[Any, Any, Any]]:
+def party_inputs(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any]], share: Shares | None = None) -> dict[str, tuple[Any, Any]]:
     """Every party's input as the party program makes it (``party_input``); ``share(i)``: the value of each share draw
     of party i (None: the real sampler). A party that refuses raises ``PartyFailed`` naming it."""
     table = {}
@@ -138,8 +149,8 @@ def run_in_process(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any]],
     if charge is not None:
         charge()
     table = party_inputs(job, inputs, share)
-    vector, block, label = table[job.parties[0]]
-    opened, _, _ = asyncio.run(program._aggregate(_Runtime(job, 0, table), job, vector, False, None, block, label))
+    vector, held = table[job.parties[0]]
+    opened, _, _ = asyncio.run(program._aggregate(_Runtime(job, 0, table), job, vector, False, None, held))
     return Opened(np.asarray(opened, dtype=np.int64), {}, 0.0, {name: 0 for name in job.parties})
 
 

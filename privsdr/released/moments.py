@@ -37,32 +37,36 @@ WEIGHTS = {"slice_sums": 1.0, "slice_counts": 0.2, "second_moment": 1.0}
 
 
 def add_moment_nodes(plan: Plan, n: int, p: int, bound: np.ndarray, parents: tuple[str, ...], *, n_slices: int | None = None,
-                     distributed: tuple[int, int] | None = None, row_bound: float | None = None) -> None:
+                     distributed: tuple[int, int] | None = None, row_bound: float | None = None, per: float | None = None,
+                     grid_exponent: int | None = None) -> None:
     """The three releases of the moments estimator (public parameters only). ``bound``: the per-column bounds c_j
     (``row_bound``: a public bound on ||x|| instead, for rows clipped in L2). ``distributed=(parties, colluders)``:
-    released as secure aggregates with distributed discrete Gaussian noise (``n_slices`` H sizes them)."""
+    released as secure aggregates with distributed discrete Gaussian noise (``n_slices`` H sizes them).
+    ``per``: the public divisor of the three sums (default n; 1: the sums themselves, divided by n afterwards, as the
+    secure vertical Gram releases them on its grid 2^``grid_exponent``)."""
     c2 = float(row_bound) ** 2 if row_bound is not None else float(np.sum(np.asarray(bound, dtype=float) ** 2))
     c = math.sqrt(c2)  # ||x|| <= c: the Gram blocks' row bound (``gram``)
     vector, symmetric = "gaussian", "symmetric_gaussian"
+    per = n if per is None else per
     params: dict[str, dict[str, Any]] = {"slice_sums": {}, "slice_counts": {}, "second_moment": {}}
     if distributed is not None:
         if n_slices is None:
             raise ValueError("distributed moment nodes need n_slices to size their releases")
         vector, symmetric = "distributed_gaussian", "distributed_symmetric_gaussian"
         parties, colluders = distributed
-        shares = {"parties": parties, "colluders": colluders}
+        shares = {"parties": parties, "colluders": colluders, **({} if grid_exponent is None else {"grid_exponent": grid_exponent})}
         params = {"slice_sums": {**shares, "dimension": p * n_slices}, "slice_counts": {**shares, "dimension": n_slices},
                   "second_moment": {**shares, "dimension": p * (p + 1) // 2}}
     plan.add("slice_sums", vector,
-             gram.slice_sums(c, RELATION, n, c2),
+             gram.slice_sums(c, RELATION, per, c2),
              weight=WEIGHTS["slice_sums"], calibration="analytic", parents=parents, params=params["slice_sums"],
              description="slice sums of the clipped rows / n (p x H): the slice means and the mean")
     plan.add("slice_counts", vector,
-             gram.slice_counts(RELATION, n),
+             gram.slice_counts(RELATION, per),
              weight=WEIGHTS["slice_counts"], calibration="analytic", parents=parents, params=params["slice_counts"],
              description="slice proportions n_h / n")
     plan.add("second_moment", symmetric,
-             gram.xtx(c, RELATION, n, c2),
+             gram.xtx(c, RELATION, per, c2),
              weight=WEIGHTS["second_moment"], calibration="analytic", params=params["second_moment"],
              description="X^T X / n of the clipped rows (Analyze-Gauss)")
 

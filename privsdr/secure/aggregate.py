@@ -154,8 +154,10 @@ def release_agreed(run: Run, job: AggregationJob, session: Parties, plain: Mappi
 
 def gram_job(plan: CalibratedPlan, products: CrossProducts, *, parties: Sequence[str], threshold: int, bound: float,
              timeout: float, addresses: Sequence[str] | None = None, tls: bool = True) -> AggregationJob:
-    """The public job of a secure Gram (``secure_gram_release``): every party of ``parties`` adds a noise share."""
-    return build_job(plan, ("xtx", "xty"), {"xtx": bound, "xty": bound}, parties=parties, contributors=list(parties),
+    """The public job of a secure Gram (``secure_gram_release``): one node per declared block, every party of
+    ``parties`` adds a noise share."""
+    names = [b.name for b in products.blocks]
+    return build_job(plan, names, dict.fromkeys(names, bound), parties=parties, contributors=list(parties),
                      threshold=threshold, timeout=timeout, products=products, addresses=addresses, tls=tls)
 
 
@@ -180,19 +182,6 @@ def declining(job: AggregationJob, own: str, progress: Any = None, certificates:
             progress(f"[{own}] cannot take part ({exc}); telling the other parties, nothing is charged (at most {job.timeout:g} s)")
         decline_own_party(job, own, f"{type(exc).__name__} at party {own!r} (its own output says why)", progress, certificates)
         raise
-
-
-def gram_inputs(products: CrossProducts, blocks: Mapping[str, np.ndarray], label: np.ndarray | None,
-                own: str | None = None) -> dict[str, dict[str, np.ndarray]]:
-    """What each data party's process receives (on its stdin): its integer block and, for the label holder, the
-    label; ``own``: that party's only."""
-    holders = products.parties if own is None else [own] if own in products.parties else []
-    inputs: dict[str, dict[str, np.ndarray]] = {name: {"block": blocks[name]} for name in holders}
-    if products.label in inputs:
-        if label is None:
-            raise ValidationError(f"the label holder {products.label!r} has no label")
-        inputs[products.label]["label"] = label
-    return inputs
 
 
 def agreed_own_party(job: AggregationJob, own: str, inputs: Mapping[str, np.ndarray] | None, progress: Any = None,
@@ -239,17 +228,17 @@ def _agreed(party: Parties) -> Parties:
     return party
 
 
-def secure_gram_release(run: Run, products: CrossProducts, blocks: Mapping[str, np.ndarray], label: np.ndarray | None, *,
+def secure_gram_release(run: Run, products: CrossProducts, data: Mapping[str, Mapping[str, np.ndarray]], *,
                         parties: Sequence[str], threshold: int, bound: float, timeout: float = 60.0, helper: str | None = None,
                         record_view: bool = False, own: str | None = None, addresses: Sequence[str] | None = None,
                         tls: bool = True, certificates: Any = None, progress: Any = None,
                         session: Parties | None = None) -> SecureRelease:
-    """Release the nodes ``xtx`` and ``xty`` as a secure Gram (``crossproducts``) of the data parties' integer
-    ``blocks`` (clipped and rounded by each party) and the label holder's integer ``label``; every party of
-    ``parties`` (data parties and a helper) adds a noise share. ``bound``: a public bound on every entry of the
-    Gram in real units (it sizes the field).
+    """Release the blocks ``products`` declares (one plan node each, by name) as a secure Gram (``crossproducts``) of
+    the data parties' integer column groups (``data``: party -> key -> array, clipped and rounded by each party);
+    every party of ``parties`` (data parties and a helper) adds a noise share. ``bound``: a public bound on every
+    entry of the Gram in real units (it sizes the field).
 
-    ``own``: run only this party (``blocks``/``label`` hold its own data only, or nothing for a helper); the others
+    ``own``: run only this party (``data`` holds its own arrays only, or nothing for a helper); the others
     run the same job elsewhere, at ``addresses``; ``progress(line)`` hears while it waits; ``session``: that party's
     process, already agreed (``agreed_own_party``). ``tls``, ``certificates``: the channels (``launch``: ``own`` gives
     its own folder; a simulated run, a mapping or None)."""
@@ -258,16 +247,12 @@ def secure_gram_release(run: Run, products: CrossProducts, blocks: Mapping[str, 
         if session is None:
             if not addresses:
                 raise ValidationError("one party's run needs every party's address (host:port)")
-            session = agreed_own_party(job, own, gram_inputs(products, blocks, label, own).get(own), progress, certificates)
+            session = agreed_own_party(job, own, products.inputs(data, own).get(own), progress, certificates)
         return release_agreed(run, job, session, None, helper)
-    # the noise-free Gram, for the replay audit's tap only (this process holds every block in a simulated fit)
-    Z = np.column_stack([blocks[name] for name in products.parties]
-                        + ([np.full(products.rows, products.intercept)] if products.intercept else [])).astype(object)
-    scale = 2.0 ** (2 * products.exponent)
-    plain = {"xtx": np.array(Z.T @ Z, dtype=float) * scale, "xty": np.array(Z.T @ np.asarray(label).astype(object), dtype=float) * scale}
+    plain = products.plain(data)  # the noise-free Gram, for the replay audit's tap only (a simulated fit holds every block)
     if session is not None:  # every party here, agreed before the run was opened (``agreed_parties``)
         return release_agreed(run, job, session, plain, helper)
-    inputs = gram_inputs(products, blocks, label)
+    inputs = products.inputs(data)
     return _run(run, job, lambda j, charge: run_parties(j, inputs, charge=charge, record_view=record_view, certificates=certificates),
                 plain, helper)
 

@@ -32,9 +32,9 @@ bit length, so that the parties agree on it; the vectors are added on their Sham
 opened, to every party. Nothing else leaves the party: its statistic and its share stay in its process.
 
 A job with ``products`` (a secure Gram of vertically partitioned columns, ``crossproducts``): each data party's
-input holds its integer block (``block``, already clipped and rounded) and, for the label holder, ``label``;
-it adds its own diagonal block and its noise shares as above, and also inputs its block as a secret-shared
-matrix; the cross-blocks between parties are computed on the shares, and only the noisy total is opened. A helper
+input holds its integer column groups under the keys the layout declares (``block``, ``label``, ``slices``, ...,
+already clipped and rounded); it adds the entries of the declared blocks it can compute alone and its noise shares
+as above, and also inputs each group as a secret-shared matrix; the cross-blocks between parties are computed on the shares, and only the noisy total is opened. A helper
 (a party without columns) adds a noise share and sees shares only.
 
 Addresses and channels (issue 36). MPyC's options come from the job alone: ``-M/-I/-T``, one ``-P host:port`` per
@@ -51,7 +51,7 @@ is checked all the same). A watchdog ends the process after the job's timeout (e
 peers dropped out never waits for ever. A peer whose connection drops before the sum is opened ends it
 at once (exit code 7), naming that peer.
 
-``--record-view`` also writes what this party received for each other contributor's vector, block and label (its
+``--record-view`` also writes what this party received for each other contributor's vector and column groups (its
 Shamir shares, a field element per coordinate), and a tally of every message its process received, by peer and by
 the MPyC step that asked for it (``receipts``): the tests check that the shares do not depend on that contributor's
 data and that the report's "what each party sees" names exactly what the tally holds (``trust.received``).
@@ -140,46 +140,49 @@ def with_shares(job: AggregationJob, q: np.ndarray) -> np.ndarray:
     return np.concatenate(parts).astype(np.int64)
 
 
-def gram_input(job: AggregationJob, name: str, data: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """A secure Gram's party: (its local statistics, its integer block, its integer label), checked (no noise yet)."""
+def gram_input(job: AggregationJob, name: str, data: Mapping[str, Any]) -> tuple[np.ndarray, dict[str, np.ndarray] | None]:
+    """A secure Gram's party: (its local statistics, its integer column groups by name), checked (no noise yet). Each
+    group the layout gives this party is read from its input's ``key`` (``crossproducts.Group``)."""
     products = job.products
     assert products is not None
-    block = label = None
-    if name in products.parties:
-        if "block" not in data:
-            raise ShareRefused("no column block ('block') in this party's input")
-        block = np.asarray(data["block"])
-        if block.dtype.kind not in "iu" or block.shape != (products.rows, products.width_of(name)):
-            raise ShareRefused(f"the block must be a {products.rows} x {products.width_of(name)} integer matrix on the grid")
-        if name == products.label:
-            if "label" not in data or np.asarray(data["label"]).dtype.kind not in "iu":
-                raise ShareRefused("the label holder's input has no integer 'label'")
-            label = np.asarray(data["label"], dtype=np.int64)
-        limit = max(n.grid_bound for n in job.nodes)  # no entry beyond sqrt of the largest product bound
-        if np.any(np.abs(block) > math.isqrt(limit) + 1) or (label is not None and np.any(np.abs(label) > math.isqrt(limit) + 1)):
-            raise ShareRefused("the block exceeds the public bounds: it must be clipped and rounded first (crossproducts.party_block)")
-    own = products.local_statistics(name, block, label)
-    return np.concatenate([own["xtx"], own["xty"]]).astype(np.int64), block, label
+    mine = products.owned(name)
+    held: dict[str, np.ndarray] | None = None
+    if mine:
+        held = {}
+        limit = math.isqrt(max(n.grid_bound for n in job.nodes)) + 1  # no entry beyond sqrt of the largest product bound
+        for group in mine:
+            if group.key not in data:
+                raise ShareRefused(f"no {group.description} ({group.key!r}) in this party's input")
+            value = np.asarray(data[group.key])
+            if value.dtype.kind not in "iu" or value.shape not in ((products.rows, group.width),) + (((products.rows,),) if group.width == 1 else ()):
+                raise ShareRefused(f"{group.key!r} must be a {products.rows} x {group.width} integer matrix on the grid")
+            if np.any(np.abs(value) > limit):
+                raise ShareRefused(f"{group.key!r} exceeds the public bounds: it must be clipped and rounded first (crossproducts.party_block)")
+            held[group.name] = value.astype(np.int64, copy=False).reshape(products.rows, group.width)
+    return products.local_statistics(name, held), held
 
 
-def party_statistics(job: AggregationJob, name: str, data: Mapping[str, Any]) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+Held = dict[str, np.ndarray] | None
+
+
+def party_statistics(job: AggregationJob, name: str, data: Mapping[str, Any]) -> tuple[np.ndarray | None, Held]:
     """What party ``name`` computes from its data before the agreement, checked and with no noise yet: (its integer
-    statistics on the grid, or None for a party that adds nothing; its integer block and label, secure Gram only)."""
+    statistics on the grid, or None for a party that adds nothing; its integer column groups, secure Gram only)."""
     if job.products is not None:
         if name in job.inputs:  # a helper adds a noise share and no statistic
             return gram_input(job, name, data)
-        return None, None, None
+        return None, None
     if name in job.inputs:
-        return local_grid(job, data), None, None
-    return None, None, None
+        return local_grid(job, data), None
+    return None, None
 
 
-def party_input(job: AggregationJob, name: str, data: Mapping[str, Any]) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+def party_input(job: AggregationJob, name: str, data: Mapping[str, Any]) -> tuple[np.ndarray | None, Held]:
     """What party ``name`` inputs into the secure computation: ``party_statistics`` with this party's noise shares
     added (``with_shares``, drawn by the party program only after the launcher has charged). The sensitivity and
     contributor probes (``privsdr.audit.secure_probe``) run the party program through this function."""
-    q, block, label = party_statistics(job, name, data)
-    return (with_shares(job, q) if q is not None else None), block, label
+    q, held = party_statistics(job, name, data)
+    return (with_shares(job, q) if q is not None else None), held
 
 
 class Channel:
@@ -486,7 +489,7 @@ def watch_peers(mpc: Any, job: AggregationJob, status: Channel) -> dict[str, boo
 
 
 async def _session(mpc: Any, job: AggregationJob, digest: str, why: str | None, q: np.ndarray | None, args: Any,
-                   block: np.ndarray | None, label: np.ndarray | None, status: Channel,
+                   held: Held, status: Channel,
                    launcher: Launcher | None) -> tuple[np.ndarray, dict[str, np.ndarray], int] | list[str]:
     """Connect, agree, wait for the charge, then draw the shares and aggregate; the disagreements if there are any."""
     tally = _tally_receipts(mpc) if args.record_view else {}
@@ -509,15 +512,14 @@ async def _session(mpc: Any, job: AggregationJob, digest: str, why: str | None, 
         await mpc.shutdown()
         return ["uncharged", *missing]
     vector = with_shares(job, q) if q is not None else None  # the noise exists only after every party charged
-    opened, view, sent = await _aggregate(mpc, job, vector, args.record_view, status, block, label, peers)
+    opened, view, sent = await _aggregate(mpc, job, vector, args.record_view, status, held, peers)
     for step, counts in tally.items():  # the receipts, by peer name: what this process received, message by message
         view[f"receipts/{step}"] = np.array([f"{job.parties[int(i)]}={n}" for i, n in sorted(counts.items())], dtype=object)
     return opened, view, sent
 
 
 async def _aggregate(mpc: Any, job: AggregationJob, vector: np.ndarray | None, record_view: bool, status: Any,
-                     block: np.ndarray | None = None, label: np.ndarray | None = None,
-                     peers: dict[str, bool] | None = None) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
+                     held: Held = None, peers: dict[str, bool] | None = None) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
     status = status or Channel()
     secint = mpc.SecInt(job.bits)
     d = job.dimension
@@ -535,14 +537,16 @@ async def _aggregate(mpc: Any, job: AggregationJob, vector: np.ndarray | None, r
     for share in shares[1:]:
         total = total + share
     if job.products is not None:
-        cross, blocks = _cross_products(mpc, secint, job, block, label)
+        cross, seen = await _cross_products(mpc, secint, job, held, record_view)
         total = total + cross
-        if record_view:  # what this party holds of the other data parties' blocks and the label: their Shamir shares
-            for name, shared in blocks.items():
-                if name.removeprefix("label:") != job.parties[mpc.pid]:
-                    received = await mpc.gather(shared.share)
-                    key = name if name.startswith("label:") else f"block:{name}"
-                    view[key] = np.array([int(v) for v in np.asarray(received.value).ravel()], dtype=object)
+        if record_view:  # what this party holds of the other data parties' groups (block, label, ...): their Shamir shares
+            for group in job.products.groups:
+                if not group.constant and group.owner != job.parties[mpc.pid]:
+                    values = []
+                    for piece in seen[group.name]:
+                        received = await mpc.gather(piece.share)
+                        values += [int(v) for v in np.asarray(received.value).ravel()]
+                    view[f"{group.key}:{group.owner}"] = np.array(values, dtype=object)
         status("products")
     opened = await mpc.output(total)
     status("opened")
@@ -553,27 +557,39 @@ async def _aggregate(mpc: Any, job: AggregationJob, vector: np.ndarray | None, r
     return np.asarray(opened, dtype=np.int64).ravel(), view, int(sent)
 
 
-def _cross_products(mpc: Any, secint: Any, job: AggregationJob, block: np.ndarray | None,
-                    label: np.ndarray | None) -> tuple[Any, dict[str, Any]]:
-    """The secure Gram's cross-blocks (``crossproducts``): every data party inputs its integer block (the label
-    holder also its label), the products of blocks held by different parties are computed on the shares (MPyC's
-    matrix product reshares once per output entry), and public 0/1 matrices place them in the released vector."""
+async def _cross_products(mpc: Any, secint: Any, job: AggregationJob, held: Held,
+                          record_view: bool) -> tuple[Any, dict[str, list[Any]]]:
+    """The secure Gram's cross-blocks (``crossproducts``): row chunk by row chunk (``share_rows`` rows, so that the
+    secret-shared copy of a party's columns stays bounded), every data party inputs its integer column groups, the
+    products of groups held by different parties are computed on the shares (MPyC's matrix product reshares once per
+    output entry and chunk) and summed; public 0/1 matrices place the sums in the released vector. With
+    ``record_view``: every chunk's shares of every group, by group name."""
     products = job.products
     assert products is not None
     N = products.rows
-    shared = {}
-    for name, width in products.blocks:
-        own = block if job.index(name) == mpc.pid else None
-        shared[name] = mpc.input(secint.array(own if own is not None else np.zeros((N, width), dtype=np.int64)),
-                                 senders=job.index(name))
-    holder = job.index(products.label)
-    y = mpc.input(secint.array(label if label is not None and holder == mpc.pid else np.zeros(N, dtype=np.int64)), senders=holder)
+    pairs = products.pairs()
+    sums: dict[tuple[str, str], Any] = {}
+    seen: dict[str, list[Any]] = {}
+    for start in range(0, N, products.share_rows):
+        stop = min(N, start + products.share_rows)
+        shared = {}
+        for group in products.groups:
+            if group.constant:
+                continue
+            own = held[group.name][start:stop] if held is not None and job.index(group.owner) == mpc.pid else None
+            shared[group.name] = mpc.input(secint.array(own if own is not None else np.zeros((stop - start, group.width), dtype=np.int64)),
+                                           senders=job.index(group.owner))
+            if record_view:
+                seen.setdefault(group.name, []).append(shared[group.name])
+        for g, h in pairs:
+            product = shared[g].T @ shared[h]
+            sums[(g, h)] = product if (g, h) not in sums else sums[(g, h)] + product
+        await mpc.barrier(f"rows {start}-{stop}")  # this chunk's shares are done with before the next is input
     total = None
-    for node, a, b in products.products():
-        product = shared[a].T @ (shared[b] if node == "xtx" else y)
-        placed = products.scatter(node, a, b) @ product.reshape(-1)
+    for g, h in pairs:
+        placed = products.scatter(g, h) @ sums[(g, h)].reshape(-1)
         total = placed if total is None else total + placed
-    return (total if total is not None else secint.array(np.zeros(job.dimension, dtype=np.int64))), {**shared, f"label:{products.label}": y}
+    return (total if total is not None else secint.array(np.zeros(job.dimension, dtype=np.int64))), seen
 
 
 def read_line(fd: int) -> bytes:
@@ -588,14 +604,16 @@ def read_line(fd: int) -> bytes:
     return bytes(out)
 
 
-def read_exactly(fd: int, size: int) -> bytes:
-    out = bytearray()
-    while len(out) < size:
-        chunk = os.read(fd, min(size - len(out), 1 << 20))
-        if not chunk:
+def read_exactly(fd: int, size: int) -> bytearray:
+    """``size`` bytes from the file descriptor, into one buffer allocated once (a party's input is its whole block)."""
+    out = bytearray(size)
+    view, got = memoryview(out), 0
+    while got < size:
+        n = os.readv(fd, [view[got:got + (1 << 20)]])
+        if not n:
             raise ValueError("the input on stdin was cut short (the launcher stopped)")
-        out += chunk
-    return bytes(out)
+        got += n
+    return out
 
 
 def read_job(fd: int) -> tuple[AggregationJob, dict[str, Any]]:
@@ -669,7 +687,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     watchdog = threading.Timer(job.timeout, expire)
     watchdog.daemon = True
     watchdog.start()
-    q = block = label = None
+    q: np.ndarray | None = None
+    held: Held = None
     why = args.decline
     if job.digest() != digest:  # a field of the job was lost on its way through the pipe: not the job the launcher priced
         why = "its job does not carry the whole public job"
@@ -679,7 +698,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         if why is None:
-            q, block, label = party_statistics(job, name, data)
+            q, held = party_statistics(job, name, data)
     except ShareRefused as exc:  # the others hear the kind of failure only (the text may describe this party's data)
         status("refused", why=str(exc))
         print(f"party {name!r} refused: {exc}", file=sys.stderr)
@@ -705,7 +724,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
     try:
-        done = mpc.run(_session(mpc, job, digest, why, q, args, block, label, status, launcher))
+        done = mpc.run(_session(mpc, job, digest, why, q, args, held, status, launcher))
     except ShareRefused as exc:  # a share beyond the tail bound (decided by the noise alone)
         status("refused", why=str(exc))
         print(f"party {name!r} refused: {exc}", file=sys.stderr)

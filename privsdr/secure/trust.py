@@ -6,6 +6,7 @@ receive (``party --record-view``) and checks that ``describe`` of the recording 
 """
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -16,7 +17,8 @@ SHARES = "Shamir shares (uniformly random field elements)"
 
 def received(job: AggregationJob, party: str) -> dict[str, Any]:
     """What ``party``'s process receives, by MPyC step: ``keys`` (the peers whose pseudorandom secret-sharing keys
-    reach it at start-up), ``input`` (peer -> the objects it secret-shares: ``vector``, ``block``, ``label``),
+    reach it at start-up), ``input`` (peer -> the objects it secret-shares: ``vector`` and the keys of its column groups, ``block``,
+    ``label``, ...),
     ``reshare`` (the peers that reshare their products to it), ``open`` (the t peers whose shares of the total it
     uses to open it), ``sync`` (the peers of the agreement's exchange of public jobs, digests and readiness, and of MPyC's start and
     shutdown barriers, no data)."""
@@ -25,11 +27,11 @@ def received(job: AggregationJob, party: str) -> dict[str, Any]:
     inputs: dict[str, list[str]] = {}
     for peer in peers:
         objects = ["vector"] if peer in job.inputs else []
-        if job.products is not None and peer in job.products.parties:
-            objects += ["block"] + (["label"] if peer == job.products.label else [])
+        if job.products is not None:
+            objects += [g.key for g in job.products.owned(peer)]
         if objects:
             inputs[peer] = objects
-    reshare = peers if job.products is not None and job.products.products() else []
+    reshare = peers if job.products is not None and job.products.pairs() else []
     return {"keys": list(job.parties[:i]), "input": inputs, "reshare": reshare,
             "open": [job.parties[(i - t + j) % m] for j in range(t)], "sync": peers}
 
@@ -40,7 +42,8 @@ def describe(job: AggregationJob, party: str, view: dict[str, Any]) -> str:
     if products is None:
         own = "its own statistics and noise share" if party in job.inputs else "nothing of its own (it holds no data and contributes nothing)"
     else:
-        own = (f"its own columns{', the label' if party == products.label else ''} and noise share" if party in products.parties
+        groups = products.owned(party)
+        own = ("its own " + ", the ".join(g.description for g in groups) + " and noise share" if groups
                else "nothing of its own (it holds no data and adds a noise share)")
     holds = products.parties if products is not None else job.inputs
 
@@ -48,7 +51,8 @@ def describe(job: AggregationJob, party: str, view: dict[str, Any]) -> str:
         if obj == "vector":
             what = "its rounded statistics" if products is None else "its own products"
             return f"vector ({what} plus its noise share)" if peer in holds else "vector (its noise share alone)"
-        return {"block": "rounded columns", "label": "rounded label"}[obj]
+        assert products is not None
+        return "rounded " + next(g.description for g in products.owned(peer) if g.key == obj)
 
     parts = [own]
     shared = [f"{peer}'s " + " and ".join(kind(peer, k) for k in objects) for peer, objects in view["input"].items()]
@@ -59,7 +63,7 @@ def describe(job: AggregationJob, party: str, view: dict[str, Any]) -> str:
                      "computed")
     if view["keys"]:
         parts.append(f"the pseudorandom secret-sharing keys of {', '.join(view['keys'])} (random, independent of the data)")
-    opened = "the noisy X^T X and X^T y" if products is not None else "the noisy sums"
+    opened = f"the noisy {' and '.join(b.description or b.name for b in products.blocks)}" if products is not None else "the noisy sums"
     parts.append(f"the shares of {', '.join(view['open'])} that open {opened}, and the opened values")
     return ("; ".join(parts) + ". Nothing else reaches its process but, before anything is charged, every other party's "
             "public job, its digest and whether it is ready (the agreement), after the charge whether every other party charged its "
@@ -99,18 +103,22 @@ def trust_model(job: AggregationJob, server: str | None = None, budget: Any = No
     extra: dict[str, Any] = {}
     if job.products is not None:
         setting = ("secure Gram on MPyC: every data party secret-shares its clipped, rounded columns (Shamir, prime field, "
-                   "BGW-style, honest majority); the cross-products are computed on the shares and only the noisy X^T X and "
-                   "X^T y are opened; rows are aligned by a public row order, so every party knows N and which row is whose")
+                   "BGW-style, honest majority); the cross-products are computed on the shares and only the noisy blocks "
+                   f"{', '.join(b.description or b.name for b in job.products.blocks)} are opened; rows are aligned by a public row order, so every party knows N and which row is whose")
         deviation = ("semi-honest parties: every party runs the protocol as written, and the other parties' privacy depends on it. "
                      "Nothing inside the secure computation checks what a data party inputs: a data party that inputs a block whose "
                      "rows exceed its public bound C_i by a factor r (unclipped columns, say) multiplies every other party's row by "
                      "up to r in the opened cross-products, and the noise, calibrated for rows of norm C_i, then gives the other "
                      "parties r times the privacy loss (a mu-GDP release becomes r mu-GDP), with r as large as the field allows; "
-                     "the label holder's label likewise. A row-norm check inside the computation would take about N (w + 1) secure "
+                     "the label holder's label or slice indicators likewise. A row-norm check inside the computation would take about N (w + 1) secure "
                      "comparisons, hundreds of times the secure Gram's own time (benchmarks/bench_secure_rowcheck.py), and is not "
                      "made. The helper inputs only a noise share: a deviating helper's input changes the opened value by an amount "
                      "that does not depend on the data")
-        if budget is not None and math.isfinite(budget.epsilon):
+        relation = json.loads(job.public or "{}").get("plan", {}).get("relation")
+        if budget is not None and math.isfinite(budget.epsilon) and relation == "replace_one":
+            extra["own_values"] = (f"one person's whole row, and a data party's own values in one row (a replacement of that row, N "
+                                   f"public), are protected at (epsilon, delta) = ({budget.epsilon:.4g}, {budget.delta:.3g}) (replace-one)")
+        elif budget is not None and math.isfinite(budget.epsilon):
             e, d = budget.epsilon, budget.delta
             extra["own_values"] = (f"one person's whole row is protected at (epsilon, delta) = ({e:.4g}, {d:.3g}) (add/remove). A data "
                                    "party's own values in one row (its columns, or the label), the rest of the row unchanged, are a "

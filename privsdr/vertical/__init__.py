@@ -33,7 +33,7 @@ from .dpbcd_steps import DegenerateResidualError
 from .pride import LargeDeltaWarning, PRIDEConfig, PRIDEProtocol, PRIDEResult
 
 _ESTIMATORS = {"DPBCDRegression": ".estimator", "PRIDERegressor": ".pride_estimator", "SecureVerticalRegression": ".secure_regression",
-               "posterior_bound": ".audit",
+               "SecureVerticalSIR": ".secure_moments", "SecureVerticalMeanCovariance": ".secure_moments", "posterior_bound": ".audit",
                "zero_row_audit": ".audit", "zero_row_pair": ".audit"}
 
 
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from .audit import posterior_bound, zero_row_audit, zero_row_pair
     from .estimator import DPBCDRegression
     from .pride_estimator import PRIDERegressor
+    from .secure_moments import SecureVerticalMeanCovariance, SecureVerticalSIR
     from .secure_regression import SecureVerticalRegression
 
 __all__ = [
@@ -53,6 +54,6 @@ __all__ = [
     "DPBCDRegression", "DPBCDResult", "format_revealed", "LargeDeltaWarning", "Layout", "Mailbox",
     "message_id", "Outgoing", "Party", "PartyInfo", "PartyMessage", "PartyOutcome", "per_record_line",
     "posterior_bound", "PRIDEConfig", "PRIDEProtocol", "PRIDERegressor", "PRIDEResult", "ProtocolAbort",
-    "ProtocolAborted", "ProtocolRun", "revealed_entry", "run_party", "run_protocol", "SecureVerticalRegression", "split_plan", "Stage", "VerticalProtocol",
+    "ProtocolAborted", "ProtocolRun", "revealed_entry", "run_party", "run_protocol", "SecureVerticalMeanCovariance", "SecureVerticalRegression", "SecureVerticalSIR", "split_plan", "Stage", "VerticalProtocol",
     "zero_row_audit", "zero_row_pair",
 ]

@@ -28,7 +28,7 @@ afterwards (post-processing).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -54,7 +54,6 @@ from ..secure.aggregate import (
     agreed_parties,
     decline_own_party,
     declining,
-    gram_inputs,
     gram_job,
     secure_gram_release,
 )
@@ -62,6 +61,8 @@ from ..secure.aggregate import (
 RELATION = "add_remove"
 NODES = ("xtx", "xty")
 HELPER = "helper"
+#: the column groups of the label and of the intercept's constant (a data party may not take these names)
+LABEL, CONSTANT = "y", "1"
 #: a public cap on N: the fixed-point grid is set from it (never from the data's own N)
 MAX_ROWS = 2**24
 
@@ -139,30 +140,13 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
 
     # -- public parameters -------------------------------------------------------------------------
     def _bounds(self, names: list[str]) -> dict[str, float]:
-        if self.row_bound is None or self.label_bound is None:
+        if self.label_bound is None:
             raise ValidationError("row_bound (C_i per party) and label_bound (C_y) are required public bounds; they are never read off the data")
-        if isinstance(self.row_bound, Mapping):
-            missing = [n for n in names if n not in self.row_bound]
-            if missing:
-                raise ValidationError(f"row_bound has no bound for the parties {missing}")
-            return {n: check_positive(self.row_bound[n], f"row_bound[{n!r}]") for n in names}
-        return {n: check_positive(self.row_bound, "row_bound") for n in names}
+        return party_bounds(self.row_bound, names)
 
     def _parties_of(self, names: list[str]) -> tuple[list[str], int]:
         """The MPyC parties in order (the helper first, if any) and t, checked (honest majority)."""
-        t = self.colluders
-        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 1:
-            raise ValidationError(f"colluders (the collusion threshold t) must be an integer >= 1, got {t!r}")
-        if self.helper not in ("auto", True, False):
-            raise ValidationError(f"helper must be 'auto', True or False, got {self.helper!r}")
-        if HELPER in names:
-            raise ValidationError(f"{HELPER!r} is the helper's name; rename that data party")
-        with_helper = self.helper is True or (self.helper == "auto" and len(names) < 3)
-        parties = ([HELPER] if with_helper else []) + names
-        if not honest_majority(len(parties), int(t)):
-            raise ValidationError(f"{len(parties)} parties ({', '.join(parties)}) tolerate t < {len(parties) / 2:g} colluders, not {t}: "
-                                  + ("add a helper (helper=True)" if not with_helper else "use fewer colluders or more parties"))
-        return parties, int(t)
+        return mpc_parties(names, self.colluders, self.helper, (HELPER, LABEL, CONSTANT))
 
     def _checked(self, names: list[str], widths: list[int]) -> dict[str, Any]:
         bounds = self._bounds(names)
@@ -346,27 +330,28 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
                 if own in data:
                     data = {own: self._own_data(layout, own, data[own])}
                 ledger.preflight(calibrated)
-        blocks, label, at = {}, None, 0
+        arrays: dict[str, dict[str, np.ndarray]] = {}
+        at = 0
         for name, w in zip(names, widths, strict=True):
             if name in data:
                 centred = (data[name].X - c["x_center"][at:at + w]) * c["row_scales"][name]
-                blocks[name] = crossproducts.party_block(centred, c["bounds"][name], e)
+                arrays[name] = {"block": crossproducts.party_block(centred, c["bounds"][name], e)}
                 if data[name].holds_label:
                     y_scaled = (np.asarray(data[name].y, dtype=float) - c["y_center"]) * c["label_scale"]
-                    label = crossproducts.label_vector(y_scaled, c["label_bound"], e)
+                    arrays[name]["label"] = crossproducts.label_vector(y_scaled, c["label_bound"], e)
             at += w
         # every party ready before the run (and its journal) is opened: this party alone, or every party here (issue 36)
         if own is not None and job is not None:
-            session = agreed_own_party(job, own, gram_inputs(products, blocks, label, own).get(own), progress, certificates)
+            session = agreed_own_party(job, own, products.inputs(arrays, own).get(own), progress, certificates)
         else:
             job = gram_job(calibrated, products, parties=c["parties"], threshold=c["t"], bound=bound, timeout=c["timeout"],
                            addresses=c["addresses"], tls=c["tls"])
-            session = agreed_parties(job, gram_inputs(products, blocks, label), certificates=certificates)
+            session = agreed_parties(job, products.inputs(arrays), certificates=certificates)
         try:
             with Run(calibrated, ledger, random_state=self.random_state, data_shape=None, algorithm="SecureVerticalRegression",
                      notes=["X^T X and X^T y were computed inside a secure computation (MPyC) from the parties' clipped, rounded "
                             "columns; every party added a discrete Gaussian share and only the noisy statistics were opened"]) as run:
-                done = secure_gram_release(run, products, blocks, label, parties=c["parties"], threshold=c["t"], bound=bound,
+                done = secure_gram_release(run, products, arrays, parties=c["parties"], threshold=c["t"], bound=bound,
                                            timeout=c["timeout"], helper=HELPER if HELPER in c["parties"] else None, own=own,
                                            addresses=list(session.job.addresses), tls=c["tls"], certificates=certificates,
                                            progress=progress, session=session)
@@ -467,12 +452,56 @@ def _solve(released: Released, c: dict[str, Any]) -> tuple[np.ndarray, float]:
 
 
 def _gram_shape(c: dict[str, Any], layout: Layout) -> tuple[crossproducts.CrossProducts, float]:
-    """The secure Gram of ``layout`` (blocks, label holder, grid) and the public bound on its entries: the public cap
+    """The declared blocks of ``layout`` (``gram_layout``) and the public bound on their entries: the public cap
     ``max_rows`` sizes the field, never N."""
-    names, widths = [p.name for p in layout.parties], [p.n_columns for p in layout.parties]
     label = next(p.name for p in layout.parties if p.holds_label)
-    products = crossproducts.CrossProducts(layout.n_rows, list(zip(names, widths, strict=True)), label, c["exponent"], c["constant"])
+    products = gram_layout(layout.n_rows, [(p.name, p.n_columns) for p in layout.parties], label, c["exponent"], c["constant"])
     return products, c["max_rows"] * max(c["row_bound"], c["label_bound"]) ** 2
+
+
+def gram_layout(rows: int, widths: Sequence[tuple[str, int]], label: str, exponent: int, constant: int = 0) -> crossproducts.CrossProducts:
+    """The regression's declaration of blocks: each party's columns (input ``block``), the constant c (grid units; 0:
+    none) and the label holder's y (input ``label``); xtx = Z^T Z (upper triangle) and xty = Z^T y of
+    Z = [X_1 ... X_k, c]."""
+    groups = [crossproducts.Group(name, int(width), name) for name, width in widths]
+    if constant:
+        groups.append(crossproducts.Group(CONSTANT, 1, value=int(constant), description="constant"))
+    z = tuple(g.name for g in groups)
+    groups.append(crossproducts.Group(LABEL, 1, label, "label", description="label"))
+    blocks = [crossproducts.Block("xtx", z, description="X^T X"), crossproducts.Block("xty", z, (LABEL,), description="X^T y")]
+    return crossproducts.CrossProducts(rows, groups, blocks, exponent)
+
+
+def party_bounds(row_bound: Any, names: Sequence[str]) -> dict[str, float]:
+    """Each data party's public row bound C_i: one number for all, or a mapping party -> number (checked)."""
+    if row_bound is None:
+        raise ValidationError("row_bound (C_i per party) is a required public bound; it is never read off the data")
+    if isinstance(row_bound, Mapping):
+        missing = [n for n in names if n not in row_bound]
+        if missing:
+            raise ValidationError(f"row_bound has no bound for the parties {missing}")
+        return {n: check_positive(row_bound[n], f"row_bound[{n!r}]") for n in names}
+    return {n: check_positive(row_bound, "row_bound") for n in names}
+
+
+def mpc_parties(names: Sequence[str], colluders: Any, helper: Any, taken: Sequence[str]) -> tuple[list[str], int]:
+    """The MPyC parties of a secure Gram in order (a helper first when ``helper`` is True, or "auto" with fewer than 3
+    data parties) and t, checked: an honest majority t < m/2, and no data party named as the helper or as one of the
+    column groups in ``taken``."""
+    t = colluders
+    if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 1:
+        raise ValidationError(f"colluders (the collusion threshold t) must be an integer >= 1, got {t!r}")
+    if helper not in ("auto", True, False):
+        raise ValidationError(f"helper must be 'auto', True or False, got {helper!r}")
+    for name in taken:
+        if name in names:
+            raise ValidationError(f"{name!r} names the helper or a column group of the secure Gram; rename that data party")
+    with_helper = helper is True or (helper == "auto" and len(names) < 3)
+    parties = ([HELPER] if with_helper else []) + list(names)
+    if not honest_majority(len(parties), int(t)):
+        raise ValidationError(f"{len(parties)} parties ({', '.join(parties)}) tolerate t < {len(parties) / 2:g} colluders, not {t}: "
+                              + ("add a helper (helper=True)" if not with_helper else "use fewer colluders or more parties"))
+    return parties, int(t)
 
 
 def column_scales(bounds: Mapping[str, float]) -> dict[str, float]:
