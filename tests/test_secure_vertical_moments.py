@@ -17,8 +17,8 @@ from conftest import gone
 
 from privsdr import Budget, Chunks, Ledger, ValidationError, core
 from privsdr.audit import probe_sensitivity
+from privsdr.audit.secure_probe import in_process as stand_in
 from privsdr.audit.secure_probe import opened_sensitivity, run_in_process, share_counts, zero_shares
-from privsdr.secure import aggregate
 from privsdr.secure.crossproducts import Block, CrossProducts, Group
 from privsdr.secure.job import AggregationJob, NodeJob
 from privsdr.secure.launch import run_parties
@@ -34,7 +34,7 @@ BOUND = math.sqrt(0.5)  # two parties: the whole row has ||x|| <= 1, so the publ
 @pytest.fixture
 def in_process(monkeypatch):
     """Every secure release runs the party program in this process with its shares drawn as 0 (noise-free)."""
-    monkeypatch.setattr(aggregate, "run_parties", functools.partial(run_in_process, share=zero_shares))
+    stand_in(monkeypatch.setattr, functools.partial(run_in_process, share=zero_shares))
 
 
 def data(n=240, p=(3, 2), seed=0):

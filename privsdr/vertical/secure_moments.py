@@ -33,7 +33,6 @@ secret-shares it (in row chunks of ``CrossProducts.share_rows``, so the secret-s
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -43,8 +42,8 @@ import numpy as np
 from .. import core
 from ..accounting import Budget, Ledger
 from ..algorithms._base import PrivateEstimator, check_matrix, check_positive, check_random_state, diagnostic_rng, for_ledger
-from ..algorithms.mean_covariance import noise_message, noise_ratios, project_mean, with_noise_diagnostic
-from ..errors import NoiseDominatesWarning, ValidationError
+from ..algorithms.mean_covariance import mean_covariance_from_released
+from ..errors import ValidationError
 from ..parties.layout import Layout, Party, check_parties, is_block_list, pooled_label
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
@@ -57,7 +56,6 @@ from ..released.moments import (
     warn_if_noise_wins,
     with_diagnostics,
 )
-from ..released.regression import NOISE_WARNING_SHARE
 from ..secure import crossproducts
 from ..secure.aggregate import agreed_parties, gram_job, secure_gram_release
 from .secure_regression import HELPER, mpc_parties, party_bounds
@@ -412,20 +410,12 @@ class SecureVerticalMeanCovariance(_SecureVerticalMoments):
         X_raw = X
         released, c, layout, run = self._secure_fit(X, None, "SecureVerticalMeanCovariance")
         p = sum(q.n_columns for q in layout.parties)
-        m = project_mean(released["mean"].ravel(), c["C"], None)
-        self.mean_ = c["x_center"] + m
-        self.second_moment_ = released["second_moment"]
-        self.covariance_ = core.nearest_psd(self.second_moment_ - np.outer(m, m))
+        fitted = mean_covariance_from_released(released, c["C"], c["x_center"])  # DPMeanCovariance's consumer
+        self.privacy_report_ = fitted.apply(self, run.report, stacklevel=3)
         values, vectors = np.linalg.eigh(self.covariance_)
         order = np.argsort(values)[::-1][: self.n_components or p]
         self.components_ = vectors[:, order].T
         self.explained_variance_ = values[order]
-        self.released_ = released
-        ratios = noise_ratios(released.scales["mean"], released.scales["second_moment"], c["C"], None)
-        self.noise_ratio_ = max(ratios)
-        self.privacy_report_ = with_noise_diagnostic(run.report, *ratios)
-        if self.noise_ratio_ > NOISE_WARNING_SHARE:
-            warnings.warn(noise_message(*ratios), NoiseDominatesWarning, stacklevel=2)
         self._record_features(X_raw if not is_block_list(X_raw) and not _is_party_list(X_raw) else None, p)
         return self
 
