@@ -29,6 +29,7 @@ import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
 from .. import core
+from .._validation import privsdr_errors
 from ..accounting import Budget, Ledger
 from ..errors import NoiseDominatesWarning, ValidationError
 from ..mechanisms import Sensitivity
@@ -330,8 +331,14 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
 
     def _prepare(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         c = self._checked()
-        X, y = check_xy(X, y, c["H"], low_dimensional=not self.sparse, require_varying=c["slicing"] == "data_quantile")
+        X, y = check_xy(X, y, c["H"], low_dimensional=not self.sparse, require_varying=c["slicing"] == "data_quantile",
+                        finite=not self._one_pass(c))
         return X, y, c
+
+    def _one_pass(self, c: dict[str, Any]) -> bool:
+        """The moments fit with public cut points: its one pass over the rows (``core.gram_pass``, which checks X's
+        finiteness) runs before anything is charged."""
+        return c["algorithm"] == "moments" and c["slicing"] == "public" and not self.sparse
 
     def fit(self, X: Any, y: Any = None) -> _SlicedDP:
         """Fit on X (n x p) and y; with ``algorithm="moments"`` also on ``privsdr.Chunks`` or a dask array
@@ -384,11 +391,18 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
 
     def _fit_moments(self, X: np.ndarray, y: np.ndarray, c: dict[str, Any], bounds: np.ndarray, center: np.ndarray) -> _SlicedDP:
         n, p = X.shape
+        sums = None
+        if self._one_pass(c):  # public slices: the statistics' one pass runs before anything is charged
+            with privsdr_errors():
+                sums = core.clipped_sufficient_sums(X, core.slice_by_cut_points(y, c["cuts"]), len(c["cuts"]) + 1, center, bounds)
         budget, ledger = self._resolve_budget()
         calibrated = self._allocate(self.build_plan(n, p, budget), budget, ledger)
         with self._run(calibrated, ledger, (n, p)) as run:
             labels, cuts = self._slices(run, y, c)
-            release = self._release_moments(run, calibrated, X, labels, len(cuts) + 1, center, bounds)
+            if sums is not None:
+                release = sir_moments.release_sums(run, calibrated, *sums, n)
+            else:
+                release = self._release_moments(run, calibrated, X, labels, len(cuts) + 1, center, bounds)
         return self._solve_moments(run, release, c, cuts, n, p, center, bounds, budget, ledger)
 
     def _release_moments(self, run: Run, calibrated: CalibratedPlan, X: np.ndarray, labels: np.ndarray, H: int, center: np.ndarray,
