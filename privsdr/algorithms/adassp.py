@@ -322,7 +322,7 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
             centre = 0.0 if self.x_center is None else np.asarray(self.x_center, dtype=float)
             fn = partial(_chunk, x_center=centre, y_center=c0["y_center"], bound_x=c0["bound_x"], bound_y=c0["bound_y"],
                          intercept=c0["intercept"], centred=c0["shrink"])
-            total = reduce_rows(X, y, fn, with_y=True, desc="AdaSSPRegression: sums")
+            total = reduce_rows(X, y, fn, with_y=True, desc="AdaSSPRegression: sums", fn_checks_finite=True)
             n, m = int(total["n"]), int(total["p"])
             X_raw, shape = None, (n, m)
             statistics = {name: np.asarray(value) for name, value in total.items() if name not in ("n", "p")}

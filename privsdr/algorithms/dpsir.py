@@ -439,13 +439,14 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
             n, p, bounds, center_vec, budget, ledger, calibrated = self._chunked_plan(first, c)
             with self._run(calibrated, ledger, (n, p)) as run:
                 cuts = self._dp_cuts(run, first["grid_counts"], n, c)
-                total = reduce_rows(X, y, partial(sums_of, cuts=cuts), with_y=True, desc=f"{name}: sums (pass 2 of 2)")
+                total = reduce_rows(X, y, partial(sums_of, cuts=cuts), with_y=True, desc=f"{name}: sums (pass 2 of 2)",
+                                    fn_checks_finite=True)
                 if (total["n"], total["p"]) != (n, p):  # the source changed between passes: fail closed
                     raise ValidationError(f"the second pass read {total['n']} x {total['p']} rows, the first {n} x {p}: "
                                           "the chunks must hold the same rows on every pass")
                 release = sir_moments.release_sums(run, calibrated, total["slice_sums"], total["counts"], total["xtx"], n)
         else:
-            total = reduce_rows(X, y, partial(sums_of, cuts=c["cuts"]), with_y=True, desc=f"{name}: sums")
+            total = reduce_rows(X, y, partial(sums_of, cuts=c["cuts"]), with_y=True, desc=f"{name}: sums", fn_checks_finite=True)
             n, p, bounds, center_vec, budget, ledger, calibrated = self._chunked_plan(total, c)
             cuts = c["cuts"]
             with self._run(calibrated, ledger, (n, p)) as run:

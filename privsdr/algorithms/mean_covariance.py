@@ -175,7 +175,7 @@ class DPMeanCovariance(PrivateEstimator):
             centre = None if self.center is None else np.asarray(self.center, dtype=float)
             box = None if self.bounds is None else np.asarray(check_bound(self.bounds, "bounds"))
             total = reduce_rows(X, None, partial(chunk_moments, clip=None if self.clip is None else float(self.clip), center=centre, bounds=box), with_y=False,
-                                desc="DPMeanCovariance: sums")
+                                desc="DPMeanCovariance: sums", fn_checks_finite=True)
             n, p = int(total["n"]), int(total["p"])
             if n < 2:
                 raise ValidationError(f"X needs at least 2 rows, got {n} sample{'' if n == 1 else 's'}")

@@ -314,7 +314,7 @@ class DPPLS(RegressorMixin, ForecastMixin, PrivateEstimator):
             raise ValidationError(f"y_center must be a finite number, got {self.y_center!r}")
         fn = partial(chunk_ssp, x_center=self.x_center, y_center=float(yc), bound_x=check_positive(self.bound_x, "bound_x"),
                      bound_y=check_positive(self.bound_y, "bound_y"))
-        total = reduce_rows(X, y, fn, with_y=True, desc="DPPLS: sums")
+        total = reduce_rows(X, y, fn, with_y=True, desc="DPPLS: sums", fn_checks_finite=True)
         if total["n"] < 2:
             raise ValidationError(f"X needs at least 2 rows, got {total['n']} sample{'' if total['n'] == 1 else 's'}")
         # no "y is constant" refusal: a chunked fit is certified, and one record can make y vary (the refusal
