@@ -118,6 +118,20 @@ def gram_sums(X: Any, y: Any, parts: RowParts, blocks: Iterable[str], *, labels:
     G = np.zeros((width, width)) if gram else None
     cuts = None if parts.cuts is None else np.asarray(parts.cuts, dtype=float)
     y_all = None if y is None else np.asarray(y).reshape(-1)
+    with np.errstate(over="ignore", invalid="ignore"):  # NaN, inf and overflow are found and handled per block
+        _blocked_pass(X, y_all, labels, parts, rule, U, Z, G, sums, names, cuts, name)
+    if G is not None:
+        _read_gram(sums, G, p, k, names)
+    if "count" in names:
+        sums["count"] = np.asarray(float(n))
+    return sums
+
+
+def _blocked_pass(X: np.ndarray, y_all: np.ndarray | None, labels: Any, parts: RowParts, rule: _Rule, U: FloatArray,
+                  Z: FloatArray, G: FloatArray | None, sums: dict[str, Any], names: tuple[str, ...], cuts: FloatArray | None,
+                  name: str) -> None:
+    n, p = X.shape
+    k, rows = parts.width, U.shape[0]
     for start in range(0, n, rows):
         stop = min(n, start + rows)
         Ub, Zb = U[: stop - start], Z[: stop - start]
@@ -130,11 +144,6 @@ def gram_sums(X: Any, y: Any, parts: RowParts, blocks: Iterable[str], *, labels:
             G += Zb.T @ Zb  # one SYRK: every block of the augmented Gram
         else:
             _add_reductions(sums, Ub, Zb[:, p:p + k], names)
-    if G is not None:
-        _read_gram(sums, G, p, k, names)
-    if "count" in names:
-        sums["count"] = np.asarray(float(n))
-    return sums
 
 
 def _column(value: Any, p: int) -> FloatArray | None:
@@ -202,8 +211,10 @@ def _scale_to_ball(U: FloatArray, bound: float) -> None:
     """Each row scaled down to L2 norm <= bound: u * min(1, bound / ||u||)."""
     norms = np.sqrt(np.einsum("ij,ij->i", U, U))
     wide = ~np.isfinite(norms)
-    if wide.any():  # squares that overflow: the scaled norm of those rows
-        norms[wide] = np.linalg.norm(U[wide], axis=1)
+    if wide.any() and np.isfinite(bound):  # squares that overflow: far beyond the bound, so the row's direction times it
+        W = U[wide] / np.max(np.abs(U[wide]), axis=1)[:, None]
+        U[wide] = W * (bound / np.linalg.norm(W, axis=1))[:, None]
+        norms[wide] = bound
     over = norms > bound
     count = int(np.count_nonzero(over))
     if 2 * count > len(norms):  # most rows clipped: one multiply of the block
