@@ -2,7 +2,8 @@
 against the floor of a fit that reads X once, ``np.dot(X.T, X)`` on the same float64 array.
 
 For each n and p, every timed call runs ``--repeats`` times, interleaved in one process (baseline, then each fit, in
-turn), and the best time of each is kept; with one BLAS thread (threadpoolctl) and with the default threads. Columns:
+turn), and the best time of each is kept; with one BLAS thread (threadpoolctl; CPU time of the process, which a
+loaded machine does not inflate as it does wall time) and with the default threads (wall time). Columns:
 
 * ``fit / XtX``: the whole ``fit`` (checks, the pass, plan, calibration, noise, post-processing, report);
 * ``pass / XtX``: the statistics' pass alone (``gram_sums`` with the estimator's declaration);
@@ -68,14 +69,14 @@ def fit(make: Callable[[], Any], with_y: bool, X: Any, y: Any) -> Any:
         return make().fit(X, y) if with_y else make().fit(X)
 
 
-def best_of(calls: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
-    """Best wall time of each call, the calls interleaved."""
+def best_of(calls: dict[str, Callable[[], Any]], repeats: int, clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+    """Best time of each call on ``clock``, the calls interleaved."""
     times: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(repeats):
         for name, call in calls.items():
-            start = time.perf_counter()
+            start = clock()
             call()
-            times[name].append(time.perf_counter() - start)
+            times[name].append(clock() - start)
     return {name: min(ts) for name, ts in times.items()}
 
 
@@ -98,7 +99,9 @@ def table_for(n: int, p: int, threads: str, repeats: int, memory: bool) -> list[
             calls[f"fit {name}"] = lambda make=make, with_y=with_y: fit(make, with_y, X, y)
             calls[f"pass {name}"] = lambda parts=parts, blocks=blocks, with_y=with_y: gram_sums(X, y if with_y else None, parts, blocks)
             calls[f"fixed {name}"] = lambda make=make, with_y=with_y: fit(make, with_y, small_X, small_y)
-        best = best_of(calls, repeats)
+        # one BLAS thread: the process's CPU time (on a loaded machine a long call's wall time counts the other
+        # processes' time slices, a short one's often does not); default threads: wall time
+        best = best_of(calls, repeats, time.process_time if threads == "1" else time.perf_counter)
     rows = []
     for name, (make, with_y, _, _) in ests.items():
         peak = f"{peak_ratio(lambda make=make, with_y=with_y: fit(make, with_y, X, y), X.nbytes):.2f}" if memory else "-"
@@ -132,7 +135,7 @@ def chunked_rows(n: int, p: int, repeats: int) -> list[str]:
             calls[name] = lambda make=make, source=source: make().fit(source)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            best = best_of(calls, repeats)
+            best = best_of(calls, repeats, time.process_time)
     for name in calls:
         if name != "XtX":
             rows.append(f"| {name} (Chunks) | {n:.0e} | {p} | 1 | {best['XtX'] * 1e3:.0f} | {best[name] / best['XtX']:.2f} | - | - | - |")

@@ -174,3 +174,52 @@ def test_declarations_that_cannot_be_computed_are_refused():
         gram_sums(np.ones((3, 2)), None, RowParts(), ("x_phi",))
     with pytest.raises(ValueError, match="unknown Gram blocks"):
         gram_sums(np.ones((3, 2)), None, RowParts(), ("yty",))
+
+
+# -- the estimators' producers: noise off, their released statistics are the reference blocks ---------------------
+def _rows(n: int = 300, p: int = 4, seed: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, p)) * 2.0 + 0.3
+    return X, X[:, 0] - X[:, 1] + rng.normal(size=n)
+
+
+def test_noise_off_the_fits_release_the_reference_blocks_in_memory_and_on_chunks():
+    from privsdr import AdaSSPRegression, Budget, DPMeanCovariance
+    from privsdr.preprocessing import DPStandardScaler
+
+    X, y = _rows()
+    n = len(X)
+    ssp = reference(X, y, RowParts(shift=0.2, l2=2.5, phi="label", y_shift=0.1, y_bound=1.5))
+    for source in (X, Chunks([(X[s:s + 70], y[s:s + 70]) for s in range(0, n, 70)])):
+        fit = AdaSSPRegression(bound_x=2.5, bound_y=1.5, x_center=0.2, y_center=0.1, budget=Budget.infinite())
+        released = fit.fit(source, y if source is X else None).released_
+        for name, block in (("xtx", "xtx"), ("x_sum", "x_sum"), ("y_sum", "phi_sum")):
+            np.testing.assert_allclose(np.ravel(released[name]), np.ravel(ssp[block]), rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(np.ravel(released["xty"]), ssp["x_phi"][:, 0], rtol=1e-10, atol=1e-10)
+    box = np.array([1.0, 2.0, 0.5, 3.0])
+    moments = reference(X, None, RowParts(shift=0.3, box=box, l2=2.0))
+    for source in (X, Chunks([X[s:s + 70] for s in range(0, n, 70)])):
+        mc = DPMeanCovariance(clip=2.0, bounds=box, center=np.full(4, 0.3), budget=Budget.infinite()).fit(source)
+        np.testing.assert_allclose(mc.second_moment_, moments["xtx"] / n, rtol=1e-10, atol=1e-12)
+    scaled = reference(X, None, RowParts(shift=0.3, scale=box, box=1.0))
+    scaler = DPStandardScaler(bound=box, center=np.full(4, 0.3), budget=Budget.infinite()).fit(X)
+    np.testing.assert_allclose(scaler.mean_, 0.3 + box * scaled["x_sum"] / n, rtol=1e-10)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_nan_or_inf_found_in_the_pass_is_refused_before_anything_is_charged(bad):
+    from privsdr import DPPLS, DPSIR, AdaSSPRegression, Budget, DPMeanCovariance, Ledger
+    from privsdr.preprocessing import DPStandardScaler
+
+    X, y = _rows()
+    X[290, 1] = bad  # in the last block of a small block size: found by the pass, not by a separate check
+    fits = [lambda led: AdaSSPRegression(bound_x=2.0, bound_y=2.0, ledger=led).fit(X, y),
+            lambda led: DPPLS(1, bound_x=2.0, bound_y=2.0, ledger=led).fit(X, y),
+            lambda led: DPMeanCovariance(clip=2.0, ledger=led).fit(X),
+            lambda led: DPStandardScaler(bound=2.0, ledger=led).fit(X),
+            lambda led: DPSIR(1, bound=2.0, cut_points=[-1.0, 0.0, 1.0], ledger=led).fit(X, y)]
+    for fit in fits:
+        ledger = Ledger(Budget(1.0, 1e-5))
+        with pytest.raises(ValidationError, match="NaN or inf"):
+            fit(ledger)
+        assert ledger.spent.epsilon == 0.0 and not ledger.runs

@@ -179,17 +179,24 @@ class _Rule:
             np.copyto(U, Xb, casting="same_kind")
         if self.inverse is not None:
             U *= self.inverse
-        if not np.isfinite(U.sum()):
+        norms = None
+        if self.box is None and self.l2 is not None:  # the norms the L2 clip needs: NaN and inf reach them too
+            norms = np.sqrt(np.einsum("ij,ij->i", U, U))
+            finite = bool(np.isfinite(norms).all())
+        else:
+            finite = bool(np.isfinite(U.sum()))
+        if not finite:
             if not (np.isfinite(Xb.min()) and np.isfinite(Xb.max())):  # NaN propagates through min/max
                 raise ValueError(f"{name} contains NaN or inf")
             if not (np.isfinite(U.min()) and np.isfinite(U.max())):  # finite values that overflow after the shift
                 self._clip_halved(U, Xb)
                 return
+            norms = None  # finite values whose squares overflow: _scale_to_ball handles those rows
         if self.box is not None:
             np.clip(U, -1.0, 1.0, out=U)
             U *= self.box
         if self.l2 is not None:
-            _scale_to_ball(U, self.l2)
+            _scale_to_ball(U, self.l2, norms)
 
     def _clip_halved(self, U: FloatArray, Xb: np.ndarray) -> None:
         """The rule on halved values (x/2 - shift/2 cannot overflow), doubled after clipping."""
@@ -207,9 +214,10 @@ class _Rule:
         U *= 2.0
 
 
-def _scale_to_ball(U: FloatArray, bound: float) -> None:
-    """Each row scaled down to L2 norm <= bound: u * min(1, bound / ||u||)."""
-    norms = np.sqrt(np.einsum("ij,ij->i", U, U))
+def _scale_to_ball(U: FloatArray, bound: float, norms: FloatArray | None = None) -> None:
+    """Each row scaled down to L2 norm <= bound: u * min(1, bound / ||u||) (``norms``: the rows' norms, if known)."""
+    if norms is None:
+        norms = np.sqrt(np.einsum("ij,ij->i", U, U))
     wide = ~np.isfinite(norms)
     if wide.any() and np.isfinite(bound):  # squares that overflow: far beyond the bound, so the row's direction times it
         W = U[wide] / np.max(np.abs(U[wide]), axis=1)[:, None]
