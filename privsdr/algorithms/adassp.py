@@ -59,7 +59,7 @@ from ._base import (
     public_center,
 )
 from ._pls_modes import CENTRING_NODES, dp_means, ssp_plan
-from ._pls_queries import chunk_ssp, clip_x, ssp_statistics
+from ._pls_queries import chunk_ssp, ssp_statistics
 from .forecast import ForecastMixin, forecast_regression
 from .pls import DEFAULT_WEIGHTS as S2_WEIGHTS
 
@@ -175,12 +175,6 @@ def lambda_min_of(statistics: dict[str, np.ndarray], c: dict[str, Any]) -> float
     b, s = c["bound_x"], statistics["x_sum"]
     gram = np.block([[statistics["xtx"], b * s[:, None]], [b * s[None, :], np.array([[b * b * float(statistics["count"][0])]])]])
     return float(np.linalg.eigvalsh(gram)[0])
-
-
-def design(X: np.ndarray, x_center: np.ndarray, bound_x: float, intercept: bool) -> np.ndarray:
-    """The clipped, centred rows, with the constant column C_x when the model has an intercept."""
-    Xc = clip_x(X, x_center, bound_x)
-    return np.column_stack([Xc, np.full(len(Xc), bound_x)]) if intercept else Xc
 
 
 @model_class

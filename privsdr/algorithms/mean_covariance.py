@@ -238,12 +238,6 @@ def with_noise_diagnostic(report: Any, mean_ratio: float, covariance_ratio: floa
                               mean_noise_ratio=mean_ratio, covariance_noise_ratio=covariance_ratio)
 
 
-def shift_and_box(X: np.ndarray, center: np.ndarray | None, bounds: np.ndarray | None) -> np.ndarray:
-    """x - center, clipped per column to [-b_j, b_j] when public half-widths are given (a new array)."""
-    out = np.asarray(X, dtype=float) - (0.0 if center is None else np.broadcast_to(center, (np.shape(X)[1],)))
-    return out if bounds is None else np.clip(out, -np.broadcast_to(bounds, (np.shape(X)[1],)), np.broadcast_to(bounds, (np.shape(X)[1],)))
-
-
 def project_mean(mean: np.ndarray, C: float, bounds: np.ndarray | None) -> np.ndarray:
     """The DP mean projected onto the ball ||m|| <= C, then clamped into the box |m_j| <= b_j: each a projection onto
     a convex set that holds the true mean of the clipped rows, so neither moves the estimate away from it."""
