@@ -28,12 +28,13 @@ def privsdr_errors() -> Iterator[None]:
         raise ValidationError(str(exc)) from None
 
 
-def check_matrix(X: Any, name: str = "X", min_rows: int = 1) -> np.ndarray:
+def check_matrix(X: Any, name: str = "X", min_rows: int = 1, finite: bool = True) -> np.ndarray:
     """core.check_matrix, with its errors raised as privsdr.ValidationError (``Chunks`` and dask arrays are
-    refused here: the estimators that reduce them chunk by chunk intercept them before this check)."""
+    refused here: the estimators that reduce them chunk by chunk intercept them before this check). ``finite=False``:
+    the caller's one pass over the rows checks finiteness (``core.gram_pass``), before anything is charged."""
     refuse_chunked(X, name)
     with privsdr_errors():
-        return core.check_matrix(X, name, min_rows=min_rows)
+        return core.check_matrix(X, name, min_rows=min_rows, finite=finite)
 
 
 def refuse_chunked(X: Any, name: str = "X") -> None:

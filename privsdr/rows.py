@@ -33,7 +33,7 @@ import numpy as np
 
 from ._chunked import Chunks, is_chunked, is_dask
 from ._progress import progress
-from ._validation import check_matrix, check_vector
+from ._validation import check_matrix, check_vector, privsdr_errors
 from .errors import InputTypeError, ValidationError
 
 __all__ = ["Chunks", "Partial", "add_partials", "chunk_task", "is_chunked", "is_dask", "reduce_rows", "validated_chunk"]
@@ -61,9 +61,10 @@ def add_partials(a: Partial | None, b: Partial) -> Partial:
     return out
 
 
-def validated_chunk(X: Any, y: Any, with_y: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """One chunk checked like an in-memory X (and y): finite reals, 2-D, one y per row."""
-    X = check_matrix(X, "X chunk", min_rows=0)
+def validated_chunk(X: Any, y: Any, with_y: bool, finite: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+    """One chunk checked like an in-memory X (and y): finite reals, 2-D, one y per row (``finite=False``: X's
+    finiteness is left to the reduction's one pass over the chunk, ``core.gram_pass``)."""
+    X = check_matrix(X, "X chunk", min_rows=0, finite=finite)
     if not with_y:
         if y is not None:
             raise ValidationError("this estimator takes X chunks only (no y)")
@@ -88,28 +89,36 @@ def _split(item: Any, with_y: bool) -> tuple[Any, Any]:
     return item, None
 
 
-def chunk_task(fn: Callable[[np.ndarray, np.ndarray | None], Partial], with_y: bool, X: Any, y: Any = None) -> Partial:
-    """Validate one chunk and reduce it (runs wherever the chunk lives: this process or a Dask worker)."""
-    X, y = validated_chunk(X, y, with_y)
-    out = fn(X, y)
+def chunk_task(fn: Callable[[np.ndarray, np.ndarray | None], Partial], with_y: bool, X: Any, y: Any = None,
+               fn_checks_finite: bool = False) -> Partial:
+    """Validate one chunk and reduce it (runs wherever the chunk lives: this process or a Dask worker).
+    ``fn_checks_finite``: ``fn`` is a one-pass reduction that refuses NaN and inf itself (``core.gram_pass``), so the
+    chunk is not read a second time for it."""
+    X, y = validated_chunk(X, y, with_y, finite=not fn_checks_finite)
+    if fn_checks_finite:
+        with privsdr_errors():
+            out = fn(X, y)
+    else:
+        out = fn(X, y)
     out["n"] = X.shape[0]
     out["p"] = X.shape[1]
     return out
 
 
 def reduce_rows(X: Any, y: Any, fn: Callable[[np.ndarray, np.ndarray | None], Partial], *, with_y: bool,
-                desc: str = "chunks") -> Partial:
+                desc: str = "chunks", fn_checks_finite: bool = False) -> Partial:
     """Sum ``fn(X_chunk, y_chunk)`` over the row chunks of ``Chunks`` or a dask array (plus ``n`` and the width ``p``).
 
     ``fn`` must be picklable (a module-level function or a ``functools.partial`` of one) for a Dask cluster.
+    ``fn_checks_finite``: ``fn`` refuses NaN and inf in its own pass over the chunk (``chunk_task``).
     """
     if isinstance(X, Chunks):
         if y is not None:
             raise ValidationError("with Chunks, y comes in the chunks: fit(Chunks(...)) without y")
-        total = _reduce_iterable(X, fn, with_y, desc)
+        total = _reduce_iterable(X, fn, with_y, desc, fn_checks_finite)
         expected = {"n_rows": X.n_rows, "n_features": X.n_features}
     elif is_dask(X):
-        total = _reduce_dask(X, y, fn, with_y, desc)
+        total = _reduce_dask(X, y, fn, with_y, desc, fn_checks_finite)
         expected = {}
     else:
         raise InputTypeError(f"expected Chunks or a dask array, got {type(X).__name__}")
@@ -123,11 +132,11 @@ def reduce_rows(X: Any, y: Any, fn: Callable[[np.ndarray, np.ndarray | None], Pa
     return total
 
 
-def _reduce_iterable(chunks: Chunks, fn: Callable[..., Partial], with_y: bool, desc: str) -> Partial | None:
+def _reduce_iterable(chunks: Chunks, fn: Callable[..., Partial], with_y: bool, desc: str, checks: bool) -> Partial | None:
     total = None
     for item in progress(iter(chunks), None, desc):  # the chunk sizes are the caller's: a bar without a total
         Xc, yc = _split(item, with_y)
-        total = add_partials(total, chunk_task(fn, with_y, Xc, yc))
+        total = add_partials(total, chunk_task(fn, with_y, Xc, yc, checks))
     return total
 
 
@@ -170,12 +179,12 @@ def _dask_client() -> Any:
         return None
 
 
-def _reduce_dask(X: Any, y: Any, fn: Callable[..., Partial], with_y: bool, desc: str) -> Partial | None:
+def _reduce_dask(X: Any, y: Any, fn: Callable[..., Partial], with_y: bool, desc: str, checks: bool) -> Partial | None:
     import dask
 
     xs, ys = _dask_blocks(X, y, with_y)
     task = dask.delayed(chunk_task, pure=True)
-    tasks = [task(fn, with_y, xb, ys[i] if ys is not None else None) for i, xb in enumerate(xs)]
+    tasks = [task(fn, with_y, xb, ys[i] if ys is not None else None, checks) for i, xb in enumerate(xs)]
     client = _dask_client()
     if client is not None:  # a distributed cluster: gather results as they finish (the bar counts chunks)
         from distributed import as_completed

@@ -18,19 +18,17 @@ h (S1)     (e^T w)^2           C_x^2
 r (S1)     f (e^T w)           C_y C_x
 =========  ==================  ======================================================
 
-``ssp_statistics`` works through the rows in blocks, so a fit on n x m data needs one pass over X
-and O(block x m) extra memory besides the m x m result.
+``ssp_statistics`` works through the rows in blocks (``core.gram_pass``), so a fit on n x m data needs one pass over
+X and O(block x m) extra memory besides the m x m result.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from .. import core
-
-BLOCK_ROWS = 4096
+from ..core.gram_pass import RowParts, gram_sums
 
 
 def clip_y(y: np.ndarray, center: float, bound: float) -> np.ndarray:
@@ -42,25 +40,15 @@ def clip_x(X: np.ndarray, center: np.ndarray, bound: float) -> np.ndarray:
     return core.clip_rows_l2(np.asarray(X, dtype=float) - center, bound)
 
 
-def _blocks(n: int, size: int = BLOCK_ROWS) -> Iterator[slice]:
-    for start in range(0, n, size):
-        yield slice(start, min(start + size, n))
-
-
 def ssp_statistics(X: np.ndarray, y: np.ndarray, x_center: np.ndarray, y_center: float, bound_x: float,
                    bound_y: float) -> dict[str, np.ndarray]:
-    """count, x_sum, y_sum, xtx = sum x x^T, xty = sum x y of the clipped rows (one blocked pass)."""
-    n, m = X.shape
-    xtx, xty, x_sum = np.zeros((m, m)), np.zeros(m), np.zeros(m)
-    y_sum = 0.0
-    for rows in _blocks(n):
-        B = clip_x(X[rows], x_center, bound_x)
-        t = clip_y(y[rows], y_center, bound_y)
-        xtx += B.T @ B
-        xty += B.T @ t
-        x_sum += B.sum(axis=0)
-        y_sum += float(t.sum())
-    return {"count": np.array([float(n)]), "x_sum": x_sum, "y_sum": np.array([y_sum]), "xtx": (xtx + xtx.T) / 2.0, "xty": xty}
+    """count, x_sum, y_sum, xtx = sum x x^T, xty = sum x y of the clipped rows: the blocks of z = [x | y | 1] in one
+    blocked pass (``core.gram_pass``; X's and y's finiteness checked in the pass, ValueError)."""
+    parts = RowParts(shift=x_center if np.any(x_center) else None, l2=bound_x, phi="label",
+                                    y_shift=y_center, y_bound=bound_y)
+    s = gram_sums(X, y, parts, ("count", "x_sum", "xtx", "x_phi", "phi_sum"))
+    return {"count": np.array([float(s["count"])]), "x_sum": s["x_sum"], "y_sum": s["phi_sum"], "xtx": s["xtx"],
+            "xty": s["x_phi"][:, 0]}
 
 
 def chunk_ssp(X: np.ndarray, y: np.ndarray, *, x_center: Any, y_center: float, bound_x: float, bound_y: float) -> dict[str, Any]:

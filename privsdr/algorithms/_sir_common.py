@@ -17,13 +17,14 @@ SLICINGS = ("public", "dp_quantile", "data_quantile")
 MODES = ("certified", "paper")
 
 
-def check_xy(X: Any, y: Any, n_slices: int, *, low_dimensional: bool, require_varying: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def check_xy(X: Any, y: Any, n_slices: int, *, low_dimensional: bool, require_varying: bool = False,
+             finite: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """X and y checked against the data domain (finite numbers, matching shapes: see docs/errors.md).
 
     ``require_varying`` refuses a constant y; only paper mode's data quantiles ask for it. A
     certified fit never refuses on a property that one record can change (a constant y and its
     neighbour with one different y would be told apart by the refusal alone)."""
-    X = check_matrix(X, "X", min_rows=2)
+    X = check_matrix(X, "X", min_rows=2, finite=finite)  # finite=False: the caller's one pass checks it (core.gram_pass)
     y = check_vector(y, "y")
     n, p = X.shape
     if y.size != n:

@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import privsdr_errors
 from ..accounting import Budget, Ledger
 from ..errors import ValidationError
 from ..persistence import model_class
@@ -60,7 +61,7 @@ from ._base import (
     public_center,
 )
 from ._pls_modes import CENTRING_NODES, dp_means, ssp_plan, ssp_site_parts
-from ._pls_queries import chunk_ssp, clip_x, clip_y, ssp_statistics
+from ._pls_queries import chunk_ssp, ssp_statistics
 from .forecast import ForecastMixin, forecast_regression
 from .pls import DEFAULT_WEIGHTS as S2_WEIGHTS
 
@@ -196,10 +197,15 @@ def adassp_from_released(released: Released, *, bound_x: float, bound_y: float, 
 
 def chunk_statistics(X: np.ndarray, y: np.ndarray | None, *, x_center: np.ndarray, y_center: float, bound_x: float,
                      bound_y: float, intercept: bool) -> dict[str, Any]:
-    """One row chunk's Z^T Z and Z^T y of its clipped rows (``privsdr.rows``: chunks add up)."""
-    Z = design(X, x_center, bound_x, intercept)
-    labels = clip_y(np.asarray(y), y_center, bound_y)
-    return {"xtx": Z.T @ Z, "xty": Z.T @ labels}
+    """One row chunk's Z^T Z and Z^T y of its clipped rows z = [x | C_x] (``privsdr.rows``: chunks add up), from the
+    blocks of one blocked pass (``core.gram_pass``): Z^T Z = [[X^T X, C_x X^T 1], [., C_x^2 n]], Z^T y = [X^T y, C_x y^T 1]."""
+    s = ssp_statistics(X, np.asarray(y), x_center, y_center, bound_x, bound_y)
+    if not intercept:
+        return {"xtx": s["xtx"], "xty": s["xty"]}
+    b, m = bound_x, X.shape[1]
+    xtx = np.empty((m + 1, m + 1))
+    xtx[:m, :m], xtx[:m, m], xtx[m, :m], xtx[m, m] = s["xtx"], b * s["x_sum"], b * s["x_sum"], b * b * s["count"][0]
+    return {"xtx": xtx, "xty": np.append(s["xty"], b * s["y_sum"][0])}
 
 
 def lambda_min_of(statistics: dict[str, np.ndarray], c: dict[str, Any]) -> float:
@@ -210,12 +216,6 @@ def lambda_min_of(statistics: dict[str, np.ndarray], c: dict[str, Any]) -> float
     b, s = c["bound_x"], statistics["x_sum"]
     gram = np.block([[statistics["xtx"], b * s[:, None]], [b * s[None, :], np.array([[b * b * float(statistics["count"][0])]])]])
     return float(np.linalg.eigvalsh(gram)[0])
-
-
-def design(X: np.ndarray, x_center: np.ndarray, bound_x: float, intercept: bool) -> np.ndarray:
-    """The clipped, centred rows, with the constant column C_x when the model has an intercept."""
-    Xc = clip_x(X, x_center, bound_x)
-    return np.column_stack([Xc, np.full(len(Xc), bound_x)]) if intercept else Xc
 
 
 @model_class
@@ -357,13 +357,13 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
             centre = 0.0 if self.x_center is None else np.asarray(self.x_center, dtype=float)
             fn = partial(_chunk, x_center=centre, y_center=c0["y_center"], bound_x=c0["bound_x"], bound_y=c0["bound_y"],
                          intercept=c0["intercept"], centred=c0["shrink"])
-            total = reduce_rows(X, y, fn, with_y=True, desc="AdaSSPRegression: sums")
+            total = reduce_rows(X, y, fn, with_y=True, desc="AdaSSPRegression: sums", fn_checks_finite=True)
             n, m = int(total["n"]), int(total["p"])
             X_raw, shape = None, (n, m)
             statistics = {name: np.asarray(value) for name, value in total.items() if name not in ("n", "p")}
             statistics["xtx"] = (statistics["xtx"] + statistics["xtx"].T) / 2.0
         else:
-            X = check_matrix(X, "X", min_rows=1)
+            X = check_matrix(X, "X", min_rows=1, finite=False)  # finiteness: in the one pass below, before any charge
             if y is None:
                 raise ValidationError("y is required: AdaSSPRegression requires y to be passed, but the target y is None")
             y = check_vector(y)
@@ -371,17 +371,18 @@ class AdaSSPRegression(ForecastMixin, PrivateEstimator):
                 raise ValidationError(f"X has {X.shape[0]} rows but y has {len(y)}")
             shape = X.shape
         c = self._checked(shape[1])
-        budget, ledger = self._resolve_budget()
-        calibrated = for_ledger(self.build_plan(shape[1]), ledger).allocate(budget, accountant=ledger.accountant, tight=self.tight,
-                                                                            sampler=self._sampler())
-        names = tuple(calibrated.specs)
-        with Run(calibrated, ledger, random_state=self.random_state, data_shape=shape, algorithm="AdaSSPRegression") as run:
-            if statistics is None:
+        if statistics is None:  # one blocked pass over the rows (core.gram_pass), before anything is charged
+            with privsdr_errors():
                 if c["shrink"]:
                     statistics = ssp_statistics(X, y, c["x_center"], c["y_center"], c["bound_x"], c["bound_y"])
                 else:
                     statistics = chunk_statistics(X, y, x_center=c["x_center"], y_center=c["y_center"], bound_x=c["bound_x"],
                                                   bound_y=c["bound_y"], intercept=c["intercept"])
+        budget, ledger = self._resolve_budget()
+        calibrated = for_ledger(self.build_plan(shape[1]), ledger).allocate(budget, accountant=ledger.accountant, tight=self.tight,
+                                                                            sampler=self._sampler())
+        names = tuple(calibrated.specs)
+        with Run(calibrated, ledger, random_state=self.random_state, data_shape=shape, algorithm="AdaSSPRegression") as run:
             for name in names:
                 run.release(name, np.array([lambda_min_of(statistics, c)]) if name == "lambda_min" else statistics[name])
         public_n = shape[0] if calibrated.relation.value == "replace_one" else 0  # n is not public under add/remove

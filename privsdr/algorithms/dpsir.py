@@ -29,6 +29,7 @@ import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
 from .. import core
+from .._validation import privsdr_errors
 from ..accounting import Budget, Ledger
 from ..errors import NoiseDominatesWarning, NotIdentifiedWarning, ValidationError
 from ..mechanisms import Sensitivity
@@ -333,8 +334,14 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
 
     def _prepare(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         c = self._checked()
-        X, y = check_xy(X, y, c["H"], low_dimensional=not self.sparse, require_varying=c["slicing"] == "data_quantile")
+        X, y = check_xy(X, y, c["H"], low_dimensional=not self.sparse, require_varying=c["slicing"] == "data_quantile",
+                        finite=not self._one_pass(c))
         return X, y, c
+
+    def _one_pass(self, c: dict[str, Any]) -> bool:
+        """The moments fit with public cut points: its one pass over the rows (``core.gram_pass``, which checks X's
+        finiteness) runs before anything is charged."""
+        return c["algorithm"] == "moments" and c["slicing"] == "public" and not self.sparse
 
     def fit(self, X: Any, y: Any = None) -> _SlicedDP:
         """Fit on X (n x p) and y; with ``algorithm="moments"`` also on ``privsdr.Chunks`` or a dask array
@@ -387,11 +394,18 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
 
     def _fit_moments(self, X: np.ndarray, y: np.ndarray, c: dict[str, Any], bounds: np.ndarray, center: np.ndarray) -> _SlicedDP:
         n, p = X.shape
+        sums = None
+        if self._one_pass(c):  # public slices: the statistics' one pass runs before anything is charged
+            with privsdr_errors():
+                sums = core.clipped_sufficient_sums(X, core.slice_by_cut_points(y, c["cuts"]), len(c["cuts"]) + 1, center, bounds)
         budget, ledger = self._resolve_budget()
         calibrated = self._allocate(self.build_plan(n, p, budget), budget, ledger)
         with self._run(calibrated, ledger, (n, p)) as run:
             labels, cuts = self._slices(run, y, c)
-            release = self._release_moments(run, calibrated, X, labels, len(cuts) + 1, center, bounds)
+            if sums is not None:
+                release = sir_moments.release_sums(run, calibrated, *sums, n)
+            else:
+                release = self._release_moments(run, calibrated, X, labels, len(cuts) + 1, center, bounds)
         return self._solve_moments(run, release, c, cuts, n, p, center, bounds, budget, ledger)
 
     def _release_moments(self, run: Run, calibrated: CalibratedPlan, X: np.ndarray, labels: np.ndarray, H: int, center: np.ndarray,
@@ -428,13 +442,14 @@ class _SlicedDP(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEstima
             n, p, bounds, center_vec, budget, ledger, calibrated = self._chunked_plan(first, c)
             with self._run(calibrated, ledger, (n, p)) as run:
                 cuts = self._dp_cuts(run, first["grid_counts"], n, c)
-                total = reduce_rows(X, y, partial(sums_of, cuts=cuts), with_y=True, desc=f"{name}: sums (pass 2 of 2)")
+                total = reduce_rows(X, y, partial(sums_of, cuts=cuts), with_y=True, desc=f"{name}: sums (pass 2 of 2)",
+                                    fn_checks_finite=True)
                 if (total["n"], total["p"]) != (n, p):  # the source changed between passes: fail closed
                     raise ValidationError(f"the second pass read {total['n']} x {total['p']} rows, the first {n} x {p}: "
                                           "the chunks must hold the same rows on every pass")
                 release = sir_moments.release_sums(run, calibrated, total["slice_sums"], total["counts"], total["xtx"], n)
         else:
-            total = reduce_rows(X, y, partial(sums_of, cuts=c["cuts"]), with_y=True, desc=f"{name}: sums")
+            total = reduce_rows(X, y, partial(sums_of, cuts=c["cuts"]), with_y=True, desc=f"{name}: sums", fn_checks_finite=True)
             n, p, bounds, center_vec, budget, ledger, calibrated = self._chunked_plan(total, c)
             cuts = c["cuts"]
             with self._run(calibrated, ledger, (n, p)) as run:

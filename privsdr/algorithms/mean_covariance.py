@@ -25,7 +25,9 @@ from typing import Any
 import numpy as np
 
 from .. import core
+from .._validation import privsdr_errors
 from ..accounting import Budget, Ledger
+from ..core.gram_pass import RowParts, gram_sums
 from ..errors import NoiseDominatesWarning, ValidationError
 from ..mechanisms import get_mechanism
 from ..persistence import model_class
@@ -124,6 +126,11 @@ class DPMeanCovariance(PrivateEstimator):
     def _center(self, p: int) -> np.ndarray:
         return public_center(self.center, p)
 
+    def _row_parts(self, p: int) -> RowParts:
+        """The declared clip rule of the rows: x - center, boxed to |.| <= b_j (with ``bounds``), scaled to ||.|| <= C."""
+        center = self._center(p)
+        return RowParts(shift=center if np.any(center) else None, box=self._box(p), l2=self._validated_clip(p))
+
     def build_plan(self, n_samples: int, n_features: int) -> Plan:
         """The plan of one fit on n_samples x n_features data: public parameters only."""
         n, p = check_int(n_samples, "n_samples", 1), check_int(n_features, "n_features", 1)
@@ -169,7 +176,7 @@ class DPMeanCovariance(PrivateEstimator):
             centre = None if self.center is None else np.asarray(self.center, dtype=float)
             box = None if self.bounds is None else np.asarray(check_bound(self.bounds, "bounds"))
             total = reduce_rows(X, None, partial(chunk_moments, clip=None if self.clip is None else float(self.clip), center=centre, bounds=box), with_y=False,
-                                desc="DPMeanCovariance: sums")
+                                desc="DPMeanCovariance: sums", fn_checks_finite=True)
             n, p = int(total["n"]), int(total["p"])
             if n < 2:
                 raise ValidationError(f"X needs at least 2 rows, got {n} sample{'' if n == 1 else 's'}")
@@ -178,14 +185,14 @@ class DPMeanCovariance(PrivateEstimator):
             second_raw = total["xtx"] / n
             statistics = (first, (second_raw + second_raw.T) / 2.0)
         else:
-            X_raw, X = X, check_matrix(X, "X", min_rows=2)
-            shape, statistics = X.shape, None
+            X_raw, X = X, check_matrix(X, "X", min_rows=2, finite=False)  # finiteness: in the one pass below
+            shape = X.shape
+            with privsdr_errors():  # one blocked pass (core.gram_pass), before anything is charged
+                sums = gram_sums(X, None, self._row_parts(shape[1]), ("x_sum", "xtx"))
+            statistics = (sums["x_sum"] / shape[0], sums["xtx"] / shape[0])
         budget, ledger = self._resolve_budget()
         calibrated = self.build_plan(*shape).allocate(budget, accountant=ledger.accountant, tight=self.tight, sampler=self._sampler())
         with Run(calibrated, ledger, random_state=self.random_state, data_shape=shape, algorithm="DPMeanCovariance") as run:
-            if statistics is None:
-                Xc = core.clip_rows_l2(shift_and_box(X, self._center(shape[1]), self._box(shape[1])), self._validated_clip(shape[1]))
-                statistics = (core.mean(Xc), core.second_moment(Xc))
             run.release("mean", statistics[0])
             run.release("second_moment", statistics[1])
         released = from_run(run, ("mean", "second_moment"), n=shape[0], source="chunks" if X_raw is None else "in memory")
@@ -257,10 +264,6 @@ def noise_message(mean_ratio: float, covariance_ratio: float) -> str:
             f"covariance entry {covariance_ratio:.3g} times its public bound: {verdict}")
 
 
-def shift_and_box(X: np.ndarray, center: np.ndarray | None, bounds: np.ndarray | None) -> np.ndarray:
-    """x - center, clipped per column to [-b_j, b_j] when public half-widths are given (a new array)."""
-    out = np.asarray(X, dtype=float) - (0.0 if center is None else np.broadcast_to(center, (np.shape(X)[1],)))
-    return out if bounds is None else np.clip(out, -np.broadcast_to(bounds, (np.shape(X)[1],)), np.broadcast_to(bounds, (np.shape(X)[1],)))
 
 
 def project_mean(mean: np.ndarray, C: float, bounds: np.ndarray | None) -> np.ndarray:
@@ -289,11 +292,10 @@ def chunk_moments(X: np.ndarray, y: Any = None, *, clip: float | None, center: n
     if bounds is not None and np.size(bounds) not in (1, X.shape[1]):
         raise ValidationError(f"bounds has {np.size(bounds)} per-column values for {X.shape[1]} columns")
     center = None if center is None else public_center(center, X.shape[1])
-    X = shift_and_box(X, center, bounds) if center is not None or bounds is not None else X
     if bounds is not None:
         box_norm = float(np.linalg.norm(np.broadcast_to(bounds, (X.shape[1],))))
         clip = box_norm if clip is None else min(clip, box_norm)
     if clip is None:
         raise ValidationError("clip or bounds is required")
-    Xc = core.clip_rows_l2(X, clip)
-    return {"x_sum": Xc.sum(axis=0), "xtx": Xc.T @ Xc}
+    with privsdr_errors():  # the blocks of one blocked pass (core.gram_pass)
+        return gram_sums(X, None, RowParts(shift=center, box=bounds, l2=clip), ("x_sum", "xtx"))

@@ -26,7 +26,7 @@ import numpy as np
 from sklearn.base import RegressorMixin
 
 from .. import core
-from .._validation import warn_column_vector
+from .._validation import privsdr_errors, warn_column_vector
 from ..accounting import Budget, Ledger, as_budget, make_accountant
 from ..accounting.default import fresh_ledger, ledger_for
 from ..errors import ValidationError
@@ -279,7 +279,8 @@ class DPPLS(RegressorMixin, ForecastMixin, PrivateEstimator):
 
     # -- fitting ------------------------------------------------------------------------------------
     def _check_xy(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
-        X = check_matrix(X, "X", min_rows=2)
+        # certified (S2): X's finiteness is checked in the statistics' one pass (core.gram_pass), before any charge
+        X = check_matrix(X, "X", min_rows=2, finite=self.mode != "certified")
         if y is None:
             raise ValidationError("y is required: DPPLS requires y to be passed, but the target y is None")
         try:
@@ -317,7 +318,7 @@ class DPPLS(RegressorMixin, ForecastMixin, PrivateEstimator):
             raise ValidationError(f"y_center must be a finite number, got {self.y_center!r}")
         fn = partial(chunk_ssp, x_center=self.x_center, y_center=float(yc), bound_x=check_positive(self.bound_x, "bound_x"),
                      bound_y=check_positive(self.bound_y, "bound_y"))
-        total = reduce_rows(X, y, fn, with_y=True, desc="DPPLS: sums")
+        total = reduce_rows(X, y, fn, with_y=True, desc="DPPLS: sums", fn_checks_finite=True)
         if total["n"] < 2:
             raise ValidationError(f"X needs at least 2 rows, got {total['n']} sample{'' if total['n'] == 1 else 's'}")
         # no "y is constant" refusal: a chunked fit is certified, and one record can make y vary (the refusal
@@ -358,6 +359,9 @@ class DPPLS(RegressorMixin, ForecastMixin, PrivateEstimator):
             X, y = self._check_xy(X, y)
             n, m = X.shape
         c = self._checked(n, m)
+        if stats is None and self.mode == "certified":  # S2's statistics in one blocked pass, before anything is charged
+            with privsdr_errors():
+                stats = ssp_statistics(X, y, c["x_center"], c["y_center"], c["bound_x"], c["bound_y"])
         budget, ledger, calibrated = self._budget_and_ledger(n, m)
         notes = self._notes(budget, calibrated, n)
         if not budget.is_infinite and budget.delta >= 1.0 / n:

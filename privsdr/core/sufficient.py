@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from .gradient import eigen_floor
+from .gram_pass import RowParts, gram_sums
 from .sir import whitened_eigen
 
 #: rows per chunk when accumulating the statistics (bounds the memory of the clipped copy)
@@ -45,19 +46,12 @@ def clip_rows(X: np.ndarray, center: np.ndarray | float, bound: np.ndarray, out:
 def clipped_sufficient_sums(
     X: np.ndarray, labels: np.ndarray, n_slices: int, center: np.ndarray, bound: np.ndarray, chunk_rows: int = CHUNK_ROWS
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(slice sums p x H, counts H, X^T X) of the clipped rows, accumulated chunk by chunk (no full copy)."""
-    n, p = X.shape
-    sums = np.zeros((p, n_slices))
-    xtx = np.zeros((p, p))
-    buffer = np.empty((min(n, chunk_rows), p))
-    for rows in iter_chunks(n, chunk_rows):
-        Xc = clip_rows(X[rows], center, bound, out=buffer[: rows.stop - rows.start])
-        onehot = np.zeros((Xc.shape[0], n_slices))
-        onehot[np.arange(Xc.shape[0]), labels[rows]] = 1.0
-        sums += Xc.T @ onehot
-        xtx += Xc.T @ Xc
-    counts = np.bincount(labels, minlength=n_slices).astype(float)
-    return sums, counts, (xtx + xtx.T) / 2.0
+    """(slice sums p x H, counts H, X^T X) of the rows clipped to the box |x_j - center_j| <= bound_j, in one blocked
+    pass (``gram_pass.gram_sums``: the blocks x_phi, phi_sum and xtx of z = [clip(x) | e_h | 1]; no full copy; X's
+    finiteness is checked in the pass, ValueError). ``chunk_rows`` is kept for the callers; the pass sizes its blocks."""
+    parts = RowParts(shift=center if np.any(center) else None, box=bound, phi="slices", n_slices=n_slices)
+    sums = gram_sums(X, None, parts, ("xtx", "x_phi", "phi_sum"), labels=labels)
+    return sums["x_phi"], sums["phi_sum"], sums["xtx"]
 
 
 def kernel_from_moments(

@@ -40,8 +40,9 @@ def as_real_array(X: Any, name: str = "X") -> FloatArray:
     return out
 
 
-def check_matrix(X: Any, name: str = "X", min_rows: int = 1, min_cols: int = 1) -> FloatArray:
-    """A finite 2-D float array with at least ``min_rows`` rows; ValueError/TypeError otherwise."""
+def check_matrix(X: Any, name: str = "X", min_rows: int = 1, min_cols: int = 1, finite: bool = True) -> FloatArray:
+    """A finite 2-D float array with at least ``min_rows`` rows; ValueError/TypeError otherwise. ``finite=False``
+    leaves the finiteness check to the caller's one pass over the rows (``gram_pass.gram_sums`` checks each block)."""
     arr = as_real_array(X, name)
     if arr.ndim != 2:
         hint = ": Reshape your data with X.reshape(-1, 1) for one feature or X.reshape(1, -1) for one sample" if arr.ndim == 1 else ""
@@ -51,7 +52,7 @@ def check_matrix(X: Any, name: str = "X", min_rows: int = 1, min_cols: int = 1) 
         raise ValueError(f"{name} needs at least {min_rows} rows, got {n} sample{'' if n == 1 else 's'}")
     if arr.shape[1] < min_cols:  # scikit-learn's wording
         raise ValueError(f"{name} has too few columns: {arr.shape[1]} feature(s) (shape={arr.shape}) while a minimum of {min_cols} is required.")
-    if arr.size and not (np.isfinite(arr.min()) and np.isfinite(arr.max())):  # NaN propagates through min/max
+    if finite and arr.size and not (np.isfinite(arr.min()) and np.isfinite(arr.max())):  # NaN propagates through min/max
         raise ValueError(f"{name} contains NaN or inf")
     return arr
 

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import OneToOneFeatureMixin, TransformerMixin
 
+from .._validation import privsdr_errors
 from ..accounting import Budget, Ledger
 from ..algorithms._base import (
     PrivateEstimator,
@@ -43,6 +44,7 @@ from ..algorithms._base import (
     public_center,
 )
 from ..algorithms._sir_common import check_int
+from ..core.gram_pass import RowParts, gram_sums
 from ..errors import NoiseDominatesWarning, ValidationError
 from ..mechanisms import Sensitivity, get_mechanism
 from ..persistence import model_class
@@ -53,9 +55,12 @@ from ..released.regression import NOISE_WARNING_SHARE
 
 
 def scaler_moments(X: np.ndarray, center: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The two released queries: the column means of U = clip((X - c) / b, -1, 1) and of U^2."""
-    U = np.clip((np.asarray(X, dtype=float) - center) / bounds, -1.0, 1.0)
-    return U.mean(axis=0), (U * U).mean(axis=0)
+    """The two released queries: the column means of U = clip((X - c) / b, -1, 1) and of U^2 (the blocks x_sum and x_sq
+    of one blocked pass, ``core.gram_pass``; X's finiteness is checked in it, ValueError)."""
+    parts = RowParts(shift=center if np.any(center) else None, scale=bounds, box=1.0)
+    sums = gram_sums(X, None, parts, ("x_sum", "x_sq"))
+    n = np.shape(X)[0]
+    return sums["x_sum"] / n, sums["x_sq"] / n
 
 
 def scaler_sensitivities(p: int, n: int) -> tuple[Sensitivity, Sensitivity]:
@@ -143,14 +148,15 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator)
 
     def fit(self, X: Any, y: Any = None) -> DPStandardScaler:
         """Release the DP moments of X (n x p, y ignored) and derive ``mean_`` and ``scale_`` from them."""
-        X_raw, X = X, check_matrix(X, "X", min_rows=2)
+        X_raw, X = X, check_matrix(X, "X", min_rows=2, finite=False)  # finiteness: in the one pass below
         n, p = X.shape
         plan = self.build_plan(n, p)  # every parameter checked before the budget is resolved
         bounds, center = column_bounds(self.bound, p, "bound"), public_center(self.center, p)
+        with privsdr_errors():  # one blocked pass over the rows, before anything is charged
+            first, second = scaler_moments(X, center, bounds)
         budget, ledger = self._resolve_budget()
         calibrated = for_ledger(plan, ledger).allocate(budget, accountant=ledger.accountant, tight=self.tight, sampler=self._sampler())
         with Run(calibrated, ledger, random_state=self.random_state, data_shape=(n, p), algorithm="DPStandardScaler") as run:
-            first, second = scaler_moments(X, center, bounds)
             run.release("mean", first)
             run.release("second_moment", second)
         released = from_run(run, ("mean", "second_moment"), n=n, source="in memory")

@@ -1,0 +1,286 @@
+"""One blocked pass over the rows: the declared blocks of the Gram of the augmented row z = [u | phi(y) | 1].
+
+The parts of z (``RowParts``, all public):
+
+* u = clip_L2(clip_box((x - shift) / scale, box), l2): the row shifted by a public centre, divided by public
+  per-column scales, clipped per column to [-box_j, box_j], then scaled down to L2 norm <= l2 (each step optional);
+* phi(y): none; ``"label"`` clip(y - y_shift, -y_bound, y_bound); ``"square"`` that value squared; or ``"slices"``
+  the one-hot indicators e_h of y's slice among public cut points q_1 < ... < q_{H-1} (h = #{q_j < y}), or of
+  slice labels given by the caller;
+* the constant 1.
+
+The blocks (``BLOCKS``): ``count`` = sum 1, ``x_sum`` = sum u, ``xtx`` = sum u u^T, ``x_sq`` = sum u * u (the
+diagonal of xtx alone), ``x_phi`` = sum u phi^T (X^T y or the p x H slice sums), ``phi_sum`` = sum phi (the label
+sum or the H slice counts). Their sensitivities are ``privsdr.released.gram``'s; this module is numerics only.
+
+The rows are read once, ``block_rows`` at a time: each block is shifted and clipped in a reused buffer
+Z = [u | phi | 1], its finiteness checked there (one reduction of the cached block), and when xtx is wanted one
+symmetric product Z^T Z (BLAS SYRK) gives xtx, x_phi, x_sum, phi_sum and count at once; without it the wanted sums
+are column reductions of the buffer. Slice indicators enter Z as a one-hot block, so the slice sums come out of the
+same product (one BLAS call; ``np.add.at`` is slower, ``benchmarks/bench_one_pass.py``). No copy of X is made
+beyond one block. ``gram_sums`` takes an in-memory array; a chunk of ``privsdr.Chunks`` or a dask partition is such
+an array, and the sums of the chunks add up (``add_sums``).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+
+from .arrays import FloatArray
+
+BLOCKS = ("count", "x_sum", "xtx", "x_sq", "x_phi", "phi_sum")
+PHI = ("none", "label", "square", "slices")
+
+#: bytes of one block of rows of the buffer (a block stays in the CPU cache between its clip and its product)
+BLOCK_BYTES = 1 << 20
+
+
+@attrs.frozen
+class RowParts:
+    """The declared parts of the augmented row (see the module docstring); arrays are per column or scalars."""
+
+    shift: Any = None
+    scale: Any = None
+    box: Any = None
+    l2: float | None = None
+    phi: str = "none"
+    y_shift: float = 0.0
+    y_bound: float | None = None
+    cuts: Any = None
+    n_slices: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.phi not in PHI:
+            raise ValueError(f"phi must be one of {PHI}, got {self.phi!r}")
+        if self.phi == "slices" and self.cuts is None and self.n_slices is None:
+            raise ValueError("slice indicators need public cut points or the number of slices (with given labels)")
+
+    @property
+    def width(self) -> int:
+        """Columns of phi(y)."""
+        if self.phi == "none":
+            return 0
+        if self.phi == "slices":
+            return int(self.n_slices) if self.n_slices is not None else len(np.atleast_1d(self.cuts)) + 1
+        return 1
+
+
+def block_rows_for(p: int, k: int = 0) -> int:
+    """Rows per block: about ``BLOCK_BYTES`` of buffer, at least 64 rows."""
+    return max(64, BLOCK_BYTES // (8 * (p + k + 1)))
+
+
+def empty_sums(p: int, parts: RowParts, blocks: Iterable[str]) -> dict[str, Any]:
+    """The accumulators of ``blocks`` for rows of width p (zeros)."""
+    k = parts.width
+    shapes = {"count": (), "x_sum": (p,), "xtx": (p, p), "x_sq": (p,), "x_phi": (p, k), "phi_sum": (k,)}
+    return {name: np.zeros(shapes[name]) for name in _checked_blocks(blocks, parts)}
+
+
+def _checked_blocks(blocks: Iterable[str], parts: RowParts) -> tuple[str, ...]:
+    names = tuple(blocks)
+    unknown = [b for b in names if b not in BLOCKS]
+    if unknown:
+        raise ValueError(f"unknown Gram blocks {unknown}; expected some of {BLOCKS}")
+    if parts.phi == "none" and any(b in ("x_phi", "phi_sum") for b in names):
+        raise ValueError("the blocks x_phi and phi_sum need a label part phi(y)")
+    return names
+
+
+def gram_sums(X: Any, y: Any, parts: RowParts, blocks: Iterable[str], *, labels: Any = None, name: str = "X",
+              block_rows: int | None = None) -> dict[str, Any]:
+    """The wanted blocks (``BLOCKS``) summed over the rows of X (n x p, any real dtype) and y, in one blocked pass.
+
+    ``labels``: slice labels 0..n_slices-1 given by the caller (``phi="slices"`` without cut points). ValueError if
+    a row of X (or a used y) holds NaN or inf, named ``name``."""
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"{name} must be 2-D, got shape {X.shape}")
+    n, p = X.shape
+    names = _checked_blocks(blocks, parts)
+    sums = empty_sums(p, parts, names)
+    if n == 0:
+        return sums
+    k = parts.width
+    rows = min(n, block_rows or block_rows_for(p, k))
+    rule = _Rule(parts, p)
+    U = np.empty((rows, p))  # the clipped block (contiguous: numpy's broadcasting loops are slow on strided views)
+    gram = "xtx" in names
+    # with xtx: Z = [u | phi | 1 | 0-padding] and one SYRK Z^T Z gives every block (a width that is a multiple of 4
+    # keeps OpenBLAS on its fast kernels)
+    width = -(-(p + k + 1) // 4) * 4 if gram else p + k
+    Z = np.zeros((rows, width))
+    if gram:
+        Z[:, p + k] = 1.0
+    G = np.zeros((width, width)) if gram else None
+    cuts = None if parts.cuts is None else np.asarray(parts.cuts, dtype=float)
+    y_all = None if y is None else np.asarray(y).reshape(-1)
+    with np.errstate(over="ignore", invalid="ignore"):  # NaN, inf and overflow are found and handled per block
+        _blocked_pass(X, y_all, labels, parts, rule, U, Z, G, sums, names, cuts, name)
+    if G is not None:
+        _read_gram(sums, G, p, k, names)
+    if "count" in names:
+        sums["count"] = np.asarray(float(n))
+    return sums
+
+
+def _blocked_pass(X: np.ndarray, y_all: np.ndarray | None, labels: Any, parts: RowParts, rule: _Rule, U: FloatArray,
+                  Z: FloatArray, G: FloatArray | None, sums: dict[str, Any], names: tuple[str, ...], cuts: FloatArray | None,
+                  name: str) -> None:
+    n, p = X.shape
+    k, rows = parts.width, U.shape[0]
+    for start in range(0, n, rows):
+        stop = min(n, start + rows)
+        Ub, Zb = U[: stop - start], Z[: stop - start]
+        rule.clip_into(Ub, X[start:stop], name)
+        if k:
+            _phi_into(Zb[:, p:p + k], None if y_all is None else y_all[start:stop],
+                      None if labels is None else labels[start:stop], parts, cuts)
+        if G is not None:
+            np.copyto(Zb[:, :p], Ub)
+            G += Zb.T @ Zb  # one SYRK: every block of the augmented Gram
+        else:
+            _add_reductions(sums, Ub, Zb[:, p:p + k], names)
+
+
+def _column(value: Any, p: int) -> FloatArray | None:
+    if value is None:
+        return None
+    arr = np.asarray(value, dtype=float)
+    if arr.ndim == 0 or arr.size == 1:
+        return np.full(p, float(arr.reshape(-1)[0]))
+    if arr.shape != (p,):
+        raise ValueError(f"a per-column value has {arr.size} entries for {p} columns")
+    return arr
+
+
+class _Rule:
+    """The clip rule of x for rows of width p: u = clip_L2(clip_box((x - shift) / scale, box), l2).
+
+    The box is applied as a scalar clip of (x - shift) / (scale box) into [-1, 1], times the box (numpy's clip with
+    per-column bounds is many times slower than its scalar clip)."""
+
+    def __init__(self, parts: RowParts, p: int) -> None:
+        self.shift = _column(parts.shift, p)
+        scale, self.box = _column(parts.scale, p), _column(parts.box, p)
+        divisor = None if scale is None and self.box is None else (1.0 if scale is None else scale) * (1.0 if self.box is None else self.box)
+        self.inverse = None if divisor is None else 1.0 / np.asarray(divisor)
+        self.scale = scale
+        self.l2 = None if parts.l2 is None else float(parts.l2)
+
+    def clip_into(self, U: FloatArray, Xb: np.ndarray, name: str) -> None:
+        """U <- the clip rule applied to the block Xb, its finiteness checked on the cached block."""
+        if self.shift is not None:
+            np.subtract(Xb, self.shift, out=U)
+        else:
+            np.copyto(U, Xb, casting="same_kind")
+        if self.inverse is not None:
+            U *= self.inverse
+        norms = None
+        if self.box is None and self.l2 is not None:  # the norms the L2 clip needs: NaN and inf reach them too
+            norms = np.sqrt(np.einsum("ij,ij->i", U, U))
+            finite = bool(np.isfinite(norms).all())
+        else:
+            finite = bool(np.isfinite(U.sum()))
+        if not finite:
+            if not (np.isfinite(Xb.min()) and np.isfinite(Xb.max())):  # NaN propagates through min/max
+                raise ValueError(f"{name} contains NaN or inf")
+            if not (np.isfinite(U.min()) and np.isfinite(U.max())):  # finite values that overflow after the shift
+                self._clip_halved(U, Xb)
+                return
+            norms = None  # finite values whose squares overflow: _scale_to_ball handles those rows
+        if self.box is not None:
+            np.clip(U, -1.0, 1.0, out=U)
+            U *= self.box
+        if self.l2 is not None:
+            _scale_to_ball(U, self.l2, norms)
+
+    def _clip_halved(self, U: FloatArray, Xb: np.ndarray) -> None:
+        """The rule on halved values (x/2 - shift/2 cannot overflow), doubled after clipping."""
+        np.multiply(Xb, 0.5, out=U)
+        if self.shift is not None:
+            U -= self.shift * 0.5
+        if self.scale is not None:
+            U /= self.scale
+        if self.box is not None:
+            np.clip(U, -self.box * 0.5, self.box * 0.5, out=U)
+        if not (np.isfinite(U.min()) and np.isfinite(U.max())):
+            raise ValueError("a row overflows after its public shift and scale (values near the float64 limit)")
+        if self.l2 is not None:
+            _scale_to_ball(U, self.l2 * 0.5)
+        U *= 2.0
+
+
+def _scale_to_ball(U: FloatArray, bound: float, norms: FloatArray | None = None) -> None:
+    """Each row scaled down to L2 norm <= bound: u * min(1, bound / ||u||) (``norms``: the rows' norms, if known)."""
+    if norms is None:
+        norms = np.sqrt(np.einsum("ij,ij->i", U, U))
+    wide = ~np.isfinite(norms)
+    if wide.any() and np.isfinite(bound):  # squares that overflow: far beyond the bound, so the row's direction times it
+        W = U[wide] / np.max(np.abs(U[wide]), axis=1)[:, None]
+        U[wide] = W * (bound / np.linalg.norm(W, axis=1))[:, None]
+        norms[wide] = bound
+    over = norms > bound
+    count = int(np.count_nonzero(over))
+    if 2 * count > len(norms):  # most rows clipped: one multiply of the block
+        with np.errstate(divide="ignore"):
+            U *= np.minimum(1.0, bound / norms)[:, None]
+    elif count:  # a few rows clipped: only those
+        U[over] *= (bound / norms[over])[:, None]
+
+
+def _phi_into(P: FloatArray, yb: np.ndarray | None, labels: np.ndarray | None, parts: RowParts, cuts: FloatArray | None) -> None:
+    if parts.phi == "slices":
+        if labels is None:
+            if yb is None or cuts is None:
+                raise ValueError("slice indicators need y and public cut points, or slice labels")
+            labels = np.searchsorted(cuts, _finite_y(yb), side="left")
+        P.fill(0.0)
+        P[np.arange(P.shape[0]), labels] = 1.0
+        return
+    if yb is None:
+        raise ValueError("the label part phi(y) needs y")
+    t = _finite_y(yb) - parts.y_shift  # contiguous, then one copy into the buffer's column
+    if parts.y_bound is not None:
+        np.clip(t, -parts.y_bound, parts.y_bound, out=t)
+    P[:, 0] = t * t if parts.phi == "square" else t
+
+
+def _finite_y(yb: np.ndarray) -> np.ndarray:
+    yv = np.asarray(yb, dtype=float)
+    if not np.isfinite(yv.sum()) and not np.all(np.isfinite(yv)):
+        raise ValueError("y contains NaN or inf")
+    return yv
+
+
+def _add_reductions(sums: dict[str, Any], U: FloatArray, P: FloatArray, names: tuple[str, ...]) -> None:
+    """The wanted sums of one block without the Gram (column sums by a matrix-vector product: faster than sum(axis=0))."""
+    ones = np.ones(U.shape[0])
+    if "x_sum" in names:
+        sums["x_sum"] += ones @ U
+    if "x_sq" in names:
+        sums["x_sq"] += np.einsum("ij,ij->j", U, U)
+    if "x_phi" in names:
+        sums["x_phi"] += U.T @ P
+    if "phi_sum" in names:
+        sums["phi_sum"] += ones @ P
+
+
+def _read_gram(sums: dict[str, Any], G: FloatArray, p: int, k: int, names: tuple[str, ...]) -> None:
+    """The wanted blocks of the accumulated augmented Gram [[U^T U, U^T phi, U^T 1], [., phi^T phi, phi^T 1], [., ., n]]."""
+    G = (G + G.T) / 2.0
+    one = p + k
+    blocks = {"xtx": G[:p, :p], "x_sq": np.diag(G)[:p], "x_sum": G[:p, one], "x_phi": G[:p, p:one], "phi_sum": G[p:one, one]}
+    for name in names:
+        if name in blocks:
+            sums[name] = np.array(blocks[name])
+
+
+def add_sums(a: Mapping[str, Any] | None, b: Mapping[str, Any]) -> dict[str, Any]:
+    """Two row sets' blocks added (the sums of row chunks add up to the sums of their union)."""
+    if a is None:
+        return dict(b)
+    return {name: a[name] + b[name] for name in b}
