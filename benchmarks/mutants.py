@@ -652,8 +652,8 @@ MUTANTS = (
            ("tests/test_secure_fail_clean.py",)),
     # issue 36: one party per host, agreement before any run is opened, charge failures and linkage refusals told
     Mutant("secure_launcher_opens_run_before_agreement", "a one-machine launcher opens its run (journal reserve) before the parties agree",
-           "privsdr/secure/aggregate.py", "    return _agreed(Parties(job, inputs, job.parties, certificates=certificates, record_view=record_view))",
-           "    return Parties(job, inputs, job.parties, certificates=certificates, record_view=record_view).__enter__()",
+           "privsdr/secure/aggregate.py", "    return _agreed(start_parties(job, inputs, certificates=certificates, record_view=record_view))",
+           "    return start_parties(job, inputs, certificates=certificates, record_view=record_view).__enter__()",
            ("tests/test_fsir_hosts.py",),
            (("privsdr/secure/aggregate.py", "        return _run(run, job, lambda j, charge: session.finish(charge), plain, server)",
              "        return _run(run, job, lambda j, charge: (session.agree(), session.finish(charge))[1], plain, server)"),)),
