@@ -191,13 +191,21 @@ def test_the_party_processes_open_the_declared_blocks_exactly_chunk_by_chunk():
     assert np.array_equal(opened.aggregate, expected.astype(np.int64))
 
 
-def test_a_secure_sir_fit_in_real_processes_is_charged_once_and_states_what_each_party_receives():
+def test_a_secure_sir_fit_in_real_processes_is_charged_once_and_states_what_each_party_receives(tmp_path):
+    """Three hosts (127.0.0.2-4, each party listening on its own address) over mutual TLS with the certificates of
+    ``make_keys``, as across machines."""
+    from privsdr.network.addresses import free_ports
+    from privsdr.network.certificates import make_keys
+
     blocks, y = data(n=120, p=(2, 1))
     ledger = Ledger(Budget(2.0, 1e-5))
+    make_keys(tmp_path / "keys", ["helper", "party0", "party1"])
+    addresses = [f"127.0.0.{2 + i}:{port}" for i, port in enumerate(free_ports(3))]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         est = SecureVerticalSIR(1, cut_points=CUTS, row_bound=BOUND, budget=Budget(1.0, 1e-6), ledger=ledger, timeout=60.0,
-                                random_state=0).fit(blocks, y)
+                                random_state=0, addresses=addresses, certificates=tmp_path / "keys").fit(blocks, y)
+    assert est.secure_cost_["seconds"] > 0
     report = est.privacy_report_
     assert report.status_line.startswith("CERTIFIED (secure aggregation, <= 1 colluding parties)")
     assert ledger.spent.epsilon > 0 and len(ledger.charges) == 3  # the three moments, once
@@ -218,6 +226,8 @@ def test_a_secure_sir_fit_in_real_processes_is_charged_once_and_states_what_each
     ({"row_bound": None}, "row_bound"),
     ({"colluders": 2}, "colluders"),
     ({"x_center": [0.0, 1.0]}, "x_center"),
+    ({"addresses": ["127.0.0.2:7001", "127.0.0.3:70000", "127.0.0.4:7001"]}, "port"),
+    ({"addresses": ["127.0.0.2:7001", "127.0.0.2:7001", "127.0.0.4:7001"]}, "address"),
 ])
 def test_bad_public_parameters_are_refused_before_any_charge(kw, match):
     blocks, y = data(n=20)

@@ -44,6 +44,7 @@ from ..accounting import Budget, Ledger
 from ..algorithms._base import PrivateEstimator, check_matrix, check_positive, check_random_state, diagnostic_rng, for_ledger
 from ..algorithms.mean_covariance import mean_covariance_from_released
 from ..errors import ValidationError
+from ..network.addresses import check_addresses
 from ..parties.layout import Layout, Party, check_parties, is_block_list, pooled_label
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
@@ -104,7 +105,8 @@ class _SecureVerticalMoments(PrivateEstimator):
     _name = ""
 
     def _common(self, row_bound: Any, x_center: Any, colluders: int, helper: Any, timeout: float, max_rows: int, tls: bool,
-                n_parties: int | None, budget: Any, ledger: Any, accountant: str, tight: bool, random_state: Any) -> None:
+                n_parties: int | None, budget: Any, ledger: Any, accountant: str, tight: bool, random_state: Any,
+                addresses: Any = None, certificates: Any = None) -> None:
         self.row_bound = row_bound
         self.x_center = x_center
         self.colluders = colluders
@@ -118,6 +120,8 @@ class _SecureVerticalMoments(PrivateEstimator):
         self.accountant = accountant
         self.tight = tight
         self.random_state = random_state
+        self.addresses = addresses
+        self.certificates = certificates
 
     def _checked(self, names: list[str], widths: list[int]) -> dict[str, Any]:
         """Every public parameter, checked before anything is read or charged."""
@@ -132,6 +136,7 @@ class _SecureVerticalMoments(PrivateEstimator):
             raise ValidationError(f"max_rows must be a positive integer, got {max_rows!r}")
         if not isinstance(self.tls, (bool, np.bool_)):
             raise ValidationError(f"tls must be True or False (False: plaintext channels, asked for explicitly), got {self.tls!r}")
+        addresses = check_addresses(self.addresses, parties) if self.addresses is not None else None
         timeout = check_positive(self.timeout, "timeout")
         check_random_state(self.random_state)
         C = math.sqrt(sum(b * b for b in bounds.values()))
@@ -141,7 +146,7 @@ class _SecureVerticalMoments(PrivateEstimator):
             raise ValidationError(f"max_rows = {max_rows} is too large for one secure Gram (its grid would be coarser than 1)")
         return {"bounds": bounds, "scaled": {n: b * s for n, b in bounds.items()}, "C": C, "scale": s, "x_center": x_center,
                 "parties": parties, "t": t, "exponent": exponent, "one": 2 ** -exponent, "timeout": timeout,
-                "max_rows": int(max_rows), "tls": bool(self.tls)}
+                "max_rows": int(max_rows), "tls": bool(self.tls), "addresses": addresses}
 
     def _layout_of(self, X: Any, y: Any) -> tuple[list[Party], Layout]:
         """The parties and their public layout, checked. A ``Party`` whose X is ``Chunks`` (with its public ``n_rows``
@@ -191,15 +196,17 @@ class _SecureVerticalMoments(PrivateEstimator):
             at += w
         arrays = self._label_arrays(parties, c, arrays)
         bound = c["max_rows"] * max(c["C"] * c["scale"], 1.0) ** 2  # every entry of the Gram, real units: sizes the field
-        job = gram_job(calibrated, products, parties=c["parties"], threshold=c["t"], bound=bound, timeout=c["timeout"], tls=c["tls"])
-        session = agreed_parties(job, products.inputs(arrays))  # every party ready before the run (and journal) is opened
+        job = gram_job(calibrated, products, parties=c["parties"], threshold=c["t"], bound=bound, timeout=c["timeout"],
+                       addresses=c["addresses"], tls=c["tls"])
+        session = agreed_parties(job, products.inputs(arrays), certificates=self.certificates)  # every party ready before the run (and journal) is opened
         try:
             with Run(calibrated, ledger, random_state=self.random_state, data_shape=(N, sum(widths)), algorithm=algorithm,
                      notes=["the blocks were computed inside a secure computation (MPyC) from the parties' clipped, rounded "
                             "columns; every party added a discrete Gaussian share and only the noisy blocks were opened"]) as run:
                 done = secure_gram_release(run, products, arrays, parties=c["parties"], threshold=c["t"], bound=bound,
                                            timeout=c["timeout"], helper=HELPER if HELPER in c["parties"] else None,
-                                           addresses=list(session.job.addresses), tls=c["tls"], session=session)
+                                           addresses=list(session.job.addresses), tls=c["tls"], certificates=self.certificates,
+                                           session=session)
         finally:
             session.__exit__(None, None, None)
         released = from_run(run, [b.name for b in products.blocks], n=N, source="secure vertical Gram")
@@ -259,7 +266,8 @@ class SecureVerticalSIR(_SecureVerticalMoments):
     n_components: K, the number of directions. cut_points: public, increasing cut points of y (H = len + 1 slices;
         never read off y). row_bound: public bound C_i on every row of a party's block (one number or party ->
         number). x_center: public centres of the columns (pooled order; default 0). colluders, helper, timeout,
-        max_rows, tls, n_parties, budget, ledger, accountant, tight, random_state: as ``SecureVerticalRegression``.
+        max_rows, tls, n_parties, budget, ledger, accountant, tight, random_state, addresses (one ``host:port`` per party
+        in MPyC's order, helper first; default free ports on 127.0.0.1), certificates: as ``SecureVerticalRegression``.
 
     After ``fit``: ``directions_`` (p x K, pooled column order), ``eigenvalues_``, ``mean_``, ``released_`` (the
     moments per row), ``noise_error_`` and ``random_subspace_error_`` (the noise diagnostic), ``privacy_report_``
@@ -273,11 +281,12 @@ class SecureVerticalSIR(_SecureVerticalMoments):
     def __init__(self, n_components: int = 1, *, cut_points: Any = None, row_bound: Any = None, x_center: Any = None,
                  colluders: int = 1, helper: Any = "auto", timeout: float = 120.0, max_rows: int = MAX_ROWS, tls: bool = True,
                  n_parties: int | None = None, budget: Budget | tuple[float, float] | None = None, ledger: Ledger | None = None,
-                 accountant: str = "best", tight: bool = True, random_state: Any = None) -> None:
+                 accountant: str = "best", tight: bool = True, random_state: Any = None, addresses: Any = None,
+                 certificates: Any = None) -> None:
         self.n_components = n_components
         self.cut_points = cut_points
         self._common(row_bound, x_center, colluders, helper, timeout, max_rows, tls, n_parties, budget, ledger, accountant, tight,
-                     random_state)
+                     random_state, addresses, certificates)
 
     def _cuts(self) -> np.ndarray:
         if self.cut_points is None:
@@ -361,8 +370,8 @@ class SecureVerticalMeanCovariance(_SecureVerticalMoments):
     Parameters
     ----------
     n_components: the number of principal components kept in ``components_`` (None: all p). row_bound, x_center,
-        colluders, helper, timeout, max_rows, tls, n_parties, budget, ledger, accountant, tight, random_state: as
-        ``SecureVerticalSIR``. No party needs y.
+        colluders, helper, timeout, max_rows, tls, n_parties, budget, ledger, accountant, tight, random_state, addresses,
+        certificates: as ``SecureVerticalSIR``. No party needs y.
 
     After ``fit``: ``mean_``, ``second_moment_``, ``covariance_`` (PSD), ``components_`` (k x p, the top eigenvectors of
     ``covariance_``), ``explained_variance_``, ``noise_ratio_``, ``released_``, ``privacy_report_``, ``secure_cost_``.
@@ -375,10 +384,11 @@ class SecureVerticalMeanCovariance(_SecureVerticalMoments):
     def __init__(self, n_components: int | None = None, *, row_bound: Any = None, x_center: Any = None, colluders: int = 1,
                  helper: Any = "auto", timeout: float = 120.0, max_rows: int = MAX_ROWS, tls: bool = True,
                  n_parties: int | None = None, budget: Budget | tuple[float, float] | None = None, ledger: Ledger | None = None,
-                 accountant: str = "best", tight: bool = True, random_state: Any = None) -> None:
+                 accountant: str = "best", tight: bool = True, random_state: Any = None, addresses: Any = None,
+                 certificates: Any = None) -> None:
         self.n_components = n_components
         self._common(row_bound, x_center, colluders, helper, timeout, max_rows, tls, n_parties, budget, ledger, accountant, tight,
-                     random_state)
+                     random_state, addresses, certificates)
 
     def _checked(self, names: list[str], widths: list[int]) -> dict[str, Any]:
         c = super()._checked(names, widths)
