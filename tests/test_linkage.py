@@ -8,6 +8,8 @@ import os
 import re
 import socket
 import struct
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -468,3 +470,13 @@ def test_a_relay_between_two_tls_parties_sees_only_tls_records(pki, wire, monkey
     sent = [d for _, d in wire]
     elements = {d[i:i + 32] for d in sent if HEADER.unpack(d[:HEADER.size])[2] == CHUNK for i in range(HEADER.size, len(d), 32)}
     assert len(elements) >= 80 and MAGIC not in stream and not any(e in stream for e in elements)
+
+
+def test_importing_the_linkage_leaves_no_file_in_the_temp_folder(tmp_path):
+    """rbcl writes its libsodium to a temporary file on import and never removes it; the linkage removes it once
+    loaded (and the group operations still work)."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    code = "import privsdr.linkage.psi as p, rbcl; print(len(rbcl.crypto_core_ristretto255_from_hash(bytes(64))))"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "32", done.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -31,10 +31,13 @@ guarantee of the fit, which is a guarantee for the N linked rows.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import secrets
 import ssl
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -48,6 +51,12 @@ from ..errors import ValidationError
 from .channel import Channel, LinkageError, Peer, check_addresses, connect
 from .normalise import IdentifierError, normalise_ids
 from .refusal import tell_others
+
+# rbcl writes its bundled libsodium to a temporary file on import, loads it, and never removes it (5.5 MB in the temp
+# folder per importing process). Once loaded the file is not needed (a loaded library stays mapped after its file is
+# unlinked), so the linkage removes it: a linkage party leaves no file behind.
+with contextlib.suppress(OSError, AttributeError):
+    os.unlink(sys.modules["rbcl._sodium"].lib_path)
 
 DOMAIN = b"privsdr.linkage.v1/ristretto255/sha512\x00"
 #: the public cap on identifiers per party (every list received is checked against it)
