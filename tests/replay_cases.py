@@ -21,6 +21,7 @@ import replay_consumers as consumers
 import privsdr
 from privsdr import Budget
 from privsdr.audit.replay import Recorder, Released
+from privsdr.vertical import SecureVerticalMeanCovariance, SecureVerticalSIR
 
 N, P = 240, 4
 BUDGET = Budget(2.0, 1e-5)
@@ -315,6 +316,12 @@ CASES: list[Case] = [
                                                                                    budget=BUDGET, timeout=60.0, random_state=3),
          fit=fit_blocks, covers=("SecureVerticalRegression", "pls"),
          consumer=consumers.secure_vertical),
+    Case("SecureVerticalSIR", lambda: SecureVerticalSIR(1, cut_points=CUTS, row_bound=1.5, budget=BUDGET, timeout=60.0,
+                                                        random_state=3),
+         fit=fit_blocks, covers=("SecureVerticalSIR", "certified"), consumer=consumers.secure_vertical_sir),
+    Case("SecureVerticalMeanCovariance", lambda: SecureVerticalMeanCovariance(2, row_bound=1.5, budget=BUDGET, timeout=60.0,
+                                                                              random_state=3),
+         fit=fit_blocks, covers=("SecureVerticalMeanCovariance", "certified"), consumer=consumers.secure_vertical_mean_covariance),
     Case("PRIDERegressor certified, entry", lambda: privsdr.PRIDERegressor("certified", budget=BUDGET, bounds=(-1.0, 1.0), lam=0.1,
                                                                            random_state=3, message_reports=False),
          fit=fit_blocks, covers=("PRIDERegressor", "certified"),

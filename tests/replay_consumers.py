@@ -99,3 +99,21 @@ def fsir(est: Any, released: Released) -> Fitted:
                                 active=est.active_, psd_floor=est.psd_floor)
     kept = ("directions_", "n_directions_", "center_", "released_")
     return attrs.evolve(fitted, attributes={k: fitted.attributes[k] for k in kept})
+
+
+def secure_vertical_sir(est: Any, released: Released) -> Fitted:
+    from privsdr.vertical.secure_moments import secure_sir_from_released
+
+    blocks = {p.name: p.n_columns for p in est.layout_.parties}
+    c = est._checked(list(blocks), list(blocks.values()))
+    return secure_sir_from_released(released, n_directions=c["K"], cut_points=c["cuts"], x_center=c["x_center"], scale=c["scale"],
+                                    rng=diagnostic_rng(est.random_state))
+
+
+def secure_vertical_mean_covariance(est: Any, released: Released) -> Fitted:
+    from privsdr.vertical.secure_moments import secure_mean_covariance_from_released
+
+    blocks = {p.name: p.n_columns for p in est.layout_.parties}
+    c = est._checked(list(blocks), list(blocks.values()))
+    return secure_mean_covariance_from_released(released, clip=c["C"], x_center=c["x_center"], scale=c["scale"],
+                                                n_components=est.n_components)

@@ -70,8 +70,10 @@ def test_noise_off_sir_moments_and_directions_are_the_pooled_ones(in_process):
     est = sir().fit(blocks, y)
     X, sums, counts, second = pooled_moments(blocks, y)
     step = 2.0 ** est.privacy_report_.public_parameters["grid_exponent"]  # the rounding of each entry to the grid
-    assert np.allclose(est.released_["slice_sums"], sums, atol=3 * step) and np.allclose(est.released_["second_moment"], second, atol=3 * step)
-    assert np.allclose(est.released_["slice_counts"].ravel(), counts, rtol=1e-12, atol=0)  # exact counts, divided by N
+    N = len(y)  # released_ holds the opened sums as released (unit scale 1 here); the fit divides them by the public N
+    assert np.allclose(est.released_["slice_sums"].reshape(sums.shape) / N, sums, atol=3 * step)
+    assert np.allclose(est.released_["second_moment"] / N, second, atol=3 * step)
+    assert np.allclose(est.released_["slice_counts"].ravel() / N, counts, rtol=1e-12, atol=0)  # exact counts
     reference = core.sir_from_moments(sums, counts, second, 2, centred=True)[0]
     assert core.projection_distance(est.directions_, core.orthonormalize(reference[:, :2])) < 1e-3
     assert np.allclose(est.mean_, X.mean(axis=0), atol=1e-4)
@@ -111,7 +113,7 @@ def _extremes(width):
 @pytest.mark.filterwarnings("ignore::privsdr.errors.NoiseDominatesWarning")
 def test_the_moment_blocks_stay_within_their_declared_sensitivities_on_extreme_replace_one_neighbours(in_process):
     """Row 0 replaced by every extreme row of both parties, with labels in the first and last slice: every opened sum
-    (per row times N, the unit scale being 1) moves by at most its node's declared sensitivity plus the rounding, and
+    (``released_``, the unit scale being 1) moves by at most its node's declared sensitivity plus the rounding, and
     the extreme rows come close to it (the probe is not vacuous)."""
     rng = np.random.default_rng(3)
     base = [rng.uniform(-0.3, 0.3, (8, 2)), rng.uniform(-0.3, 0.3, (8, 1))]
@@ -123,12 +125,12 @@ def test_the_moment_blocks_stay_within_their_declared_sensitivities_on_extreme_r
         labels = y.copy()
         labels[0] = label
         fits.append(sir(n_components=1, budget=Budget(1.0, 1e-6), ledger=Ledger(Budget(100.0, 1e-3))).fit(changed, labels))
-    specs, N = fits[0].plan_.specs, 8
+    specs = fits[0].plan_.specs
     pairs = [(a, b) for a in range(len(fits)) for b in range(a + 1, len(fits))]
     for node in ("slice_sums", "slice_counts", "second_moment"):
         sens = opened_sensitivity(specs[node])
         mechanism = "symmetric_gaussian" if node == "second_moment" else "gaussian"
-        result = probe_sensitivity(lambda i, node=node: fits[i].released_[node] * N, pairs, sens, mechanism=mechanism)
+        result = probe_sensitivity(lambda i, node=node: fits[i].released_[node], pairs, sens, mechanism=mechanism)
         assert result.passed, (node, result.summary())
         assert result.max_change >= 0.6 * sens.value, (node, result.summary())
 
@@ -147,7 +149,7 @@ def test_the_mean_covariance_blocks_stay_within_their_declared_sensitivities(in_
     for node in ("mean", "second_moment"):
         sens = opened_sensitivity(specs[node])
         mechanism = "symmetric_gaussian" if node == "second_moment" else "gaussian"
-        result = probe_sensitivity(lambda i, node=node: fits[i].released_[node] * 6, pairs, sens, mechanism=mechanism)
+        result = probe_sensitivity(lambda i, node=node: fits[i].released_[node], pairs, sens, mechanism=mechanism)
         assert result.passed, (node, result.summary())
         assert result.max_change >= 0.6 * sens.value, (node, result.summary())
 

@@ -42,6 +42,7 @@ import numpy as np
 from .. import core
 from ..accounting import Budget, Ledger
 from ..algorithms._base import PrivateEstimator, check_matrix, check_positive, check_random_state, diagnostic_rng, for_ledger
+from ..algorithms.dpsir import sir_from_released
 from ..algorithms.mean_covariance import mean_covariance_from_released
 from ..errors import ValidationError
 from ..network.addresses import check_addresses
@@ -49,13 +50,9 @@ from ..parties.layout import Layout, Party, check_parties, is_block_list, pooled
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
 from ..released import Released, from_run, gram
+from ..released.fitted import Fitted
 from ..released.moments import (
-    MomentRelease,
     add_moment_nodes,
-    noise_error,
-    random_subspace_error,
-    warn_if_noise_wins,
-    with_diagnostics,
 )
 from ..secure import crossproducts
 from ..secure.aggregate import agreed_parties, gram_job, secure_gram_release
@@ -209,20 +206,10 @@ class _SecureVerticalMoments(PrivateEstimator):
                                            session=session)
         finally:
             session.__exit__(None, None, None)
-        released = from_run(run, [b.name for b in products.blocks], n=N, source="secure vertical Gram")
-        released = per_row(released, N, c["scale"], self._degrees(products))
+        released = from_run(run, [b.name for b in products.blocks], n=N, source="secure vertical Gram")  # the opened sums
         self.plan_, self.ledger_, self.parties_, self.layout_ = calibrated, ledger, c["parties"], layout
         self.secure_cost_ = {"seconds": done.opened.seconds, "bytes_sent": dict(done.opened.bytes_sent), "field_bits": done.job.bits}
         return released, c, layout, run
-
-    def _degrees(self, products: crossproducts.CrossProducts) -> dict[str, int]:
-        """How many x-columns (scaled by s) each block's entries carry: 2 for X^T X, 1 for sums, 0 for counts."""
-        groups = {g.name: g for g in products.groups}
-        out = {}
-        for b in products.blocks:
-            sides = (b.left, b.left) if b.symmetric else (b.left, b.right)
-            out[b.name] = sum(1 for side in sides if any(not groups[g].constant and groups[g].key == "block" for g in side))
-        return out
 
     def _statistic_checks(self, parties: list[Party], layout: Layout, c: dict[str, Any]) -> dict[str, Any]:
         return {}
@@ -248,6 +235,35 @@ class _SecureVerticalMoments(PrivateEstimator):
         return for_ledger(self._plan(c, int(n_samples), sum(w)), ledger).allocate(budget, accountant=ledger.accountant, tight=self.tight)
 
 
+#: how many x-columns (scaled by s) each block's entries carry: 2 for X^T X, 1 for sums of x, 0 for counts
+SIR_DEGREES = {"slice_sums": 1, "slice_counts": 0, "second_moment": 2}
+MEAN_COVARIANCE_DEGREES = {"mean": 1, "second_moment": 2}
+
+
+def secure_sir_from_released(opened: Released, *, n_directions: int, cut_points: np.ndarray, x_center: np.ndarray, scale: float,
+                             rng: np.random.Generator | None = None) -> Fitted:
+    """SecureVerticalSIR from its opened record (the sums as released, N public): ``per_row`` (the public N and unit
+    scale s), the slice sums as p x H, then DPSIR's consumer ``sir_from_released``. Post-processing only."""
+    rows = per_row(opened, opened.n, scale, SIR_DEGREES)
+    p, H = rows["second_moment"].shape[0], len(cut_points) + 1
+    rows = attrs.evolve(rows, arrays={**rows.arrays, "slice_sums": rows["slice_sums"].reshape(p, H)})
+    fitted = sir_from_released(rows, n_directions=n_directions, cut_points=cut_points, center=x_center, rng=rng)
+    a = fitted.attributes
+    return attrs.evolve(fitted, attributes={**a, "released_": opened, "mean_": a["center_"], "random_subspace_error_": a["random_error_"]})
+
+
+def secure_mean_covariance_from_released(opened: Released, *, clip: float, x_center: np.ndarray, scale: float,
+                                         n_components: int | None) -> Fitted:
+    """SecureVerticalMeanCovariance from its opened record: ``per_row``, then DPMeanCovariance's consumer
+    ``mean_covariance_from_released``, and PCA of the covariance (its top ``n_components`` eigenvectors)."""
+    fitted = mean_covariance_from_released(per_row(opened, opened.n, scale, MEAN_COVARIANCE_DEGREES), clip, x_center)
+    a = fitted.attributes
+    values, vectors = np.linalg.eigh(a["covariance_"])
+    order = np.argsort(values)[::-1][: n_components or values.size]
+    return attrs.evolve(fitted, attributes={**a, "released_": opened, "components_": vectors[:, order].T,
+                                            "explained_variance_": values[order]})
+
+
 def per_row(released: Released, n: int, scale: float, degrees: Mapping[str, int]) -> Released:
     """The opened sums divided by the public N and by s^degree (back to the columns' own units), with their public
     noise sds and grids alike: post-processing of the release (module docstring)."""
@@ -269,8 +285,9 @@ class SecureVerticalSIR(_SecureVerticalMoments):
         max_rows, tls, n_parties, budget, ledger, accountant, tight, random_state, addresses (one ``host:port`` per party
         in MPyC's order, helper first; default free ports on 127.0.0.1), certificates: as ``SecureVerticalRegression``.
 
-    After ``fit``: ``directions_`` (p x K, pooled column order), ``eigenvalues_``, ``mean_``, ``released_`` (the
-    moments per row), ``noise_error_`` and ``random_subspace_error_`` (the noise diagnostic), ``privacy_report_``
+    After ``fit`` (by DPSIR's consumer ``sir_from_released``, so with DPSIR's attributes): ``directions_`` (p x K, pooled
+    column order), ``eigenvalues_`` (H - 1), ``mean_`` (= ``center_``), ``released_`` (the
+    opened sums as released), ``noise_error_`` and ``random_subspace_error_`` (the noise diagnostic), ``privacy_report_``
     (with ``trust_model``), ``secure_cost_``.
     """
 
@@ -340,20 +357,11 @@ class SecureVerticalSIR(_SecureVerticalMoments):
         its own MPyC process on 127.0.0.1. Everything is checked before anything is charged."""
         X_raw = X
         released, c, layout, run = self._secure_fit(X, y, "SecureVerticalSIR")
-        p, K = sum(q.n_columns for q in layout.parties), c["K"]
-        arrays = {**released.arrays, "slice_sums": released["slice_sums"].reshape(p, c["H"])}
-        released = attrs.evolve(released, arrays=arrays)
-        release = MomentRelease.from_released(released)
-        B, eigenvalues, mu = release.directions(K, True)
-        self.directions_ = core.orthonormalize(B[:, :K])
-        self.eigenvalues_ = eigenvalues[:K]
-        self.mean_ = c["x_center"] + mu
-        self.released_ = released
-        rng = diagnostic_rng(self.random_state)  # the bootstrap's own stream, never the noise's
-        self.noise_error_ = noise_error(release, self.directions_, K, True, rng)
-        self.random_subspace_error_ = random_subspace_error(p, K)
-        self.privacy_report_ = with_diagnostics(run.report, self.noise_error_, self.random_subspace_error_, K, p)
-        warn_if_noise_wins(self.noise_error_, self.random_subspace_error_, stacklevel=3)
+        p = sum(q.n_columns for q in layout.parties)
+        # DPSIR's consumer on the opened record alone (the bootstrap's own stream, never the noise's)
+        fitted = secure_sir_from_released(released, n_directions=c["K"], cut_points=c["cuts"], x_center=c["x_center"],
+                                          scale=c["scale"], rng=diagnostic_rng(self.random_state))
+        self.privacy_report_ = fitted.apply(self, run.report, stacklevel=3)
         self._record_features(X_raw if not is_block_list(X_raw) and not _is_party_list(X_raw) else None, p)
         return self
 
@@ -420,12 +428,9 @@ class SecureVerticalMeanCovariance(_SecureVerticalMoments):
         X_raw = X
         released, c, layout, run = self._secure_fit(X, None, "SecureVerticalMeanCovariance")
         p = sum(q.n_columns for q in layout.parties)
-        fitted = mean_covariance_from_released(released, c["C"], c["x_center"])  # DPMeanCovariance's consumer
+        fitted = secure_mean_covariance_from_released(released, clip=c["C"], x_center=c["x_center"], scale=c["scale"],
+                                                      n_components=self.n_components)  # DPMeanCovariance's consumer, then PCA
         self.privacy_report_ = fitted.apply(self, run.report, stacklevel=3)
-        values, vectors = np.linalg.eigh(self.covariance_)
-        order = np.argsort(values)[::-1][: self.n_components or p]
-        self.components_ = vectors[:, order].T
-        self.explained_variance_ = values[order]
         self._record_features(X_raw if not is_block_list(X_raw) and not _is_party_list(X_raw) else None, p)
         return self
 
