@@ -363,3 +363,16 @@ def test_gaussian_rdp_curves_and_their_epsilon_are_dp_accountings_bit_for_bit(zs
     assert np.array_equal(curve, reference._rdp)
     expected = float(rpa.compute_epsilon(reference._orders, reference._rdp, delta)[0])
     assert _rdp_epsilon(orders, curve, delta) == expected
+
+
+def test_the_gaussian_profile_reads_scipys_log_ndtr_bit_for_bit():
+    """``gaussian_delta_upper`` calls ``cython_special.log_ndtr`` (no ufunc overhead): the same doubles as the
+    ``special.log_ndtr`` ufunc, across the tails and the centre that the calibrations visit."""
+    from scipy import special
+
+    from privsdr.accounting.gaussian import _log_ndtr
+
+    rng = np.random.default_rng(35)
+    xs = np.concatenate([rng.uniform(-40.0, 40.0, 4000), rng.standard_normal(4000), -np.exp(rng.uniform(0.0, 12.0, 2000)),
+                         np.exp(rng.uniform(-30.0, 3.0, 2000)), [0.0, -0.0, 1e-300, -1e-300, -1e6, 1e6, -np.inf, np.inf]])
+    assert np.array_equal(special.log_ndtr(xs), np.array([_log_ndtr()(float(x)) for x in xs]))
