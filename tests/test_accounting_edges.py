@@ -331,3 +331,48 @@ def test_the_memoised_rdp_curves_are_dp_accountings(event):
     assert np.array_equal(curve, reference._rdp)
     for delta in (1e-5, 1e-9, 0.0):
         assert _rdp_epsilon(orders, curve, delta) == float(rpa.compute_epsilon(reference._orders, reference._rdp, delta)[0])
+
+
+def test_the_rdp_orders_are_dp_accountings():
+    """A Gaussian's RDP curve is computed without importing dp-accounting, at a copy of its default orders."""
+    from dp_accounting.rdp import rdp_privacy_accountant as rpa
+
+    from privsdr.accounting.accountants import RDP_ORDERS
+
+    assert RDP_ORDERS == tuple(float(a) for a in rpa.DEFAULT_RDP_ORDERS)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(zs=st.lists(st.tuples(st.floats(1e-3, 1e7), st.integers(1, 5)), min_size=1, max_size=4, unique_by=lambda t: t[0]),
+       delta=st.sampled_from([1e-5, 1e-9, 1e-12, 1e-3, 0.2, 0.49, 0.5, 0.9, 0.0]))
+def test_gaussian_rdp_curves_and_their_epsilon_are_dp_accountings_bit_for_bit(zs, delta):
+    """The native Gaussian curve (alpha / (2 z**2)) and the vectorised conversion (``_rdp_epsilon``: the terms that
+    depend on (alpha, delta) computed once) give dp-accounting's doubles exactly, on both of its paths (large curves,
+    and curves below 4 delta^2 or delta >= 0.5, where dp-accounting's own loop answers)."""
+    from dp_accounting import rdp
+    from dp_accounting.rdp import rdp_privacy_accountant as rpa
+
+    from privsdr.accounting.accountants import RdpAccountant, _rdp_epsilon
+
+    events = [GaussianEvent(z, 1e-9) for z, count in zs for _ in range(count)]
+    reference = rdp.RdpAccountant()
+    for z, count in zs:
+        reference.compose(GaussianEvent(z, 1e-9).to_dp_event(), count)
+    orders, curve = RdpAccountant._rdp(events)
+    assert np.array_equal(orders, np.asarray(reference._orders, dtype=float))
+    assert np.array_equal(curve, reference._rdp)
+    expected = float(rpa.compute_epsilon(reference._orders, reference._rdp, delta)[0])
+    assert _rdp_epsilon(orders, curve, delta) == expected
+
+
+def test_the_gaussian_profile_reads_scipys_log_ndtr_bit_for_bit():
+    """``gaussian_delta_upper`` calls ``cython_special.log_ndtr`` (no ufunc overhead): the same doubles as the
+    ``special.log_ndtr`` ufunc, across the tails and the centre that the calibrations visit."""
+    from scipy import special
+
+    from privsdr.accounting.gaussian import _log_ndtr
+
+    rng = np.random.default_rng(35)
+    xs = np.concatenate([rng.uniform(-40.0, 40.0, 4000), rng.standard_normal(4000), -np.exp(rng.uniform(0.0, 12.0, 2000)),
+                         np.exp(rng.uniform(-30.0, 3.0, 2000)), [0.0, -0.0, 1e-300, -1e-300, -1e6, 1e6, -np.inf, np.inf]])
+    assert np.array_equal(special.log_ndtr(xs), np.array([_log_ndtr()(float(x)) for x in xs]))
