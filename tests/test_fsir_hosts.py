@@ -132,17 +132,36 @@ def fsir_clients():
     return out
 
 
-def test_federated_sir_whose_party_cannot_listen_leaves_its_journal_byte_for_byte_unchanged(tmp_path):
+def _launcher(name: str, ledger: Ledger, addresses: list[str]):
+    """(estimator, fit arguments) of a one-machine launcher whose third party (index 2) is at ``addresses[2]``."""
+    if name == "FederatedSIR":
+        return (FederatedSIR(1, bound=3.0, cut_points=[0.0], aggregation="secure", budget=Budget(1.0, 1e-6), ledger=ledger,
+                             timeout=20.0, addresses=addresses), (fsir_clients(),))
+    if name == "SecureSites":
+        from privsdr import AdaSSPRegression
+        from privsdr.federated import SecureSites
+
+        return (SecureSites(AdaSSPRegression(bound_x=3.0, bound_y=3.0, budget=Budget(1.0, 1e-6), ledger=ledger), colluders=1,
+                            timeout=20.0, addresses=addresses), (fsir_clients(),))
+    from privsdr.vertical.secure_regression import SecureVerticalRegression
+
+    X = np.random.default_rng(1).normal(size=(80, 2)) * 0.5
+    return (SecureVerticalRegression(2.0, 4.0, n_parties=2, budget=Budget(1.0, 1e-6), ledger=ledger, timeout=20.0,
+                                     addresses=addresses), (X, X[:, 0] - X[:, 1]))
+
+
+@pytest.mark.parametrize("launcher", ["FederatedSIR", "SecureVerticalRegression", "SecureSites"])
+def test_a_launcher_whose_party_cannot_listen_leaves_its_journal_byte_for_byte_unchanged(tmp_path, launcher):
+    """Every party agrees before the launcher opens its run: a party that cannot listen costs nothing and writes
+    nothing to the journal (no reserve, no failed close)."""
     journal = tmp_path / "j.jsonl"
     Ledger(Budget(5.0, 1e-6), journal=journal)
     before = journal.read_bytes()
     held, address = taken_address()
     try:
-        addresses = [f"127.0.0.1:{p}" for p in free_ports(2)] + [address]  # client-1 cannot listen
-        est = FederatedSIR(1, bound=3.0, cut_points=[0.0], aggregation="secure", budget=Budget(1.0, 1e-6),
-                           ledger=Ledger.open(journal), timeout=20.0, addresses=addresses)
+        est, args = _launcher(launcher, Ledger.open(journal), [f"127.0.0.1:{p}" for p in free_ports(2)] + [address])
         with pytest.raises(SecureAggregationError) as err:
-            est.fit(fsir_clients())
+            est.fit(*args)
     finally:
         held.close()
     assert not err.value.charged and "nothing was charged" in str(err.value)
@@ -164,45 +183,6 @@ def test_the_fsir_secure_command_whose_party_cannot_listen_leaves_its_journal_by
     finally:
         held.close()
     assert done.returncode != 0 and "nothing was charged" in done.stderr, done.stderr
-    assert journal.read_bytes() == before
-
-
-def test_secure_vertical_regression_whose_party_cannot_listen_leaves_its_journal_byte_for_byte_unchanged(tmp_path):
-    from privsdr.vertical.secure_regression import SecureVerticalRegression
-
-    rng = np.random.default_rng(1)
-    X = rng.normal(size=(80, 2)) * 0.5
-    journal = tmp_path / "j.jsonl"
-    Ledger(Budget(5.0, 1e-6), journal=journal)
-    before = journal.read_bytes()
-    held, address = taken_address()
-    try:
-        est = SecureVerticalRegression(2.0, 4.0, n_parties=2, budget=Budget(1.0, 1e-6), ledger=Ledger.open(journal), timeout=20.0,
-                                       addresses=[f"127.0.0.1:{free_ports(1)[0]}", address, f"127.0.0.1:{free_ports(1)[0]}"])
-        with pytest.raises(SecureAggregationError) as err:
-            est.fit(X, X[:, 0] - X[:, 1])
-    finally:
-        held.close()
-    assert not err.value.charged and "nothing was charged" in str(err.value)
-    assert journal.read_bytes() == before
-
-
-def test_secure_sites_whose_party_cannot_listen_leaves_its_journal_byte_for_byte_unchanged(tmp_path):
-    from privsdr import AdaSSPRegression
-    from privsdr.federated import SecureSites
-
-    journal = tmp_path / "j.jsonl"
-    Ledger(Budget(5.0, 1e-6), journal=journal)
-    before = journal.read_bytes()
-    held, address = taken_address()
-    try:
-        est = SecureSites(AdaSSPRegression(bound_x=3.0, bound_y=3.0, budget=Budget(1.0, 1e-6), ledger=Ledger.open(journal)),
-                          colluders=1, timeout=20.0, addresses=[f"127.0.0.1:{p}" for p in free_ports(2)] + [address])
-        with pytest.raises(SecureAggregationError) as err:
-            est.fit(fsir_clients())
-    finally:
-        held.close()
-    assert not err.value.charged and "nothing was charged" in str(err.value)
     assert journal.read_bytes() == before
 
 
