@@ -134,6 +134,16 @@ def party_inputs(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any]], s
     return table
 
 
+def check_inputs(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any] | None]) -> None:
+    """Every party checks its own input, as the party processes do before the agreement: a refusal raises
+    ``PartyFailed`` naming the party (before anything is charged)."""
+    for name in job.parties:
+        try:
+            program.party_statistics(job, name, {k: np.asarray(v) for k, v in dict(inputs.get(name) or {}).items()})
+        except program.ShareRefused as exc:
+            raise PartyFailed(f"party {name!r} refused: {exc}", name) from None
+
+
 def run_in_process(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any]], *, charge: Callable[[], None] | None = None,
                    record_view: bool = False, share: Shares | None = None, certificates: Any = None) -> Opened:
     """``launch.run_parties`` in this process (module docstring): the opened integer sum. In the same order as the
@@ -141,11 +151,7 @@ def run_in_process(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any]],
     ``certificates`` is accepted and unused: one process has no channels."""
     if record_view:
         raise ValueError("the in-process stand-in records no views")
-    for name in job.parties:
-        try:
-            program.party_statistics(job, name, {k: np.asarray(v) for k, v in dict(inputs.get(name) or {}).items()})
-        except program.ShareRefused as exc:
-            raise PartyFailed(f"party {name!r} refused: {exc}", name) from None
+    check_inputs(job, inputs)
     if charge is not None:
         charge()
     table = party_inputs(job, inputs, share)
@@ -190,11 +196,7 @@ class InProcessParties:
         return None
 
     def agree(self) -> None:
-        for name in self.job.parties:
-            try:
-                program.party_statistics(self.job, name, {k: np.asarray(v) for k, v in dict(self._inputs.get(name) or {}).items()})
-            except program.ShareRefused as exc:
-                raise PartyFailed(f"party {name!r} refused: {exc}", name) from None
+        check_inputs(self.job, self._inputs)
 
     def finish(self, charge: Callable[[], None] | None = None) -> Opened:
         self.charged = True
