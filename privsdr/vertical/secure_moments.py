@@ -174,7 +174,7 @@ class _SecureVerticalMoments(PrivateEstimator):
         return [crossproducts.Group(p.name, p.n_columns, p.name) for p in layout.parties]
 
     def _secure_fit(self, X: Any, y: Any, algorithm: str) -> tuple[Released, dict[str, Any], Layout, Any]:
-        """Check, plan, run the secure Gram; the Released (sums / N, back in the columns' own units)."""
+        """Check, plan, run the secure Gram; the Released as opened (the sums; ``per_row`` brings them to the columns' units)."""
         parties, layout = self._layout_of(X, y)
         names, widths = [p.name for p in layout.parties], [p.n_columns for p in layout.parties]
         c = self._checked(names, widths)
