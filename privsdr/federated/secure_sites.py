@@ -75,10 +75,8 @@ class SecureSites:
         t = self.colluders
         if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 1:
             raise ValidationError(f"colluders (the collusion threshold t) must be an integer >= 1, got {t!r}")
-        for name in ("max_rows",):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValidationError(f"{name} must be a positive integer, got {value!r}")
+        if isinstance(self.max_rows, bool) or not isinstance(self.max_rows, (int, np.integer)) or self.max_rows < 1:
+            raise ValidationError(f"max_rows must be a positive integer, got {self.max_rows!r}")
         if isinstance(sites, (str, bytes)) or not isinstance(sites, Sequence) or len(sites) < 2:
             raise ValidationError("sites must be a list of at least 2 (X, y) pairs (one per site)")
         m = len(sites) + 1  # the sites and the server
@@ -135,6 +133,4 @@ class SecureSites:
             session.__exit__(None, None, None)
         public_n = N if calibrated.relation.value == "replace_one" else 0  # n is not public under add/remove
         released = from_run(run, names, n=public_n, source=SOURCE)
-        fitted = blocks.finish(released, run.report, calibrated, blocks.ledger)
-        fitted.released_ = released  # the opened sums and the public sds of their noise
-        return fitted
+        return blocks.finish(released, run.report, calibrated, blocks.ledger)  # its consumer sets released_ (the opened sums)
