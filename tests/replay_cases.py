@@ -21,6 +21,7 @@ import replay_consumers as consumers
 import privsdr
 from privsdr import Budget
 from privsdr.audit.replay import Recorder, Released
+from privsdr.federated import SecureSites
 from privsdr.vertical import SecureVerticalMeanCovariance, SecureVerticalSIR
 
 N, P = 240, 4
@@ -59,6 +60,12 @@ def replace_rows(D: dict[str, Any], rows: np.ndarray, rng: np.random.Generator |
 
 def fit_xy(est: Any, D: dict[str, Any]) -> Any:
     return est.fit(D["X"], D["y"])
+
+
+def fit_sites(est: Any, D: dict[str, Any]) -> Any:
+    """Three sites, each a third of the rows (``SecureSites``)."""
+    parts = np.array_split(np.arange(len(D["y"])), 3)
+    return est.fit([(D["X"][i], D["y"][i]) for i in parts])
 
 
 def fit_x(est: Any, D: dict[str, Any]) -> Any:
@@ -290,6 +297,9 @@ CASES: list[Case] = [
     Case("AdaSSPRegression, as published", lambda: privsdr.AdaSSPRegression(bound_x=2.0, bound_y=3.0, shrinkage="none",
                                                                              budget=BUDGET, random_state=3),
          covers=("AdaSSPRegression", "published"), consumer=consumers.adassp),
+    Case("SecureSites, AdaSSPRegression", lambda: SecureSites(privsdr.AdaSSPRegression(bound_x=2.0, bound_y=3.0, budget=BUDGET,
+                                                                                      random_state=3), timeout=60.0),
+         fit=fit_sites, covers=("SecureSites", "AdaSSPRegression"), consumer=consumers.adassp),
     Case("MSC dp_mean", lambda: _msc(), fit=fit_x, covers=("MSC", "dp_mean"), consumer=consumers.msc),
     Case("FederatedSIR iid", lambda: privsdr.FederatedSIR(1, bound=1.0, cut_points=CUTS, n_clients=3, budget=BUDGET,
                                                           random_state=3), covers=("FederatedSIR", "iid"), consumer=consumers.fsir,
