@@ -19,8 +19,6 @@ from ..released.moments import (  # noqa: F401 (the declarations and post-proces
     noise_error,
     noise_message,
     random_subspace_error,
-    warn_if_noise_wins,
-    with_diagnostics,
 )
 from ..released.record import from_run
 

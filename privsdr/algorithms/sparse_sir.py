@@ -20,7 +20,6 @@ ledger's accountant. The selection and the moments read the same rows: they comp
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
@@ -84,31 +83,6 @@ def support_message(signal: bool, screen: int, what: str = "the released slice m
             "support is no better than a random one; more data or more budget is needed")
 
 
-def with_diagnostics(report: Any, noise: float, random: float, signal: bool, K: int, screen: int,
-                     what: str = "the released slice means on") -> Any:
-    """The run's report with the noise diagnostic (given the support) and the support's test attached (free)."""
-    from ..released.moments import noise_message
-    from ..released.regression import with_noise_message
-
-    report = with_noise_message(report, noise_message(noise, random, K, screen) + " (given the selected support)",
-                                noise_error=noise, random_subspace_error=random)
-    return with_noise_message(report, support_message(signal, screen, what), "support", support_signal=signal)
-
-
-def warn_if_noise_wins(noise: float, random: float, signal: bool, K: int, screen: int, stacklevel: int = 5,
-                       what: str = "the released slice means on") -> None:
-    """DPSIR's rule (noise error over half the random level) on the support, and the support's own test."""
-    import warnings
-
-    from ..errors import NoiseDominatesWarning
-    from ..released.moments import warn_if_noise_wins as moments_rule
-
-    if not signal:
-        warnings.warn(support_message(signal, screen, what), NoiseDominatesWarning, stacklevel=stacklevel)
-    else:
-        moments_rule(noise, random, stacklevel=stacklevel + 1)
-
-
 #: warn when a column as strong as the weakest selected one loses a round of the selection with at least this chance
 MISS_LEVEL = 0.05
 
@@ -155,10 +129,3 @@ def margin_message(weakest: float, miss: float, screen: int, p: int) -> str:
             f"{weakest:.3g}) loses a round of the noisy selection to the {p - screen} others with chance {miss:.2g} "
             f"(>= {MISS_LEVEL:g}): a true column may have been missed; more data, more budget or a larger screen_size "
             "is needed")
-
-
-def with_margin(report: Any, message: str, miss: float) -> Any:
-    """The report with the selection's margin attached (``selection_margin``; post-processing: free)."""
-    from ..released.regression import with_noise_message
-
-    return with_noise_message(report, message, "selection_margin", selection_miss_probability=miss)
