@@ -44,7 +44,7 @@ def ssp_statistics(X: np.ndarray, y: np.ndarray, x_center: np.ndarray, y_center:
                    bound_y: float) -> dict[str, np.ndarray]:
     """count, x_sum, y_sum, xtx = sum x x^T, xty = sum x y of the clipped rows: the blocks of z = [x | y | 1] in one
     blocked pass (``core.gram_pass``; X's and y's finiteness checked in the pass, ValueError)."""
-    parts = RowParts(shift=x_center if np.any(x_center) else None, l2=bound_x, phi="label",
+    parts = RowParts(shift=x_center, l2=bound_x, phi="label",
                                     y_shift=y_center, y_bound=bound_y)
     s = gram_sums(X, y, parts, ("count", "x_sum", "xtx", "x_phi", "phi_sum"))
     return {"count": np.array([float(s["count"])]), "x_sum": s["x_sum"], "y_sum": s["phi_sum"], "xtx": s["xtx"],

@@ -129,7 +129,7 @@ class DPMeanCovariance(PrivateEstimator):
     def _row_parts(self, p: int) -> RowParts:
         """The declared clip rule of the rows: x - center, boxed to |.| <= b_j (with ``bounds``), scaled to ||.|| <= C."""
         center = self._center(p)
-        return RowParts(shift=center if np.any(center) else None, box=self._box(p), l2=self._validated_clip(p))
+        return RowParts(shift=center, box=self._box(p), l2=self._validated_clip(p))
 
     def build_plan(self, n_samples: int, n_features: int) -> Plan:
         """The plan of one fit on n_samples x n_features data: public parameters only."""

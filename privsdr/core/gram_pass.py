@@ -164,7 +164,8 @@ class _Rule:
     per-column bounds is many times slower than its scalar clip)."""
 
     def __init__(self, parts: RowParts, p: int) -> None:
-        self.shift = _column(parts.shift, p)
+        shift = _column(parts.shift, p)
+        self.shift = shift if shift is not None and np.any(shift) else None  # a zero shift is no shift: one pass fewer
         scale, self.box = _column(parts.scale, p), _column(parts.box, p)
         divisor = None if scale is None and self.box is None else (1.0 if scale is None else scale) * (1.0 if self.box is None else self.box)
         self.inverse = None if divisor is None else 1.0 / np.asarray(divisor)

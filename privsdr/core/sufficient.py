@@ -44,12 +44,12 @@ def clip_rows(X: np.ndarray, center: np.ndarray | float, bound: np.ndarray, out:
 
 
 def clipped_sufficient_sums(
-    X: np.ndarray, labels: np.ndarray, n_slices: int, center: np.ndarray, bound: np.ndarray, chunk_rows: int = CHUNK_ROWS
+    X: np.ndarray, labels: np.ndarray, n_slices: int, center: np.ndarray, bound: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(slice sums p x H, counts H, X^T X) of the rows clipped to the box |x_j - center_j| <= bound_j, in one blocked
     pass (``gram_pass.gram_sums``: the blocks x_phi, phi_sum and xtx of z = [clip(x) | e_h | 1]; no full copy; X's
-    finiteness is checked in the pass, ValueError). ``chunk_rows`` is kept for the callers; the pass sizes its blocks."""
-    parts = RowParts(shift=center if np.any(center) else None, box=bound, phi="slices", n_slices=n_slices)
+    finiteness is checked in the pass, ValueError; the pass sizes its blocks)."""
+    parts = RowParts(shift=center, box=bound, phi="slices", n_slices=n_slices)
     sums = gram_sums(X, None, parts, ("xtx", "x_phi", "phi_sum"), labels=labels)
     return sums["x_phi"], sums["phi_sum"], sums["xtx"]
 

@@ -57,7 +57,7 @@ from ..released.regression import NOISE_WARNING_SHARE
 def scaler_moments(X: np.ndarray, center: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The two released queries: the column means of U = clip((X - c) / b, -1, 1) and of U^2 (the blocks x_sum and x_sq
     of one blocked pass, ``core.gram_pass``; X's finiteness is checked in it, ValueError)."""
-    parts = RowParts(shift=center if np.any(center) else None, scale=bounds, box=1.0)
+    parts = RowParts(shift=center, scale=bounds, box=1.0)
     sums = gram_sums(X, None, parts, ("x_sum", "x_sq"))
     n = np.shape(X)[0]
     return sums["x_sum"] / n, sums["x_sq"] / n
