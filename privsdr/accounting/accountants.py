@@ -316,7 +316,7 @@ class RdpAccountant(_CurveAccountant):
     def _rdp(events: Sequence[Event]) -> tuple[np.ndarray, np.ndarray]:
         """dp-accounting's RDP curve of ``events``: its accountant adds ``count * curve(event)`` per distinct event,
         starting from zeros, in this order; the per-event curves are memoised (``_event_rdp``), the sums are the same."""
-        orders, _ = _event_rdp(None)
+        orders = _RDP_ORDERS_ARRAY
         total = np.zeros_like(orders)
         for event, count in Counter(events).items():
             total += count * _event_rdp(event)[1]
@@ -339,7 +339,7 @@ class RdpAccountant(_CurveAccountant):
         basic = BasicAccountant().compose_components(exp)
         if any(e.basic_cost().epsilon > HUGE_EPSILON for e in flat if not isinstance(e, GaussianEvent)):
             return self.compose(flat)
-        orders = _event_rdp(None)[0]
+        orders = _RDP_ORDERS_ARRAY
         total, eps_o, delta_o = np.zeros_like(orders), 0.0, 0.0
         for options in [[exp.base]] + [list(c) for c in exp.components]:
             parts = [split(o) for o in options]
@@ -365,16 +365,14 @@ _RDP_ORDERS_ARRAY.flags.writeable = False
 
 
 @functools.lru_cache(maxsize=4096)
-def _event_rdp(event: Event | None) -> tuple[np.ndarray, np.ndarray]:
-    """(orders, RDP curve of one ``event``) as dp-accounting's accountant computes it (``None``: the orders and a
-    zero curve). Read-only arrays: an event's curve depends on the event alone, and cold plans repeat events.
+def _event_rdp(event: Event) -> tuple[np.ndarray, np.ndarray]:
+    """(orders, RDP curve of one ``event``) as dp-accounting's accountant computes it. Read-only arrays: an event's
+    curve depends on the event alone, and cold plans repeat events.
 
     A Gaussian's curve is computed here with dp-accounting's own operations (``alpha / (2 z**2)`` per order, added
     to zeros: the same doubles, bit for bit, and inf for z = 0); every other event goes through dp-accounting."""
     orders = _RDP_ORDERS_ARRAY
-    if event is None:
-        curve = np.zeros_like(orders)
-    elif isinstance(event, GaussianEvent):
+    if isinstance(event, GaussianEvent):
         z = event.noise_multiplier
         curve = np.full_like(orders, np.inf) if z == 0 else orders / (2 * z**2)
     else:
