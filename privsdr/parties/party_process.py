@@ -22,7 +22,7 @@ from ..report import PrivacyReport
 from .engine import PartySession, ProtocolAbort, ProtocolAborted, VerticalProtocol, check_ledger_reuse, split_plan
 from .layout import Layout, Party, check_party
 from .messages import Mailbox, PartyMessage, message_id
-from .transport import NetworkMailbox
+from .transport import PROGRESS_EVERY, NetworkMailbox
 
 
 @attrs.frozen(eq=False)
@@ -38,7 +38,6 @@ class PartyOutcome:
 
 
 DEFAULT_TIMEOUT = 300.0  #: seconds a party waits for one message before it aborts the run (``--timeout``)
-PROGRESS_EVERY = 10.0  #: seconds between two "still waiting" progress lines
 
 
 class AbortWatchingMailbox(Mailbox):

@@ -56,7 +56,7 @@ from ..released.moments import (
 )
 from ..secure import crossproducts
 from ..secure.aggregate import agreed_parties, gram_job, secure_gram_release
-from .secure_regression import HELPER, mpc_parties, party_bounds
+from .secure_regression import HELPER, _is_party_list, mpc_parties, party_bounds
 
 RELATION = "replace_one"
 #: the column groups of the slice indicators and of the constant (a data party may not take these names)
@@ -447,7 +447,3 @@ def _pooled(X: Any, p: int) -> np.ndarray:
     if X.shape[1] != p:
         raise ValidationError(f"X has {X.shape[1]} features, but the fit had {p}")
     return X
-
-
-def _is_party_list(X: Any) -> bool:
-    return isinstance(X, (list, tuple)) and bool(X) and all(isinstance(p, Party) for p in X)
