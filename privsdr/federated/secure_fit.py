@@ -150,8 +150,6 @@ def decline_secure_party(config: FSIRConfig, own: str, sites: Mapping[str, int],
                        timeout=timeout, addresses=addresses, tls=tls)
     if own not in job.parties:
         raise ValidationError(f"{own!r} is not one of the parties {list(job.parties)}")
-    if progress is not None:
-        progress(f"[{own}] cannot take part ({why}); telling the other parties, nothing is charged (at most {timeout:g} s)")
     decline_own_party(job, own, why, progress, certificates)
 
 

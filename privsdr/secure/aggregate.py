@@ -161,9 +161,14 @@ def gram_job(plan: CalibratedPlan, products: CrossProducts, *, parties: Sequence
                      threshold=threshold, timeout=timeout, products=products, addresses=addresses, tls=tls)
 
 
-def decline_own_party(job: AggregationJob, own: str, why: str, progress: Any = None, certificates: Any = None) -> None:
+def decline_own_party(job: AggregationJob, own: str, why: str, progress: Any = None, certificates: Any = None,
+                      reason: str | None = None) -> None:
     """Take part in the agreement of ``job`` as party ``own``, not ready (``why``: the kind of failure, never data),
-    so that the other parties stop at once with nothing charged; returns when they have heard it (or timed out)."""
+    so that the other parties stop at once with nothing charged; returns when they have heard it (or timed out).
+    ``progress`` first hears that this party cannot take part (``reason``: its own fuller account, default ``why``)."""
+    if progress is not None:
+        progress(f"[{own}] cannot take part ({why if reason is None else reason}); telling the other parties, nothing is "
+                 f"charged (at most {job.timeout:g} s)")
     try:
         run_own_party(job, own, None, certificates=certificates, decline=why, progress=progress)
     except PartyFailed:
@@ -178,9 +183,8 @@ def declining(job: AggregationJob, own: str, progress: Any = None, certificates:
     try:
         yield
     except PrivsdrError as exc:
-        if progress is not None:
-            progress(f"[{own}] cannot take part ({exc}); telling the other parties, nothing is charged (at most {job.timeout:g} s)")
-        decline_own_party(job, own, f"{type(exc).__name__} at party {own!r} (its own output says why)", progress, certificates)
+        decline_own_party(job, own, f"{type(exc).__name__} at party {own!r} (its own output says why)", progress, certificates,
+                          reason=str(exc))
         raise
 
 

@@ -276,8 +276,6 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         checked = check_addresses(list(self.addresses if addresses is None else addresses), c["parties"])
         job = gram_job(calibrated, products, parties=c["parties"], threshold=c["t"], bound=bound, timeout=c["timeout"],
                        addresses=checked, tls=c["tls"])
-        if progress is not None:
-            progress(f"[{name}] cannot take part ({why}); telling the other parties, nothing is charged (at most {c['timeout']:g} s)")
         decline_own_party(job, name, why, progress, certificates)
 
     def _own_data(self, layout: Layout, name: str, party: Party) -> Party:
