@@ -40,7 +40,7 @@ from ..network.addresses import loopback_addresses
 from ..plan import CalibratedPlan, Run, tap
 from .crossproducts import CrossProducts
 from .job import AggregationJob, NodeJob
-from .launch import Interrupted, Opened, Parties, PartyFailed, own_party, run_own_party, run_parties
+from .launch import Interrupted, Opened, Parties, PartyFailed, check_inputs_given, own_party, run_own_party, run_parties
 from .trust import trust_model
 
 SYMMETRIC = "distributed_symmetric_gaussian"
@@ -202,10 +202,7 @@ def agreed_parties(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any] |
     before the caller opens its run (module docstring): a failure here (a party that cannot start, listen, connect
     or agree) raises ``SecureAggregationError`` with nothing charged and nothing written to any journal. The caller
     passes the result as ``session`` (or exits it)."""
-    holders = job.inputs if job.products is None else job.products.parties
-    missing = [p for p in holders if p not in inputs]
-    if missing:
-        raise ValidationError(f"no statistics for the contributing parties {missing}")
+    check_inputs_given(job, inputs)
     job = job.with_addresses()
     return _agreed(start_parties(job, inputs, certificates=certificates, record_view=record_view))
 

@@ -51,7 +51,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ..errors import PrivsdrError
+from ..errors import PrivsdrError, ValidationError
 from ..network.addresses import free_ports
 from ..network.certificates import Credentials, load_credentials, make_keys, party_credentials, private_config
 from .job import AggregationJob
@@ -449,6 +449,13 @@ def own_party(job: AggregationJob, name: str, inputs: Mapping[str, np.ndarray] |
                    progress=progress, every=every, python=python)
 
 
+def check_inputs_given(job: AggregationJob, inputs: Mapping[str, Any]) -> None:
+    """Every party that contributes to ``job`` (or holds a secure Gram's columns) has its statistics in ``inputs``."""
+    missing = [p for p in (job.inputs if job.products is None else job.products.parties) if p not in inputs]
+    if missing:
+        raise ValidationError(f"no statistics for the contributing parties {missing}")
+
+
 def run_parties(job: AggregationJob, inputs: Mapping[str, Mapping[str, np.ndarray]], *, charge: Callable[[], None] | None = None,
                 record_view: bool = False, python: str | None = None, certificates: str | Path | Mapping[str, str | Path] | None = None,
                 routes: Mapping[str, Mapping[int, str]] | None = None) -> Opened:
@@ -456,9 +463,7 @@ def run_parties(job: AggregationJob, inputs: Mapping[str, Mapping[str, np.ndarra
     every party process has agreed on the public job (module docstring). ``certificates``: party -> its folder, or
     the folder of ``privsdr secure keys`` (default with TLS on loopback: made for this run); ``routes``: party ->
     {peer index: address it dials instead}."""
-    missing = [p for p in (job.inputs if job.products is None else job.products.parties) if p not in inputs]
-    if missing:
-        raise PrivsdrError(f"no statistics for the contributing parties {missing}")
+    check_inputs_given(job, inputs)
     job = job.with_addresses()
     with Parties(job, inputs, job.parties, certificates=certificates, routes=routes, record_view=record_view,
                  python=python) as parties:
