@@ -151,6 +151,17 @@ def cli(capsys):
     return run
 
 
+@pytest.fixture(scope="session")
+def warm_cli():
+    """``warm_cli.start(args, cwd=, env=)``: a real ``privsdr ARGS`` process (own session, pipes, exit code) forked from a
+    server that has imported scikit-learn and the CLI once (``tests/warm_cli.py``); the server ends with the session."""
+    from warm_cli import WarmCli
+
+    server = WarmCli()
+    yield server
+    server.close()
+
+
 def write_table(path: Path, X: np.ndarray, y: np.ndarray, names=None, target: str = "y") -> Path:
     names = names or [f"x{j + 1}" for j in range(X.shape[1])]
     lines = [",".join([*names, target])] + [",".join(f"{v:.6f}" for v in (*row, t)) for row, t in zip(X, y, strict=True)]

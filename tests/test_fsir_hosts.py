@@ -14,8 +14,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -28,7 +26,6 @@ from privsdr.secure import SecureAggregationError
 
 pytest.importorskip("mpyc")
 
-CLI = [sys.executable, "-m", "privsdr"]
 HOSTS = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]  # server, site1, site2: all loopback on Linux
 ROWS = {"site1": 150, "site2": 130}
 CUTS = ("-1", "0", "1")
@@ -59,18 +56,17 @@ def configure(folder, epsilon, timeout):
     return folder / "shared.json"
 
 
-def run_parties(folder, cfg, extra=()):
-    """Each party as its own `privsdr fsir party` process (own process group, ended by group whatever happens)."""
+def run_parties(warm_cli, folder, cfg, extra=()):
+    """Each party as its own `privsdr fsir party` process (own process group, ended by group whatever happens;
+    ``tests/warm_cli.py``: forked with scikit-learn imported, its party process a fresh interpreter)."""
     commands = {"server": ["--name", "server"]}
     for name in ROWS:
         commands[name] = ["--name", name, "--data", folder / f"{name}.csv", "--target", "y"]
     procs = {}
     try:
         for name, args in commands.items():
-            argv = [*CLI, "fsir", "party", "--config", cfg, *args, "--certs", folder / "keys", "--journal", folder / f"{name}.jsonl",
-                    "--out", folder / f"{name}.json", *extra]
-            procs[name] = subprocess.Popen([str(a) for a in argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                           start_new_session=True)
+            procs[name] = warm_cli.start(["fsir", "party", "--config", cfg, *args, "--certs", folder / "keys", "--journal",
+                                          folder / f"{name}.jsonl", "--out", folder / f"{name}.json", *extra])
         done = {name: p.communicate(timeout=150) for name, p in procs.items()}
     finally:
         for p in procs.values():
@@ -84,10 +80,10 @@ def journals(folder):
     return {n: (folder / f"{n}.jsonl").read_bytes() if (folder / f"{n}.jsonl").exists() else None for n in ("server", *ROWS)}
 
 
-def test_two_sites_and_a_server_on_three_hosts_with_the_noise_off_give_the_one_machine_fit(tmp_path):
+def test_two_sites_and_a_server_on_three_hosts_with_the_noise_off_give_the_one_machine_fit(tmp_path, warm_cli):
     data = write_sites(tmp_path)
     cfg = configure(tmp_path, "inf", 60)
-    results = run_parties(tmp_path, cfg, ["--allow-uncertified"])
+    results = run_parties(warm_cli, tmp_path, cfg, ["--allow-uncertified"])
     assert all(code == 0 for code, _, _ in results.values()), {n: err[-600:] for n, (_, _, err) in results.items()}
     outs = {name: json.loads((tmp_path / f"{name}.json").read_text()) for name in results}
     one_machine = FederatedSIR(1, bound=3.0, cut_points=[float(c) for c in CUTS], aggregation="secure", budget=Budget.infinite(),
@@ -99,12 +95,12 @@ def test_two_sites_and_a_server_on_three_hosts_with_the_noise_off_give_the_one_m
     assert set(outs["server"]["trust_model"]["what_each_party_sees"]) == {"server", *ROWS}
 
 
-def test_a_bad_csv_at_one_site_stops_every_party_at_once_and_leaves_every_journal_unchanged(tmp_path):
+def test_a_bad_csv_at_one_site_stops_every_party_at_once_and_leaves_every_journal_unchanged(tmp_path, warm_cli):
     write_sites(tmp_path, nan_at="site2")
     cfg = configure(tmp_path, 1, 90)  # the decline, not the timeout, must stop the others
     Ledger(Budget(10.0, 1e-6), journal=tmp_path / "site1.jsonl")  # an existing journal, with budget left
     before = journals(tmp_path)
-    results = run_parties(tmp_path, cfg)
+    results = run_parties(warm_cli, tmp_path, cfg)
     assert journals(tmp_path) == before  # nothing charged, nothing reserved, no journal created
     errs = {name: err for name, (_, _, err) in results.items()}
     assert all(code not in (0, None) for code, _, _ in results.values()), errs

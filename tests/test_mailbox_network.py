@@ -7,8 +7,6 @@ journal changes; a relay between the two sees TLS records only; plaintext to a n
 vanishes is named. One CLI run checks the wiring of ``config --addresses`` and ``party --certs``.
 """
 import socket
-import subprocess
-import sys
 import threading
 
 import numpy as np
@@ -281,7 +279,7 @@ def _catch(fn, *args, **kwargs):
         return exc
 
 
-def test_the_cli_runs_two_parties_over_tls_from_the_configurations_addresses(tmp_path):
+def test_the_cli_runs_two_parties_over_tls_from_the_configurations_addresses(tmp_path, warm_cli):
     """``config --addresses`` writes them (and tls) into the file, whose digest the parties compare; ``party --certs``
     runs over TLS with nothing on disk but the reports; --mailbox with addresses and a party without certificates are
     refused before anything is charged."""
@@ -306,9 +304,8 @@ def test_the_cli_runs_two_parties_over_tls_from_the_configurations_addresses(tmp
     assert refused.returncode == 2 and "drop it" in refused.stderr
     refused = run_cli(*common, "--journal", journal)
     assert refused.returncode == 2 and "certificate folder" in refused.stderr and journal.read_bytes() == before
-    bob = subprocess.Popen([sys.executable, "-m", "privsdr", "vertical", "party", "--config", str(cfg), "--name", "bob", "--data",
-                            str(tmp_path / "bob.csv"), "--certs", str(tmp_path / "keys"), "--json", "--timeout", str(TIMEOUT)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, start_new_session=True)
+    bob = warm_cli.start(["vertical", "party", "--config", cfg, "--name", "bob", "--data", tmp_path / "bob.csv", "--certs",
+                          tmp_path / "keys", "--json", "--timeout", TIMEOUT], cwd=tmp_path)  # its own session (tests/warm_cli.py)
     try:
         alice = run_cli(*common, "--journal", journal, "--certs", tmp_path / "keys", "--timeout", TIMEOUT, cwd=tmp_path)
         b_out, b_err = bob.communicate(timeout=3 * TIMEOUT)
@@ -330,7 +327,7 @@ def test_the_cli_runs_two_parties_over_tls_from_the_configurations_addresses(tmp
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".npz") == []
 
 
-def test_sigterm_stops_a_cli_party_which_tells_the_others_and_closes_its_journal_run(tmp_path, pki):
+def test_sigterm_stops_a_cli_party_which_tells_the_others_and_closes_its_journal_run(tmp_path, pki, warm_cli):
     """Bob's `vertical party` process, ready and waiting for alice's first release, gets SIGTERM: it tells alice (an
     abort naming the kind of failure), exits 130, and his journal closes the run as failed (his stage-0 release, charged
     after the ready point, stays charged)."""
@@ -356,9 +353,8 @@ def test_sigterm_stops_a_cli_party_which_tells_the_others_and_closes_its_journal
     alice = box("alice", where, pki, digest=shared_digest(parse_json(cfg.read_text())))
     opener = threading.Thread(target=alice.open)
     opener.start()
-    bob = subprocess.Popen([sys.executable, "-m", "privsdr", "vertical", "party", "--config", str(cfg), "--name", "bob", "--data",
-                            str(tmp_path / "bob.csv"), "--certs", str(pki["ca"]["bob"]), "--journal", str(journal), "--timeout",
-                            str(TIMEOUT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    bob = warm_cli.start(["vertical", "party", "--config", cfg, "--name", "bob", "--data", tmp_path / "bob.csv", "--certs",
+                          pki["ca"]["bob"], "--journal", journal, "--timeout", TIMEOUT])  # its own session (tests/warm_cli.py)
     try:
         opener.join(TIMEOUT)
         alice.post(PartyMessage("privsdr.dpbcd", 1, DPBCDProtocol(config).digest(layout), "alice", ("bob",), "ready", 0, {},

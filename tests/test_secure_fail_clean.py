@@ -36,9 +36,6 @@ from privsdr.secure.party import SafePickle, agreement_message, disagreements, r
 
 pytest.importorskip("mpyc")
 
-CLI = [sys.executable, "-m", "privsdr"]
-
-
 # -- in this process -----------------------------------------------------------------------------------------
 class Smuggled:
     def __reduce__(self):
@@ -158,9 +155,10 @@ def config(folder, timeout, rows=120):
     return cfg
 
 
-def start(args, **kwargs):
-    return subprocess.Popen([*CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, **kwargs)
+def start(warm_cli, args, env=None):
+    """``privsdr ARGS`` as its own process in a session of its own (``tests/warm_cli.py``: forked with scikit-learn
+    imported; its party processes are fresh interpreters)."""
+    return warm_cli.start(args, env=env)
 
 
 def end_groups(procs):
@@ -175,7 +173,7 @@ def journals(folder):
 
 
 @pytest.mark.parametrize("case", ["bad --report at alice", "bob's port taken"], ids=["report", "port"])
-def test_one_party_that_cannot_run_leaves_every_journal_as_it_was(tmp_path, case):
+def test_one_party_that_cannot_run_leaves_every_journal_as_it_was(tmp_path, case, warm_cli):
     """Issue 36 item 4 (three CLI parties, one fault): every party stops with a message, every journal is byte for
     byte what it was (alice's existing journal unchanged; the journals the others would create never appear). A NaN
     in bob's CSV: ``test_the_documented_one_line_run_exits_non_zero_when_a_party_fails``."""
@@ -200,7 +198,7 @@ def test_one_party_that_cannot_run_leaves_every_journal_as_it_was(tmp_path, case
         args += ["--certs", tmp_path / "keys" / name]
     procs = {}
     try:
-        procs = {name: start(args) for name, args in commands.items()}
+        procs = {name: start(warm_cli, args) for name, args in commands.items()}
         done = {name: p.communicate(timeout=120) for name, p in procs.items()}
     finally:
         end_groups(procs.values())
@@ -314,22 +312,22 @@ def test_a_party_process_dies_with_its_launcher_even_when_its_stdin_is_not_the_l
     assert orphan.returncode == 8 and "on" not in orphan.stdout
 
 
-def test_a_party_cli_stopped_by_sigterm_ends_its_process_and_leaves_no_journal_behind(tmp_path):
+def test_a_party_cli_stopped_by_sigterm_ends_its_process_and_leaves_no_journal_behind(tmp_path, warm_cli):
     """A party waiting for the others is sent SIGTERM: it says so, its MPC process is ended, and the journal it
     created for the run is gone again (nothing was charged)."""
     write_csvs(tmp_path)
     cfg = config(tmp_path, timeout=60)
     journal = tmp_path / "bob.jsonl"
-    proc = start(["vertical", "party", "--secure", "--config", cfg, "--name", "bob", "--data", tmp_path / "bob.csv",
-                  "--journal", journal, "--certs", tmp_path / "keys" / "bob"], env={**os.environ, "TMPDIR": str(tmp_path)})
+    proc = start(warm_cli, ["vertical", "party", "--secure", "--config", cfg, "--name", "bob", "--data", tmp_path / "bob.csv",
+                            "--journal", journal, "--certs", tmp_path / "keys" / "bob"], env={**os.environ, "TMPDIR": str(tmp_path)})
     children: list[int] = []
     try:
         deadline = time.monotonic() + 60
         while not children and time.monotonic() < deadline and proc.poll() is None:
             children = [int(c) for c in open(f"/proc/{proc.pid}/task/{proc.pid}/children").read().split()]
-            time.sleep(0.1)
+            time.sleep(0.02)
         assert children, "the party process never started"
-        time.sleep(1.0)
+        time.sleep(0.2)  # its MPC process runs: the party waits for the others
         os.kill(proc.pid, signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 130 and "stopped by SIGTERM" in err and "nothing was charged" in err, err

@@ -2,6 +2,8 @@
 import csv
 import hashlib
 import json
+import os
+import signal
 import subprocess
 import sys
 
@@ -70,13 +72,18 @@ def two_party_run(tmp_path):
     return paths, cfg, journal, tmp_path / "box"
 
 
-def test_two_party_processes_talk_through_a_mailbox(tmp_path):
+def test_two_party_processes_talk_through_a_mailbox(tmp_path, warm_cli):
     paths, cfg, journal, box = two_party_run(tmp_path)
-    alice = subprocess.Popen([*CLI, "vertical", "party", "--config", str(cfg), "--name", "alice", "--data", str(paths["alice"]),
-                              "--target", "y", "--mailbox", str(box), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    bob = run("vertical", "party", "--config", cfg, "--name", "bob", "--data", paths["bob"], "--mailbox", box, "--journal", journal, "--json",
-              "--report", tmp_path / "bob.json", "--purpose", "a test of the filing", "--data-digest")
-    a_out, a_err = alice.communicate(timeout=120)
+    alice = warm_cli.start(["vertical", "party", "--config", cfg, "--name", "alice", "--data", paths["alice"], "--target", "y",
+                            "--mailbox", box, "--json"])  # its own process (tests/warm_cli.py)
+    try:
+        bob = run("vertical", "party", "--config", cfg, "--name", "bob", "--data", paths["bob"], "--mailbox", box, "--journal", journal,
+                  "--json", "--report", tmp_path / "bob.json", "--purpose", "a test of the filing", "--data-digest")
+        a_out, a_err = alice.communicate(timeout=120)
+    finally:
+        if alice.poll() is None:  # exactly the process started here (its own process group)
+            os.killpg(alice.pid, signal.SIGKILL)
+        alice.wait()
     assert alice.returncode == 0 and bob.returncode == 0, (a_err, bob.stderr)
     a, b = json.loads(a_out), json.loads(bob.stdout)
     assert a["coefficients"] == b["coefficients"]  # both hold the same published coefficients

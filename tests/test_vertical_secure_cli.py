@@ -7,8 +7,6 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,9 +15,6 @@ from conftest import run_cli
 from privsdr import Budget, Ledger
 
 pytest.importorskip("mpyc")
-
-CLI = [sys.executable, "-m", "privsdr"]
-
 
 def write_csvs(folder, n=400, seed=0):
     rng = np.random.default_rng(seed)
@@ -47,7 +42,7 @@ def test_the_help_leads_to_the_secure_estimator_and_the_docs_table():
     assert "--secure" in done.stdout and "Which estimator for vertically partitioned data?" in done.stdout
 
 
-def run_three(tmp_path, configs, timeout=180):
+def run_three(warm_cli, tmp_path, configs, timeout=180):
     """The helper, bob and alice as their own CLI processes (each with its configuration and journal), ended by
     process group (their party processes run in it) also when the test fails: {name: (returncode, stdout, stderr)}."""
     _, _, alice, bob = write_csvs(tmp_path)
@@ -62,8 +57,7 @@ def run_three(tmp_path, configs, timeout=180):
     procs = {}
     try:
         for name, args in commands.items():
-            procs[name] = subprocess.Popen([*CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                           start_new_session=True)
+            procs[name] = warm_cli.start(args)  # its own session (tests/warm_cli.py: forked with scikit-learn imported)
         outputs = {name: p.communicate(timeout=timeout) for name, p in procs.items()}
     finally:
         for p in procs.values():  # exactly the processes started here, with the party processes they started
@@ -77,12 +71,12 @@ def charges(path):
     return [c.label for c in Ledger.open(path).charges] if path.exists() else []
 
 
-def test_every_party_as_its_own_process_prints_the_same_model_and_charges_exactly_the_configured_budget(tmp_path):
+def test_every_party_as_its_own_process_prints_the_same_model_and_charges_exactly_the_configured_budget(tmp_path, warm_cli):
     cfg = config(tmp_path)
     shared = json.loads(cfg.read_text())
     assert len(shared["addresses"]) == 3 and shared["format"] == "privsdr.vertical-secure-run" and shared["estimator"]["tls"]
     Ledger(Budget(10.0, 1e-6), journal=tmp_path / "alice.jsonl")  # alice's journal holds more than the run's epsilon = 4
-    done = run_three(tmp_path, {"helper": cfg, "bob": cfg, "alice": cfg})
+    done = run_three(warm_cli, tmp_path, {"helper": cfg, "bob": cfg, "alice": cfg})
     results = {}
     for name, (code, out, err) in done.items():
         assert code == 0, err
@@ -100,7 +94,7 @@ def test_every_party_as_its_own_process_prints_the_same_model_and_charges_exactl
 
 
 @pytest.mark.parametrize("case", ["an edited configuration", "a journal with less left"], ids=["edited-config", "poor-journal"])
-def test_parties_that_do_not_agree_all_stop_before_anything_is_charged_anywhere(tmp_path, case):
+def test_parties_that_do_not_agree_all_stop_before_anything_is_charged_anywhere(tmp_path, case, warm_cli):
     """Issue 33: every party checks over MPyC's channels that all hold the same public job and are ready before its
     first charge. Two parties given a configuration edited to epsilon = 100 and one given the original; or bob's
     journal with less left than the run's epsilon = 4: every party stops with a message and no journal is charged."""
@@ -113,7 +107,7 @@ def test_parties_that_do_not_agree_all_stop_before_anything_is_charged_anywhere(
         configs["alice"].write_text(json.dumps(edited))
     else:
         Ledger(Budget(1.0, 1e-6), journal=tmp_path / "bob.jsonl")
-    done = run_three(tmp_path, configs)
+    done = run_three(warm_cli, tmp_path, configs)
     for name, (code, _, err) in done.items():
         assert code != 0 and re.search("nothing (was|is) (charged|spent)", err), (name, err)
         assert charges(tmp_path / f"{name}.jsonl") == [], name  # nothing charged anywhere
