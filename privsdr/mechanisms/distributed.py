@@ -34,6 +34,7 @@ from ..accounting.zcdp import zcdp_epsilon
 from . import secure
 from .base import Mechanism, NoiseSpec, as_float_array
 from .calibration import discrete_gaussian_noise_multiplier
+from .collusion import honest_majority as honest_majority  # its callers import it from here too
 from .search import smallest_fitting_factor
 from .sensitivity import Sensitivity
 
@@ -46,13 +47,6 @@ def shares_of(params: Mapping[str, Any]) -> tuple[int, int, int]:
     if parties < 1 or not 0 <= colluders < parties:
         raise ValueError(f"need parties >= 1 noise shares and 0 <= colluders < parties, got parties={parties}, colluders={colluders}")
     return parties, colluders, parties - colluders
-
-
-def honest_majority(parties: int, colluders: int) -> bool:
-    """The collusion thresholds the secure computation tolerates: 1 <= t < m / 2 of its m parties (Shamir secret
-    sharing with degree-t polynomials, multiplied by BGW, needs 2t < m: Ben-Or, Goldwasser & Wigderson, STOC 1988;
-    MPyC's default t = (m - 1) // 2). The one place this rule is written."""
-    return 1 <= colluders and 2 * colluders < parties
 
 
 @attrs.frozen

@@ -32,7 +32,7 @@ from typing import Any
 import attrs
 
 from ..errors import ValidationError
-from ..mechanisms.distributed import honest_majority
+from ..mechanisms.collusion import honest_majority
 from ..network.addresses import check_addresses, is_loopback
 from .crossproducts import CrossProducts
 
