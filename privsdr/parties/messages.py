@@ -121,7 +121,7 @@ class PartyMessage:
 class Mailbox:
     """A shared folder as transport: ``<id>.npz`` per message (ids from ``message_id``)."""
 
-    def __init__(self, folder: str | Path, *, poll: float = 0.2, timeout: float = 3600.0) -> None:
+    def __init__(self, folder: str | Path, *, poll: float = 0.05, timeout: float = 3600.0) -> None:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.poll = float(poll)

@@ -44,7 +44,7 @@ class AbortWatchingMailbox(Mailbox):
     """Fetch that stops waiting when any party has posted an abort, and says every ``PROGRESS_EVERY`` seconds what it
     waits for (``progress``: a callable taking one line, e.g. printing to stderr)."""
 
-    def __init__(self, folder: str | Path, *, poll: float = 0.2, timeout: float = DEFAULT_TIMEOUT,
+    def __init__(self, folder: str | Path, *, poll: float = 0.05, timeout: float = DEFAULT_TIMEOUT,
                  progress: Callable[[str], None] | None = None) -> None:
         super().__init__(folder, poll=poll, timeout=timeout)
         self.progress = progress
