@@ -63,15 +63,14 @@ def spread_addresses() -> tuple[str, ...]:
 
 # -- addresses ---------------------------------------------------------------------------------------------------------
 def test_three_parties_on_distinct_loopback_addresses_with_tls_open_what_one_host_opens():
+    """Noise off, the three parties on three addresses open the exact integer Gram, as on one host (127.0.0.1, checked
+    exact in ``tests/test_secure_vertical.py``'s noise-off test); a second run here on 127.0.0.1 only repeated that."""
     inputs = gram_inputs()
     spread = launch.run_parties(gram_job(spread_addresses()), inputs)
-    single = launch.run_parties(gram_job(), inputs)  # free ports on 127.0.0.1
-    assert np.array_equal(spread.aggregate, single.aggregate)
     Z = np.column_stack([inputs["party0"]["block"], inputs["party1"]["block"]]).astype(np.int64)
     xtx = (Z.T @ Z)[np.triu_indices(3)]
     assert np.array_equal(spread.aggregate, np.concatenate([xtx, Z.T @ inputs["party0"]["label"]]))  # noise off: exact
-    for opened in (spread, single):
-        assert all(held["tls"] for held in opened.channels.values()) and gone(opened.pids)
+    assert all(held["tls"] for held in spread.channels.values()) and gone(spread.pids)
 
 
 @pytest.mark.parametrize("ports", [["0", "70000", "-1"], ["7001", "7001", "7001"], ["x", "7002", "7003"]])
