@@ -17,7 +17,10 @@ Two probes use it (``docs/audit.md``, "Probes of the secure paths"):
   of the K parties the calibration counted (K - t of them honest), never fewer.
 
 The stand-in runs the parties' arithmetic exactly (Python integers); it does not model the network or the Shamir
-shares (the view tests with real MPyC processes do that).
+shares (the view tests with real MPyC processes do that). It does check the one condition under which MPyC's opening
+equals that integer sum: every opened value lies within +-2^(bits - 1) of the job's secure integers (``secure.job``:
+the field has more than 2^(bits + 30) elements); an opening beyond it raises ``FieldOverflow``, where the real parties
+would open it wrapped around the field.
 """
 from __future__ import annotations
 
@@ -38,6 +41,10 @@ from ..secure.launch import Opened, PartyFailed
 
 #: a share function: party index -> the value each of its noise-share draws returns
 Shares = Callable[[int], int]
+
+
+class FieldOverflow(AssertionError):
+    """An opened value beyond +-2^(bits - 1): the job's field is too small for the sum (MPyC would open it wrapped)."""
 
 
 def opened_sensitivity(spec: NoiseSpec) -> Sensitivity:
@@ -101,6 +108,11 @@ class _Runtime:
         return out
 
     async def output(self, value: Any) -> Any:
+        limit = 2 ** (self.job.bits - 1)
+        beyond = [int(v) for v in np.asarray(value, dtype=object).ravel() if not -limit < int(v) < limit]
+        if beyond:
+            raise FieldOverflow(f"{len(beyond)} opened value(s) beyond +-2^{self.job.bits - 1} (e.g. {beyond[0]}): the job's "
+                                f"{self.job.bits}-bit secure integers cannot hold the sum, the parties would open it wrapped")
         return value
 
     async def gather(self, value: Any) -> Any:
