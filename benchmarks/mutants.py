@@ -410,6 +410,9 @@ MUTANTS = (
            "privsdr/federated/secure_fit.py", 'return {"slice_sums": sums / N, "slice_counts": counts / N, "second_moment": (Xt.T @ Xt) / N}',
            'return {"slice_sums": sums / len(Xt), "slice_counts": counts / len(Xt), "second_moment": (Xt.T @ Xt) / len(Xt)}',
            ("tests/test_fsir_secure.py",)),
+    Mutant("secure_field_too_small", "the secure integers are sized 20 bits short of the sums they must hold (the opening wraps)",
+           "privsdr/secure/job.py", "    bits = int(worst).bit_length() + 1  # exact", "    bits = int(worst).bit_length() - 19  # exact",
+           ("tests/test_secure_views.py",)),
     # issue 34 item 4: secure horizontal fits (SecureSites: the secure sum of the sites' declared blocks)
     Mutant("secure_sites_unclipped_site_sums", "each site sums its rows unclipped (AdaSSP over sites: the Gram's sensitivity no longer holds)",
            "privsdr/algorithms/adassp.py",

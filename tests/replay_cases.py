@@ -91,6 +91,25 @@ def fit_blocks(est: Any, D: dict[str, Any]) -> Any:
     return est.fit(list(D["blocks"]), D["y"])
 
 
+def parties_here(fit: Callable[[Any, dict[str, Any]], Any]) -> Callable[[Any, dict[str, Any]], Any]:
+    """``fit`` with the secure paths' parties run as the party program in this process
+    (``privsdr.audit.secure_probe.run_in_process``: each party's own input checks and input, its real noise shares,
+    the opened sum computed on plain integers) instead of as MPyC processes. What the replay and the refusal checks
+    read happens in this process either way: the launcher's checks and plan before the parties run, the tap on the
+    opened values and the post-processing after; that the processes open exactly that sum is tested with real
+    processes in ``tests/test_secure*.py``."""
+    import pytest
+
+    from privsdr.audit.secure_probe import in_process, run_in_process
+
+    def run(est: Any, D: dict[str, Any]) -> Any:
+        with pytest.MonkeyPatch.context() as patch:
+            in_process(patch.setattr, run_in_process)
+            return fit(est, D)
+
+    return run
+
+
 #: PRIDE's held-out test reads the party's own rows (its coefficients are outside the guarantee), so do its report entries
 PRIDE_HELD_OUT_KEYS = ("held_out_p", "held_out_gain", "fell_back", "held_out")
 
@@ -299,7 +318,7 @@ CASES: list[Case] = [
          covers=("AdaSSPRegression", "published"), consumer=consumers.adassp),
     Case("SecureSites, AdaSSPRegression", lambda: SecureSites(privsdr.AdaSSPRegression(bound_x=2.0, bound_y=3.0, budget=BUDGET,
                                                                                       random_state=3), timeout=60.0),
-         fit=fit_sites, covers=("SecureSites", "AdaSSPRegression"), consumer=consumers.adassp),
+         fit=parties_here(fit_sites), covers=("SecureSites", "AdaSSPRegression"), consumer=consumers.adassp),
     Case("MSC dp_mean", lambda: _msc(), fit=fit_x, covers=("MSC", "dp_mean"), consumer=consumers.msc),
     Case("FederatedSIR iid", lambda: privsdr.FederatedSIR(1, bound=1.0, cut_points=CUTS, n_clients=3, budget=BUDGET,
                                                           random_state=3), covers=("FederatedSIR", "iid"), consumer=consumers.fsir,
@@ -313,25 +332,25 @@ CASES: list[Case] = [
          covers=("FederatedSIR", "screening")),
     Case("FederatedSIR secure aggregation", lambda: privsdr.FederatedSIR(1, bound=1.0, cut_points=CUTS, n_clients=3, budget=BUDGET,
                                                                          aggregation="secure", timeout=30.0, random_state=3),
-         covers=("FederatedSIR", "secure")),
+         fit=parties_here(fit_xy), covers=("FederatedSIR", "secure")),
     Case("DPBCDRegression certified", lambda: privsdr.DPBCDRegression("certified", budget=BUDGET, row_bound=1.5, label_bound=3.0,
                                                                       coef_bound=3.0, n_rounds=2, random_state=3,
                                                                       message_reports=False),
          fit=fit_blocks, covers=("DPBCDRegression", "certified"), references=dpbcd_references),
     Case("SecureVerticalRegression", lambda: privsdr.SecureVerticalRegression(row_bound=1.5, label_bound=3.0, budget=BUDGET, timeout=60.0,
                                                                               random_state=3),
-         fit=fit_blocks, covers=("SecureVerticalRegression", "certified"),
+         fit=parties_here(fit_blocks), covers=("SecureVerticalRegression", "certified"),
          consumer=consumers.secure_vertical),
     Case("SecureVerticalRegression, PLS", lambda: privsdr.SecureVerticalRegression(row_bound=1.5, label_bound=3.0, n_components=2,
                                                                                    budget=BUDGET, timeout=60.0, random_state=3),
-         fit=fit_blocks, covers=("SecureVerticalRegression", "pls"),
+         fit=parties_here(fit_blocks), covers=("SecureVerticalRegression", "pls"),
          consumer=consumers.secure_vertical),
     Case("SecureVerticalSIR", lambda: SecureVerticalSIR(1, cut_points=CUTS, row_bound=1.5, budget=BUDGET, timeout=60.0,
                                                         random_state=3),
-         fit=fit_blocks, covers=("SecureVerticalSIR", "certified"), consumer=consumers.secure_vertical_sir),
+         fit=parties_here(fit_blocks), covers=("SecureVerticalSIR", "certified"), consumer=consumers.secure_vertical_sir),
     Case("SecureVerticalMeanCovariance", lambda: SecureVerticalMeanCovariance(2, row_bound=1.5, budget=BUDGET, timeout=60.0,
                                                                               random_state=3),
-         fit=fit_blocks, covers=("SecureVerticalMeanCovariance", "certified"), consumer=consumers.secure_vertical_mean_covariance),
+         fit=parties_here(fit_blocks), covers=("SecureVerticalMeanCovariance", "certified"), consumer=consumers.secure_vertical_mean_covariance),
     Case("PRIDERegressor certified, entry", lambda: privsdr.PRIDERegressor("certified", budget=BUDGET, bounds=(-1.0, 1.0), lam=0.1,
                                                                            random_state=3, message_reports=False),
          fit=fit_blocks, covers=("PRIDERegressor", "certified"),

@@ -353,9 +353,10 @@ DEGENERATE = {
 
 
 def _degenerate_cases() -> list:
-    """Every estimator on every degenerate data set; a path that starts party processes (its post-processing is an
-    in-memory case's, on the same releases) on the most degenerate one only, and the secure vertical PLS not at all
-    (its release is the ridge case's, its post-processing DPPLS S2's), to keep the suite short."""
+    """Every estimator on every degenerate data set; a secure path (its parties run in this process,
+    ``replay_cases.parties_here``; its post-processing is an in-memory case's, on the same releases) on the most
+    degenerate one only, and the secure vertical PLS not at all (its release is the ridge case's, its post-processing
+    DPPLS S2's), to keep the suite short."""
     return [pytest.param(case, kind, id=f"{case}-{kind}") for case in ESTIMATOR_CASES for kind in sorted(DEGENERATE)
             if ("secure" not in str(case).lower() or kind == "all rows equal") and str(case) != "SecureVerticalRegression, PLS"]
 

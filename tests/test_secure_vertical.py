@@ -1,8 +1,15 @@
 """SecureVerticalRegression (issue 23): X^T X and X^T y of vertically partitioned columns computed inside MPyC (real
 party processes on 127.0.0.1, started and ended by the tests), the central calibration, what each party sees,
-bad input and failures."""
+bad input and failures.
+
+The noise-off fits, the views, the noise shares, the charge and the timeout start real party processes: they show that
+the processes open exactly the integer Gram of the rounded columns, plus every party's share. The tests of what happens
+before the opening (each party's clipping and rounding, in the launcher) and after it (PLS, the fallback, the
+sensitivity of the opened sums) run the party program in this process (``parties_here``: the parties' own input and
+computation on plain integers, ``privsdr.audit.secure_probe``), which opens that same sum."""
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
@@ -16,6 +23,7 @@ from sklearn.cross_decomposition import PLSRegression
 
 from privsdr import Budget, Ledger, SecureVerticalRegression, ValidationError, load_model
 from privsdr.audit import GDP, audit_estimator
+from privsdr.audit.secure_probe import in_process, run_in_process
 from privsdr.secure import SecureAggregationError
 from privsdr.secure.aggregate import node_job
 from privsdr.secure.crossproducts import grid_exponent, label_vector, party_block
@@ -41,6 +49,12 @@ def exact(**kw):
     return SecureVerticalRegression(**{"row_bound": 20.0, "label_bound": 50.0, "budget": Budget.infinite(), "timeout": 60.0, **kw})
 
 
+@pytest.fixture
+def parties_here(monkeypatch):
+    """Every secure release runs the party program in this process (module docstring; real noise shares)."""
+    in_process(monkeypatch.setattr, run_in_process)
+
+
 # -- noise off: the pooled least-squares fit -----------------------------------------------------------------------
 @pytest.mark.parametrize("widths", [(3, 2), (2, 2, 2)])
 def test_noise_off_it_is_pooled_ols_to_the_fixed_point_resolution_for_two_and_three_parties(widths):
@@ -62,7 +76,7 @@ def test_noise_off_it_is_pooled_ols_to_the_fixed_point_resolution_for_two_and_th
     assert set(cost["bytes_sent"]) == set(est.parties_) and cost["seconds"] > 0 and cost["field_bits"] <= 62
 
 
-def test_noise_off_with_components_it_is_pls_on_the_pooled_rows(tmp_path):
+def test_noise_off_with_components_it_is_pls_on_the_pooled_rows(tmp_path, parties_here):
     blocks, y = data()
     X = np.hstack(blocks)
     est = exact(n_components=2).fit(blocks, y)
@@ -72,7 +86,7 @@ def test_noise_off_with_components_it_is_pls_on_the_pooled_rows(tmp_path):
     assert np.array_equal(load_model(tmp_path / "model.json").predict(X), est.predict(X))
 
 
-def test_with_components_a_release_that_is_noise_gives_the_dp_mean_and_warns():
+def test_with_components_a_release_that_is_noise_gives_the_dp_mean_and_warns(parties_here):
     """Issue 24: DPPLS's rule on the secure release. At n = 200 and eps = 0.1 the centred X^T y cannot be told from
     its noise: every slope is 0, the prediction is the DP mean of y the constant column carries, and the fit warns."""
     from privsdr import NoiseDominatesWarning
@@ -85,7 +99,7 @@ def test_with_components_a_release_that_is_noise_gives_the_dp_mean_and_warns():
     assert np.allclose(est.predict(np.hstack(blocks)), est.intercept_) and abs(est.intercept_) <= 3.0  # the clamped DP mean
 
 
-def test_rows_beyond_a_partys_bound_are_clipped_by_that_party_never_refused():
+def test_rows_beyond_a_partys_bound_are_clipped_by_that_party_never_refused(parties_here):
     blocks, y = data(n=200)
     blocks[1][:5] *= 1e4  # five rows far beyond party1's bound
     y = y.copy()
@@ -105,11 +119,11 @@ def test_the_fixed_point_grid_keeps_every_sum_inside_the_field_up_to_max_rows():
     assert np.abs(label_vector(np.array([-1e9]), 2.0, e) * 2.0**e).max() <= 2.0
 
 
-# -- privacy: the declared sensitivity holds for the real computation; the opened noise passes its audit ----------
+# -- privacy: the declared sensitivity holds for the parties' computation; the opened noise passes its audit --------
 KW = dict(row_bound=1.0, label_bound=2.0, fit_intercept=False, diagnose_noise=False)
 
 
-def test_one_added_row_moves_the_opened_statistics_by_at_most_the_declared_sensitivity():
+def test_one_added_row_moves_the_opened_statistics_by_at_most_the_declared_sensitivity(parties_here):
     """Parties of 2 and 1 columns with bound 1 each (C = sqrt(2)): the added row is clipped to (a, a | 1) with
     a = 1/sqrt(2) - its rounding room, then rounded: it must stay within the declared sensitivities (a party that
     clipped to its bound and then rounded could land above it), and z y moves by ||z|| C_y = 2 sqrt(2), the
@@ -139,25 +153,33 @@ def tight_pair():
 AUDIT_BUDGET = Budget(8.0, 1e-5)
 
 
-def simulated_opened(D, noise_scale=1.0, noise=True):
-    """The opened vector as the parties compute it: each party's ``with_shares`` (the code the party processes run)
-    on its statistics, summed (the secure sum is exact: the noise-off tests); whitened by the public opened sds."""
-    X, y = D
+@functools.cache
+def audit_job(n, noise_scale=1.0):
+    """The public side of ``simulated_opened`` for n rows: the grid exponent, the job whose nodes carry the
+    calibrated share variances (times 1 / noise_scale^2) and the public opened sds. It is a function of public
+    parameters only, so it is computed once per (n, noise_scale), not once per audit sample."""
     est = SecureVerticalRegression(**KW, budget=AUDIT_BUDGET)
     plan = est.plan({"party0": 1, "party1": 1})
     c = est._checked(["party0", "party1"], [1, 1])
     e = c["exponent"]
-    products = gram_layout(len(y), [("party0", 1), ("party1", 1)], "party0", e, 0)
+    products = gram_layout(n, [("party0", 1), ("party1", 1)], "party0", e, 0)
     nodes = tuple(node_job(plan, name, 256.0) for name in ("xtx", "xty"))
     sds = [math.sqrt(3 * n.variance) for n in nodes]  # three shares of sigma_local^2 each, in grid steps
     scaled = tuple(attrs.evolve(n, sigma_local2=(n.sigma_local2[0], n.sigma_local2[1] * round(1 / noise_scale**2))) for n in nodes)
-    job = AggregationJob(c["parties"], c["parties"], 1, scaled, 60.0, products)
+    return e, AggregationJob(c["parties"], c["parties"], 1, scaled, 60.0, products), sds
+
+
+def simulated_opened(D, noise_scale=1.0, noise=True):
+    """The opened vector as the parties compute it: each party's ``with_shares`` (the code the party processes run)
+    on its statistics, summed (the secure sum is exact: the noise-off tests); whitened by the public opened sds."""
+    X, y = D
+    e, job, sds = audit_job(len(y), noise_scale)
     Z = np.column_stack([party_block(X[:, :1], 1.0, e), party_block(X[:, 1:], 1.0, e)]).astype(object)
     yq = label_vector(y, 2.0, e).astype(object)
     plain = np.concatenate([(Z.T @ Z)[np.triu_indices(2)], Z.T @ yq]).astype(np.int64)
     total = plain
     if noise:
-        total = with_shares(job, plain) + sum(with_shares(job, np.zeros_like(plain)) for _ in c["parties"][1:])
+        total = with_shares(job, plain) + sum(with_shares(job, np.zeros_like(plain)) for _ in job.parties[1:])
     return np.concatenate([total[:3] / sds[0], total[3:] / sds[1]]).astype(float)
 
 

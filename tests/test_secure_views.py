@@ -1,7 +1,13 @@
 """Issue 33, item 2 and the secure paths' smaller untruths: every sentence of a secure report's trust model is
 checked against what the party processes actually receive (recorded by the party program itself, real MPyC
 processes on 127.0.0.1), the secure Gram states the weaker guarantee a deviating data party leaves, no filed output
-of an add/remove fit depends on N, and raw-unit data with bounds orders of magnitude apart fits (item 4)."""
+of an add/remove fit depends on N, and raw-unit data with bounds orders of magnitude apart fits (item 4).
+
+The views run real party processes (what each receives). The fits run the party program in this process
+(``privsdr.audit.secure_probe``: the parties' own input and computation on plain integers, real noise shares), which
+also checks that every opened value lies within the job's field, where MPyC opens the integer sum exactly (that the
+processes do is tested in ``tests/test_secure_vertical.py``): the rescale and the reports are computed in this process
+from the public bounds and the opened values."""
 from __future__ import annotations
 
 import math
@@ -15,6 +21,7 @@ from sklearn.datasets import load_diabetes
 from sklearn.linear_model import LinearRegression
 
 from privsdr import Budget, SecureVerticalRegression
+from privsdr.audit.secure_probe import in_process, run_in_process
 from privsdr.secure.job import AggregationJob, NodeJob
 from privsdr.secure.launch import run_parties
 from privsdr.secure.party import RECEIVING_STEPS
@@ -110,7 +117,7 @@ def diabetes():
 
 
 @pytest.mark.parametrize("case", ["label", "columns"])
-def test_raw_unit_data_with_bounds_orders_of_magnitude_apart_fits_by_a_public_rescale(case):
+def test_raw_unit_data_with_bounds_orders_of_magnitude_apart_fits_by_a_public_rescale(case, monkeypatch):
     """Item 4: sklearn's diabetes with y in raw units (label bound 400, 1333 x a party's row bound 0.3; no row clipped)
     and, in the second case, the second party's columns in units 1000 times smaller (bound 300). Main refused the first
     with a bare ValueError (noise on or off) and, in the second, left the small party two grid steps of resolution.
@@ -122,6 +129,7 @@ def test_raw_unit_data_with_bounds_orders_of_magnitude_apart_fits_by_a_public_re
         X = np.hstack([X[:, :5], 1000.0 * X[:, 5:]])
         row_bound = {"party0": 0.3, "party1": 300.0}
     kw = {"row_bound": row_bound, "label_bound": 400.0, "y_center": 150.0, "n_parties": 2, "timeout": 60.0}
+    in_process(monkeypatch.setattr, run_in_process)
     exact = SecureVerticalRegression(**kw, budget=Budget.infinite()).fit(X, y)
     ols = LinearRegression().fit(X, y)
     assert np.abs(exact.predict(X) - ols.predict(X)).max() < 0.05  # y's sd is 77: the fixed-point grid's rounding only
@@ -140,7 +148,7 @@ def test_raw_unit_data_with_bounds_orders_of_magnitude_apart_fits_by_a_public_re
     assert noisy.privacy_report_.status == "certified" and np.all(np.isfinite(noisy.coef_))
 
 
-def test_no_report_of_an_add_remove_fit_depends_on_N():
+def test_no_report_of_an_add_remove_fit_depends_on_N(monkeypatch):
     """Data sets of 300 and 4000 rows give the same report but for its run id and timestamps: the same trust model and
     field size (main sized the field from N: 41 bits up to N = 511 and 42 from 512 in the issue's case), because the
     field now comes from the public max_rows."""
@@ -148,6 +156,7 @@ def test_no_report_of_an_add_remove_fit_depends_on_N():
     X = rng.normal(size=(4000, 4)) * 0.3
     y = X @ np.array([1.0, -1.0, 0.5, 0.0]) + 0.1 * rng.normal(size=4000)
     reports, bits = [], []
+    in_process(monkeypatch.setattr, run_in_process)
     for n in (300, 4000):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -157,3 +166,17 @@ def test_no_report_of_an_add_remove_fit_depends_on_N():
         bits.append(est.secure_cost_["field_bits"])
     assert bits[0] == bits[1] == reports[0]["trust_model"]["field_bits"]
     assert reports[0] == reports[1]
+
+
+def test_the_in_process_parties_refuse_an_opening_beyond_the_field(monkeypatch):
+    """The fits above run in this process: their openings equal the real ones only while every opened value lies within
+    +-2^(bits - 1) of the job's secure integers. A field too small for the sum (4 bits: +-8, for a sum of 10) raises
+    there, where the real parties would open the sum wrapped around the field."""
+    from privsdr.audit.secure_probe import FieldOverflow
+    from privsdr.secure import job as job_module
+
+    job, inputs = sum_job(), {"a": {"v": np.full(3, 5.0)}, "b": {"v": np.full(3, 5.0)}}
+    assert job.bits == 5 and np.array_equal(run_in_process(job, inputs).aggregate, [10, 10, 10])  # +-16 holds the sum
+    monkeypatch.setattr(job_module, "field_bits", lambda job: 4)
+    with pytest.raises(FieldOverflow, match="4-bit secure integers cannot hold the sum"):
+        run_in_process(job, inputs)

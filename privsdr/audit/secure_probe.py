@@ -2,8 +2,9 @@
 
 ``run_in_process(job, inputs)`` stands in for ``secure.launch.run_parties`` (and ``InProcessParties`` for the agreed
 parties of ``secure.aggregate.start_parties``; ``in_process`` installs both): every party's input is made by the party
-program's own function (``secure.party.party_input``: clipped statistics rounded to the grid, plus its noise shares,
-or a secure Gram's blocks), and the party program's computation (``secure.party._aggregate``: the sum of the
+program's own functions, as its process makes it (``secure.party.party_statistics``: clipped statistics rounded to the
+grid, or a secure Gram's blocks, computed and checked once before the charge; then ``with_shares``: its noise shares),
+and the party program's computation (``secure.party._aggregate``: the sum of the
 contributors' vectors and the cross-products of the blocks) runs once on plain integers through a stand-in for MPyC's
 runtime that holds every party's input. What it opens is what the real run opens, with the same noise shares.
 
@@ -17,11 +18,15 @@ Two probes use it (``docs/audit.md``, "Probes of the secure paths"):
   of the K parties the calibration counted (K - t of them honest), never fewer.
 
 The stand-in runs the parties' arithmetic exactly (Python integers); it does not model the network or the Shamir
-shares (the view tests with real MPyC processes do that).
+shares (the view tests with real MPyC processes do that). It does check the one condition under which MPyC's opening
+equals that integer sum: every opened value lies within +-2^(bits - 1) of the job's secure integers (``secure.job``:
+the field has more than 2^(bits + 30) elements); an opening beyond it raises ``FieldOverflow``, where the real parties
+would open it wrapped around the field.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -38,6 +43,10 @@ from ..secure.launch import Opened, PartyFailed
 
 #: a share function: party index -> the value each of its noise-share draws returns
 Shares = Callable[[int], int]
+
+
+class FieldOverflow(AssertionError):
+    """An opened value beyond +-2^(bits - 1): the job's field is too small for the sum (MPyC would open it wrapped)."""
 
 
 def opened_sensitivity(spec: NoiseSpec) -> Sensitivity:
@@ -101,6 +110,11 @@ class _Runtime:
         return out
 
     async def output(self, value: Any) -> Any:
+        limit = 2 ** (self.job.bits - 1)
+        beyond = [int(v) for v in np.asarray(value, dtype=object).ravel() if not -limit < int(v) < limit]
+        if beyond:
+            raise FieldOverflow(f"{len(beyond)} opened value(s) beyond +-2^{self.job.bits - 1} (e.g. {beyond[0]}): the job's "
+                                f"{self.job.bits}-bit secure integers cannot hold the sum, the parties would open it wrapped")
         return value
 
     async def gather(self, value: Any) -> Any:
@@ -117,44 +131,55 @@ def _drawn_as(value: int) -> Iterator[None]:
         exact._discrete_gaussian = original
 
 
-def party_inputs(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any]], share: Shares | None = None) -> dict[str, tuple[Any, Any]]:
-    """Every party's input as the party program makes it (``party_input``); ``share(i)``: the value of each share draw
-    of party i (None: the real sampler). A party that refuses raises ``PartyFailed`` naming it."""
+def party_statistics(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any] | None]) -> dict[str, tuple[Any, Any]]:
+    """What every party computes from its input before the agreement, as the party program does
+    (``secure.party.party_statistics``: checked, on the grid, no noise yet). A party that refuses raises
+    ``PartyFailed`` naming it (before anything is charged)."""
     table = {}
-    for i, name in enumerate(job.parties):
-        data = {k: np.asarray(v) for k, v in dict(inputs.get(name) or {}).items()}
+    for name in job.parties:
         try:
-            if share is None:
-                table[name] = program.party_input(job, name, data)
-            else:
-                with _drawn_as(share(i)):
-                    table[name] = program.party_input(job, name, data)
+            table[name] = program.party_statistics(job, name, {k: np.asarray(v) for k, v in dict(inputs.get(name) or {}).items()})
         except program.ShareRefused as exc:
             raise PartyFailed(f"party {name!r} refused: {exc}", name) from None
+    return table
+
+
+def party_inputs(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any]], share: Shares | None = None,
+                 statistics: Mapping[str, tuple[Any, Any]] | None = None) -> dict[str, tuple[Any, Any]]:
+    """Every party's input as the party program makes it after the charge: its statistics (``party_statistics``, or
+    ``statistics`` already computed) plus its noise shares (``secure.party.with_shares``); ``share(i)``: the value of
+    each share draw of party i (None: the real sampler). A party that refuses raises ``PartyFailed`` naming it."""
+    statistics = party_statistics(job, inputs) if statistics is None else statistics
+    table = {}
+    for i, name in enumerate(job.parties):
+        q, held = statistics[name]
+        try:
+            if q is not None:
+                with (contextlib.nullcontext() if share is None else _drawn_as(share(i))):
+                    q = program.with_shares(job, q)
+        except program.ShareRefused as exc:
+            raise PartyFailed(f"party {name!r} refused: {exc}", name) from None
+        table[name] = (q, held)
     return table
 
 
 def check_inputs(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any] | None]) -> None:
     """Every party checks its own input, as the party processes do before the agreement: a refusal raises
     ``PartyFailed`` naming the party (before anything is charged)."""
-    for name in job.parties:
-        try:
-            program.party_statistics(job, name, {k: np.asarray(v) for k, v in dict(inputs.get(name) or {}).items()})
-        except program.ShareRefused as exc:
-            raise PartyFailed(f"party {name!r} refused: {exc}", name) from None
+    party_statistics(job, inputs)
 
 
 def run_in_process(job: AggregationJob, inputs: Mapping[str, Mapping[str, Any]], *, charge: Callable[[], None] | None = None,
                    record_view: bool = False, share: Shares | None = None, certificates: Any = None) -> Opened:
     """``launch.run_parties`` in this process (module docstring): the opened integer sum. In the same order as the
-    party processes: every party checks its input (a refusal raises before ``charge``), ``charge()``, then the shares.
-    ``certificates`` is accepted and unused: one process has no channels."""
+    party processes: every party computes and checks its statistics (a refusal raises before ``charge``), ``charge()``,
+    then each adds its shares. ``certificates`` is accepted and unused: one process has no channels."""
     if record_view:
         raise ValueError("the in-process stand-in records no views")
-    check_inputs(job, inputs)
+    statistics = party_statistics(job, inputs)
     if charge is not None:
         charge()
-    table = party_inputs(job, inputs, share)
+    table = party_inputs(job, inputs, share, statistics)
     vector, held = table[job.parties[0]]
     opened, _, _ = asyncio.run(program._aggregate(_Runtime(job, 0, table), job, vector, False, None, held))
     return Opened(np.asarray(opened, dtype=np.int64), {}, 0.0, {name: 0 for name in job.parties})
