@@ -57,8 +57,8 @@ def _upper(z: float, epsilon: float) -> float:
     log_ndtr = _LOG_NDTR[0] if _LOG_NDTR else _log_ndtr()
     a = 1.0 / (2.0 * z)
     b = epsilon * z
-    log_p = log_ndtr(a - b)
-    log_ndtr_minus = log_ndtr(-a - b)
+    log_p: float = log_ndtr(a - b)
+    log_ndtr_minus: float = log_ndtr(-a - b)
     log_q = epsilon + log_ndtr_minus
     p = math.exp(log_p)
     q = math.exp(min(log_q, log_p))  # e^eps q <= p up to rounding near the root
