@@ -570,3 +570,34 @@ def test_accountant_factory():
     acc = RdpAccountant()
     assert make_accountant(acc) is acc
     assert isinstance(Ledger(Budget(1.0, 1e-6), accountant="pld").accountant, PldAccountant)
+
+
+
+def reference_pld_epsilon(events, delta):
+    """dp-accounting's PLD of ``events`` built from scratch, on the grid rule of ``PldAccountant`` (1e-4, or the basic
+    epsilon / 2e4 when that is coarser), composed per distinct event in order of first appearance."""
+    from collections import Counter
+
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    vdi = max(1e-4, BasicAccountant().compose(events).epsilon / 2e4)
+    total = None
+    for event, count in Counter(events).items():
+        build = pld.from_gaussian_mechanism if isinstance(event, GaussianEvent) else pld.from_laplace_mechanism
+        dist = build(event.noise_multiplier, sensitivity=1.0, value_discretization_interval=vdi)
+        dist = dist.self_compose(count) if count > 1 else dist
+        total = dist if total is None else total.compose(dist)
+    return float(total.get_epsilon_for_delta(delta))
+
+
+@settings(max_examples=5, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history=st.lists(st.tuples(st.one_of(st.builds(LaplaceEvent, st.sampled_from([2.5, 4.0])), gaussians),
+                                  st.integers(1, 2)), min_size=2, max_size=3, unique_by=lambda t: t[0]))
+def test_memoised_privacy_loss_distributions_give_the_answer_built_from_scratch(history):
+    """PLD keeps each event's (self-composed) distribution (``_event_pld``) across compositions: pricing a history
+    after its first run gives the same epsilon, bit for bit, as dp-accounting building every distribution afresh."""
+    events = [e for event, count in history for e in [event] * count]
+    first = [e for e in events if e == events[0]]
+    pld = PldAccountant()
+    pld._epsilon(first + [LaplaceEvent(3.0)], DELTA)  # the first event's distribution is now memoised
+    assert pld._epsilon(events, DELTA) == reference_pld_epsilon(events, DELTA)
