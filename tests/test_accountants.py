@@ -570,3 +570,37 @@ def test_accountant_factory():
     acc = RdpAccountant()
     assert make_accountant(acc) is acc
     assert isinstance(Ledger(Budget(1.0, 1e-6), accountant="pld").accountant, PldAccountant)
+
+
+
+def reference_pld_epsilon(events, delta):
+    """dp-accounting's PLD of ``events`` built from scratch, on the grid rule of ``PldAccountant`` (1e-4, or the basic
+    epsilon / 2e4 when that is coarser), composed per distinct event in order of first appearance."""
+    from collections import Counter
+
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    vdi = max(1e-4, BasicAccountant().compose(events).epsilon / 2e4)
+    total = None
+    for event, count in Counter(events).items():
+        build = pld.from_gaussian_mechanism if isinstance(event, GaussianEvent) else pld.from_laplace_mechanism
+        dist = build(event.noise_multiplier, sensitivity=1.0, value_discretization_interval=vdi)
+        dist = dist.self_compose(count) if count > 1 else dist
+        total = dist if total is None else total.compose(dist)
+    return float(total.get_epsilon_for_delta(delta))
+
+
+def test_memoised_privacy_loss_distributions_give_the_answer_built_from_scratch():
+    """PLD keeps each event's (self-composed) distribution (``_event_pld``) across compositions: pricing a history
+    after a shorter one that shares an event gives the same epsilon, bit for bit, as dp-accounting building every
+    distribution afresh (a memo that ignored the count, or changed a kept distribution, would not)."""
+    from privsdr.accounting.accountants import _event_pld
+
+    laplace, gaussian = LaplaceEvent(2.5), GaussianEvent(6.0, 1e-6)
+    history = [laplace, laplace, gaussian, LaplaceEvent(4.0)]
+    assert BasicAccountant().compose(history).epsilon < 2.0  # both on the 1e-4 grid: the memo is what is tested
+    pld = PldAccountant()
+    _event_pld.cache_clear()
+    pld._epsilon([laplace, gaussian], DELTA)  # the Laplace (once) and the Gaussian are now kept
+    assert pld._epsilon(history, DELTA) == reference_pld_epsilon(history, DELTA)
+    assert _event_pld.cache_info().hits >= 1

@@ -376,3 +376,64 @@ def test_the_gaussian_profile_reads_scipys_log_ndtr_bit_for_bit():
     xs = np.concatenate([rng.uniform(-40.0, 40.0, 4000), rng.standard_normal(4000), -np.exp(rng.uniform(0.0, 12.0, 2000)),
                          np.exp(rng.uniform(-30.0, 3.0, 2000)), [0.0, -0.0, 1e-300, -1e-300, -1e6, 1e6, -np.inf, np.inf]])
     assert np.array_equal(special.log_ndtr(xs), np.array([_log_ndtr()(float(x)) for x in xs]))
+
+
+# ---------------------------------------------------------------------------------------------
+# the fast Gaussian solves (issue 35 item 3) against the reference they replaced
+# ---------------------------------------------------------------------------------------------
+def _reference_delta_upper(z: float, eps: float) -> float:
+    """The profile's upper bound as it was computed before the solves were made fast: from ``_log_terms``."""
+    from privsdr.accounting.gaussian import _U, _log_terms
+
+    log_p, log_q, log_ndtr_minus = _log_terms(z, eps)
+    p, q = math.exp(log_p), math.exp(min(log_q, log_p))
+    err = 4.0 * _U * ((abs(log_p) + 8.0) * p + (abs(eps) + abs(log_ndtr_minus) + 8.0) * q)
+    return min(1.0, (0.0 if log_q >= log_p else p * -math.expm1(log_q - log_p)) + err)
+
+
+def _reference_gaussian_epsilon(z: float, delta: float) -> float:
+    """The previous ``gaussian_epsilon``: scipy's public brentq on the reference bound, then the same step up."""
+    from scipy import optimize
+
+    if _reference_delta_upper(z, 0.0) <= delta:
+        return 0.0
+    hi = 1.0
+    while _reference_delta_upper(z, hi) > delta:
+        hi *= 2.0
+    lo = hi / 2.0 if hi > 1.0 else 0.0
+    eps = optimize.brentq(lambda e: _reference_delta_upper(z, e) - delta, lo, hi, xtol=1e-15, rtol=1e-15, maxiter=500)
+    step = max(abs(eps), 1e-300) * 1e-15
+    while _reference_delta_upper(z, eps) > delta:
+        eps, step = eps + step, step * 2.0
+    return float(eps)
+
+
+def _reference_analytic(eps: float, delta: float) -> float:
+    """The previous ``analytic_noise_multiplier``: public brentq in log z on the reference bound, then the same check."""
+    from scipy import optimize
+
+    hi = 1.0
+    while _reference_delta_upper(hi, eps) > delta:
+        hi *= 2.0
+    lo = hi
+    while _reference_delta_upper(lo, eps) <= delta:
+        hi, lo = lo, lo / 2.0
+    z = math.exp(optimize.brentq(lambda s: _reference_delta_upper(math.exp(s), eps) - delta, math.log(lo), math.log(hi),
+                                 xtol=1e-15, rtol=1e-15, maxiter=500))
+    step = 1e-15
+    while not (_reference_delta_upper(z, eps) <= delta and _reference_gaussian_epsilon(z, delta) <= eps):
+        z, step = z * (1.0 + step), step * 2.0
+    return float(z)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(log_z=st.floats(-3, 7), log_delta=st.floats(-15, -0.4), log_eps=st.floats(-6, 5))
+def test_the_fast_gaussian_solves_give_the_reference_answers_bit_for_bit(log_z, log_delta, log_eps):
+    """``gaussian_epsilon`` and ``analytic_noise_multiplier`` call scipy's Brent routine directly on one flat profile
+    function (``_upper``): the bound, each root and so each charge and calibration are the same doubles as before."""
+    from privsdr.accounting.gaussian import gaussian_delta_upper
+
+    z, delta, eps = 10.0**log_z, 10.0**log_delta, 10.0**log_eps
+    assert gaussian_delta_upper(z, eps) == _reference_delta_upper(z, eps)
+    assert gaussian_epsilon.__wrapped__(z, delta) == _reference_gaussian_epsilon(z, delta)
+    assert analytic_noise_multiplier.__wrapped__(eps, delta) == _reference_analytic(eps, delta)

@@ -690,12 +690,17 @@ def test_line_break_variants_leave_the_records_intact(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # 3. Several processes share one budget
 # ---------------------------------------------------------------------------------------------
+#: the four-process test: 4 x 20 attempts race for 40 unit fits (half succeed, the rest are refused)
+CONTEND_FITS, CONTEND_ATTEMPTS = 40, 20
+CONTEND_BUDGET = Budget(CONTEND_FITS * UNIT, 0.0)
+
+
 def _contend_worker(path: str, attempts: int, how: str, start, queue) -> None:
     try:
         if how == "open":
             ledger = Ledger.open(path)
         else:
-            ledger = Ledger(BUDGET_120, accountant="basic", journal=path)
+            ledger = Ledger(CONTEND_BUDGET, accountant="basic", journal=path)
         cp = unit_plan()
         assert start.wait(CHILD_TIMEOUT)
         ok = refused = 0
@@ -715,11 +720,11 @@ def _contend_worker(path: str, attempts: int, how: str, start, queue) -> None:
 
 def test_four_processes_share_one_budget_exactly(tmp_path):
     path = tmp_path / "shared.jsonl"
-    Ledger.create(path, BUDGET_120, "basic")
+    Ledger.create(path, CONTEND_BUDGET, "basic")
     start = FORK.Event()
     queue = FORK.Queue()
     hows = ["open", "ctor", "open", "ctor"]
-    procs = [FORK.Process(target=_contend_worker, args=(str(path), 50, how, start, queue)) for how in hows]
+    procs = [FORK.Process(target=_contend_worker, args=(str(path), CONTEND_ATTEMPTS, how, start, queue)) for how in hows]
     for p in procs:
         p.start()
     start.set()
@@ -730,14 +735,14 @@ def test_four_processes_share_one_budget_exactly(tmp_path):
     errors = [r for r in results if r[0] != "done"]
     assert not errors, errors[0][2]
 
-    assert sum(r[2] for r in results) == N_FIT
-    assert sum(r[3] for r in results) == 4 * 50 - N_FIT
-    assert count_type(path, "charge") == N_FIT
-    assert count_type(path, "reserve") == N_FIT
-    assert count_type(path, "close") == N_FIT
+    assert sum(r[2] for r in results) == CONTEND_FITS
+    assert sum(r[3] for r in results) == 4 * CONTEND_ATTEMPTS - CONTEND_FITS
+    assert count_type(path, "charge") == CONTEND_FITS
+    assert count_type(path, "reserve") == CONTEND_FITS
+    assert count_type(path, "close") == CONTEND_FITS
     ledger = Ledger.open(path)
-    assert len(ledger.charges) == N_FIT
-    assert ledger.spent == cost_tuple(N_FIT * UNIT)
+    assert len(ledger.charges) == CONTEND_FITS
+    assert ledger.spent == cost_tuple(CONTEND_FITS * UNIT)
     assert ledger.remaining == cost_tuple(0.0)
     assert ledger.reserved == {}
     assert all(run.closed and run.charged == ["x"] for run in ledger.runs)
@@ -747,7 +752,7 @@ def test_four_processes_share_one_budget_exactly(tmp_path):
         assert sum(1 for run in ledger.runs if run.pid == pid) == ok
     ok, msg, n = verify(path)
     assert ok, msg
-    assert n == 1 + 3 * N_FIT
+    assert n == 1 + 3 * CONTEND_FITS
 
 
 def _create_worker(path: str, queue) -> None:

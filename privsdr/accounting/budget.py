@@ -122,6 +122,8 @@ def _le(a: float, b: float) -> bool:
         return True
     if math.isinf(a) or math.isnan(a):
         return False
+    if isinstance(a, float) and isinstance(b, float) and not math.isnan(b):
+        return bool(a <= b)  # two finite doubles (numpy float64 too) compare exactly
     return Fraction(a) <= Fraction(b)
 
 

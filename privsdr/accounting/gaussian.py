@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import ValidationError  # a ValueError: callers that caught ValueError still do
@@ -34,7 +35,12 @@ def _log_ndtr() -> Any:
     checks that the two agree bit for bit."""
     from scipy.special import cython_special
 
+    _LOG_NDTR.append(cython_special.log_ndtr)
     return cython_special.log_ndtr
+
+
+#: ``_log_ndtr()`` once it has been looked up (``_upper`` reads it without a call)
+_LOG_NDTR: list[Any] = []
 
 
 def _log_terms(z: float, epsilon: float) -> tuple[float, float, float]:
@@ -43,6 +49,36 @@ def _log_terms(z: float, epsilon: float) -> tuple[float, float, float]:
     b = epsilon * z
     log_ndtr_minus = float(log_ndtr(-a - b))
     return float(log_ndtr(a - b)), epsilon + log_ndtr_minus, log_ndtr_minus
+
+
+def _upper(z: float, epsilon: float) -> float:
+    """``gaussian_delta_upper`` for one finite z > 0 as one flat function (the solves evaluate it ~25 times each): the
+    same operations in the same order as ``_log_terms`` and the bound below, so the same doubles (a test checks it)."""
+    log_ndtr = _LOG_NDTR[0] if _LOG_NDTR else _log_ndtr()
+    a = 1.0 / (2.0 * z)
+    b = epsilon * z
+    log_p: float = log_ndtr(a - b)
+    log_ndtr_minus: float = log_ndtr(-a - b)
+    log_q = epsilon + log_ndtr_minus
+    p = math.exp(log_p)
+    q = math.exp(min(log_q, log_p))  # e^eps q <= p up to rounding near the root
+    err = 4.0 * _U * ((abs(log_p) + 8.0) * p + (abs(epsilon) + abs(log_ndtr_minus) + 8.0) * q)
+    value = 0.0 if log_q >= log_p else p * -math.expm1(log_q - log_p)
+    return min(1.0, value + err)
+
+
+@functools.cache
+def _brent() -> Callable[..., float]:
+    """scipy's Brent root finder (the C routine behind ``optimize.brentq``) called without brentq's Python wrapper, which
+    adds a NaN check around every evaluation (``_upper`` returns no NaN for finite arguments) and costs as much
+    as the evaluation itself. The same routine on the same function values gives the same root, bit for bit (a test
+    compares it with ``optimize.brentq``); where scipy no longer has it, ``optimize.brentq`` answers."""
+    from scipy import optimize
+
+    routine = getattr(getattr(optimize, "_zeros", None), "_brentq", None)
+    if routine is None:  # pragma: no cover - another scipy layout
+        return lambda f, lo, hi: float(optimize.brentq(f, lo, hi, xtol=1e-15, rtol=1e-15, maxiter=500))
+    return lambda f, lo, hi: float(routine(f, lo, hi, 1e-15, 1e-15, 500, (), False, True))
 
 
 def gaussian_delta(noise_multiplier: float, epsilon: float) -> float:
@@ -70,12 +106,7 @@ def gaussian_delta_upper(noise_multiplier: float, epsilon: float) -> float:
         return 1.0
     if math.isinf(z):
         return 0.0
-    log_p, log_q, log_ndtr_minus = _log_terms(z, epsilon)
-    p = math.exp(log_p)
-    q = math.exp(min(log_q, log_p))  # e^eps q <= p up to rounding near the root
-    err = 4.0 * _U * ((abs(log_p) + 8.0) * p + (abs(epsilon) + abs(log_ndtr_minus) + 8.0) * q)
-    value = 0.0 if log_q >= log_p else p * -math.expm1(log_q - log_p)
-    return min(1.0, value + err)
+    return _upper(z, epsilon)
 
 
 def check_epsilon(epsilon: float) -> None:
@@ -98,20 +129,24 @@ def gaussian_epsilon(noise_multiplier: float, delta: float) -> float:
     z = float(noise_multiplier)
     if z <= 0.0 or delta <= 0.0:
         return math.inf
-    if math.isinf(z) or gaussian_delta_upper(z, 0.0) <= delta:
+    if math.isinf(z):
+        return 0.0
+
+    def excess(epsilon: float) -> float:
+        return _upper(z, epsilon) - delta
+
+    if excess(0.0) <= 0.0:
         return 0.0
     hi = 1.0
-    while gaussian_delta_upper(z, hi) > delta:
+    while excess(hi) > 0.0:
         hi *= 2.0
         if hi > MAX_EPSILON:
             return math.inf
-    from scipy import optimize
-
     lo = hi / 2.0 if hi > 1.0 else 0.0
-    eps = optimize.brentq(lambda e: gaussian_delta_upper(z, e) - delta, lo, hi, xtol=1e-15, rtol=1e-15, maxiter=500)
+    eps = _brent()(excess, lo, hi)
     step = max(abs(eps), 1e-300) * 1e-15
     for _ in range(200):  # brentq may land a hair below the root: step up until the bound holds
-        if gaussian_delta_upper(z, eps) <= delta:
+        if excess(eps) <= 0.0:
             return float(eps)
         eps, step = eps + step, step * 2.0
     return float(hi)  # delta_upper(z, hi) <= delta by the bracketing above
@@ -129,25 +164,27 @@ def analytic_noise_multiplier(epsilon: float, delta: float) -> float:
     if not (epsilon > 0 and 0 < delta < 1):
         raise ValueError("the analytic Gaussian needs epsilon > 0 and 0 < delta < 1")
     check_epsilon(epsilon)
-    from scipy import optimize
 
     # delta_upper(z, eps) decreases in z; bracket the root in log z
     hi = 1.0
-    while gaussian_delta_upper(hi, epsilon) > delta:
+    while _upper(hi, epsilon) > delta:
         hi *= 2.0
         if hi > 1e300:
             raise ValueError(f"no Gaussian noise level meets (epsilon={epsilon:g}, delta={delta:g})")
     lo = hi
-    while gaussian_delta_upper(lo, epsilon) <= delta:
+    while _upper(lo, epsilon) <= delta:
         hi, lo = lo, lo / 2.0
         if lo < 1e-300:
             return hi
-    t = optimize.brentq(lambda s: gaussian_delta_upper(math.exp(s), epsilon) - delta, math.log(lo), math.log(hi),
-                        xtol=1e-15, rtol=1e-15, maxiter=500)
+
+    def excess(log_z: float) -> float:
+        return _upper(math.exp(log_z), epsilon) - delta
+
+    t = _brent()(excess, math.log(lo), math.log(hi))
     z = math.exp(t)
     step = 1e-15
     for _ in range(200):  # make the two directions agree exactly: the charge of this z is <= epsilon
-        if gaussian_delta_upper(z, epsilon) <= delta and gaussian_epsilon(z, delta) <= epsilon:
+        if _upper(z, epsilon) <= delta and gaussian_epsilon(z, delta) <= epsilon:
             return float(z)
         z, step = z * (1.0 + step), step * 2.0
     raise ValueError(f"could not calibrate the analytic Gaussian at (epsilon={epsilon:g}, delta={delta:g})")
