@@ -2,7 +2,8 @@
 
 ``Parties(job, inputs, names)`` starts ``python -m privsdr.secure.party`` once for each of ``names`` (MPyC's
 options come from the job: ``party``; ``run_parties`` first gives the job free ports on 127.0.0.1 when it names no
-addresses, ``job.with_addresses``) and writes each one's public job and statistics on its stdin: nothing of a party's
+addresses, ``job.with_addresses``) and writes each one's public job and statistics on its stdin (a secure Gram's data
+party: its rows after ``go``, frame by frame as its process reads them, ``PartyProcess._stream``): nothing of a party's
 data, noised or not, is written to disk (issue 36), and what a party reports comes back on its stdout. ``agree()``
 waits until every process reports that all parties hold the same public job and are ready; ``finish(charge)``
 calls ``charge()``, writes ``go`` to each process (only then does it draw its noise shares) and waits for the
@@ -54,8 +55,9 @@ import numpy as np
 from ..errors import PrivsdrError, ValidationError
 from ..network.addresses import free_ports
 from ..network.certificates import Credentials, load_credentials, make_keys, party_credentials, private_config
+from .crossproducts import row_frames
 from .job import AggregationJob
-from .party import EXIT_DISAGREED, EXIT_UNCHARGED, LAUNCHER_ENV
+from .party import EXIT_DISAGREED, EXIT_UNCHARGED, LAUNCHER_ENV, ShareRefused, check_gram_input
 
 __all__ = ["GRACE", "Interrupted", "Opened", "Parties", "PartyFailed", "free_ports", "interrupts", "own_party", "run_own_party",
            "run_parties"]
@@ -124,9 +126,16 @@ class PartyProcess:
     def __init__(self, job: AggregationJob, index: int, inputs: Mapping[str, Any] | None, workdir: Path, *,
                  record_view: bool = False, python: str | None = None, decline: str | None = None, own_group: bool = True,
                  routes: Mapping[int, str] | None = None) -> None:
-        self.name = job.parties[index]
+        self.name, self.job = job.parties[index], job
         self.messages: list[dict[str, Any]] = []
         self.errors: deque[str] = deque(maxlen=50)
+        if inputs is not None and job.products is not None and decline is None:
+            try:  # its rows go after the charge: checked here, before its process can agree (as a party checks its own)
+                check_gram_input(job, self.name, inputs)
+            except ShareRefused as exc:
+                decline = "it refused its own input"
+                self.messages.append({"stage": "refused", "why": str(exc)})
+                self.errors.append(f"party {self.name!r} refused: {exc}")
         command = [python or sys.executable, "-m", "privsdr.secure.party", "--index", str(index), "--digest", job.digest()]
         if decline is not None:
             command += ["--decline", decline]
@@ -142,14 +151,20 @@ class PartyProcess:
         for reader in self._readers:
             reader.start()
         payload = b""
-        if inputs is not None:
+        header: dict[str, Any] = {"job": job.to_dict()}
+        self._rows: Mapping[str, Any] | None = None
+        self.stream_error: str | None = None
+        self._streamer: threading.Thread | None = None
+        if inputs is not None and job.products is not None:  # a secure Gram's data party: its rows go after ``go``
+            self._rows, header["rows"] = inputs, True
+        elif inputs is not None:
             arrays: dict[str, Any] = {k: np.asarray(v) if np.asarray(v).dtype.kind in "iu" else np.asarray(v, dtype=float) for k, v in inputs.items()}
             buffer = io.BytesIO()
             np.savez(buffer, **arrays)
             payload = buffer.getvalue()
+        header["input"] = len(payload)
         # written by a thread: the next party process starts while this one is still importing and reading
-        self._writer = threading.Thread(target=self._send, args=(json.dumps({"job": job.to_dict(), "input": len(payload)}).encode()
-                                                                 + b"\n" + payload,), daemon=True)
+        self._writer = threading.Thread(target=self._send, args=(json.dumps(header).encode() + b"\n" + payload,), daemon=True)
         self._writer.start()
 
     @property
@@ -186,9 +201,43 @@ class PartyProcess:
         return [str(m["stage"]) for m in list(self.messages)]
 
     def go(self) -> None:
-        """The nodes are charged: let the process draw its noise shares and compute."""
+        """The nodes are charged: let the process draw its noise shares and compute (and stream a Gram party's rows)."""
         self._writer.join()
         self._send(b"go\n")
+        if self._rows is not None:
+            self._streamer = threading.Thread(target=self._stream, daemon=True)
+            self._streamer.start()
+
+    def _stream(self) -> None:
+        """A secure Gram party's rows, frame by frame as its cross-products loop reads them (``party.FrameReader``:
+        ``share_rows`` rows of each of its groups, raw int64); the pipe's back-pressure keeps a frame or two in flight.
+        If its rows fail (a second pass of its chunks that differs from the first), stdin is closed: the process stops
+        and ``why`` says what failed here."""
+        products, rows = self.job.products, self._rows
+        assert products is not None and rows is not None
+        try:
+            groups = products.owned(self.name)
+            frames = [row_frames(rows[g.key], products.share_rows, g.width) for g in groups]
+            for start in range(0, products.rows, products.share_rows):
+                stop = min(products.rows, start + products.share_rows)
+                for group, source in zip(groups, frames, strict=True):
+                    frame = next(source, None)
+                    if frame is None or frame.shape != (stop - start, group.width):
+                        raise ValidationError(f"party {self.name!r}: its {group.description} gave fewer than the {products.rows} "
+                                              "rows its first pass counted")
+                    assert self.proc.stdin is not None
+                    self.proc.stdin.write(frame.astype("<i8", copy=False).tobytes())
+            if any(next(source, None) is not None for source in frames):
+                raise ValidationError(f"party {self.name!r}: its rows gave more than the {products.rows} rows its first pass counted")
+            assert self.proc.stdin is not None
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the process is gone: its exit code and stderr say why
+        except Exception as exc:  # noqa: BLE001 - reported by ``why``; the process stops at the end of its stdin
+            self.stream_error = f"its launcher could not stream its rows: {exc}"
+            with contextlib.suppress(OSError, ValueError):
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
 
     def uncharged(self) -> None:
         """The charge failed here: the process tells its peers (the charged round) and stops without drawing."""
@@ -198,6 +247,8 @@ class PartyProcess:
     def why(self) -> str:
         """The process's last error line, else its stages."""
         self.settle()
+        if self.stream_error is not None:
+            return self.stream_error
         return (self.errors[-1] if self.errors else "") or ", ".join(self.stages) or "no output"
 
     def settle(self, seconds: float = 1.0) -> None:
@@ -238,6 +289,8 @@ class PartyProcess:
                 pass
         proc.wait()
         self._writer.join(1.0)
+        if self._streamer is not None:
+            self._streamer.join(1.0)
         for reader in self._readers:
             reader.join(1.0)
         for stream in (proc.stdin, proc.stdout, proc.stderr):
