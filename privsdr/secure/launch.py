@@ -55,7 +55,7 @@ import numpy as np
 from ..errors import PrivsdrError, ValidationError
 from ..network.addresses import free_ports
 from ..network.certificates import Credentials, load_credentials, make_keys, party_credentials, private_config
-from .crossproducts import row_frames
+from .crossproducts import CrossProducts, row_frames
 from .job import AggregationJob
 from .party import EXIT_DISAGREED, EXIT_UNCHARGED, LAUNCHER_ENV, ShareRefused, check_gram_input
 
@@ -89,6 +89,8 @@ class Opened:
     receipts: Mapping[str, Mapping[str, Mapping[str, int]]] = attrs.field(factory=dict)
     #: party -> its connections as its process held them: {"tls": bool, "peer_certificates": {peer: names}} (``party``)
     channels: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
+    #: party -> its process's peak resident memory in KiB, as it reported it when done (``party.peak_rss_kib``)
+    peak_rss_kib: Mapping[str, int] = attrs.field(factory=dict)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -213,24 +215,11 @@ class PartyProcess:
         ``share_rows`` rows of each of its groups, raw int64); the pipe's back-pressure keeps a frame or two in flight.
         If its rows fail (a second pass of its chunks that differs from the first), stdin is closed: the process stops
         and ``why`` says what failed here."""
-        products, rows = self.job.products, self._rows
-        assert products is not None and rows is not None
+        products, rows, stdin = self.job.products, self._rows, self.proc.stdin
+        assert products is not None and rows is not None and stdin is not None
         try:
-            groups = products.owned(self.name)
-            frames = [row_frames(rows[g.key], products.share_rows, g.width) for g in groups]
-            for start in range(0, products.rows, products.share_rows):
-                stop = min(products.rows, start + products.share_rows)
-                for group, source in zip(groups, frames, strict=True):
-                    frame = next(source, None)
-                    if frame is None or frame.shape != (stop - start, group.width):
-                        raise ValidationError(f"party {self.name!r}: its {group.description} gave fewer than the {products.rows} "
-                                              "rows its first pass counted")
-                    assert self.proc.stdin is not None
-                    self.proc.stdin.write(frame.astype("<i8", copy=False).tobytes())
-            if any(next(source, None) is not None for source in frames):
-                raise ValidationError(f"party {self.name!r}: its rows gave more than the {products.rows} rows its first pass counted")
-            assert self.proc.stdin is not None
-            self.proc.stdin.flush()
+            stream_rows(stdin.write, products, self.name, rows)
+            stdin.flush()
         except (BrokenPipeError, OSError):
             pass  # the process is gone: its exit code and stderr say why
         except Exception as exc:  # noqa: BLE001 - reported by ``why``; the process stops at the end of its stdin
@@ -263,6 +252,11 @@ class PartyProcess:
             if m["stage"] == "connected":
                 return {"tls": m.get("tls"), "peer_certificates": m.get("peer_certificates", {})}
         return {}
+
+    def peak_rss_kib(self) -> int:
+        """The peak resident memory the process reported when done (KiB; 0 if it did not)."""
+        done = [m for m in list(self.messages) if m["stage"] == "done"]
+        return int(done[-1].get("peak_rss_kib", 0)) if done else 0
 
     def refusals(self) -> list[str]:
         """The connections it refused (a certificate that did not name the party it claimed)."""
@@ -297,6 +291,24 @@ class PartyProcess:
             with contextlib.suppress(OSError, ValueError):
                 if stream is not None:
                     stream.close()
+
+
+def stream_rows(write: Callable[[bytes], Any], products: CrossProducts, name: str, rows: Mapping[str, Any]) -> None:
+    """Write party ``name``'s rows (its groups' arrays or ``crossproducts.ColumnStream``s, by key) as its process reads
+    them (``party.FrameReader``): for each chunk of ``products.share_rows`` rows, each of its groups in the layout's
+    order as raw little-endian int64. A stream that gives fewer or more rows than N raises ``ValidationError``."""
+    groups = products.owned(name)
+    frames = [row_frames(rows[g.key], products.share_rows, g.width) for g in groups]
+    for start in range(0, products.rows, products.share_rows):
+        stop = min(products.rows, start + products.share_rows)
+        for group, source in zip(groups, frames, strict=True):
+            frame = next(source, None)
+            if frame is None or frame.shape != (stop - start, group.width):
+                raise ValidationError(f"party {name!r}: its {group.description} gave fewer than the {products.rows} rows its "
+                                      "first pass counted")
+            write(frame.astype("<i8", copy=False).tobytes())
+    if any(next(source, None) is not None for source in frames):
+        raise ValidationError(f"party {name!r}: its rows gave more than the {products.rows} rows its first pass counted")
 
 
 #: the folder that holds the ``privsdr`` package: a party process runs in another working directory
@@ -408,14 +420,16 @@ class Parties:
         if any(not np.array_equal(opened[0], o) for o in opened[1:]):
             raise PartyFailed("the parties opened different sums" + _charged_note(True), None, self.pids)
         channels = {name: proc.channels() for name, proc in self.procs.items()}
-        return Opened(opened[0], views, time.monotonic() - self.start, sent, self.pids, receipts, channels)
+        return Opened(opened[0], views, time.monotonic() - self.start, sent, self.pids, receipts, channels,
+                      {name: proc.peak_rss_kib() for name, proc in self.procs.items()})
 
     def _wait(self, done: Callable[[], bool]) -> None:
         told = time.monotonic()
         while True:
             failed = [(n, p.proc.returncode) for n, p in self.procs.items() if p.proc.poll() not in (None, 0)]
-            if failed:
-                self._failed(*failed[0])
+            if failed:  # a party whose rows this launcher could not stream stopped the others: name it
+                streamed = [(n, p.proc.wait(GRACE)) for n, p in self.procs.items() if p.stream_error is not None]
+                self._failed(*(streamed or failed)[0])
             if done():
                 return
             now = time.monotonic()

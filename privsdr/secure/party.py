@@ -719,6 +719,20 @@ def read_job(fd: int) -> tuple[AggregationJob, dict[str, Any], bool]:
     return job, data, streamed
 
 
+def peak_rss_kib() -> int:
+    """This process's peak resident memory in KiB since it started (Linux: VmHWM of /proc/self/status, reset at exec;
+    getrusage's ru_maxrss would count the launcher's pages the process held between fork and exec), or 0 where it is
+    unknown. It tells the launcher what the run cost; it carries no data."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def _output(opened: np.ndarray, view: Mapping[str, np.ndarray], sent: int) -> str:
     """The opened sum (and a recorded view) as base64 npz text, for the last line to the launcher."""
     arrays: dict[str, Any] = {"aggregate": opened, "bytes_sent": np.array(sent, dtype=np.int64),
@@ -837,7 +851,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         watchdog.cancel()
         return EXIT_DISAGREED
     opened, view, sent = done
-    status("done", output=_output(opened, view, sent))
+    status("done", output=_output(opened, view, sent), peak_rss_kib=peak_rss_kib())
     watchdog.cancel()
     return 0
 

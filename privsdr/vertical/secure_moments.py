@@ -223,7 +223,8 @@ class _SecureVerticalMoments(PrivateEstimator):
             session.__exit__(None, None, None)
         released = from_run(run, [b.name for b in products.blocks], n=N, source="secure vertical Gram")  # the opened sums
         self.plan_, self.ledger_, self.parties_, self.layout_ = calibrated, ledger, c["parties"], layout
-        self.secure_cost_ = {"seconds": done.opened.seconds, "bytes_sent": dict(done.opened.bytes_sent), "field_bits": done.job.bits}
+        self.secure_cost_ = {"seconds": done.opened.seconds, "bytes_sent": dict(done.opened.bytes_sent), "field_bits": done.job.bits,
+                             "peak_rss_kib": dict(done.opened.peak_rss_kib)}
         return released, c, layout, run
 
     def _statistic_checks(self, parties: list[Party], layout: Layout, c: dict[str, Any]) -> dict[str, Any]:
