@@ -751,6 +751,15 @@ MUTANTS = (
            (_NET_TESTS + "::test_the_network_run_gives_the_folder_runs_model_and_writes_nothing",)),
     Mutant("linkage_control_chars_accepted", "the ASCII fast path of the identifier check lets control characters through",
            "privsdr/linkage/normalise.py", "        return not text.isprintable()", "        return False", ("tests/test_linkage.py",)),
+    # issue 34: a secure Gram party's rows streamed after the charge; helpers that add only a noise share
+    Mutant("secure_gram_frames_unchecked", "a party process inputs its streamed rows without checking them against the public bounds",
+           "privsdr/secure/party.py",
+           "            frame[group.name] = checked_rows(self.job, group, np.frombuffer(raw, dtype=\"<i8\").reshape(rows, group.width), rows)",
+           "            frame[group.name] = np.frombuffer(raw, dtype=\"<i8\").reshape(rows, group.width)",
+           ("tests/test_secure_vertical_streaming.py::test_a_frame_beyond_the_public_bounds_is_refused_by_the_reader",)),
+    Mutant("secure_gram_helpers_uncounted", "the secure moments are calibrated for one share more than the parties draw",
+           "privsdr/vertical/secure_moments.py", 'distributed=(len(c["parties"]), c["t"])', 'distributed=(len(c["parties"]) + 1, c["t"])',
+           ("tests/test_secure_helpers.py",)),
 )
 
 # issue 34: the Gram-block spec (privsdr/released/gram.py). Each rule of block_value halved once in the spec; one entry
