@@ -489,8 +489,8 @@ MUTANTS = (
            "privsdr/vertical/secure_moments.py", "gram.column_sum(C, RELATION)", "gram.column_sum(C, RELATION, 2.0)",
            ("tests/test_secure_vertical_moments.py",)),
     Mutant("secure_vertical_slice_indicators_doubled", "the label holder's slice indicators are 2 instead of 1 (the counts' sensitivity doubles)",
-           "privsdr/vertical/secure_moments.py", 'indicators[np.arange(labels.size), labels] = c["one"]',
-           'indicators[np.arange(labels.size), labels] = 2 * c["one"]', ("tests/test_secure_vertical_moments.py",)),
+           "privsdr/vertical/secure_moments.py", 'indicators[np.arange(labels.size), labels] = one',
+           'indicators[np.arange(labels.size), labels] = 2 * one', ("tests/test_secure_vertical_moments.py",)),
     Mutant("secure_gram_only_the_last_row_chunk", "the cross-products keep only the last row chunk's products",
            "privsdr/secure/party.py", "sums[(g, h)] = product if (g, h) not in sums else sums[(g, h)] + product", "sums[(g, h)] = product",
            ("tests/test_secure_vertical_moments.py",)),
@@ -760,6 +760,15 @@ MUTANTS = (
            (_NET_TESTS + "::test_the_network_run_gives_the_folder_runs_model_and_writes_nothing",)),
     Mutant("linkage_control_chars_accepted", "the ASCII fast path of the identifier check lets control characters through",
            "privsdr/linkage/normalise.py", "        return not text.isprintable()", "        return False", ("tests/test_linkage.py",)),
+    # issue 34: a secure Gram party's rows streamed after the charge; helpers that add only a noise share
+    Mutant("secure_gram_frames_unchecked", "a party process inputs its streamed rows without checking them against the public bounds",
+           "privsdr/secure/party.py",
+           "            frame[group.name] = checked_rows(self.job, group, np.frombuffer(raw, dtype=\"<i8\").reshape(rows, group.width), rows)",
+           "            frame[group.name] = np.frombuffer(raw, dtype=\"<i8\").reshape(rows, group.width)",
+           ("tests/test_secure_vertical_streaming.py::test_a_frame_beyond_the_public_bounds_is_refused_by_the_reader",)),
+    Mutant("secure_gram_helpers_uncounted", "the secure moments are calibrated for one share more than the parties draw",
+           "privsdr/vertical/secure_moments.py", 'distributed=(len(c["parties"]), c["t"])', 'distributed=(len(c["parties"]) + 1, c["t"])',
+           ("tests/test_secure_helpers.py",)),
 )
 
 # issue 34: the Gram-block spec (privsdr/released/gram.py). Each rule of block_value halved once in the spec; one entry

@@ -250,7 +250,8 @@ def secure_gram_release(run: Run, products: CrossProducts, data: Mapping[str, Ma
                 raise ValidationError("one party's run needs every party's address (host:port)")
             session = agreed_own_party(job, own, products.inputs(data, own).get(own), progress, certificates)
         return release_agreed(run, job, session, None, helper)
-    plain = products.plain(data)  # the noise-free Gram, for the replay audit's tap only (a simulated fit holds every block)
+    # the noise-free Gram, for the replay audit's tap only (a simulated fit holds every block; one more pass of its rows)
+    plain = products.plain(data) if tap.active() is not None else None
     if session is not None:  # every party here, agreed before the run was opened (``agreed_parties``)
         return release_agreed(run, job, session, plain, helper)
     inputs = products.inputs(data)

@@ -28,7 +28,7 @@ in int64.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -69,6 +69,50 @@ def label_vector(y: np.ndarray, bound: float, exponent: int) -> np.ndarray:
     if room <= 0:
         raise ValidationError(f"the label bound {bound:g} is below the grid's resolution {gamma:g}")
     return np.rint(np.clip(np.asarray(y, dtype=float), -room, room) / gamma).astype(np.int64)
+
+
+class ColumnStream:
+    """One party's integer column group (``rows`` x ``width``, on the grid), read in consecutive row chunks each time
+    it is streamed: ``read()`` yields the chunks (any number of rows each) of one pass. A party's process receives its
+    rows ``share_rows`` at a time as its cross-products loop consumes them (``row_frames``, ``privsdr.secure.launch``),
+    so neither the launcher nor the party holds the whole group. ``np.asarray`` of it reads one whole pass (for
+    in-process stand-ins and small data only)."""
+
+    def __init__(self, read: Callable[[], Iterable[np.ndarray]], rows: int, width: int) -> None:
+        self.read, self.rows, self.width = read, int(rows), int(width)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.rows, self.width)
+
+    dtype = np.dtype(np.int64)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        whole = np.concatenate([np.asarray(c).reshape(-1, self.width) for c in self.read()]).astype(np.int64, copy=False)
+        return whole if dtype is None else whole.astype(dtype)
+
+
+def row_frames(value: Any, size: int, width: int) -> Iterator[np.ndarray]:
+    """The rows of ``value`` (an array, or a ``ColumnStream``'s one pass) as consecutive int64 frames of ``size`` rows
+    (the last one shorter), each ``(rows, width)``. Chunks of any size are cut and joined; at most one frame and one
+    chunk are held at a time."""
+    parts: Iterable[Any] = value.read() if isinstance(value, ColumnStream) else (value,)
+    held: list[np.ndarray] = []
+    have = 0
+    for part in parts:
+        part = np.asarray(part)
+        if part.dtype.kind not in "iu":
+            raise ValidationError(f"a party's column group must hold integers on the grid, got {part.dtype}")
+        part = part.reshape(-1, width)
+        while part.shape[0]:
+            take = min(size - have, part.shape[0])
+            held.append(part[:take])
+            part, have = part[take:], have + take
+            if have == size:
+                yield np.concatenate(held).astype(np.int64, copy=False)
+                held, have = [], 0
+    if have:
+        yield np.concatenate(held).astype(np.int64, copy=False)
 
 
 def _names(value: Any) -> tuple[str, ...]:
@@ -200,10 +244,12 @@ class CrossProducts:
     def _owners(self) -> np.ndarray:
         return np.concatenate([[g.owner] * g.width for g in self.groups])
 
-    def local_statistics(self, party: str, held: Mapping[str, np.ndarray] | None) -> np.ndarray:
+    def local_statistics(self, party: str, held: Mapping[str, np.ndarray] | None, rows: int | None = None) -> np.ndarray:
         """What ``party`` adds alone, every block concatenated, in grid units 2^(2e) (int64, exact): the entries of its
         own columns against each other and against the constants, and for the first data party the constants against
-        each other. ``held``: its integer matrices by group name (N x width). A helper adds zeros."""
+        each other. ``held``: its integer matrices by group name (``rows`` x width; default all N rows). A helper adds
+        zeros. Additive over row chunks: the sum over consecutive chunks is that of all N rows."""
+        rows = self.rows if rows is None else int(rows)
         W = self.width
         gram = np.zeros((W, W), dtype=np.int64)
         mine = self.owned(party)
@@ -211,7 +257,7 @@ class CrossProducts:
         if mine:
             assert held is not None
             cols = self._span(tuple(g.name for g in mine))
-            Q = np.column_stack([np.asarray(held[g.name], dtype=np.int64).reshape(self.rows, g.width) for g in mine])
+            Q = np.column_stack([np.asarray(held[g.name], dtype=np.int64).reshape(rows, g.width) for g in mine])
             gram[np.ix_(cols, cols)] = Q.T @ Q
             sums = Q.sum(axis=0)
             for g in constants:
@@ -220,7 +266,7 @@ class CrossProducts:
         if party == self.parties[0]:
             for g in constants:
                 for h in constants:
-                    gram[self.columns(g.name).start, self.columns(h.name).start] = self.rows * g.value * h.value
+                    gram[self.columns(g.name).start, self.columns(h.name).start] = rows * g.value * h.value
         return np.concatenate([gram[self.entries(b)] for b in self.blocks]).astype(np.int64)
 
     def pairs(self) -> list[tuple[str, str]]:
@@ -269,10 +315,12 @@ class CrossProducts:
         """The noise-free blocks in real units from every party's arrays (exact integers, then times 2^(2e); a symmetric
         block as its whole matrix): what a simulated fit's replay audit compares the opening with, never sent anywhere."""
         gram = np.zeros((self.width, self.width), dtype=np.int64)  # exact: every entry stays below 2^DATA_BITS
-        for start in range(0, self.rows, 1 << 16):  # row chunks: no second copy of every party's columns
-            stop = min(self.rows, start + (1 << 16))
-            Z = np.column_stack([np.full(stop - start, g.value) if g.constant else
-                                 np.asarray(data[g.owner][g.key]).reshape(self.rows, g.width)[start:stop] for g in self.groups]).astype(np.int64)
+        size = 1 << 16  # row chunks: no second copy of every party's columns (a ColumnStream is read once more)
+        frames = [row_frames(data[g.owner][g.key], size, g.width) for g in self.groups if not g.constant]
+        for start in range(0, self.rows, size):
+            stop = min(self.rows, start + size)
+            chunk = iter([next(f) for f in frames])
+            Z = np.column_stack([np.full(stop - start, g.value) if g.constant else next(chunk) for g in self.groups]).astype(np.int64)
             gram += Z.T @ Z
         scale = 2.0 ** (2 * self.exponent)
         return {b.name: np.array(gram[np.ix_(self._span(b.left), self._span(b.left))] if b.symmetric else gram[self.entries(b)],

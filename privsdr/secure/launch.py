@@ -2,7 +2,8 @@
 
 ``Parties(job, inputs, names)`` starts ``python -m privsdr.secure.party`` once for each of ``names`` (MPyC's
 options come from the job: ``party``; ``run_parties`` first gives the job free ports on 127.0.0.1 when it names no
-addresses, ``job.with_addresses``) and writes each one's public job and statistics on its stdin: nothing of a party's
+addresses, ``job.with_addresses``) and writes each one's public job and statistics on its stdin (a secure Gram's data
+party: its rows after ``go``, frame by frame as its process reads them, ``PartyProcess._stream``): nothing of a party's
 data, noised or not, is written to disk (issue 36), and what a party reports comes back on its stdout. ``agree()``
 waits until every process reports that all parties hold the same public job and are ready; ``finish(charge)``
 calls ``charge()``, writes ``go`` to each process (only then does it draw its noise shares) and waits for the
@@ -54,8 +55,9 @@ import numpy as np
 from ..errors import PrivsdrError, ValidationError
 from ..network.addresses import free_ports
 from ..network.certificates import Credentials, load_credentials, make_keys, party_credentials, private_config
+from .crossproducts import CrossProducts, row_frames
 from .job import AggregationJob
-from .party import EXIT_DISAGREED, EXIT_UNCHARGED, LAUNCHER_ENV
+from .party import EXIT_DISAGREED, EXIT_UNCHARGED, LAUNCHER_ENV, ShareRefused, check_gram_input
 
 __all__ = ["GRACE", "Interrupted", "Opened", "Parties", "PartyFailed", "free_ports", "interrupts", "own_party", "run_own_party",
            "run_parties"]
@@ -87,6 +89,8 @@ class Opened:
     receipts: Mapping[str, Mapping[str, Mapping[str, int]]] = attrs.field(factory=dict)
     #: party -> its connections as its process held them: {"tls": bool, "peer_certificates": {peer: names}} (``party``)
     channels: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
+    #: party -> its process's peak resident memory in KiB, as it reported it when done (``party.peak_rss_kib``)
+    peak_rss_kib: Mapping[str, int] = attrs.field(factory=dict)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -124,9 +128,16 @@ class PartyProcess:
     def __init__(self, job: AggregationJob, index: int, inputs: Mapping[str, Any] | None, workdir: Path, *,
                  record_view: bool = False, python: str | None = None, decline: str | None = None, own_group: bool = True,
                  routes: Mapping[int, str] | None = None) -> None:
-        self.name = job.parties[index]
+        self.name, self.job = job.parties[index], job
         self.messages: list[dict[str, Any]] = []
         self.errors: deque[str] = deque(maxlen=50)
+        if inputs is not None and job.products is not None and decline is None:
+            try:  # its rows go after the charge: checked here, before its process can agree (as a party checks its own)
+                check_gram_input(job, self.name, inputs)
+            except ShareRefused as exc:
+                decline = "it refused its own input"
+                self.messages.append({"stage": "refused", "why": str(exc)})
+                self.errors.append(f"party {self.name!r} refused: {exc}")
         command = [python or sys.executable, "-m", "privsdr.secure.party", "--index", str(index), "--digest", job.digest()]
         if decline is not None:
             command += ["--decline", decline]
@@ -142,14 +153,20 @@ class PartyProcess:
         for reader in self._readers:
             reader.start()
         payload = b""
-        if inputs is not None:
+        header: dict[str, Any] = {"job": job.to_dict()}
+        self._rows: Mapping[str, Any] | None = None
+        self.stream_error: str | None = None
+        self._streamer: threading.Thread | None = None
+        if inputs is not None and job.products is not None:  # a secure Gram's data party: its rows go after ``go``
+            self._rows, header["rows"] = inputs, True
+        elif inputs is not None:
             arrays: dict[str, Any] = {k: np.asarray(v) if np.asarray(v).dtype.kind in "iu" else np.asarray(v, dtype=float) for k, v in inputs.items()}
             buffer = io.BytesIO()
             np.savez(buffer, **arrays)
             payload = buffer.getvalue()
+        header["input"] = len(payload)
         # written by a thread: the next party process starts while this one is still importing and reading
-        self._writer = threading.Thread(target=self._send, args=(json.dumps({"job": job.to_dict(), "input": len(payload)}).encode()
-                                                                 + b"\n" + payload,), daemon=True)
+        self._writer = threading.Thread(target=self._send, args=(json.dumps(header).encode() + b"\n" + payload,), daemon=True)
         self._writer.start()
 
     @property
@@ -186,9 +203,30 @@ class PartyProcess:
         return [str(m["stage"]) for m in list(self.messages)]
 
     def go(self) -> None:
-        """The nodes are charged: let the process draw its noise shares and compute."""
+        """The nodes are charged: let the process draw its noise shares and compute (and stream a Gram party's rows)."""
         self._writer.join()
         self._send(b"go\n")
+        if self._rows is not None:
+            self._streamer = threading.Thread(target=self._stream, daemon=True)
+            self._streamer.start()
+
+    def _stream(self) -> None:
+        """A secure Gram party's rows, frame by frame as its cross-products loop reads them (``party.FrameReader``:
+        ``share_rows`` rows of each of its groups, raw int64); the pipe's back-pressure keeps a frame or two in flight.
+        If its rows fail (a second pass of its chunks that differs from the first), stdin is closed: the process stops
+        and ``why`` says what failed here."""
+        products, rows, stdin = self.job.products, self._rows, self.proc.stdin
+        assert products is not None and rows is not None and stdin is not None
+        try:
+            stream_rows(stdin.write, products, self.name, rows)
+            stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the process is gone: its exit code and stderr say why
+        except Exception as exc:  # noqa: BLE001 - reported by ``why``; the process stops at the end of its stdin
+            self.stream_error = f"its launcher could not stream its rows: {exc}"
+            with contextlib.suppress(OSError, ValueError):
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
 
     def uncharged(self) -> None:
         """The charge failed here: the process tells its peers (the charged round) and stops without drawing."""
@@ -198,6 +236,8 @@ class PartyProcess:
     def why(self) -> str:
         """The process's last error line, else its stages."""
         self.settle()
+        if self.stream_error is not None:
+            return self.stream_error
         return (self.errors[-1] if self.errors else "") or ", ".join(self.stages) or "no output"
 
     def settle(self, seconds: float = 1.0) -> None:
@@ -212,6 +252,11 @@ class PartyProcess:
             if m["stage"] == "connected":
                 return {"tls": m.get("tls"), "peer_certificates": m.get("peer_certificates", {})}
         return {}
+
+    def peak_rss_kib(self) -> int:
+        """The peak resident memory the process reported when done (KiB; 0 if it did not)."""
+        done = [m for m in list(self.messages) if m["stage"] == "done"]
+        return int(done[-1].get("peak_rss_kib", 0)) if done else 0
 
     def refusals(self) -> list[str]:
         """The connections it refused (a certificate that did not name the party it claimed)."""
@@ -238,12 +283,32 @@ class PartyProcess:
                 pass
         proc.wait()
         self._writer.join(1.0)
+        if self._streamer is not None:
+            self._streamer.join(1.0)
         for reader in self._readers:
             reader.join(1.0)
         for stream in (proc.stdin, proc.stdout, proc.stderr):
             with contextlib.suppress(OSError, ValueError):
                 if stream is not None:
                     stream.close()
+
+
+def stream_rows(write: Callable[[bytes], Any], products: CrossProducts, name: str, rows: Mapping[str, Any]) -> None:
+    """Write party ``name``'s rows (its groups' arrays or ``crossproducts.ColumnStream``s, by key) as its process reads
+    them (``party.FrameReader``): for each chunk of ``products.share_rows`` rows, each of its groups in the layout's
+    order as raw little-endian int64. A stream that gives fewer or more rows than N raises ``ValidationError``."""
+    groups = products.owned(name)
+    frames = [row_frames(rows[g.key], products.share_rows, g.width) for g in groups]
+    for start in range(0, products.rows, products.share_rows):
+        stop = min(products.rows, start + products.share_rows)
+        for group, source in zip(groups, frames, strict=True):
+            frame = next(source, None)
+            if frame is None or frame.shape != (stop - start, group.width):
+                raise ValidationError(f"party {name!r}: its {group.description} gave fewer than the {products.rows} rows its "
+                                      "first pass counted")
+            write(frame.astype("<i8", copy=False).tobytes())
+    if any(next(source, None) is not None for source in frames):
+        raise ValidationError(f"party {name!r}: its rows gave more than the {products.rows} rows its first pass counted")
 
 
 #: the folder that holds the ``privsdr`` package: a party process runs in another working directory
@@ -355,14 +420,16 @@ class Parties:
         if any(not np.array_equal(opened[0], o) for o in opened[1:]):
             raise PartyFailed("the parties opened different sums" + _charged_note(True), None, self.pids)
         channels = {name: proc.channels() for name, proc in self.procs.items()}
-        return Opened(opened[0], views, time.monotonic() - self.start, sent, self.pids, receipts, channels)
+        return Opened(opened[0], views, time.monotonic() - self.start, sent, self.pids, receipts, channels,
+                      {name: proc.peak_rss_kib() for name, proc in self.procs.items()})
 
     def _wait(self, done: Callable[[], bool]) -> None:
         told = time.monotonic()
         while True:
             failed = [(n, p.proc.returncode) for n, p in self.procs.items() if p.proc.poll() not in (None, 0)]
-            if failed:
-                self._failed(*failed[0])
+            if failed:  # a party whose rows this launcher could not stream stopped the others: name it
+                streamed = [(n, p.proc.wait(GRACE)) for n, p in self.procs.items() if p.stream_error is not None]
+                self._failed(*(streamed or failed)[0])
             if done():
                 return
             now = time.monotonic()

@@ -3,7 +3,9 @@
     python -m privsdr.secure.party --index I [--digest HEX] [--decline WHY] [--record-view] [--route J=HOST:PORT]
 
 Pipes, never files (issue 36): the launcher writes the public job and this party's input on the process's stdin
-(one line of JSON, then the input as npz bytes, read with ``allow_pickle=False``); the party writes its stages, one
+(one line of JSON, then the input as npz bytes, read with ``allow_pickle=False``; a secure Gram's data party gets its
+rows only after ``go``, streamed frame by frame as its cross-products loop reads them: ``FrameReader``, issue 34, so
+its memory does not grow with N); the party writes its stages, one
 JSON line each, and finally its opened sum on its stdout (anything else a library prints goes to stderr). No
 statistic of this party, noised or not, is ever written to disk. The process asks Linux to kill it when its
 launcher dies (``prctl(PR_SET_PDEATHSIG, SIGKILL)``, checked against the launcher's PID in ``PRIVSDR_LAUNCHER_PID``
@@ -32,10 +34,12 @@ bit length, so that the parties agree on it; the vectors are added on their Sham
 opened, to every party. Nothing else leaves the party: its statistic and its share stay in its process.
 
 A job with ``products`` (a secure Gram of vertically partitioned columns, ``crossproducts``): each data party's
-input holds its integer column groups under the keys the layout declares (``block``, ``label``, ``slices``, ...,
-already clipped and rounded); it adds the entries of the declared blocks it can compute alone and its noise shares
-as above, and also inputs each group as a secret-shared matrix; the cross-blocks between parties are computed on the shares, and only the noisy total is opened. A helper
-(a party without columns) adds a noise share and sees shares only.
+rows hold its integer column groups under the keys the layout declares (``block``, ``label``, ``slices``, ...,
+already clipped and rounded; its launcher checked them against the public bounds before the process started, and each
+frame is checked again as it arrives); chunk by chunk it inputs each group as a secret-shared matrix and adds up the
+entries of the declared blocks it can compute alone; after the last chunk it adds its noise shares to those and
+inputs the vector as above; the cross-blocks between parties are computed on the shares, and only the noisy total is
+opened. A helper (a party without columns) adds a noise share and sees shares only.
 
 Addresses and channels (issue 36). MPyC's options come from the job alone: ``-M/-I/-T``, one ``-P host:port`` per
 party from ``job.addresses`` and ``--ssl`` when ``job.tls`` (any other MPyC option on the command line is refused).
@@ -80,6 +84,7 @@ from ..errors import PrivsdrError
 from ..mechanisms import secure as exact
 from ..network.addresses import split_address
 from ..network.certificates import certificate_names, load_credentials, names_party
+from .crossproducts import ColumnStream
 from .job import AggregationJob, differences
 
 EXIT_TIMEOUT = 4
@@ -93,6 +98,10 @@ EXIT_UNCHARGED = 9
 LAUNCHER_ENV = "PRIVSDR_LAUNCHER_PID"
 #: the longest reason a party's note of refusal may carry to the others (it names a kind of failure, never data)
 WHY_LIMIT = 200
+
+
+class LauncherStopped(RuntimeError):
+    """The launcher's stream of this party's rows ended early (it stopped, or its rows failed its own checks)."""
 
 
 class ShareRefused(RuntimeError):
@@ -140,26 +149,84 @@ def with_shares(job: AggregationJob, q: np.ndarray) -> np.ndarray:
     return np.concatenate(parts).astype(np.int64)
 
 
+def row_limit(job: AggregationJob) -> int:
+    """No entry of a secure Gram's column group lies beyond sqrt of the largest product bound (grid units)."""
+    return math.isqrt(max(n.grid_bound for n in job.nodes)) + 1
+
+
+def checked_rows(job: AggregationJob, group: Any, value: Any, rows: int) -> np.ndarray:
+    """``rows`` rows of ``group`` (an integer matrix on the grid, or ``rows`` numbers when its width is 1), checked
+    against the public bounds, as int64 ``rows`` x width; ``ShareRefused`` otherwise. The same check runs on a whole
+    input and on each frame of a streamed one (``FrameReader``), and in the launcher before anything starts."""
+    value = np.asarray(value)
+    if value.dtype.kind not in "iu" or value.shape not in ((rows, group.width),) + (((rows,),) if group.width == 1 else ()):
+        raise ShareRefused(f"{group.key!r} must be a {rows} x {group.width} integer matrix on the grid")
+    if np.any(np.abs(value) > row_limit(job)):
+        raise ShareRefused(f"{group.key!r} exceeds the public bounds: it must be clipped and rounded first (crossproducts.party_block)")
+    return value.astype(np.int64, copy=False).reshape(rows, group.width)
+
+
 def gram_input(job: AggregationJob, name: str, data: Mapping[str, Any]) -> tuple[np.ndarray, dict[str, np.ndarray] | None]:
-    """A secure Gram's party: (its local statistics, its integer column groups by name), checked (no noise yet). Each
-    group the layout gives this party is read from its input's ``key`` (``crossproducts.Group``)."""
+    """A secure Gram's party, its whole input at once: (its local statistics, its integer column groups by name),
+    checked (no noise yet). Each group the layout gives this party is read from its input's ``key``
+    (``crossproducts.Group``). The party process reads its rows frame by frame instead (``FrameReader``)."""
     products = job.products
     assert products is not None
     mine = products.owned(name)
     held: dict[str, np.ndarray] | None = None
     if mine:
         held = {}
-        limit = math.isqrt(max(n.grid_bound for n in job.nodes)) + 1  # no entry beyond sqrt of the largest product bound
         for group in mine:
             if group.key not in data:
                 raise ShareRefused(f"no {group.description} ({group.key!r}) in this party's input")
-            value = np.asarray(data[group.key])
-            if value.dtype.kind not in "iu" or value.shape not in ((products.rows, group.width),) + (((products.rows,),) if group.width == 1 else ()):
-                raise ShareRefused(f"{group.key!r} must be a {products.rows} x {group.width} integer matrix on the grid")
-            if np.any(np.abs(value) > limit):
-                raise ShareRefused(f"{group.key!r} exceeds the public bounds: it must be clipped and rounded first (crossproducts.party_block)")
-            held[group.name] = value.astype(np.int64, copy=False).reshape(products.rows, group.width)
+            held[group.name] = checked_rows(job, group, data[group.key], products.rows)
     return products.local_statistics(name, held), held
+
+
+def check_gram_input(job: AggregationJob, name: str, data: Mapping[str, Any]) -> None:
+    """What a secure Gram's launcher checks of party ``name``'s input before its process starts (a streamed party checks
+    nothing before the agreement): every group it holds is there, each array within the public bounds
+    (``checked_rows``), each ``crossproducts.ColumnStream`` of the declared shape (its chunks were checked by the first
+    pass that counted them, and every frame is checked again as the process reads it). ``ShareRefused`` otherwise."""
+    products = job.products
+    assert products is not None
+    for group in products.owned(name):
+        if group.key not in data:
+            raise ShareRefused(f"no {group.description} ({group.key!r}) in this party's input")
+        value = data[group.key]
+        if isinstance(value, ColumnStream):
+            if value.shape != (products.rows, group.width):
+                raise ShareRefused(f"{group.key!r} must be a {products.rows} x {group.width} integer matrix on the grid")
+        else:
+            checked_rows(job, group, value, products.rows)
+
+
+class FrameReader:
+    """A data party's rows as its launcher streams them on stdin after ``go`` (``launch.PartyProcess``): for each row
+    chunk of the cross-products loop (``share_rows`` rows), every group this party holds, in the layout's order, as
+    raw little-endian int64 (rows x width). Each frame is checked (``checked_rows``) and added to this party's own
+    statistics (``local``) as it is read; only one frame is held at a time."""
+
+    def __init__(self, fd: int, job: AggregationJob, name: str) -> None:
+        assert job.products is not None
+        self.fd, self.job, self.name = fd, job, name
+        self.groups = job.products.owned(name)
+        self.local = np.zeros(job.dimension, dtype=np.int64)
+        self.rows = 0
+
+    def read(self, rows: int) -> dict[str, np.ndarray]:
+        """The next ``rows`` rows of every group (blocking: run it off the event loop)."""
+        assert self.job.products is not None
+        frame = {}
+        for group in self.groups:
+            try:
+                raw = read_exactly(self.fd, rows * group.width * 8)
+            except (ValueError, OSError) as exc:
+                raise LauncherStopped(f"its launcher stopped streaming its rows ({exc})") from None
+            frame[group.name] = checked_rows(self.job, group, np.frombuffer(raw, dtype="<i8").reshape(rows, group.width), rows)
+        self.local += self.job.products.local_statistics(self.name, frame, rows)
+        self.rows += rows
+        return frame
 
 
 Held = dict[str, np.ndarray] | None
@@ -489,8 +556,8 @@ def watch_peers(mpc: Any, job: AggregationJob, status: Channel) -> dict[str, boo
 
 
 async def _session(mpc: Any, job: AggregationJob, digest: str, why: str | None, q: np.ndarray | None, args: Any,
-                   held: Held, status: Channel,
-                   launcher: Launcher | None) -> tuple[np.ndarray, dict[str, np.ndarray], int] | list[str]:
+                   held: Held, status: Channel, launcher: Launcher | None,
+                   frames: FrameReader | None = None) -> tuple[np.ndarray, dict[str, np.ndarray], int] | list[str]:
     """Connect, agree, wait for the charge, then draw the shares and aggregate; the disagreements if there are any."""
     tally = _tally_receipts(mpc) if args.record_view else {}
     peers = watch_peers(mpc, job, status)
@@ -512,17 +579,29 @@ async def _session(mpc: Any, job: AggregationJob, digest: str, why: str | None, 
         await mpc.shutdown()
         return ["uncharged", *missing]
     vector = with_shares(job, q) if q is not None else None  # the noise exists only after every party charged
-    opened, view, sent = await _aggregate(mpc, job, vector, args.record_view, status, held, peers)
+    opened, view, sent = await _aggregate(mpc, job, vector, args.record_view, status, held, peers, frames)
     for step, counts in tally.items():  # the receipts, by peer name: what this process received, message by message
         view[f"receipts/{step}"] = np.array([f"{job.parties[int(i)]}={n}" for i, n in sorted(counts.items())], dtype=object)
     return opened, view, sent
 
 
 async def _aggregate(mpc: Any, job: AggregationJob, vector: np.ndarray | None, record_view: bool, status: Any,
-                     held: Held = None, peers: dict[str, bool] | None = None) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
+                     held: Held = None, peers: dict[str, bool] | None = None,
+                     frames: FrameReader | None = None) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
+    """Every party's vector input and summed, a secure Gram's cross-products added first (every party in the same
+    order), and only the total opened. ``held``: a Gram party's whole groups; ``frames``: its rows streamed instead,
+    its vector (its own statistics, accumulated frame by frame, plus its noise shares) drawn after the last frame."""
     status = status or Channel()
     secint = mpc.SecInt(job.bits)
     d = job.dimension
+    cross: Any = None
+    seen: dict[str, list[Any]] = {}
+    if job.products is not None:
+        cross, seen = await _cross_products(mpc, secint, job, held, record_view, frames)
+        if frames is not None:
+            if frames.rows != job.products.rows:
+                raise ShareRefused(f"its launcher streamed {frames.rows} rows, the job declares {job.products.rows}")
+            vector = with_shares(job, frames.local)  # the noise exists only after every party charged (``_session``)
     mine = secint.array(vector if vector is not None else np.zeros(d, dtype=np.int64))  # same type for every party
     senders = [job.index(name) for name in job.inputs]
     shares = mpc.input(mine, senders=senders)
@@ -537,7 +616,6 @@ async def _aggregate(mpc: Any, job: AggregationJob, vector: np.ndarray | None, r
     for share in shares[1:]:
         total = total + share
     if job.products is not None:
-        cross, seen = await _cross_products(mpc, secint, job, held, record_view)
         total = total + cross
         if record_view:  # what this party holds of the other data parties' groups (block, label, ...): their Shamir shares
             for group in job.products.groups:
@@ -557,30 +635,36 @@ async def _aggregate(mpc: Any, job: AggregationJob, vector: np.ndarray | None, r
     return np.asarray(opened, dtype=np.int64).ravel(), view, int(sent)
 
 
-async def _cross_products(mpc: Any, secint: Any, job: AggregationJob, held: Held,
-                          record_view: bool) -> tuple[Any, dict[str, list[Any]]]:
+async def _cross_products(mpc: Any, secint: Any, job: AggregationJob, held: Held, record_view: bool,
+                          frames: FrameReader | None = None) -> tuple[Any, dict[str, list[Any]]]:
     """The secure Gram's cross-blocks (``crossproducts``): row chunk by row chunk (``share_rows`` rows, so that the
-    secret-shared copy of a party's columns stays bounded), every data party inputs its integer column groups, the
-    products of groups held by different parties are computed on the shares (MPyC's matrix product reshares once per
-    output entry and chunk) and summed; public 0/1 matrices place the sums in the released vector. With
-    ``record_view``: every chunk's shares of every group, by group name."""
+    secret-shared copy of a party's columns stays bounded), every data party inputs its integer column groups (from
+    ``held``, or the next frame its launcher streams: ``frames``), the products of groups held by different parties
+    are computed on the shares (MPyC's matrix product reshares once per output entry and chunk) and summed; public
+    0/1 matrices place the sums in the released vector. With ``record_view``: every chunk's shares of every group,
+    by group name."""
     products = job.products
     assert products is not None
     N = products.rows
     pairs = products.pairs()
     sums: dict[tuple[str, str], Any] = {}
     seen: dict[str, list[Any]] = {}
+    loop = asyncio.get_running_loop()
     for start in range(0, N, products.share_rows):
         stop = min(N, start + products.share_rows)
+        chunk = await loop.run_in_executor(None, frames.read, stop - start) if frames is not None else None
         shared = {}
         for group in products.groups:
             if group.constant:
                 continue
-            own = held[group.name][start:stop] if held is not None and job.index(group.owner) == mpc.pid else None
+            own = None
+            if job.index(group.owner) == mpc.pid:
+                own = chunk[group.name] if chunk is not None else held[group.name][start:stop] if held is not None else None
             shared[group.name] = mpc.input(secint.array(own if own is not None else np.zeros((stop - start, group.width), dtype=np.int64)),
                                            senders=job.index(group.owner))
             if record_view:
                 seen.setdefault(group.name, []).append(shared[group.name])
+        del chunk
         for g, h in pairs:
             product = shared[g].T @ shared[h]
             sums[(g, h)] = product if (g, h) not in sums else sums[(g, h)] + product
@@ -616,8 +700,9 @@ def read_exactly(fd: int, size: int) -> bytearray:
     return out
 
 
-def read_job(fd: int) -> tuple[AggregationJob, dict[str, Any]]:
-    """The public job and this party's input, as the launcher writes them on stdin (module docstring)."""
+def read_job(fd: int) -> tuple[AggregationJob, dict[str, Any], bool]:
+    """The public job, this party's input and whether its launcher streams its rows after ``go`` (a secure Gram's data
+    party: ``FrameReader``), as the launcher writes them on stdin (module docstring)."""
     header = json.loads(read_line(fd) or b"null")
     if not isinstance(header, dict) or "job" not in header:
         raise ValueError("no job on stdin (this program is started by privsdr.secure.launch)")
@@ -628,7 +713,24 @@ def read_job(fd: int) -> tuple[AggregationJob, dict[str, Any]]:
         raw = read_exactly(fd, size)
         with np.load(io.BytesIO(raw), allow_pickle=False) as stored:
             data = {k: stored[k] for k in stored.files}
-    return job, data
+    streamed = header.get("rows") is True
+    if streamed and job.products is None:
+        raise ValueError("rows are streamed for a secure Gram only")
+    return job, data, streamed
+
+
+def peak_rss_kib() -> int:
+    """This process's peak resident memory in KiB since it started (Linux: VmHWM of /proc/self/status, reset at exec;
+    getrusage's ru_maxrss would count the launcher's pages the process held between fork and exec), or 0 where it is
+    unknown. It tells the launcher what the run cost; it carries no data."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def _output(opened: np.ndarray, view: Mapping[str, np.ndarray], sent: int) -> str:
@@ -656,7 +758,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.dup2(2, 1)
     stdin = sys.stdin.fileno()
     try:
-        job, data = read_job(stdin)
+        job, data, streamed = read_job(stdin)
     except (ValueError, KeyError, TypeError, OSError, PrivsdrError) as exc:
         print(f"party {args.index}: cannot read its job and input: {exc}", file=sys.stderr)
         return 2
@@ -693,11 +795,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if job.digest() != digest:  # a field of the job was lost on its way through the pipe: not the job the launcher priced
         why = "its job does not carry the whole public job"
     holds_data = name in job.inputs if job.products is None else name in job.products.parties
-    if holds_data and not data and why is None:
+    if holds_data and not (streamed if job.products is not None else data) and why is None:
         print(f"party {name!r} contributes to this computation: its launcher sent no input", file=sys.stderr)
         return 2
+    frames = FrameReader(stdin, job, name) if streamed and why is None else None
     try:
-        if why is None:
+        if why is None and frames is None:
             q, held = party_statistics(job, name, data)
     except ShareRefused as exc:  # the others hear the kind of failure only (the text may describe this party's data)
         status("refused", why=str(exc))
@@ -724,11 +827,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
     try:
-        done = mpc.run(_session(mpc, job, digest, why, q, args, held, status, launcher))
-    except ShareRefused as exc:  # a share beyond the tail bound (decided by the noise alone)
+        done = mpc.run(_session(mpc, job, digest, why, q, args, held, status, launcher, frames))
+    except ShareRefused as exc:  # a share beyond the tail bound (decided by the noise alone), or a streamed frame refused
         status("refused", why=str(exc))
         print(f"party {name!r} refused: {exc}", file=sys.stderr)
         return EXIT_REFUSED
+    except LauncherStopped as exc:
+        status("launcher gone")
+        print(f"party {name!r}: {exc}; stopping (nothing was opened)", file=sys.stderr, flush=True)
+        return EXIT_LAUNCHER_GONE
     if isinstance(done, list) and done[:1] == ["uncharged"]:
         who = ", ".join(repr(w) for w in done[1:])
         print(f"party {name!r} stopped after every party was ready: {who} could not charge its ledger, so every party stopped "
@@ -744,7 +851,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         watchdog.cancel()
         return EXIT_DISAGREED
     opened, view, sent = done
-    status("done", output=_output(opened, view, sent))
+    status("done", output=_output(opened, view, sent), peak_rss_kib=peak_rss_kib())
     watchdog.cancel()
     return 0
 

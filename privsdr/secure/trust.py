@@ -145,7 +145,8 @@ def trust_model(job: AggregationJob, server: str | None = None, budget: Any = No
         "opened": [n.name for n in job.nodes],
         "noise": (f"each of the {len(job.inputs)} contributors adds its own exact discrete Gaussian share; the shares of the "
                   f"{honest} contributors outside any coalition of {t} alone meet the calibration (Kairouz, Liu & Steinke, ICML 2021, "
-                  "Prop. 14)"),
+                  f"Prop. 14), so the opened noise, all {len(job.inputs)} shares, has sqrt({len(job.inputs)}/{honest}) = "
+                  f"{math.sqrt(len(job.inputs) / honest):.3f} times the calibrated sd (the price of tolerating {t} colluders)"),
         "field_bits": job.bits,
         **extra,
         "status": f"secure aggregation, <= {t} colluding parties" + ("" if job.tls else ", plaintext channels"),

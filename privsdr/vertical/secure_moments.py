@@ -26,9 +26,12 @@ holder's rounded slice indicators), the resharings of the cross-products and the
 leaves the label holder, only its slice indicators, secret-shared. Under replace-one with N public, a data party's
 own values in one row are a replacement of that row: protected at the run's (epsilon, delta).
 
-Memory (``chunks``): a party reading its rows as ``Chunks`` clips and rounds them chunk by chunk into its integer
-block (8 bytes per entry); that block stays in its memory and its process's for the whole run, because MPyC
-secret-shares it (in row chunks of ``CrossProducts.share_rows``, so the secret-shared copy stays bounded).
+Memory (``chunks``): a party reading its rows as ``Chunks`` is checked in a first pass (every chunk finite and of its
+width, the rows counted against its public ``n_rows``) before anything is agreed or charged; after the charge its
+chunks are read again, clipped and rounded one at a time and streamed to its party process as the secure
+cross-products consume them (``CrossProducts.share_rows`` rows at a time; ``crossproducts.ColumnStream``), so neither
+the launcher nor the party process holds its whole block: their memory does not grow with N. The label holder's
+slice indicators are streamed alike (y itself stays in its memory).
 """
 from __future__ import annotations
 
@@ -56,7 +59,7 @@ from ..released.moments import (
 )
 from ..secure import crossproducts
 from ..secure.aggregate import agreed_parties, gram_job, secure_gram_release
-from .secure_regression import HELPER, _is_party_list, mpc_parties, party_bounds
+from .secure_regression import HELPER, _is_party_list, helpers_of, mpc_parties, party_bounds
 
 RELATION = "replace_one"
 #: the column groups of the slice indicators and of the constant (a data party may not take these names)
@@ -70,24 +73,35 @@ def unit_scale(row_bound: float) -> float:
     return float(2.0 ** -round(math.log2(row_bound)))
 
 
-def read_block(X: Any, center: np.ndarray, scale: float, bound: float, exponent: int) -> np.ndarray:
+def read_block(X: Any, center: np.ndarray, scale: float, bound: float, exponent: int) -> Any:
     """One party's integer block: (x - center) s clipped to ||.|| <= bound and rounded to the grid 2^e
-    (``crossproducts.party_block``), from an array or from ``Chunks`` read chunk by chunk (only the int64 block and one
-    chunk are in memory)."""
+    (``crossproducts.party_block``). From an array, the int64 block; from ``Chunks``, after a first pass that checks
+    every chunk (finite, its width) and counts the rows against ``n_rows`` (before anything is agreed or charged), a
+    ``crossproducts.ColumnStream`` that reads the chunks again, clipping and rounding each, as the party's process
+    consumes its rows: only a chunk or two are in memory at a time, here and in the party's process."""
     from ..rows import is_chunked
 
     if not is_chunked(X):
         return crossproducts.party_block((np.asarray(X, dtype=float) - center) * scale, bound, exponent)
-    parts, rows = [], 0
-    for chunk in _chunks_of(X):
-        chunk = check_matrix(chunk, "a chunk of X", min_rows=1)
-        if chunk.shape[1] != center.size:
-            raise ValidationError(f"a chunk has {chunk.shape[1]} columns, the party declared {center.size}")
-        parts.append(crossproducts.party_block((chunk - center) * scale, bound, exponent))
+    rows = 0
+    for chunk in _checked_chunks(X, center.size):
         rows += chunk.shape[0]
     if rows != X.n_rows:
         raise ValidationError(f"the chunks held {rows} rows, the party declared n_rows = {X.n_rows}")
-    return np.concatenate(parts)
+
+    def read() -> Any:
+        for chunk in _checked_chunks(X, center.size):
+            yield crossproducts.party_block((chunk - center) * scale, bound, exponent)
+
+    return crossproducts.ColumnStream(read, rows, center.size)
+
+
+def _checked_chunks(X: Any, width: int) -> Any:
+    for chunk in _chunks_of(X):
+        chunk = check_matrix(chunk, "a chunk of X", min_rows=1)
+        if chunk.shape[1] != width:
+            raise ValidationError(f"a chunk has {chunk.shape[1]} columns, the party declared {width}")
+        yield chunk
 
 
 def _chunks_of(X: Any) -> Any:
@@ -165,8 +179,9 @@ class _SecureVerticalMoments(PrivateEstimator):
         for p in chunked.values():
             if p.X.n_rows is None or p.X.n_features is None:
                 raise ValidationError(f"party {p.name!r}: Chunks need their public n_rows and n_features for a secure Gram")
-        checked, _ = check_parties([Party(p.name, np.zeros((p.X.n_rows, p.X.n_features)), p.y, p.columns) if p.name in chunked else p
-                                    for p in parties], min_rows=2)
+        # a Chunks party is checked on a zero-stride stand-in of its public shape (no N x p block is allocated)
+        checked, _ = check_parties([Party(p.name, np.broadcast_to(np.float64(0.0), (p.X.n_rows, p.X.n_features)), p.y, p.columns)
+                                    if p.name in chunked else p for p in parties], min_rows=2)
         parties = [attrs.evolve(p, X=chunked[p.name].X) if p.name in chunked else p for p in checked]
         return parties, Layout(checked[0].X.shape[0], tuple(p.info() for p in checked))
 
@@ -186,7 +201,7 @@ class _SecureVerticalMoments(PrivateEstimator):
         plan = self._plan(c, N, sum(widths))
         calibrated = for_ledger(plan, ledger).allocate(budget, accountant=ledger.accountant, tight=self.tight)
         products = crossproducts.CrossProducts(N, self._groups(c, layout), self._blocks(c, layout), c["exponent"])
-        arrays: dict[str, dict[str, np.ndarray]] = {}
+        arrays: dict[str, dict[str, Any]] = {}
         at = 0
         for party, w in zip(parties, widths, strict=True):
             arrays[party.name] = {"block": read_block(party.X, c["x_center"][at:at + w], c["scale"], c["scaled"][party.name], c["exponent"])}
@@ -201,20 +216,21 @@ class _SecureVerticalMoments(PrivateEstimator):
                      notes=["the blocks were computed inside a secure computation (MPyC) from the parties' clipped, rounded "
                             "columns; every party added a discrete Gaussian share and only the noisy blocks were opened"]) as run:
                 done = secure_gram_release(run, products, arrays, parties=c["parties"], threshold=c["t"], bound=bound,
-                                           timeout=c["timeout"], helper=HELPER if HELPER in c["parties"] else None,
+                                           timeout=c["timeout"], helper=helpers_of(c["parties"]),
                                            addresses=list(session.job.addresses), tls=c["tls"], certificates=self.certificates,
                                            session=session)
         finally:
             session.__exit__(None, None, None)
         released = from_run(run, [b.name for b in products.blocks], n=N, source="secure vertical Gram")  # the opened sums
         self.plan_, self.ledger_, self.parties_, self.layout_ = calibrated, ledger, c["parties"], layout
-        self.secure_cost_ = {"seconds": done.opened.seconds, "bytes_sent": dict(done.opened.bytes_sent), "field_bits": done.job.bits}
+        self.secure_cost_ = {"seconds": done.opened.seconds, "bytes_sent": dict(done.opened.bytes_sent), "field_bits": done.job.bits,
+                             "peak_rss_kib": dict(done.opened.peak_rss_kib)}
         return released, c, layout, run
 
     def _statistic_checks(self, parties: list[Party], layout: Layout, c: dict[str, Any]) -> dict[str, Any]:
         return {}
 
-    def _label_arrays(self, parties: list[Party], c: dict[str, Any], arrays: dict[str, dict[str, np.ndarray]]) -> dict[str, dict[str, np.ndarray]]:
+    def _label_arrays(self, parties: list[Party], c: dict[str, Any], arrays: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         return arrays
 
     def _plan(self, c: dict[str, Any], N: int, p: int) -> Plan:
@@ -344,12 +360,18 @@ class SecureVerticalSIR(_SecureVerticalMoments):
                 crossproducts.Block("slice_counts", (CONSTANT,), (SLICES,), description="slice counts 1^T e_h"),
                 crossproducts.Block("second_moment", x, description="X^T X")]
 
-    def _label_arrays(self, parties: list[Party], c: dict[str, Any], arrays: dict[str, dict[str, np.ndarray]]) -> dict[str, dict[str, np.ndarray]]:
+    def _label_arrays(self, parties: list[Party], c: dict[str, Any], arrays: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         holder = next(p for p in parties if p.holds_label)
-        labels = core.slice_by_cut_points(np.asarray(holder.y, dtype=float), c["cuts"])
-        indicators = np.zeros((labels.size, c["H"]), dtype=np.int64)
-        indicators[np.arange(labels.size), labels] = c["one"]  # e_h on the grid: the real number 1 is 2^-e grid steps
-        arrays[holder.name]["slices"] = indicators
+        y, H, one = np.asarray(holder.y, dtype=float), c["H"], c["one"]
+
+        def read() -> Any:  # the slice indicators, a chunk of rows at a time (never an N x H block)
+            for start in range(0, y.size, crossproducts.SHARE_ROWS):
+                labels = core.slice_by_cut_points(y[start:start + crossproducts.SHARE_ROWS], c["cuts"])
+                indicators = np.zeros((labels.size, H), dtype=np.int64)
+                indicators[np.arange(labels.size), labels] = one  # e_h on the grid: the real number 1 is 2^-e grid steps
+                yield indicators
+
+        arrays[holder.name]["slices"] = crossproducts.ColumnStream(read, y.size, H)
         return arrays
 
     def fit(self, X: Any, y: Any = None) -> SecureVerticalSIR:

@@ -61,6 +61,8 @@ from ..secure.aggregate import (
 RELATION = "add_remove"
 NODES = ("xtx", "xty")
 HELPER = "helper"
+#: the most helpers a fit may ask for (each is one more MPyC process and its traffic)
+MAX_HELPERS = 8
 #: the column groups of the label and of the intercept's constant (a data party may not take these names)
 LABEL, CONSTANT = "y", "1"
 #: a public cap on N: the fixed-point grid is set from it (never from the data's own N)
@@ -85,7 +87,9 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         gets the same factor (``released.regression.fallback_factor``, issue 33): the prediction moves towards the
         DP mean of y the constant column carries, and is that mean when the noise explains all of its spread.
     colluders: t, the collusion threshold (MPyC's Shamir threshold; the noise is calibrated without t shares).
-    helper: add a helper party that holds no data ("auto": when fewer than 3 data parties, for an honest majority).
+    helper: add a helper party that holds no data ("auto": when fewer than 3 data parties, for an honest majority),
+        or a number k of helpers ("helper", "helper2", ...): each adds only a noise share, and with m parties and t
+        colluders the opened noise sd is sqrt(m / (m - t)) times the calibrated one (``helper_count``).
     timeout: seconds a party process waits for the others. max_rows: the public cap on N that sets the grid.
     addresses: one ``host:port`` per party in ``parties_for`` order (helper first), each party listening on its own
         (default: free ports on 127.0.0.1). tls: mutual TLS between the parties (default); False: plaintext, asked
@@ -350,7 +354,7 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
                      notes=["X^T X and X^T y were computed inside a secure computation (MPyC) from the parties' clipped, rounded "
                             "columns; every party added a discrete Gaussian share and only the noisy statistics were opened"]) as run:
                 done = secure_gram_release(run, products, arrays, parties=c["parties"], threshold=c["t"], bound=bound,
-                                           timeout=c["timeout"], helper=HELPER if HELPER in c["parties"] else None, own=own,
+                                           timeout=c["timeout"], helper=helpers_of(c["parties"]), own=own,
                                            addresses=list(session.job.addresses), tls=c["tls"], certificates=certificates,
                                            progress=progress, session=session)
         finally:
@@ -482,24 +486,45 @@ def party_bounds(row_bound: Any, names: Sequence[str]) -> dict[str, float]:
     return {n: check_positive(row_bound, "row_bound") for n in names}
 
 
+def helper_names(count: int) -> list[str]:
+    """The names of ``count`` helpers, in MPyC's order: "helper", then "helper2", "helper3", ..."""
+    return [HELPER if i == 1 else f"{HELPER}{i}" for i in range(1, count + 1)]
+
+
+def helper_count(helper: Any, data_parties: int) -> int:
+    """How many helpers ``helper`` asks for: True 1, False 0, "auto" 1 when fewer than 3 data parties (else 0), or
+    a number k >= 0 of helpers. Each helper holds no data and adds a noise share, so with m parties and t colluders
+    the opened noise sd is sqrt(m / (m - t)) times the calibrated one: more helpers bring it towards 1."""
+    if isinstance(helper, str) and helper == "auto":
+        return int(data_parties < 3)
+    if isinstance(helper, (bool, np.bool_)):
+        return int(bool(helper))
+    if not isinstance(helper, (int, np.integer)) or not 0 <= helper <= MAX_HELPERS:
+        raise ValidationError(f"helper must be 'auto', True, False or a number of helpers in [0, {MAX_HELPERS}], got {helper!r}")
+    return int(helper)
+
+
 def mpc_parties(names: Sequence[str], colluders: Any, helper: Any, taken: Sequence[str]) -> tuple[list[str], int]:
-    """The MPyC parties of a secure Gram in order (a helper first when ``helper`` is True, or "auto" with fewer than 3
-    data parties) and t, checked: an honest majority t < m/2, and no data party named as the helper or as one of the
-    column groups in ``taken``."""
+    """The MPyC parties of a secure Gram in order (the helpers first: ``helper_count``) and t, checked: an honest
+    majority t < m/2, and no data party named as a helper or as one of the column groups in ``taken``."""
     t = colluders
     if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 1:
         raise ValidationError(f"colluders (the collusion threshold t) must be an integer >= 1, got {t!r}")
-    if helper not in ("auto", True, False):
-        raise ValidationError(f"helper must be 'auto', True or False, got {helper!r}")
-    for name in taken:
+    helpers = helper_names(helper_count(helper, len(names)))
+    for name in [*taken, *helpers]:
         if name in names:
-            raise ValidationError(f"{name!r} names the helper or a column group of the secure Gram; rename that data party")
-    with_helper = helper is True or (helper == "auto" and len(names) < 3)
-    parties = ([HELPER] if with_helper else []) + list(names)
+            raise ValidationError(f"{name!r} names a helper or a column group of the secure Gram; rename that data party")
+    parties = helpers + list(names)
     if not honest_majority(len(parties), int(t)):
         raise ValidationError(f"{len(parties)} parties ({', '.join(parties)}) tolerate t < {len(parties) / 2:g} colluders, not {t}: "
-                              + ("add a helper (helper=True)" if not with_helper else "use fewer colluders or more parties"))
+                              + ("add a helper (helper=True)" if not helpers else "use fewer colluders or more parties"))
     return parties, int(t)
+
+
+def helpers_of(parties: Sequence[str]) -> str | None:
+    """The helpers among ``parties`` (the report's ``server`` field), comma-separated, or None."""
+    found = [p for p in parties if p == HELPER or (p.startswith(HELPER) and p[len(HELPER):].isdigit())]
+    return ", ".join(found) or None
 
 
 def column_scales(bounds: Mapping[str, float]) -> dict[str, float]:
