@@ -8,27 +8,40 @@ write their files in one piece.
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
-from conftest import leftovers, spent
+from conftest import leftovers, run_cli, spent, write_table
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    """The inputs that cost a fit (an FSIR config and upload, a model, a report), made once per module: the tests only
+    read them, each from its own copies."""
+    from privsdr.datasets import sir_model
+
+    folder = tmp_path_factory.mktemp("inputs")
+    X, y, _ = sir_model("M1", 600, 4, seed=3)
+    table, cfg, upload = write_table(folder / "rows.csv", X, y), folder / "cfg.json", folder / "a.fsir"
+    assert run_cli("fsir", "config", cfg, "--bound", 1, "--cut-points", -3, 0, 3).returncode == 0
+    assert run_cli("fsir", "client", "--config", cfg, "--data", table, "--target", "y", "--client-id", "a",
+                   "--epsilon", 1, "--delta", 1e-6, "--out", upload).returncode == 0
+    r = run_cli("fit", "dpsir", "--data", table, "--target", "y", "--bound", 1, "--cut-points", -3, 0, 3,
+                "--out", folder / "model.json", "--report", folder / "report.json")
+    assert r.returncode == 0, r.stderr
+    return folder
 
 
 @pytest.fixture
-def setup(tmp_path, sir_table, journal, cli):
-    """Inputs every command needs: a table, a journal, an FSIR config, an upload, a model, a report."""
-    cfg = tmp_path / "cfg.json"
-    assert cli("fsir", "config", cfg, "--bound", 1, "--cut-points", -3, 0, 3).code == 0
-    upload = tmp_path / "a.fsir"
-    assert cli("fsir", "client", "--config", cfg, "--data", sir_table, "--target", "y", "--client-id", "a",
-               "--epsilon", 1, "--delta", 1e-6, "--out", upload).code == 0
-    model, report = tmp_path / "model.json", tmp_path / "report.json"
-    r = cli("fit", "dpsir", "--data", sir_table, "--target", "y", "--bound", 1, "--cut-points", -3, 0, 3,
-            "--out", model, "--report", report)
-    assert r.code == 0, r.err
+def setup(tmp_path, inputs, journal):
+    """Inputs every command needs, in this test's folder: a table, a journal, an FSIR config, an upload, a model, a
+    report."""
+    names = {"table": "rows.csv", "cfg": "cfg.json", "upload": "a.fsir", "model": "model.json", "report": "report.json"}
+    for name in names.values():
+        shutil.copyfile(inputs / name, tmp_path / name)
     (tmp_path / "adir.json").mkdir()
     (tmp_path / "adir.html").mkdir()
-    return {"table": sir_table, "journal": journal, "cfg": cfg, "upload": upload, "model": model, "report": report,
-            "tmp": tmp_path}
+    return {**{key: tmp_path / name for key, name in names.items()}, "journal": journal, "tmp": tmp_path}
 
 
 # command -> (argv with {OUT} where the output goes, the output's suffix); spending commands charge the journal

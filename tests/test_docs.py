@@ -4,8 +4,8 @@ cannot drift from the program again.
 Rules (also the contract for whoever writes docs):
 
 * A fenced block tagged ``bash``/``sh``/``shell`` runs line by line (a trailing ``\\`` continues a
-  line) with ``bash``, or in this process when the line is a plain ``privsdr ...`` command. Each
-  line must exit 0, unless its comment says ``→ exit N``.
+  line) with ``bash``, or in this process when the line is one ``privsdr ...`` command (its ``$(...)``
+  substitutions, if any, expanded by ``bash`` first). Each line must exit 0, unless its comment says ``→ exit N``.
 * A block tagged ``python`` runs with ``exec``; the blocks of one page share one namespace.
 * Blocks of one page run in order, in one fresh folder that holds these public example files:
   ``rows.csv`` and ``new_rows.csv`` (columns x1..x4 and y), ``site1.csv``/``site2.csv`` (FSIR
@@ -17,6 +17,7 @@ Rules (also the contract for whoever writes docs):
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import re
@@ -56,25 +57,35 @@ def blocks(page: Path) -> list[tuple[int, str, str, str | None]]:
     return out
 
 
-def fixtures(folder: Path) -> None:
+@functools.cache
+def example_files() -> dict[str, str]:
+    """The public example files every page's folder starts with, made once per test process (the pages only read
+    them or write files of their own beside them)."""
     rng = np.random.default_rng(2024)
+    files = {}
 
     def table(name: str, X: np.ndarray, y: np.ndarray, prefix: str, start: int) -> None:
         names = [f"{prefix}{j + start}" for j in range(X.shape[1])]
         rows = [",".join([*names, "y"])] + [",".join(f"{v:.5f}" for v in (*r, t)) for r, t in zip(X, y, strict=True)]
-        (folder / name).write_text("\n".join(rows) + "\n")
+        files[name] = "\n".join(rows) + "\n"
 
     X = np.clip(rng.standard_normal((3000, 4)), -3, 3)
     y = X[:, 0] - X[:, 1] + 0.5 * rng.standard_normal(3000)
     table("rows.csv", X, y, "x", 1)
     table("new_rows.csv", X[:100] * 1.5, y[:100], "x", 1)
-    (folder / "bounds.json").write_text('{"x1": 1, "x2": 1, "x3": [-1, 0.5], "x4": 1}')
+    files["bounds.json"] = '{"x1": 1, "x2": 1, "x3": [-1, 0.5], "x4": 1}'
     from privsdr.datasets import fsir_model
 
     B = None
     for k in (1, 2):
         Xs, ys, B = fsir_model("III", 1500, 6, seed=k, B=B)
         table(f"site{k}.csv", Xs, ys, "x", 0)
+    return files
+
+
+def fixtures(folder: Path) -> None:
+    for name, text in example_files().items():
+        (folder / name).write_text(text)
 
 
 def commands(code: str) -> list[str]:
@@ -89,10 +100,29 @@ def commands(code: str) -> list[str]:
     return out
 
 
+PLAIN = re.compile(r"privsdr(\s+[^|;&<>$`()]+)?")
+SUBSTITUTION = re.compile(r"\$\([^()`]*\)")
+
+
+def privsdr_words(plain: str, folder: Path) -> list[str] | None:
+    """The arguments of a line that is one ``privsdr`` command, as bash would pass them, or None for any other line.
+    A line that needs the shell only for ``$(...)`` substitutions (no pipe, redirection or ``&`` outside them) has them
+    expanded by bash here (quotes and word splitting as bash does), so that it too runs in this process."""
+    if PLAIN.fullmatch(plain):
+        return shlex.split(plain)[1:]
+    if not plain.startswith("privsdr ") or not PLAIN.fullmatch(SUBSTITUTION.sub("x", plain)):
+        return None
+    script = f'set -e -o pipefail; words=({plain[len("privsdr"):]}); printf "%s\\0" "${{words[@]}}"'
+    done = subprocess.run(["bash", "-c", script], cwd=folder, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, f"`{plain}`: its substitutions failed\n{done.stderr}"
+    return done.stdout.split("\0")[:-1]
+
+
 def run_shell(command: str, folder: Path) -> tuple[int, str]:
     expected_text = command.split("#", 1)[1] if "#" in command else ""
     plain = command.split("#", 1)[0].strip()
-    if re.fullmatch(r"privsdr(\s+[^|;&<>$`()]+)?", plain):
+    words = privsdr_words(plain, folder)
+    if words is not None:
         from privsdr.cli import main
 
         out, err = io.StringIO(), io.StringIO()
@@ -101,7 +131,7 @@ def run_shell(command: str, folder: Path) -> tuple[int, str]:
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 try:
-                    code = main(shlex.split(plain)[1:])
+                    code = main(words)
                 except SystemExit as exc:
                     code = exc.code if isinstance(exc.code, int) else 2
         finally:
