@@ -9,7 +9,7 @@ import pytest
 
 from privsdr import Budget, BudgetExceededError, DPBCDRegression, Ledger, ValidationError
 from privsdr.accounting import make_accountant
-from privsdr.audit import GDP, audit, probe_sensitivity, replacement_rows
+from privsdr.audit import GDP, audit, probe_sensitivity, released_coordinates, replacement_rows
 from privsdr.core import bcd, clip_rows_l2
 from privsdr.datasets import dpbcd_synthetic
 from privsdr.mechanisms import Sensitivity
@@ -221,9 +221,9 @@ def test_audit_of_each_node_kind_passes_and_a_half_noise_mutant_fails(kind):
 
 
 def steps_coordinates(out, kind):
-    """What the node's noise covers: the upper triangle of the Gram, the vector otherwise."""
-    out = np.asarray(out, dtype=float)
-    return out[np.triu_indices(out.shape[0])] if kind == "gram" else out.ravel()
+    """What the node's noise covers: the upper triangle of the Gram, the vector otherwise (the probe's helper, whose
+    triangle indices are cached: the audits call this once per sample)."""
+    return released_coordinates(out, "symmetric_gaussian" if kind == "gram" else "gaussian")
 
 
 def test_the_zero_row_distinguisher_finds_nothing_in_the_certified_release():

@@ -121,6 +121,33 @@ def test_noise_error_tracks_the_error_the_noise_actually_causes():
     assert 0.5 < ratio < 2.0, (np.median(predicted), np.median(actual))
 
 
+@pytest.mark.parametrize("centred", [True, False], ids=["centred", "uncentred"])
+def test_the_batched_bootstrap_is_the_loop_of_single_re_estimates(centred):
+    """noise_error solves its re-estimates as one stack: each must equal the single-matrix path on the same draw (the
+    normals in the order symmetric noise, sums, counts per copy), and the diagnostic the median of those distances."""
+    from privsdr.released.moments import MomentRelease, noise_error
+    from privsdr.released.regression import symmetric_noise
+
+    X, y, _ = m1(n=400, p=6, seed=3)
+    labels = slice_by_cut_points(y, CUTS)
+    sums = np.stack([X[labels == h].sum(axis=0) / 400 for h in range(4)], axis=1)
+    release = MomentRelease(sums, np.bincount(labels, minlength=4) / 400, X.T @ X / 400, 0.02, 0.005, 0.05, 400)
+    B = release.directions(2, centred)[0]
+    rng = np.random.default_rng(9)
+    singles = []
+    for _ in range(30):
+        second = release.second_moment + symmetric_noise(0.05, 6, rng)
+        s = release.slice_sums + 0.02 * rng.standard_normal(sums.shape)
+        props = release.proportions + 0.005 * rng.standard_normal(4)
+        B_r = sir_from_moments(s, props, second, 2, centred=centred, sums_noise_var=0.02**2, min_proportion=4 * 0.005,
+                               floor=2.0 * math.sqrt(6) * 0.05)[0]
+        singles.append(projection_distance(B_r, B))
+    stack = release.resampled(np.random.default_rng(9), 30)
+    assert stack.second_moment.shape == (30, 6, 6)
+    assert noise_error(release, B, 2, centred, np.random.default_rng(9)) == pytest.approx(np.median(singles), rel=1e-9, abs=1e-12)
+    assert 0.0 < np.median(singles) < random_subspace_error(6, 2)  # the draws are noisy, not degenerate
+
+
 def test_small_n_fit_warns_that_noise_wins_and_large_n_fit_does_not():
     X, y, _ = m1(n=442, p=10, seed=6)  # diabetes-sized
     with pytest.warns(NoiseDominatesWarning, match="random subspace"):

@@ -332,6 +332,12 @@ def test_symmetric_gaussian_refuses_non_symmetric():
         sym.prepare(np.arange(9.0).reshape(3, 3), spec)
     with pytest.raises(ValueError):
         sym.prepare(np.ones((2, 3)), spec)
+    near = np.full((3, 3), 100.0)
+    near[0, 1] += 1e-7  # asymmetric by 1e-9 of its size: refused; rounding error (1e-13 of it) is not
+    with pytest.raises(ValueError, match="symmetric matrix"):
+        sym.prepare(near, spec)
+    near[0, 1] = 100.0 + 1e-11
+    assert np.array_equal(sym.prepare(near, spec), (near + near.T) / 2)
 
 
 def test_shaped_gaussian_boost_covariance():

@@ -264,3 +264,21 @@ def test_the_selection_margin_is_the_chance_a_column_that_strong_loses_a_round_b
     simulated = float(np.mean(weakest + rng.laplace(0.0, b, draws) < best_other))
     assert abs(weakest - 0.04) < 1e-12 and abs(miss - simulated) < 0.02, (miss, simulated)
     assert 0.05 < miss < 0.95  # a case where the margin matters
+
+
+def test_sparse_pca_bootstrap_solves_its_re_noisings_as_one_stack_equal_to_the_loop():
+    """sigma_noise_error draws its 30 re-noisings as one stack: the median distance equals the loop of single draws
+    (same normals in the same order), and the stacked top eigenvectors equal the single-matrix ones."""
+    from privsdr.algorithms.sparse_pca import sigma_noise_error, top_eigenvectors
+    from privsdr.released.regression import symmetric_noise
+
+    A = np.random.default_rng(4).standard_normal((5, 5))
+    sigma = A @ A.T / 5
+    B = top_eigenvectors(sigma, 2)
+    rng = np.random.default_rng(8)
+    singles = [projection_distance(top_eigenvectors(sigma + symmetric_noise(0.1, 5, rng), 2), B) for _ in range(30)]
+    assert sigma_noise_error(sigma, B, 2, 0.1, np.random.default_rng(8)) == pytest.approx(np.median(singles), rel=1e-9)
+    stack = sigma + symmetric_noise(0.1, 5, np.random.default_rng(8), reps=3)
+    for matrix, vectors in zip(stack, top_eigenvectors(stack, 2), strict=True):
+        assert np.array_equal(vectors, top_eigenvectors(matrix, 2))
+    assert 0.0 < np.median(singles) < 1.5  # noisy, not degenerate

@@ -50,6 +50,12 @@ def _sampling_noise(sd: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return sd * (Z + Z.T) / np.sqrt(2.0)
 
 
+def _project_stack(B: np.ndarray, C: float) -> np.ndarray:
+    """``core.project_columns`` of each matrix of a stack (..., p, K): every column onto the L2 ball of radius C."""
+    norms = np.linalg.norm(B, axis=-2, keepdims=True)
+    return B * np.where(norms > C, C / np.where(norms > C, norms, 1.0), 1.0)
+
+
 def choose_step_size(
     kernel: np.ndarray,
     sigma: np.ndarray,
@@ -93,15 +99,18 @@ def choose_step_size(
         start, lp = stationary_start(B0, val_r, val_r[K - 1], lambda_pen)
         C = radius if radius is not None else (2.0 * float(np.linalg.norm(start, axis=0).max(initial=0.0)) or 1.0)
         L = (tau if tau is not None else CLIP_LEVEL / C) * C
-        for unit in ETA_GRID:
-            eta = unit / lam_hat
-            sd = np.sqrt(step_noise_sd(eta, L, lp) ** 2 + (2.0 * eta) ** 2 * diag * (1.0 + lp * lp) / batch_size)
-            B = core.project_columns(start, C)
-            for _t in range(T):
-                G = B.T @ sigma @ B - np.eye(K)
-                U = B + 2.0 * eta * (kernel @ B - lp * sigma @ B @ G)
-                B = core.project_columns(U + sd * rng.standard_normal(U.shape), C)
-            finals[unit].append(core.projection_distance(B, truth))
+        # every eta of the grid at once, as a stack (eta, p, K); the step noise drawn in the order of one eta after the other
+        etas = np.array(ETA_GRID)[:, None, None] / lam_hat
+        sd = np.sqrt(np.array([step_noise_sd(float(eta), L, lp) ** 2 for eta in etas.ravel()])[:, None, None]
+                     + (2.0 * etas) ** 2 * diag * (1.0 + lp * lp) / batch_size)
+        step_noise = rng.standard_normal((len(ETA_GRID), T, p, K))
+        B = np.repeat(core.project_columns(start, C)[None], len(ETA_GRID), axis=0)
+        for t in range(T):
+            G = np.swapaxes(B, -1, -2) @ sigma @ B - np.eye(K)
+            U = B + 2.0 * etas * (kernel @ B - lp * sigma @ B @ G)
+            B = _project_stack(U + sd * step_noise[:, t], C)
+        for unit, B_unit in zip(ETA_GRID, B, strict=True):
+            finals[unit].append(core.projection_distance(B_unit, truth))
     medians = {unit: float(np.median(v)) for unit, v in finals.items()}
     init = float(np.median(init_errors))
     best = min(medians, key=lambda unit: medians[unit])

@@ -111,18 +111,21 @@ def lonely_message(lonely: np.ndarray, selected: np.ndarray) -> str:
 
 
 def top_eigenvectors(sigma: np.ndarray, K: int) -> np.ndarray:
+    """The top-K eigenvectors of a symmetric matrix (of each matrix of a stack (..., p, p))."""
     values, vectors = np.linalg.eigh(sigma)
-    return np.asarray(vectors[:, np.argsort(values)[::-1][:K]])
+    order = np.argsort(values, axis=-1)[..., ::-1][..., None, :K]
+    return np.asarray(np.take_along_axis(vectors, order, axis=-1))
 
 
 def sigma_noise_error(sigma: np.ndarray, B: np.ndarray, K: int, scale: float, rng: np.random.Generator, reps: int = 30) -> float:
-    """Median ||P_B - P_B*|| over re-noisings of the released Sigma at its public scale (parametric bootstrap; free)."""
+    """Median ||P_B - P_B*|| over re-noisings of the released Sigma at its public scale (parametric bootstrap; free),
+    the ``reps`` re-noisings solved as one stack."""
     if scale == 0:
         return 0.0
     from ..released.regression import symmetric_noise
 
-    draws = [top_eigenvectors(sigma + symmetric_noise(scale, sigma.shape[0], rng), K) for _ in range(reps)]
-    return float(np.median([core.projection_distance(B_star, B) for B_star in draws]))
+    draws = top_eigenvectors(sigma + symmetric_noise(scale, sigma.shape[0], rng, reps=reps), K)
+    return float(np.median(core.projection_distances(draws, B)))
 
 
 def sparse_pca_from_released(released: Released, p: int, K: int, s: int, rng: np.random.Generator | None = None) -> Fitted:

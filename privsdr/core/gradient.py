@@ -51,10 +51,12 @@ def project_columns(B: FloatArray, C: float) -> FloatArray:
     return B * factor
 
 
-def eigen_floor(S: FloatArray, floor: float) -> FloatArray:
-    """Symmetric S with its eigenvalues raised to at least ``floor`` (PD repair; post-processing)."""
-    w, Q = np.linalg.eigh((S + S.T) / 2.0)
-    repaired: FloatArray = (Q * np.maximum(w, floor)) @ Q.T
+def eigen_floor(S: FloatArray, floor: float | FloatArray) -> FloatArray:
+    """Symmetric S with its eigenvalues raised to at least ``floor`` (PD repair; post-processing). A stack of
+    matrices (..., p, p) is repaired matrix by matrix, in one batched eigendecomposition (``floor``: one per matrix)."""
+    Qt = np.swapaxes
+    w, Q = np.linalg.eigh((S + Qt(S, -1, -2)) / 2.0)
+    repaired: FloatArray = (Q * np.maximum(w, np.asarray(floor)[..., None])[..., None, :]) @ Qt(Q, -1, -2)
     return repaired
 
 

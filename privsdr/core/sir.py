@@ -47,12 +47,14 @@ def generalized_eigen(M: FloatArray, Sigma: FloatArray, K: int) -> tuple[FloatAr
 
 
 def whitened_eigen(M: FloatArray, Sigma: FloatArray, K: int) -> tuple[FloatArray, FloatArray]:
-    """Same as ``generalized_eigen`` through R = Sigma^{-1/2}: B = R U_K (DP-SIR B.1 step 5)."""
+    """Same as ``generalized_eigen`` through R = Sigma^{-1/2}: B = R U_K (DP-SIR B.1 step 5). Stacks (..., p, p) of
+    (M, Sigma) give stacks of (B, eigenvalues), in batched eigendecompositions."""
     w, Q = np.linalg.eigh(Sigma)
-    R = (Q / np.sqrt(w)) @ Q.T
+    R = (Q / np.sqrt(w)[..., None, :]) @ np.swapaxes(Q, -1, -2)
     values, U = np.linalg.eigh(R @ M @ R)
-    order = np.argsort(values)[::-1]
-    return R @ U[:, order[:K]], values[order]
+    order = np.argsort(values, axis=-1)[..., ::-1]
+    U = np.take_along_axis(U, order[..., None, :K], axis=-1)
+    return R @ U, np.take_along_axis(values, order, axis=-1)
 
 
 def classical_sir(X: FloatArray, labels: IntArray, n_slices: int, K: int) -> tuple[FloatArray, FloatArray]:
@@ -72,6 +74,14 @@ def projector(B: FloatArray) -> FloatArray:
 def projection_distance(A: FloatArray, B: FloatArray) -> float:
     """||P_A - P_B||_F: 0 for equal spans; sqrt(2K) at most for two K-dimensional spans."""
     return float(np.linalg.norm(projector(A) - projector(B)))
+
+
+def projection_distances(A: FloatArray, B: FloatArray) -> FloatArray:
+    """``projection_distance`` of each basis of a stack A (r, p, K) to B (p, K), in batched pseudo-inverses."""
+    A = np.asarray(A, dtype=float)
+    At = np.swapaxes(A, -1, -2)
+    distances: FloatArray = np.linalg.norm(A @ np.linalg.pinv(At @ A) @ At - projector(B), axis=(-2, -1))
+    return distances
 
 
 def orthonormalize(B: FloatArray) -> FloatArray:

@@ -61,18 +61,23 @@ def kernel_from_moments(
 
     Slices with p_h <= ``min_proportion`` are dropped (their means are noise). ``sums_noise_var`` v is
     the variance of independent noise on each entry of s_h; E[s~ s~^T] = s s^T + v I, so v I / p_h is
-    subtracted per slice (an unbiased kernel).
+    subtracted per slice (an unbiased kernel). Stacks (..., p, H) and (..., H) give stacks of (M_c, mu).
     """
     s = np.asarray(slice_sums, dtype=float)
     w = np.asarray(proportions, dtype=float)
-    mu = s.sum(axis=1)
+    mu = s.sum(axis=-1)
     keep = w > max(min_proportion, 0.0)
-    p = s.shape[0]
-    M = np.zeros((p, p))
-    for h in np.flatnonzero(keep):
-        M += (np.outer(s[:, h], s[:, h]) - sums_noise_var * np.eye(p)) / w[h]
-    M -= np.outer(mu, mu)
-    return (M + M.T) / 2.0, mu
+    weights = np.where(keep, 1.0 / np.where(keep, w, 1.0), 0.0)  # 1 / p_h on the kept slices, 0 elsewhere
+    p = s.shape[-2]
+    M = (s * weights[..., None, :]) @ np.swapaxes(s, -1, -2) - _outer(mu, mu)
+    M -= (sums_noise_var * weights.sum(axis=-1))[..., None, None] * np.eye(p)
+    return (M + np.swapaxes(M, -1, -2)) / 2.0, mu
+
+
+def _outer(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a b^T, for stacks of vectors too."""
+    outer: np.ndarray = a[..., :, None] * b[..., None, :]
+    return outer
 
 
 def sir_from_moments(
@@ -89,15 +94,16 @@ def sir_from_moments(
     """(B, eigenvalues, mu): SIR directions (B^T Sigma B = I_K), all generalized eigenvalues, the mean.
 
     ``centred=False`` skips the mean correction (data assumed centred at the public centre). ``floor``
-    raises Sigma's eigenvalues to at least that value (PD repair, post-processing).
+    raises Sigma's eigenvalues to at least that value (PD repair, post-processing). Stacks of statistics
+    (leading axes) give stacks of results, in batched eigendecompositions (the parametric bootstrap's re-estimates).
     """
     M, mu = kernel_from_moments(slice_sums, proportions, sums_noise_var=sums_noise_var, min_proportion=min_proportion)
     if not centred:
-        M = M + np.outer(mu, mu)
+        M = M + _outer(mu, mu)
     S = np.asarray(second_moment, dtype=float)
-    Sigma = (S + S.T) / 2.0 - (np.outer(mu, mu) if centred else 0.0)
-    scale = max(float(np.trace(Sigma)) / max(Sigma.shape[0], 1), np.finfo(float).tiny)
-    Sigma = eigen_floor(Sigma, max(floor, 1e-12 * scale))
+    Sigma = (S + np.swapaxes(S, -1, -2)) / 2.0 - (_outer(mu, mu) if centred else 0.0)
+    scale = np.maximum(np.trace(Sigma, axis1=-2, axis2=-1) / max(Sigma.shape[-1], 1), np.finfo(float).tiny)
+    Sigma = eigen_floor(Sigma, np.maximum(floor, 1e-12 * scale))
     B, values = whitened_eigen(M, Sigma, n_directions)
     return B, values, (mu if centred else np.zeros_like(mu))
 

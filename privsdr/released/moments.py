@@ -29,7 +29,7 @@ from .. import core
 from ..plan import Plan
 from . import gram
 from .record import Released
-from .regression import NOISE_WARNING_SHARE, symmetric_noise, with_noise_message
+from .regression import NOISE_WARNING_SHARE, with_noise_message
 
 RELATION = "replace_one"
 #: budget weights of the three releases (the counts need little: n_h / n is large against sqrt(2)/n)
@@ -95,21 +95,24 @@ class MomentRelease:
         return 4.0 * self.counts_scale
 
     def directions(self, K: int, centred: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        p = self.second_moment.shape[0]
+        p = self.second_moment.shape[-1]  # a stack of releases (``resampled``) too
         floor = 2.0 * math.sqrt(p) * self.second_scale
         return core.sir_from_moments(
             self.slice_sums, self.proportions, self.second_moment, K, centred=centred,
             sums_noise_var=self.sums_scale**2, min_proportion=self.min_proportion(), floor=floor,
         )
 
-    def resampled(self, rng: np.random.Generator) -> MomentRelease:
-        """The release re-noised at its public scales (one parametric-bootstrap draw)."""
-        noise = symmetric_noise(self.second_scale, self.second_moment.shape[0], rng)
+    def resampled(self, rng: np.random.Generator, reps: int) -> MomentRelease:
+        """``reps`` copies of the release re-noised at its public scales, stacked on a leading axis (parametric-bootstrap
+        draws; the normals are drawn per copy in the order symmetric noise (upper triangle, mirrored), sums, counts)."""
+        p, H = self.slice_sums.shape
+        draws = rng.standard_normal((reps, p * p + p * H + H))
+        upper = np.triu(self.second_scale * draws[:, :p * p].reshape(reps, p, p))
         return attrs.evolve(
             self,
-            slice_sums=self.slice_sums + self.sums_scale * rng.standard_normal(self.slice_sums.shape),
-            proportions=self.proportions + self.counts_scale * rng.standard_normal(self.proportions.shape),
-            second_moment=self.second_moment + noise,
+            slice_sums=self.slice_sums + self.sums_scale * draws[:, p * p:p * p + p * H].reshape(reps, p, H),
+            proportions=self.proportions + self.counts_scale * draws[:, p * p + p * H:],
+            second_moment=self.second_moment + upper + np.swapaxes(np.triu(upper, 1), -1, -2),
         )
 
 
@@ -123,8 +126,8 @@ def noise_error(release: MomentRelease, B: np.ndarray, K: int, centred: bool, rn
     scales: the error the noise alone induces (post-processing of the release; no extra cost)."""
     if release.sums_scale == 0 and release.second_scale == 0:
         return 0.0
-    dists = [core.projection_distance(release.resampled(rng).directions(K, centred)[0], B) for _ in range(reps)]
-    return float(np.median(dists))
+    re_estimates = release.resampled(rng, reps).directions(K, centred)[0]  # one batched eigenproblem for all reps
+    return float(np.median(core.projection_distances(re_estimates, B)))
 
 
 def noise_message(noise: float, random: float, K: int, p: int) -> str:

@@ -88,11 +88,12 @@ def signal_in(values: np.ndarray, variances: np.ndarray, level: float = PRETEST_
     return expected == 0.0 or stands_above_noise(float(values @ values), expected, float(np.sum(np.square(variances))), level)
 
 
-def symmetric_noise(scale: float, size: int, rng: np.random.Generator) -> np.ndarray:
+def symmetric_noise(scale: float, size: int, rng: np.random.Generator, reps: int | None = None) -> np.ndarray:
     """One draw of a symmetric matrix Gaussian's noise (Analyze-Gauss): the upper triangle with the diagonal drawn at
-    ``scale``, mirrored. For the parametric bootstraps of symmetric releases."""
-    upper = np.triu(scale * rng.standard_normal((size, size)))
-    noise: np.ndarray = upper + np.triu(upper, 1).T
+    ``scale``, mirrored. For the parametric bootstraps of symmetric releases. ``reps``: that many draws, stacked on a
+    leading axis (the same normals as ``reps`` single draws)."""
+    upper = np.triu(scale * rng.standard_normal((size, size) if reps is None else (reps, size, size)))
+    noise: np.ndarray = upper + np.swapaxes(np.triu(upper, 1), -1, -2)
     return noise
 
 
