@@ -36,6 +36,8 @@ PHI = ("none", "label", "square", "slices")
 
 #: bytes of one block of rows of the buffer (a block stays in the CPU cache between its clip and its product)
 BLOCK_BYTES = 1 << 20
+#: a block whose clipped rows all lie within this factor of the L2 bound is corrected in its Gram, not copied
+FAR_FACTOR = 4.0
 
 
 @attrs.frozen
@@ -107,6 +109,14 @@ def gram_sums(X: Any, y: Any, parts: RowParts, blocks: Iterable[str], *, labels:
     k = parts.width
     rows = min(n, block_rows or block_rows_for(p, k))
     rule = _Rule(parts, p)
+    cuts = None if parts.cuts is None else np.asarray(parts.cuts, dtype=float)
+    y_all = None if y is None else np.asarray(y).reshape(-1)
+    if rule.direct and ("x_sq" not in names or "xtx" in names):
+        with np.errstate(over="ignore", invalid="ignore"):
+            _direct_pass(X, y_all, labels, parts, rule, sums, names, cuts, name, rows)
+        if "count" in names:
+            sums["count"] = np.asarray(float(n))
+        return sums
     U = np.empty((rows, p))  # the clipped block (contiguous: numpy's broadcasting loops are slow on strided views)
     gram = "xtx" in names
     # with xtx: Z = [u | phi | 1 | 0-padding] and one SYRK Z^T Z gives every block (a width that is a multiple of 4
@@ -116,8 +126,6 @@ def gram_sums(X: Any, y: Any, parts: RowParts, blocks: Iterable[str], *, labels:
     if gram:
         Z[:, p + k] = 1.0
     G = np.zeros((width, width)) if gram else None
-    cuts = None if parts.cuts is None else np.asarray(parts.cuts, dtype=float)
-    y_all = None if y is None else np.asarray(y).reshape(-1)
     with np.errstate(over="ignore", invalid="ignore"):  # NaN, inf and overflow are found and handled per block
         _blocked_pass(X, y_all, labels, parts, rule, U, Z, G, sums, names, cuts, name)
     if G is not None:
@@ -146,6 +154,111 @@ def _blocked_pass(X: np.ndarray, y_all: np.ndarray | None, labels: Any, parts: R
             _add_reductions(sums, Ub, Zb[:, p:p + k], names)
 
 
+def _direct_pass(X: np.ndarray, y_all: np.ndarray | None, labels: Any, parts: RowParts, rule: _Rule, sums: dict[str, Any],
+                 names: tuple[str, ...], cuts: FloatArray | None, name: str, rows: int) -> None:
+    """The pass when u is x scaled down to the L2 ball (no shift, scale or box): no copy of a block of X.
+
+    Per block X_b (a view of X, or its float64 conversion): the squared row norms q_i = ||x_i||^2 (their sum is finite
+    exactly when every entry of the block is finite and no square overflows; otherwise the block goes through the
+    copying rule, which refuses NaN and inf and handles overflow), the rows over the bound, c = {i: q_i > l2^2},
+    with s_i = l2 / sqrt(q_i), and
+
+        sum_b u u^T = X_b^T X_b - sum_{i in c} (1 - s_i^2) x_i x_i^T      (one SYRK on the view, a small correction)
+        sum_b u [phi | 1]^T = X_b^T [r * phi | r],   r_i = s_i on c, 1 elsewhere.
+
+    Exact in real arithmetic; in floating point the correction cancels about ||x_i||^2 per clipped row, so a block
+    with a row beyond ``FAR_FACTOR`` times the bound is clipped in a copy instead (rounding then stays within a small
+    factor of the plain clip-then-multiply's)."""
+    n, p = X.shape
+    k = parts.width
+    gram = "xtx" in names or "x_sq" in names
+    phi_cols = k if "x_phi" in names else 0
+    with_sum = "x_sum" in names
+    width = phi_cols + int(with_sum)
+    G = np.zeros((p, p)) if gram else None
+    C = np.zeros((width, p))
+    R = np.empty((width, rows))  # one row per cross term: each is one matrix-vector product r^T X_b
+    if with_sum:
+        R[phi_cols] = 1.0
+    P = np.empty((rows, k)) if k else None
+    convert = X.dtype != np.float64
+    B = np.empty((rows, p)) if convert else None
+    U: FloatArray | None = None  # the copy for blocks that need it, made when first needed
+    bound2 = None if rule.l2 is None else rule.l2 * rule.l2
+    far2 = None if rule.l2 is None else (FAR_FACTOR * rule.l2) ** 2
+    for start in range(0, n, rows):
+        stop = min(n, start + rows)
+        m = stop - start
+        Xb = X[start:stop]
+        if B is not None:
+            np.copyto(B[:m], Xb, casting="same_kind")
+            Xb = B[:m]
+        Pb = None
+        if P is not None:
+            Pb = P[:m]
+            _phi_into(Pb, None if y_all is None else y_all[start:stop], None if labels is None else labels[start:stop],
+                      parts, cuts)
+            if "phi_sum" in names:
+                sums["phi_sum"] += Pb.sum(axis=0)
+        clipped = _clipped_rows(Xb, bound2, far2)
+        if clipped is None:  # non-finite, overflowing or far rows: the rule on a copy of the block
+            if U is None:
+                U = np.empty((rows, p))
+            rule.clip_into(U[:m], Xb, name)
+            Xb, clipped = U[:m], _NONE_CLIPPED
+        idx, q = clipped
+        s = None if not idx.size else rule.l2 / np.sqrt(q)  # type: ignore[operator]
+        if G is not None:
+            G += Xb.T @ Xb
+            if s is not None:
+                Xc = Xb[idx]
+                G -= Xc.T @ (Xc * (1.0 - s * s)[:, None])
+        if width:
+            Rb = R[:, :m]
+            if phi_cols:
+                Rb[:phi_cols] = Pb.T
+            if s is not None:
+                if phi_cols:
+                    Rb[:phi_cols, idx] *= s
+                if with_sum:
+                    Rb[phi_cols, idx] = s
+            for j in range(width):
+                C[j] += Rb[j] @ Xb
+            if s is not None and with_sum:
+                Rb[phi_cols, idx] = 1.0
+    if G is not None:
+        G = (G + G.T) / 2.0
+        if "xtx" in names:
+            sums["xtx"] = G
+        if "x_sq" in names:
+            sums["x_sq"] = np.diag(G).copy()
+    if phi_cols:
+        sums["x_phi"] = C[:phi_cols].T.copy()
+    if with_sum:
+        sums["x_sum"] = C[phi_cols].copy()
+
+
+_NONE_CLIPPED = (np.zeros(0, dtype=np.intp), np.zeros(0))
+
+
+def _clipped_rows(Xb: FloatArray, bound2: float | None, far2: float | None) -> tuple[np.ndarray, FloatArray] | None:
+    """(indices, squared norms) of the block's rows beyond the L2 bound, or None when the block needs the copying
+    rule: an entry NaN or inf or a square that overflows (the sum of the squared norms is then not finite: NaN and
+    inf reach it, inf - inf cannot occur in a sum of squares), or a clipped row beyond ``FAR_FACTOR`` times the bound."""
+    q = np.einsum("ij,ij->i", Xb, Xb)
+    if not np.isfinite(q.sum()):
+        return None
+    if bound2 is None:
+        return _NONE_CLIPPED
+    idx = np.flatnonzero(q > bound2)
+    if not idx.size:
+        return _NONE_CLIPPED
+    qc = q[idx]
+    if qc.max() > far2:  # type: ignore[operator]
+        return None
+    return idx, qc
+
+
 def _column(value: Any, p: int) -> FloatArray | None:
     if value is None:
         return None
@@ -171,6 +284,8 @@ class _Rule:
         self.inverse = None if divisor is None else 1.0 / np.asarray(divisor)
         self.scale = scale
         self.l2 = None if parts.l2 is None else float(parts.l2)
+        #: u is x scaled down to the L2 ball (or x itself): the pass reads X's blocks without copying them
+        self.direct = self.shift is None and self.inverse is None
 
     def clip_into(self, U: FloatArray, Xb: np.ndarray, name: str) -> None:
         """U <- the clip rule applied to the block Xb, its finiteness checked on the cached block."""
