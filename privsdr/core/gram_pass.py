@@ -118,40 +118,35 @@ def gram_sums(X: Any, y: Any, parts: RowParts, blocks: Iterable[str], *, labels:
             sums["count"] = np.asarray(float(n))
         return sums
     U = np.empty((rows, p))  # the clipped block (contiguous: numpy's broadcasting loops are slow on strided views)
-    gram = "xtx" in names
-    # with xtx: Z = [u | phi | 1 | 0-padding] and one SYRK Z^T Z gives every block (a width that is a multiple of 4
-    # keeps OpenBLAS on its fast kernels)
-    width = -(-(p + k + 1) // 4) * 4 if gram else p + k
-    Z = np.zeros((rows, width))
-    if gram:
-        Z[:, p + k] = 1.0
-    G = np.zeros((width, width)) if gram else None
+    P = np.empty((rows, k)) if k else None
     with np.errstate(over="ignore", invalid="ignore"):  # NaN, inf and overflow are found and handled per block
-        _blocked_pass(X, y_all, labels, parts, rule, U, Z, G, sums, names, cuts, name)
-    if G is not None:
-        _read_gram(sums, G, p, k, names)
+        _blocked_pass(X, y_all, labels, parts, rule, U, P, sums, names, cuts, name)
+    if "xtx" in names:
+        sums["xtx"] = (sums["xtx"] + sums["xtx"].T) / 2.0
     if "count" in names:
         sums["count"] = np.asarray(float(n))
     return sums
 
 
 def _blocked_pass(X: np.ndarray, y_all: np.ndarray | None, labels: Any, parts: RowParts, rule: _Rule, U: FloatArray,
-                  Z: FloatArray, G: FloatArray | None, sums: dict[str, Any], names: tuple[str, ...], cuts: FloatArray | None,
+                  P: FloatArray | None, sums: dict[str, Any], names: tuple[str, ...], cuts: FloatArray | None,
                   name: str) -> None:
-    n, p = X.shape
-    k, rows = parts.width, U.shape[0]
+    """The pass that clips each block into the reused buffer U (a shift, a scale or a box), then one SYRK U^T U and
+    one product U^T phi per block."""
+    n = X.shape[0]
+    rows = U.shape[0]
     for start in range(0, n, rows):
         stop = min(n, start + rows)
-        Ub, Zb = U[: stop - start], Z[: stop - start]
+        Ub = U[: stop - start]
         rule.clip_into(Ub, X[start:stop], name)
-        if k:
-            _phi_into(Zb[:, p:p + k], None if y_all is None else y_all[start:stop],
-                      None if labels is None else labels[start:stop], parts, cuts)
-        if G is not None:
-            np.copyto(Zb[:, :p], Ub)
-            G += Zb.T @ Zb  # one SYRK: every block of the augmented Gram
-        else:
-            _add_reductions(sums, Ub, Zb[:, p:p + k], names)
+        Pb = None
+        if P is not None:
+            Pb = P[: stop - start]
+            phi_sum = _phi_into(Pb, None if y_all is None else y_all[start:stop],
+                                None if labels is None else labels[start:stop], parts, cuts)
+            if "phi_sum" in names:
+                sums["phi_sum"] += phi_sum
+        _add_reductions(sums, Ub, Pb, names)
 
 
 def _direct_pass(X: np.ndarray, y_all: np.ndarray | None, labels: Any, parts: RowParts, rule: _Rule, sums: dict[str, Any],
@@ -196,10 +191,10 @@ def _direct_pass(X: np.ndarray, y_all: np.ndarray | None, labels: Any, parts: Ro
         Pb = None
         if P is not None:
             Pb = P[:m]
-            _phi_into(Pb, None if y_all is None else y_all[start:stop], None if labels is None else labels[start:stop],
-                      parts, cuts)
+            phi_sum = _phi_into(Pb, None if y_all is None else y_all[start:stop],
+                                None if labels is None else labels[start:stop], parts, cuts)
             if "phi_sum" in names:
-                sums["phi_sum"] += Pb.sum(axis=0)
+                sums["phi_sum"] += phi_sum
         clipped = _clipped_rows(Xb, bound2, far2)
         if clipped is None:  # non-finite, overflowing or far rows: the rule on a copy of the block
             if U is None:
@@ -273,44 +268,58 @@ def _column(value: Any, p: int) -> FloatArray | None:
 class _Rule:
     """The clip rule of x for rows of width p: u = clip_L2(clip_box((x - shift) / scale, box), l2).
 
-    The box is applied as a scalar clip of (x - shift) / (scale box) into [-1, 1], times the box (numpy's clip with
-    per-column bounds is many times slower than its scalar clip)."""
+    A box of one width b for every column is one scalar clip of (x - shift) / scale into [-b, b]; per-column widths
+    are a scalar clip of (x - shift) / (scale box) into [-1, 1], times the box (numpy's clip with per-column bounds is
+    many times slower than its scalar clip)."""
 
     def __init__(self, parts: RowParts, p: int) -> None:
         shift = _column(parts.shift, p)
         self.shift = shift if shift is not None and np.any(shift) else None  # a zero shift is no shift: one pass fewer
         scale, self.box = _column(parts.scale, p), _column(parts.box, p)
-        divisor = None if scale is None and self.box is None else (1.0 if scale is None else scale) * (1.0 if self.box is None else self.box)
-        self.inverse = None if divisor is None else 1.0 / np.asarray(divisor)
         self.scale = scale
+        self.uniform_box = float(self.box[0]) if self.box is not None and np.all(self.box == self.box[0]) else None
+        if self.box is None or self.uniform_box is not None:
+            self.inverse = None if scale is None else 1.0 / scale
+        else:
+            self.inverse = 1.0 / ((1.0 if scale is None else scale) * self.box)
         self.l2 = None if parts.l2 is None else float(parts.l2)
         #: u is x scaled down to the L2 ball (or x itself): the pass reads X's blocks without copying them
-        self.direct = self.shift is None and self.inverse is None
+        self.direct = self.shift is None and self.scale is None and self.box is None
 
     def clip_into(self, U: FloatArray, Xb: np.ndarray, name: str) -> None:
-        """U <- the clip rule applied to the block Xb, its finiteness checked on the cached block."""
-        if self.shift is not None:
-            np.subtract(Xb, self.shift, out=U)
-        else:
+        """U <- the clip rule applied to the block Xb, its finiteness checked on the cached block.
+
+        Each step reads the previous one's result (X's block itself while nothing has been written to U), so that a
+        one-step rule (a box of one width, an L2 ball) is one pass writing U plus one reduction."""
+        src: np.ndarray = Xb if Xb.dtype == np.float64 else U
+        if src is U:
             np.copyto(U, Xb, casting="same_kind")
+        if self.shift is not None:
+            np.subtract(src, self.shift, out=U)
+            src = U
         if self.inverse is not None:
-            U *= self.inverse
+            np.multiply(src, self.inverse, out=U)
+            src = U
         norms = None
         if self.box is None and self.l2 is not None:  # the norms the L2 clip needs: NaN and inf reach them too
-            norms = np.sqrt(np.einsum("ij,ij->i", U, U))
+            norms = np.sqrt(np.einsum("ij,ij->i", src, src))
             finite = bool(np.isfinite(norms).all())
         else:
-            finite = bool(np.isfinite(U.sum()))
+            finite = bool(np.isfinite(src.sum()))
         if not finite:
             if not (np.isfinite(Xb.min()) and np.isfinite(Xb.max())):  # NaN propagates through min/max
                 raise ValueError(f"{name} contains NaN or inf")
-            if not (np.isfinite(U.min()) and np.isfinite(U.max())):  # finite values that overflow after the shift
+            if not (np.isfinite(src.min()) and np.isfinite(src.max())):  # finite values that overflow after the shift
                 self._clip_halved(U, Xb)
                 return
             norms = None  # finite values whose squares overflow: _scale_to_ball handles those rows
-        if self.box is not None:
-            np.clip(U, -1.0, 1.0, out=U)
+        if self.uniform_box is not None:
+            np.clip(src, -self.uniform_box, self.uniform_box, out=U)
+        elif self.box is not None:
+            np.clip(src, -1.0, 1.0, out=U)
             U *= self.box
+        elif src is not U:
+            np.copyto(U, src)
         if self.l2 is not None:
             _scale_to_ball(U, self.l2, norms)
 
@@ -348,21 +357,30 @@ def _scale_to_ball(U: FloatArray, bound: float, norms: FloatArray | None = None)
         U[over] *= (bound / norms[over])[:, None]
 
 
-def _phi_into(P: FloatArray, yb: np.ndarray | None, labels: np.ndarray | None, parts: RowParts, cuts: FloatArray | None) -> None:
+def _phi_into(P: FloatArray, yb: np.ndarray | None, labels: np.ndarray | None, parts: RowParts,
+              cuts: FloatArray | None) -> FloatArray:
+    """P (a contiguous block of rows) <- phi(y) of the block's rows; returns its column sums."""
     if parts.phi == "slices":
         if labels is None:
             if yb is None or cuts is None:
                 raise ValueError("slice indicators need y and public cut points, or slice labels")
             labels = np.searchsorted(cuts, _finite_y(yb), side="left")
+        m, k = P.shape
+        counts = np.bincount(labels, minlength=k)  # ValueError on a negative label
+        if counts.size > k:
+            raise ValueError(f"a slice label is beyond the {k} slices")
         P.fill(0.0)
-        P[np.arange(P.shape[0]), labels] = 1.0
-        return
+        P.reshape(-1)[np.arange(0, m * k, k) + labels] = 1.0  # one-hot rows, by flat index
+        return counts.astype(float)
     if yb is None:
         raise ValueError("the label part phi(y) needs y")
     t = _finite_y(yb) - parts.y_shift  # contiguous, then one copy into the buffer's column
     if parts.y_bound is not None:
         np.clip(t, -parts.y_bound, parts.y_bound, out=t)
-    P[:, 0] = t * t if parts.phi == "square" else t
+    if parts.phi == "square":
+        t *= t
+    P[:, 0] = t
+    return np.array([t.sum()])
 
 
 def _finite_y(yb: np.ndarray) -> np.ndarray:
@@ -372,27 +390,16 @@ def _finite_y(yb: np.ndarray) -> np.ndarray:
     return yv
 
 
-def _add_reductions(sums: dict[str, Any], U: FloatArray, P: FloatArray, names: tuple[str, ...]) -> None:
-    """The wanted sums of one block without the Gram (column sums by a matrix-vector product: faster than sum(axis=0))."""
-    ones = np.ones(U.shape[0])
+def _add_reductions(sums: dict[str, Any], U: FloatArray, P: FloatArray | None, names: tuple[str, ...]) -> None:
+    """The wanted sums of one clipped block U (column sums by a matrix-vector product: faster than sum(axis=0))."""
+    if "xtx" in names:
+        sums["xtx"] += U.T @ U  # SYRK
     if "x_sum" in names:
-        sums["x_sum"] += ones @ U
+        sums["x_sum"] += np.ones(U.shape[0]) @ U
     if "x_sq" in names:
         sums["x_sq"] += np.einsum("ij,ij->j", U, U)
     if "x_phi" in names:
         sums["x_phi"] += U.T @ P
-    if "phi_sum" in names:
-        sums["phi_sum"] += ones @ P
-
-
-def _read_gram(sums: dict[str, Any], G: FloatArray, p: int, k: int, names: tuple[str, ...]) -> None:
-    """The wanted blocks of the accumulated augmented Gram [[U^T U, U^T phi, U^T 1], [., phi^T phi, phi^T 1], [., ., n]]."""
-    G = (G + G.T) / 2.0
-    one = p + k
-    blocks = {"xtx": G[:p, :p], "x_sq": np.diag(G)[:p], "x_sum": G[:p, one], "x_phi": G[:p, p:one], "phi_sum": G[p:one, one]}
-    for name in names:
-        if name in blocks:
-            sums[name] = np.array(blocks[name])
 
 
 def add_sums(a: Mapping[str, Any] | None, b: Mapping[str, Any]) -> dict[str, Any]:
