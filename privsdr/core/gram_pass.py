@@ -34,8 +34,9 @@ from .arrays import FloatArray
 BLOCKS = ("count", "x_sum", "xtx", "x_sq", "x_phi", "phi_sum")
 PHI = ("none", "label", "square", "slices")
 
-#: bytes of one block of rows of the buffer (a block stays in the CPU cache between its clip and its product)
-BLOCK_BYTES = 1 << 20
+#: bytes of X in one block of rows: the block stays in the CPU cache (L2/L3) between its reads, and is large enough
+#: that the per-block Python calls are a small part of its cost (``benchmarks/bench_one_pass.py --block-rows``)
+BLOCK_BYTES = 1 << 21
 #: a block whose clipped rows all lie within this factor of the L2 bound is corrected in its Gram, not copied
 FAR_FACTOR = 4.0
 
@@ -71,8 +72,9 @@ class RowParts:
 
 
 def block_rows_for(p: int, k: int = 0) -> int:
-    """Rows per block: about ``BLOCK_BYTES`` of buffer, at least 64 rows."""
-    return max(64, BLOCK_BYTES // (8 * (p + k + 1)))
+    """Rows per block: the power of two nearest below ``BLOCK_BYTES`` of rows of width p + k + 1, within 2^12..2^16."""
+    rows = BLOCK_BYTES // (8 * (p + k + 1))
+    return int(min(1 << 16, max(1 << 12, 1 << max(0, rows.bit_length() - 1))))
 
 
 def empty_sums(p: int, parts: RowParts, blocks: Iterable[str]) -> dict[str, Any]:
