@@ -13,13 +13,22 @@ The blocks (``BLOCKS``): ``count`` = sum 1, ``x_sum`` = sum u, ``xtx`` = sum u u
 diagonal of xtx alone), ``x_phi`` = sum u phi^T (X^T y or the p x H slice sums), ``phi_sum`` = sum phi (the label
 sum or the H slice counts). Their sensitivities are ``privsdr.released.gram``'s; this module is numerics only.
 
-The rows are read once, ``block_rows`` at a time: each block is shifted and clipped in a reused buffer
-Z = [u | phi | 1], its finiteness checked there (one reduction of the cached block), and when xtx is wanted one
-symmetric product Z^T Z (BLAS SYRK) gives xtx, x_phi, x_sum, phi_sum and count at once; without it the wanted sums
-are column reductions of the buffer. Slice indicators enter Z as a one-hot block, so the slice sums come out of the
-same product (one BLAS call; ``np.add.at`` is slower, ``benchmarks/bench_one_pass.py``). No copy of X is made
-beyond one block. ``gram_sums`` takes an in-memory array; a chunk of ``privsdr.Chunks`` or a dask partition is such
-an array, and the sums of the chunks add up (``add_sums``).
+The rows are read once, ``block_rows`` at a time (about 2 MB of X, so that a block stays in the CPU cache between
+its reads), in one of two ways:
+
+* **an L2 ball alone** (no shift, scale or box: AdaSSP, DPPLS S2, DPMeanCovariance without a centre): no copy of the
+  block. The squared row norms q_i of the block X_b (a view of X) find the rows over the bound (s_i = l2 / sqrt(q_i)),
+  and sum u u^T = X_b^T X_b - sum_{clipped} (1 - s_i^2) x_i x_i^T (one SYRK on the view, a correction for the few
+  clipped rows), sum u phi^T and sum u are r^T X_b with r_i = s_i phi_i (or s_i) on the clipped rows. The norms'
+  sum is finite exactly when the block is (NaN and inf reach it); a block that is not, or that holds a row beyond
+  ``FAR_FACTOR`` times the bound (whose correction would cancel the other rows' digits), takes the second way.
+* **otherwise** the block is shifted and clipped into one reused buffer U (a box of one width is one scalar clip
+  straight from X's block), its finiteness checked by one reduction of the cached block before the clip hides an
+  inf, then one SYRK U^T U and one product U^T phi.
+
+phi(y)'s sums come from y's block itself (slice counts by ``np.bincount``). No copy of X is made beyond one block.
+``gram_sums`` takes an in-memory array; a chunk of ``privsdr.Chunks`` or a dask partition is such an array, and the
+sums of the chunks add up (``add_sums``).
 """
 from __future__ import annotations
 
@@ -204,7 +213,7 @@ def _direct_pass(X: np.ndarray, y_all: np.ndarray | None, labels: Any, parts: Ro
             rule.clip_into(U[:m], Xb, name)
             Xb, clipped = U[:m], _NONE_CLIPPED
         idx, q = clipped
-        s = None if not idx.size else rule.l2 / np.sqrt(q)  # type: ignore[operator]
+        s = None if not idx.size else float(rule.l2 or 0.0) / np.sqrt(q)
         if G is not None:
             G += Xb.T @ Xb
             if s is not None:
@@ -213,7 +222,7 @@ def _direct_pass(X: np.ndarray, y_all: np.ndarray | None, labels: Any, parts: Ro
         if width:
             Rb = R[:, :m]
             if phi_cols:
-                Rb[:phi_cols] = Pb.T
+                Rb[:phi_cols] = Pb.T  # type: ignore[union-attr]
             if s is not None:
                 if phi_cols:
                     Rb[:phi_cols, idx] *= s
@@ -251,7 +260,7 @@ def _clipped_rows(Xb: FloatArray, bound2: float | None, far2: float | None) -> t
     if not idx.size:
         return _NONE_CLIPPED
     qc = q[idx]
-    if qc.max() > far2:  # type: ignore[operator]
+    if far2 is not None and qc.max() > far2:
         return None
     return idx, qc
 
@@ -400,7 +409,7 @@ def _add_reductions(sums: dict[str, Any], U: FloatArray, P: FloatArray | None, n
         sums["x_sum"] += np.ones(U.shape[0]) @ U
     if "x_sq" in names:
         sums["x_sq"] += np.einsum("ij,ij->j", U, U)
-    if "x_phi" in names:
+    if "x_phi" in names and P is not None:
         sums["x_phi"] += U.T @ P
 
 
