@@ -12,7 +12,8 @@ loaded machine does not inflate as it does wall time) and with the default threa
 
     python benchmarks/bench_one_pass.py                         # n = 1e5 and 1e6, p = 10 and 100, best of 3
     python benchmarks/bench_one_pass.py --sizes 100000 --p 10   # a quick look
-    python benchmarks/bench_one_pass.py --chunked 10000000      # also 1e7 rows x 10 read as Chunks of 1e6 (generated)
+    python benchmarks/bench_one_pass.py --chunked 10000000      # also 1e7 rows read as Chunks of ~80 MB (p = 10 and 100)
+    python benchmarks/bench_one_pass.py --sizes 1000000 --block-rows 4096 8192 16384 32768 65536  # the block size
 
 A measurement, not a test: on a shared machine the ratios move by tens of percent between runs.
 """
@@ -24,6 +25,7 @@ import tracemalloc
 import warnings
 from collections.abc import Callable
 from contextlib import nullcontext
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -32,6 +34,7 @@ from threadpoolctl import threadpool_limits
 from privsdr import DPPLS, DPSIR, AdaSSPRegression, Budget, Chunks, DPMeanCovariance
 from privsdr.core.gram_pass import RowParts, gram_sums
 from privsdr.preprocessing import DPStandardScaler
+from privsdr.rows import reduce_rows
 
 CUTS = [-1.0, 0.0, 1.0]
 BUDGET = Budget(1.0, 1e-6)
@@ -110,35 +113,60 @@ def table_for(n: int, p: int, threads: str, repeats: int, memory: bool) -> list[
     return rows
 
 
-def chunked_rows(n: int, p: int, repeats: int) -> list[str]:
-    """n rows x p read as Chunks of 10^6 generated rows: the fit over one pass of generated chunks that only sums X^T X."""
-    size = 10**6
+def chunked_rows(n: int, p: int, repeats: int, chunk_bytes: int = 80 * 10**6) -> list[str]:
+    """n rows x p read as ``Chunks`` of about 80 MB each (larger than the CPU cache, so every chunk comes from memory).
 
-    def chunks() -> Any:
-        for start in range(0, n, size):
-            X, y = data(min(size, n - start), p, seed=start)
-            yield X, y
+    Two chunks are generated once and handed out in turn (generation is not timed); the floor is X^T X of every chunk
+    summed. ``pass``: ``privsdr.rows.reduce_rows`` with ``gram_sums`` (each chunk's checks and its pass); ``fit``: the
+    estimator's ``fit(Chunks(...))`` (plus its fixed costs)."""
+    size = max(1, chunk_bytes // (8 * p))
+    pool = [data(size, p, seed=s) for s in (0, 1)]
+    counts = [min(size, n - start) for start in range(0, n, size)]
+
+    def chunks(with_y: bool) -> Any:
+        for i, m in enumerate(counts):
+            X, y = pool[i % 2]
+            yield (X[:m], y[:m]) if with_y else X[:m]
 
     def xtx_only() -> None:
         total = np.zeros((p, p))
-        for X, _ in chunks():
+        for X in chunks(False):
             total += np.dot(X.T, X)
 
     rows = []
     ests = estimators(p)
     with threadpool_limits(1):
         calls: dict[str, Callable[[], Any]] = {"XtX": xtx_only}
-        for name, (make, with_y, _, _) in ests.items():
+        for name, (make, with_y, parts, blocks) in ests.items():
             if name in ("DPStandardScaler", "AdaSSP (published)"):
                 continue  # no chunked fit (the scaler), or the same pass as the certified default
-            source = Chunks(chunks) if with_y else Chunks(lambda: (X for X, _ in chunks()))
-            calls[name] = lambda make=make, source=source: make().fit(source)
+            calls[f"fit {name}"] = lambda make=make, with_y=with_y: make().fit(Chunks(lambda: chunks(with_y)))
+            fn = partial(gram_sums, parts=parts, blocks=blocks)
+            calls[f"pass {name}"] = lambda fn=fn, with_y=with_y: reduce_rows(Chunks(lambda: chunks(with_y)), None, fn,
+                                                                             with_y=with_y, fn_checks_finite=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             best = best_of(calls, repeats, time.process_time)
-    for name in calls:
-        if name != "XtX":
-            rows.append(f"| {name} (Chunks) | {n:.0e} | {p} | 1 | {best['XtX'] * 1e3:.0f} | {best[name] / best['XtX']:.2f} | - | - | - |")
+    for name in ests:
+        if f"fit {name}" in best:
+            rows.append(f"| {name} (Chunks of {size:.0e} rows) | {n:.0e} | {p} | 1 | {best['XtX'] * 1e3:.0f} | "
+                        f"{best[f'fit {name}'] / best['XtX']:.2f} | {best[f'pass {name}'] / best['XtX']:.2f} | - | - |")
+    return rows
+
+
+def block_rows_sweep(n: int, p: int, repeats: int, sizes: list[int]) -> list[str]:
+    """pass / XtX of each estimator's declaration at each number of rows per block (one BLAS thread)."""
+    X, y = data(n, p)
+    rows = []
+    with threadpool_limits(1):
+        calls: dict[str, Callable[[], Any]] = {"XtX": lambda: np.dot(X.T, X)}
+        for name, (_, with_y, parts, blocks) in estimators(p).items():
+            for b in sizes:
+                calls[f"{name} {b}"] = lambda parts=parts, blocks=blocks, with_y=with_y, b=b: gram_sums(
+                    X, y if with_y else None, parts, blocks, block_rows=b)
+        best = best_of(calls, repeats, time.process_time)
+    for name in estimators(p):
+        rows.append(f"| {name} | {n:.0e} | {p} | " + " | ".join(f"{best[f'{name} {b}'] / best['XtX']:.2f}" for b in sizes) + " |")
     return rows
 
 
@@ -149,8 +177,18 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", nargs="+", default=["1", "default"])
     parser.add_argument("--no-memory", action="store_true", help="skip the tracemalloc run")
-    parser.add_argument("--chunked", type=int, default=0, help="also n rows x 10 read as Chunks of 1e6 (e.g. 10000000)")
+    parser.add_argument("--chunked", type=int, default=0, help="also n rows read as Chunks of about 80 MB (e.g. 10000000)")
+    parser.add_argument("--block-rows", type=int, nargs="+", default=None,
+                        help="instead: pass / XtX at these rows per block (e.g. 4096 8192 16384 32768 65536)")
     args = parser.parse_args()
+    if args.block_rows:
+        print("| fit | n | p | " + " | ".join(f"{b} rows" for b in args.block_rows) + " |")
+        print("|---|---|---|" + "---|" * len(args.block_rows))
+        for n in args.sizes:
+            for p in args.p:
+                for row in block_rows_sweep(n, p, args.repeats, args.block_rows):
+                    print(row, flush=True)
+        return
     print("| fit | n | p | BLAS threads | XtX ms | fit / XtX | pass / XtX | fixed ms | peak / X |")
     print("|---|---|---|---|---|---|---|---|---|")
     for n in args.sizes:
@@ -159,8 +197,9 @@ def main() -> None:
                 for row in table_for(n, p, threads, args.repeats, memory=not args.no_memory and threads == args.threads[0]):
                     print(row, flush=True)
     if args.chunked:
-        for row in chunked_rows(args.chunked, 10, 1):
-            print(row, flush=True)
+        for p in args.p:
+            for row in chunked_rows(args.chunked, p, args.repeats):
+                print(row, flush=True)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
+import attrs
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -76,6 +77,70 @@ def test_the_pass_in_memory_equals_the_numpy_reference(case):  # type: ignore[no
         sums = gram_sums(X, y, parts, wanted, block_rows=rows)
         assert set(sums) == set(wanted)
         assert matches(sums, ref)
+
+
+@st.composite
+def ball_cases(draw):  # type: ignore[no-untyped-def]
+    """Rows for the pass that reads X's blocks without copying them (an L2 ball, nothing else): each row unclipped,
+    just over the bound, far beyond it (more than ``FAR_FACTOR`` times; "large": so far that correcting X_b^T X_b for it
+    would cancel every other row), zero, or huge (its square overflows)."""
+    n, p = draw(st.integers(1, 40)), draw(st.integers(1, 6))
+    rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))
+    bound = draw(st.sampled_from([0.5, 1.0, 7.0]))
+    kinds = draw(st.lists(st.sampled_from(["inside", "near", "far", "large", "zero", "huge"]), min_size=n, max_size=n))
+    direction = rng.normal(size=(n, p))
+    direction /= np.maximum(np.linalg.norm(direction, axis=1, keepdims=True), 1e-300)
+    radius = {"inside": 0.9, "near": 1.0 + 2.0 * gram_pass.FAR_FACTOR * 0.25, "far": 3.0 * gram_pass.FAR_FACTOR,
+              "large": 1e60, "zero": 0.0, "huge": 1e200}
+    X = direction * np.array([radius[k] * (bound if k != "huge" else 1.0) for k in kinds])[:, None]
+    phi = draw(st.sampled_from(["none", "label", "slices"]))
+    y = rng.normal(size=n)
+    parts = RowParts(l2=bound, phi=phi, y_shift=0.1, y_bound=1.0, cuts=CUTS if phi == "slices" else None)
+    wanted = [b for b in BLOCKS if draw(st.booleans()) and (phi != "none" or b not in ("x_phi", "phi_sum"))] or ["xtx"]
+    return X, (y if phi != "none" else None), parts, tuple(wanted), draw(st.integers(1, 9))
+
+
+@settings(max_examples=60, deadline=None)
+@given(ball_cases())
+def test_the_uncopied_l2_pass_equals_clipping_a_copy_then_multiplying(case):  # type: ignore[no-untyped-def]
+    """X_b^T X_b corrected for the clipped rows (and the copying rule for blocks with far or huge rows) is the Gram of
+    the clipped rows, and the row norms the clip reads are finite-checked: the reference clips a copy, then X^T X."""
+    X, y, parts, wanted, block_rows = case
+    if np.abs(X).max() > 1e100:  # huge rows: the reference clips in units of 1e100 (where its squares are finite)
+        unit = {"xtx": 1e200, "x_sq": 1e200, "x_sum": 1e100, "x_phi": 1e100}
+        small = reference(X / 1e100, y, attrs.evolve(parts, l2=parts.l2 / 1e100))
+        ref = {name: value * unit.get(name, 1.0) for name, value in small.items()}
+    else:
+        ref = reference(X, y, parts)
+    if np.abs(X).max() < 1e30:
+        single = X.astype(np.float32)  # converted block by block, then the same uncopied arithmetic
+        assert matches(gram_sums(single, y, parts, wanted, block_rows=block_rows), reference(single, y, parts))
+    for rows in (block_rows, None):
+        assert matches(gram_sums(X, y, parts, wanted, block_rows=rows), ref)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ball_cases(), st.data())
+def test_a_nan_or_inf_anywhere_is_refused_by_the_uncopied_l2_pass(case, data):  # type: ignore[no-untyped-def]
+    X, y, parts, wanted, block_rows = case
+    X = X.copy()
+    i, j = data.draw(st.integers(0, X.shape[0] - 1)), data.draw(st.integers(0, X.shape[1] - 1))
+    X[i, j] = data.draw(st.sampled_from([np.nan, np.inf, -np.inf]))
+    if data.draw(st.booleans()) and X.shape[1] > 1:  # inf - inf and a row clipped to 0 * inf
+        X[i, (j + 1) % X.shape[1]] = -X[i, j] if np.isinf(X[i, j]) else np.inf
+    with pytest.raises(ValueError, match="NaN or inf"):
+        gram_sums(X, y, parts, wanted, block_rows=block_rows)
+
+
+def test_the_correction_for_clipped_rows_is_what_the_reference_checks(monkeypatch):
+    """The uncopied pass summed without its correction for the clipped rows (X_b^T X_b alone) goes red above."""
+    rng = np.random.default_rng(4)
+    X, y = rng.normal(size=(40, 3)) * 1.5, rng.normal(size=40)
+    parts = RowParts(l2=2.0, phi="label", y_bound=0.5)
+    assert matches(gram_sums(X, y, parts, BLOCKS, block_rows=8), reference(X, y, parts))
+    monkeypatch.setattr(gram_pass, "_clipped_rows", lambda Xb, bound2, far2: gram_pass._NONE_CLIPPED
+                        if np.isfinite(np.einsum("ij,ij->i", Xb, Xb).sum()) else None)
+    assert not matches(gram_sums(X, y, parts, BLOCKS, block_rows=8), reference(X, y, parts))
 
 
 def _chunked(X: np.ndarray, y: np.ndarray | None, parts: RowParts, wanted: tuple[str, ...], block_rows: int, source: object,
