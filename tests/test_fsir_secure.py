@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import linalg
 
-from privsdr import Budget, Ledger, ValidationError
+from privsdr import DPSIR, Budget, Ledger, ValidationError
 from privsdr.core import projection_distance
 from privsdr.federated import FederatedSIR
 
@@ -76,8 +76,16 @@ def test_with_noise_the_fit_is_charged_once_for_all_rows_and_reports_its_trust_m
     assert set(trust["parties"]) == {"server", "client-0", "client-1", "client-2"} and trust["collusion_threshold"] == 1
     assert "server" not in trust["contributors"]
     assert report.public_parameters["n"] == 6000 and report.public_parameters["aggregation"] == "secure"
-    # the three releases are DPSIR's moments at N = 6000 rows: one calibration, not three at n_k
-    assert projection_distance(est.directions_, BETA) < 0.35
+    # the three releases are DPSIR's moments at N = 6000 rows: one calibration, not three at n_k. Checked on the
+    # opened noise scales against central DPSIR's on the pooled rows (deterministic): sqrt(3/2) for one colluder among
+    # three contributors times the discrete Gaussian's zCDP pricing gives ~1.31; calibrated at n_k = 2000 it is ~3.9.
+    # (This replaced a projection distance < 0.35 on noise from OS entropy, which failed once in about 30 runs.)
+    X = np.vstack([x for x, _ in data])
+    y = np.concatenate([v for _, v in data])
+    central = DPSIR(1, bound=BOUND, cut_points=CUTS, n_slices=len(CUTS) + 1, budget=Budget(2.0, 1e-6), random_state=0).fit(X, y)
+    for name in ("slice_sums", "slice_counts", "second_moment"):
+        assert 1.2 < est.released_.scales[name] / central.released_.scales[name] < 1.45
+    assert projection_distance(est.directions_, BETA) < 1.0  # far better than a random direction (about 1.26)
     assert 0 < est.noise_error_ < est.random_error_
     Z = est.transform(data[0][0])
     assert Z.shape == (2000, 1) and np.all(np.isfinite(Z))

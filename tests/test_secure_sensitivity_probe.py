@@ -1,7 +1,7 @@
 """Sensitivity probes of the secure paths through production code, without MPC processes (issue 33, item 7).
 
 Each fit runs whole -- the estimator's checks and plan, every party's clipping and rounding (``party_block``,
-``label_vector``, ``FSIRConfig.truncate``), the party program's own input (``secure.party.party_input``) and its
+``label_vector``, ``FSIRConfig.truncate``), the party program's own input (``secure.party.party_statistics``, then ``with_shares``) and its
 computation (``secure.party._aggregate``: sums and cross-products) -- with the parties run in this process by
 ``privsdr.audit.secure_probe.run_in_process`` and every noise share drawn as 0. What it opens is the noise-free sum
 the parties secret-share; on extreme neighbours its change must stay within each node's declared sensitivity.

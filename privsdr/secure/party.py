@@ -244,14 +244,6 @@ def party_statistics(job: AggregationJob, name: str, data: Mapping[str, Any]) ->
     return None, None
 
 
-def party_input(job: AggregationJob, name: str, data: Mapping[str, Any]) -> tuple[np.ndarray | None, Held]:
-    """What party ``name`` inputs into the secure computation: ``party_statistics`` with this party's noise shares
-    added (``with_shares``, drawn by the party program only after the launcher has charged). The sensitivity and
-    contributor probes (``privsdr.audit.secure_probe``) run the party program through this function."""
-    q, held = party_statistics(job, name, data)
-    return (with_shares(job, q) if q is not None else None), held
-
-
 class Channel:
     """This party's messages to its launcher: one JSON line each on the process's original stdout (thread-safe)."""
 
