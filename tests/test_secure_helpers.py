@@ -30,7 +30,9 @@ def test_a_number_of_helpers_comes_first_in_mpyc_order_with_names_of_their_own()
     assert mpc_parties(["a", "b", "c"], 1, 0, ())[0] == ["a", "b", "c"]
     assert mpc_parties(["alice", "bob"], 2, 3, ())[1] == 2  # 5 parties tolerate 2 colluders
     assert helper_count(True, 5) == 1 and helper_count(False, 2) == 0 and helper_count(np.int64(2), 2) == 2
-    assert helpers_of(["helper", "helper2", "alice"]) == "helper, helper2" and helpers_of(["alice", "bob", "c"]) is None
+    assert helpers_of(["helper", "helper2", "alice"], ["alice"]) == "helper, helper2" and helpers_of(["alice", "bob", "c"], ["alice", "bob", "c"]) is None
+    # a data party may be called "helper2" when one helper runs: it is not reported as a helper
+    assert helpers_of(*[mpc_parties(["helper2", "bob"], 1, "auto", ())[0], ["helper2", "bob"]]) == "helper"
 
 
 @pytest.mark.parametrize("helper", [-1, 9, 1.5, "two", None])

@@ -23,7 +23,7 @@ import numpy as np
 from .. import core
 from ..accounting import Budget, Ledger
 from ..errors import ValidationError
-from ..mechanisms.distributed import honest_majority
+from ..mechanisms.collusion import honest_majority
 from ..plan import Plan, Run
 from ..released import from_run
 from ..released.moments import MomentRelease, add_moment_nodes, noise_error, random_subspace_error, with_diagnostics

@@ -27,7 +27,7 @@ import numpy as np
 
 from .._validation import check_matrix, check_vector
 from ..errors import ValidationError
-from ..mechanisms.distributed import honest_majority
+from ..mechanisms.collusion import honest_majority
 from ..plan import Run
 from ..released import from_run
 from ..released.sites import SiteBlocks, distributed_plan, site_bounds

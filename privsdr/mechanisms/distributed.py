@@ -34,7 +34,6 @@ from ..accounting.zcdp import zcdp_epsilon
 from . import secure
 from .base import Mechanism, NoiseSpec, as_float_array
 from .calibration import discrete_gaussian_noise_multiplier
-from .collusion import honest_majority as honest_majority  # its callers import it from here too
 from .search import smallest_fitting_factor
 from .sensitivity import Sensitivity
 

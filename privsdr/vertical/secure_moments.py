@@ -216,7 +216,7 @@ class _SecureVerticalMoments(PrivateEstimator):
                      notes=["the blocks were computed inside a secure computation (MPyC) from the parties' clipped, rounded "
                             "columns; every party added a discrete Gaussian share and only the noisy blocks were opened"]) as run:
                 done = secure_gram_release(run, products, arrays, parties=c["parties"], threshold=c["t"], bound=bound,
-                                           timeout=c["timeout"], helper=helpers_of(c["parties"]),
+                                           timeout=c["timeout"], helper=helpers_of(c["parties"], products.parties),
                                            addresses=list(session.job.addresses), tls=c["tls"], certificates=self.certificates,
                                            session=session)
         finally:

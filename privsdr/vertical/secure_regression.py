@@ -40,7 +40,7 @@ from ..algorithms._base import PrivateEstimator, check_matrix, check_positive, c
 from ..algorithms._pls_modes import ssp_postprocess
 from ..algorithms.adassp import adassp_solution
 from ..errors import ValidationError
-from ..mechanisms.distributed import honest_majority
+from ..mechanisms.collusion import honest_majority
 from ..network.addresses import check_addresses
 from ..network.certificates import load_credentials
 from ..parties.layout import Layout, Party, check_parties, is_block_list
@@ -354,7 +354,7 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
                      notes=["X^T X and X^T y were computed inside a secure computation (MPyC) from the parties' clipped, rounded "
                             "columns; every party added a discrete Gaussian share and only the noisy statistics were opened"]) as run:
                 done = secure_gram_release(run, products, arrays, parties=c["parties"], threshold=c["t"], bound=bound,
-                                           timeout=c["timeout"], helper=helpers_of(c["parties"]), own=own,
+                                           timeout=c["timeout"], helper=helpers_of(c["parties"], products.parties), own=own,
                                            addresses=list(session.job.addresses), tls=c["tls"], certificates=certificates,
                                            progress=progress, session=session)
         finally:
@@ -521,9 +521,10 @@ def mpc_parties(names: Sequence[str], colluders: Any, helper: Any, taken: Sequen
     return parties, int(t)
 
 
-def helpers_of(parties: Sequence[str]) -> str | None:
-    """The helpers among ``parties`` (the report's ``server`` field), comma-separated, or None."""
-    found = [p for p in parties if p == HELPER or (p.startswith(HELPER) and p[len(HELPER):].isdigit())]
+def helpers_of(parties: Sequence[str], data_parties: Sequence[str]) -> str | None:
+    """The helpers among ``parties`` (the report's ``server`` field): the parties that hold no data, comma-separated,
+    or None. Read off the data parties, not the names: a data party may be called "helper2" when one helper runs."""
+    found = [p for p in parties if p not in set(data_parties)]
     return ", ".join(found) or None
 
 
