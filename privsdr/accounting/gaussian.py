@@ -35,12 +35,7 @@ def _log_ndtr() -> Any:
     checks that the two agree bit for bit."""
     from scipy.special import cython_special
 
-    _LOG_NDTR.append(cython_special.log_ndtr)
     return cython_special.log_ndtr
-
-
-#: ``_log_ndtr()`` once it has been looked up (``_upper`` reads it without a call)
-_LOG_NDTR: list[Any] = []
 
 
 def _log_terms(z: float, epsilon: float) -> tuple[float, float, float]:
@@ -54,7 +49,7 @@ def _log_terms(z: float, epsilon: float) -> tuple[float, float, float]:
 def _upper(z: float, epsilon: float) -> float:
     """``gaussian_delta_upper`` for one finite z > 0 as one flat function (the solves evaluate it ~25 times each): the
     same operations in the same order as ``_log_terms`` and the bound below, so the same doubles (a test checks it)."""
-    log_ndtr = _LOG_NDTR[0] if _LOG_NDTR else _log_ndtr()
+    log_ndtr = _log_ndtr()
     a = 1.0 / (2.0 * z)
     b = epsilon * z
     log_p: float = log_ndtr(a - b)

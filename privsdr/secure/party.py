@@ -177,10 +177,15 @@ def gram_input(job: AggregationJob, name: str, data: Mapping[str, Any]) -> tuple
     if mine:
         held = {}
         for group in mine:
-            if group.key not in data:
-                raise ShareRefused(f"no {group.description} ({group.key!r}) in this party's input")
-            held[group.name] = checked_rows(job, group, data[group.key], products.rows)
+            held[group.name] = checked_rows(job, group, _input_of(group, data), products.rows)
     return products.local_statistics(name, held), held
+
+
+def _input_of(group: Any, data: Mapping[str, Any]) -> Any:
+    """The input a party holds for one of its column groups (under the group's ``key``); ``ShareRefused`` if none."""
+    if group.key not in data:
+        raise ShareRefused(f"no {group.description} ({group.key!r}) in this party's input")
+    return data[group.key]
 
 
 def check_gram_input(job: AggregationJob, name: str, data: Mapping[str, Any]) -> None:
@@ -191,9 +196,7 @@ def check_gram_input(job: AggregationJob, name: str, data: Mapping[str, Any]) ->
     products = job.products
     assert products is not None
     for group in products.owned(name):
-        if group.key not in data:
-            raise ShareRefused(f"no {group.description} ({group.key!r}) in this party's input")
-        value = data[group.key]
+        value = _input_of(group, data)
         if isinstance(value, ColumnStream):
             if value.shape != (products.rows, group.width):
                 raise ShareRefused(f"{group.key!r} must be a {products.rows} x {group.width} integer matrix on the grid")
