@@ -50,12 +50,6 @@ def _sampling_noise(sd: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return sd * (Z + Z.T) / np.sqrt(2.0)
 
 
-def _project_stack(B: np.ndarray, C: float) -> np.ndarray:
-    """``core.project_columns`` of each matrix of a stack (..., p, K): every column onto the L2 ball of radius C."""
-    norms = np.linalg.norm(B, axis=-2, keepdims=True)
-    return B * np.where(norms > C, C / np.where(norms > C, norms, 1.0), 1.0)
-
-
 def choose_step_size(
     kernel: np.ndarray,
     sigma: np.ndarray,
@@ -108,7 +102,7 @@ def choose_step_size(
         for t in range(T):
             G = np.swapaxes(B, -1, -2) @ sigma @ B - np.eye(K)
             U = B + 2.0 * etas * (kernel @ B - lp * sigma @ B @ G)
-            B = _project_stack(U + sd * step_noise[:, t], C)
+            B = core.project_columns(U + sd * step_noise[:, t], C)
         for unit, B_unit in zip(ETA_GRID, B, strict=True):
             finals[unit].append(core.projection_distance(B_unit, truth))
     medians = {unit: float(np.median(v)) for unit, v in finals.items()}

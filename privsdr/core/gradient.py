@@ -43,8 +43,8 @@ def pca_update(X: FloatArray, B: FloatArray, L: float, eta: float, lambda_pen: f
 
 
 def project_columns(B: FloatArray, C: float) -> FloatArray:
-    """Each column onto the L2 ball of radius C: b_k * min(1, C / ||b_k||)."""
-    norms: FloatArray = np.linalg.norm(B, axis=0)
+    """Each column onto the L2 ball of radius C: b_k * min(1, C / ||b_k||) (of each matrix of a stack (..., p, K))."""
+    norms: FloatArray = np.linalg.norm(B, axis=-2, keepdims=True)
     factor = np.ones_like(norms)
     over = norms > C
     factor[over] = C / norms[over]

@@ -64,11 +64,12 @@ def classical_sir(X: FloatArray, labels: IntArray, n_slices: int, K: int) -> tup
 
 
 def projector(B: FloatArray) -> FloatArray:
-    """P_B = B (B^T B)^+ B^T, the orthogonal projector onto span(B)."""
+    """P_B = B (B^T B)^+ B^T, the orthogonal projector onto span(B) (of each basis of a stack (..., p, K))."""
     B = np.atleast_2d(np.asarray(B, dtype=float))
-    if B.shape[0] == 1 and B.shape[1] > 1:
+    if B.ndim == 2 and B.shape[0] == 1 and B.shape[1] > 1:
         B = B.T
-    return B @ np.linalg.pinv(B.T @ B) @ B.T
+    Bt = np.swapaxes(B, -1, -2)
+    return B @ np.linalg.pinv(Bt @ B) @ Bt
 
 
 def projection_distance(A: FloatArray, B: FloatArray) -> float:
@@ -78,9 +79,7 @@ def projection_distance(A: FloatArray, B: FloatArray) -> float:
 
 def projection_distances(A: FloatArray, B: FloatArray) -> FloatArray:
     """``projection_distance`` of each basis of a stack A (r, p, K) to B (p, K), in batched pseudo-inverses."""
-    A = np.asarray(A, dtype=float)
-    At = np.swapaxes(A, -1, -2)
-    distances: FloatArray = np.linalg.norm(A @ np.linalg.pinv(At @ A) @ At - projector(B), axis=(-2, -1))
+    distances: FloatArray = np.linalg.norm(projector(np.asarray(A, dtype=float)) - projector(B), axis=(-2, -1))
     return distances
 
 

@@ -29,7 +29,7 @@ from .. import core
 from ..plan import Plan
 from . import gram
 from .record import Released
-from .regression import NOISE_WARNING_SHARE, with_noise_message
+from .regression import NOISE_WARNING_SHARE, symmetric_from_normals, with_noise_message
 
 RELATION = "replace_one"
 #: budget weights of the three releases (the counts need little: n_h / n is large against sqrt(2)/n)
@@ -107,12 +107,11 @@ class MomentRelease:
         draws; the normals are drawn per copy in the order symmetric noise (upper triangle, mirrored), sums, counts)."""
         p, H = self.slice_sums.shape
         draws = rng.standard_normal((reps, p * p + p * H + H))
-        upper = np.triu(self.second_scale * draws[:, :p * p].reshape(reps, p, p))
         return attrs.evolve(
             self,
             slice_sums=self.slice_sums + self.sums_scale * draws[:, p * p:p * p + p * H].reshape(reps, p, H),
             proportions=self.proportions + self.counts_scale * draws[:, p * p + p * H:],
-            second_moment=self.second_moment + upper + np.swapaxes(np.triu(upper, 1), -1, -2),
+            second_moment=self.second_moment + symmetric_from_normals(self.second_scale, draws[:, :p * p].reshape(reps, p, p)),
         )
 
 

@@ -92,7 +92,13 @@ def symmetric_noise(scale: float, size: int, rng: np.random.Generator, reps: int
     """One draw of a symmetric matrix Gaussian's noise (Analyze-Gauss): the upper triangle with the diagonal drawn at
     ``scale``, mirrored. For the parametric bootstraps of symmetric releases. ``reps``: that many draws, stacked on a
     leading axis (the same normals as ``reps`` single draws)."""
-    upper = np.triu(scale * rng.standard_normal((size, size) if reps is None else (reps, size, size)))
+    return symmetric_from_normals(scale, rng.standard_normal((size, size) if reps is None else (reps, size, size)))
+
+
+def symmetric_from_normals(scale: float, normals: np.ndarray) -> np.ndarray:
+    """The symmetric noise of standard ``normals`` (..., p, p): their upper triangle with the diagonal at ``scale``,
+    mirrored (``symmetric_noise`` draws them; a bootstrap that draws its normals in another order passes its own)."""
+    upper = np.triu(scale * normals)
     noise: np.ndarray = upper + np.swapaxes(np.triu(upper, 1), -1, -2)
     return noise
 
