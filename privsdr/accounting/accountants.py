@@ -37,6 +37,7 @@ from .charge import Charge
 from .composition import MAX_ATOMS, Exposure, exposure
 from .events import DELTA_EVENTS, PURE_EVENTS, ApproxEvent, Event, GaussianEvent, LaplaceEvent
 from .gaussian import gaussian_epsilon
+from .pld_build import gaussian_pld, laplace_pld
 from .rounding import outward, sum_up
 
 #: per-event epsilons above this are answered by basic composition in rdp/pld (dp-accounting overflows
@@ -456,15 +457,15 @@ class PldAccountant(_CurveAccountant):
 def _event_pld(event: Event, vdi: float, count: int) -> Any:
     """dp-accounting's privacy-loss distribution of ``count`` releases of ``event`` on the grid ``vdi``: a function of
     the three alone, and dp-accounting never changes a distribution in place (``compose`` and ``self_compose`` return
-    new ones), so one object serves every composition that contains these releases. Building one costs ~0.1 s (its
-    pessimistic construction evaluates the privacy loss at every grid point in Python); a ledger prices histories that
-    share their earlier runs' events, so each is built once."""
+    new ones), so one object serves every composition that contains these releases; a ledger prices histories that
+    share their earlier runs' events, so each is built once. Gaussian and Laplace distributions are built by
+    ``pld_build`` (dp-accounting's construction in array operations, the same distribution bit for bit)."""
     from dp_accounting.pld import privacy_loss_distribution as pld
 
     if isinstance(event, GaussianEvent):
-        dist = pld.from_gaussian_mechanism(event.noise_multiplier, sensitivity=1.0, value_discretization_interval=vdi)
+        dist = gaussian_pld(event.noise_multiplier, vdi)
     elif isinstance(event, LaplaceEvent):
-        dist = pld.from_laplace_mechanism(event.noise_multiplier, sensitivity=1.0, value_discretization_interval=vdi)
+        dist = laplace_pld(event.noise_multiplier, vdi)
     else:
         from dp_accounting.pld import common
 
