@@ -2,6 +2,9 @@
 operations: every field of the result must be dp-accounting's own, exactly (the same class, the same doubles)."""
 from __future__ import annotations
 
+import functools
+import itertools
+import math
 from typing import Any
 
 import numpy as np
@@ -10,7 +13,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld
 
 from privsdr.accounting.accountants import PldAccountant, _event_pld
 from privsdr.accounting.events import GaussianEvent, LaplaceEvent
-from privsdr.accounting.pld_build import gaussian_pld, laplace_pld
+from privsdr.accounting.pld_build import epsilon_for_delta, gaussian_pld, laplace_pld
 
 
 def assert_same_distribution(ours: Any, theirs: Any) -> None:
@@ -80,3 +83,40 @@ def test_degenerate_parameters_fail_as_in_dp_accounting(build: Any, library: Any
         library(z, sensitivity=1.0, value_discretization_interval=vdi)
     with np.errstate(divide="ignore"), pytest.raises(type(theirs.value)):
         build(z, vdi)
+
+
+def test_the_running_sums_of_the_losses_are_the_librarys_repeated_subtraction() -> None:
+    """dp-accounting walks the losses with ``itertools.count(upper, -d)`` (repeated float addition); ``np.cumsum``
+    must add in the same sequence, far enough down a grid for rounding to accumulate."""
+    for upper, d in [(12.3456, 1e-4), (3.0, 3.7e-3), (-1e-4, 1e-4)]:
+        steps = np.full(100_000, -d)
+        steps[0] = upper
+        assert np.array_equal(np.cumsum(steps), np.fromiter(itertools.islice(itertools.count(upper, -d), 100_000), float))
+
+
+@functools.cache
+def _composed_distributions() -> dict[str, Any]:
+    from dp_accounting.pld import common
+
+    pure = pld.from_privacy_parameters(common.DifferentialPrivacyParameters(0.3, 1e-6), value_discretization_interval=1e-3)
+    return {
+        "gaussian": gaussian_pld(1.0, 1e-3),
+        "gaussian x3": gaussian_pld(0.7, 1e-3).self_compose(3),
+        "gaussian + laplace": gaussian_pld(2.0, 1e-3).compose(laplace_pld(3.0, 1e-3)),
+        "laplace": laplace_pld(0.5, 1e-4),
+        "gaussian + approximate": gaussian_pld(5.0, 1e-3).compose(pure),
+        "laplace x20": laplace_pld(10.0, 1e-3).self_compose(20),
+        "sparse laplace": laplace_pld(3.0, 1e-2),
+    }
+
+
+@pytest.mark.parametrize("name", ["gaussian", "gaussian x3", "gaussian + laplace", "laplace", "gaussian + approximate",
+                                  "laplace x20", "sparse laplace"])
+def test_epsilon_for_delta_is_dp_accountings_bit_for_bit(name: str) -> None:
+    """Every delta from 0 (infinite epsilon: the pessimistic tail mass) through the usual 1e-12..1e-5 to 1 (epsilon 0),
+    on dense and sparse, self-composed and composed distributions: the same double as dp-accounting's walk."""
+    dist = _composed_distributions()[name]
+    for delta in [0.0, 1e-300, 1e-15, 1e-12, 1e-9, 3e-7, 1e-6, 1e-5, 1e-3, 0.01, 0.1, 0.5, 0.9, 1.0]:
+        theirs = float(dist.get_epsilon_for_delta(delta))
+        ours = epsilon_for_delta(dist, delta)
+        assert ours == theirs or (math.isinf(ours) and math.isinf(theirs)), (delta, ours, theirs)

@@ -37,7 +37,7 @@ from .charge import Charge
 from .composition import MAX_ATOMS, Exposure, exposure
 from .events import DELTA_EVENTS, PURE_EVENTS, ApproxEvent, Event, GaussianEvent, LaplaceEvent
 from .gaussian import gaussian_epsilon
-from .pld_build import gaussian_pld, laplace_pld
+from .pld_build import epsilon_for_delta, gaussian_pld, laplace_pld
 from .rounding import outward, sum_up
 
 #: per-event epsilons above this are answered by basic composition in rdp/pld (dp-accounting overflows
@@ -432,7 +432,7 @@ class PldAccountant(_CurveAccountant):
             dist = _event_pld(event, vdi, count)
             total = dist if total is None else total.compose(dist)
         assert total is not None
-        return float(total.get_epsilon_for_delta(delta))
+        return epsilon_for_delta(total, delta)
 
     def compose_components(self, exp: Exposure) -> Cost:
         """Gaussian-only components compose exactly (the worst option is the one with the largest mu^2);

@@ -94,3 +94,61 @@ def _connect_dots_pmf(vdi: float, lo: int, hi: int, deltas: np.ndarray) -> Any:
     probs[-1] = delta_diffs[-1] / math.expm1(-vdi)
     probs = np.maximum(0.0, probs)
     return pld_pmf.DensePLDPmf(vdi, lo, probs, deltas[-1], True)
+
+
+#: grid points whose privacy losses the epsilon search reads per step (the first block; each next one is twice as long)
+_FIRST_BLOCK = 4096
+
+
+def epsilon_for_delta(distribution: Any, delta: float) -> float:
+    """``distribution.get_epsilon_for_delta(delta)``, the same double, for a symmetric dense distribution (any other
+    goes to the library).
+
+    dp-accounting's ``pld_pmf._get_epsilon_for_delta`` walks the losses from the largest down, one Python step per grid
+    point (~2 us): before adding loss l_k it stops if U_k > delta, L_k > 0 and log((U_k - delta) / L_k) >= l_k, with
+    U_k = infinity mass + the masses above l_k and L_k = sum of exp(-l_j) p_j above l_k; it returns max(0, l_k) as soon
+    as U_{k+1} >= delta with L_{k+1} = 0, else 0 if U <= L + delta, else log((U - delta) / L). Here the same sums, in
+    the same order, are running sums of blocks of the walk (``np.cumsum`` adds in sequence, as the loop does): the
+    losses are its repeated subtraction of the grid step (``itertools.count``), the terms exp(-l_j) p_j use
+    ``math.exp`` as it does, and where numpy's log could decide the stopping test differently from ``math.log``
+    (within 1e-9 relative of l_k) ``math.log`` decides."""
+    from dp_accounting.pld import pld_pmf
+
+    pmf = distribution._pmf_remove
+    if not distribution._symmetric or type(pmf) is not pld_pmf.DensePLDPmf:
+        return float(distribution.get_epsilon_for_delta(delta))
+    infinity_mass, probs = pmf._infinity_mass, pmf._probs[::-1]
+    if infinity_mass > delta:
+        return math.inf
+    n = probs.size
+    steps = np.full(n, -pmf._discretization)
+    steps[0] = (pmf._lower_loss + n - 1) * pmf._discretization
+    losses = np.cumsum(steps)
+    upper = np.cumsum(np.concatenate(([infinity_mass], probs)))  # U_0 .. U_n
+    start, block, lower_end = 0, _FIRST_BLOCK, 0.0
+    while start < n:
+        stop = min(n, start + block)
+        loss = losses[start:stop]
+        terms = np.fromiter(map(math.exp, (-loss).tolist()), dtype=float, count=stop - start) * probs[start:stop]
+        lower = np.cumsum(np.concatenate(([lower_end], terms)))  # L_start .. L_stop
+        up = upper[start:stop + 1]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = (up[:-1] - delta) / lower[:-1]
+            logs = np.log(ratio)
+        checked = (up[:-1] > delta) & (lower[:-1] > 0)
+        stops = checked & (logs >= loss)
+        for i in np.flatnonzero(checked & (np.abs(logs - loss) <= 1e-9 * (1.0 + np.abs(loss)))):
+            stops[i] = math.log(ratio[i]) >= loss[i]
+        early = np.flatnonzero((up[1:] >= delta) & (lower[1:] == 0))
+        first_stop = np.flatnonzero(stops)
+        if early.size and (not first_stop.size or early[0] < first_stop[0]):
+            return float(max(0, float(loss[early[0]])))
+        if first_stop.size:
+            mass_upper, mass_lower = float(up[first_stop[0]]), float(lower[first_stop[0]])
+            break
+        start, block, lower_end = stop, 2 * block, lower[-1]
+    else:
+        mass_upper, mass_lower = float(upper[n]), float(lower_end)
+    if mass_upper <= mass_lower + delta:
+        return 0.0
+    return math.log((mass_upper - delta) / mass_lower)
