@@ -70,16 +70,17 @@ class Accountant:
     def cost(self, charges: Sequence[Charge]) -> Cost:
         """Memoised on (the accountant's parameters, the charges): a ledger prices the same history many times
         per run (preflight, reserve, remaining, the report's totals), and the answer is a pure function of both."""
-        key = (type(self).__name__, repr(self.to_dict()), self.target_delta, tuple(charges))
+        key = _HashedKey((type(self).__name__, repr(self.to_dict()), self.target_delta, tuple(charges)))
         with _CACHE_LOCK:
-            if key in _COST_CACHE:
-                _COST_CACHE.move_to_end(key)
-                return _COST_CACHE[key]
+            cached = _COST_CACHE.pop(key, None)  # one lookup; re-inserting below makes it the most recent
+            if cached is not None:
+                _COST_CACHE[key] = cached
+                return cached
         cost = self.cost_of_exposure(exposure(charges))
         with _CACHE_LOCK:
             _COST_CACHE[key] = cost
             if len(_COST_CACHE) > _CACHE_SIZE:
-                _COST_CACHE.popitem(last=False)
+                del _COST_CACHE[next(iter(_COST_CACHE))]  # the least recently used
         return cost
 
     def cost_of_exposure(self, exp: Exposure) -> Cost:
@@ -215,8 +216,27 @@ class AdvancedAccountant(Accountant):
 _CACHE: OrderedDict[tuple[str, float | None, frozenset[tuple[Event, int]]], Cost] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 4096
-#: Accountant.cost memo: (accountant type, parameters, target delta, charges) -> Cost
-_COST_CACHE: OrderedDict[tuple[str, str, float | None, tuple[Charge, ...]], Cost] = OrderedDict()
+
+
+class _HashedKey:
+    """A memo key that hashes its tuple once: a history of charges is hashed field by field (attrs), and a dict
+    lookup, a move and a read each hashed it again."""
+
+    __slots__ = ("key", "hash")
+
+    def __init__(self, key: tuple[Any, ...]) -> None:
+        self.key = key
+        self.hash = hash(key)
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _HashedKey) and self.hash == other.hash and self.key == other.key
+
+
+#: Accountant.cost memo, least recently used first: (accountant type, parameters, target delta, charges) -> Cost
+_COST_CACHE: dict[_HashedKey, Cost] = {}
 
 
 def merge_gaussians(events: Sequence[Event]) -> list[Event]:
