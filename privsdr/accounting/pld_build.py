@@ -13,8 +13,9 @@ build) and the masses go through a dict and a list. Here:
 
 * x(e) for the whole grid in one array expression, with the library's own scalar formula (the same IEEE operations in
   the same order): Gaussian x = -s/2 - e z^2 / s; Laplace x = (-s - e b) / 2 within |e b| <= s, else -inf / +inf;
-* the noise CDFs through the same ``scipy.stats`` distribution methods the library's frozen variables call (without
-  freezing one per build: a frozen variable copies its distribution, ~9 ms);
+* the noise CDFs: Laplace through the same ``scipy.stats`` methods the library's frozen variables call (without freezing
+  one per build: a frozen variable copies its distribution, ~9 ms), Gaussian through the kernels those methods call
+  (``scipy.special.ndtr``, ``log_ndtr``, ``ndtri``) on the same standardised arguments;
 * the masses by the library's fixed-gap arithmetic, stored in its ``DensePLDPmf`` without the dict.
 
 Small grids (at most ``pld_pmf._MAX_PMF_SPARSE_SIZE`` points, a sparse PMF) and every other case go through the
@@ -35,13 +36,16 @@ _LOG_MASS_TRUNCATION = -50.0
 def gaussian_pld(standard_deviation: float, vdi: float) -> Any:
     """``pld.from_gaussian_mechanism(standard_deviation, sensitivity=1.0, value_discretization_interval=vdi)``."""
     from dp_accounting.pld import privacy_loss_distribution as pld
-    from scipy import stats
+    from scipy import special
 
     z, s = float(standard_deviation), 1.0
     if not (0.0 < z < math.inf and 0.0 < vdi < math.inf):
         return pld.from_gaussian_mechanism(standard_deviation, sensitivity=s, value_discretization_interval=vdi)
-    # GaussianPrivacyLoss.privacy_loss_tail (REMOVE), then connect_dots_bounds: the loss at the two truncations
-    lower_x = stats.norm.ppf(0.5 * math.exp(_LOG_MASS_TRUNCATION), scale=z)
+    # GaussianPrivacyLoss.privacy_loss_tail (REMOVE), then connect_dots_bounds: the loss at the two truncations;
+    # scipy.stats.norm(scale=z).ppf(q) is ndtri(q) * z + 0 (its location), and its cdf / logcdf at a finite x are
+    # ndtr((x - 0) / z) / log_ndtr((x - 0) / z): the kernels are called directly, without the distribution's argument
+    # checks (2/3 of a build)
+    lower_x = float(special.ndtri(0.5 * math.exp(_LOG_MASS_TRUNCATION))) * z + 0.0
     upper_x = -lower_x
     lower_x -= s
     epsilon_upper = s * (-0.5 * s - lower_x) / (z**2)
@@ -49,8 +53,8 @@ def gaussian_pld(standard_deviation: float, vdi: float) -> Any:
     lo, hi = math.floor(epsilon_lower / vdi), math.ceil(epsilon_upper / vdi)
     epsilons = np.arange(lo, hi + 1) * vdi
     x = -0.5 * s - epsilons * (z**2) / s  # _inverse_privacy_loss_without_subsampling_remove, per element
-    upper_cdf = stats.norm.cdf(np.add(x, s), scale=z)  # mu_upper_cdf (REMOVE): the noise CDF at x + s
-    lower_log_cdf = stats.norm.logcdf(x, scale=z)  # mu_lower_log_cdf (REMOVE): the noise log CDF at x
+    upper_cdf = special.ndtr(np.add(x, s) / z)  # mu_upper_cdf (REMOVE): the noise CDF at x + s
+    lower_log_cdf = special.log_ndtr(x / z)  # mu_lower_log_cdf (REMOVE): the noise log CDF at x
     deltas = np.clip(upper_cdf - np.exp(epsilons + lower_log_cdf), 0, 1)
     return pld.PrivacyLossDistribution(_connect_dots_pmf(vdi, lo, hi, deltas))
 
