@@ -607,3 +607,24 @@ def test_memoised_privacy_loss_distributions_give_the_answer_built_from_scratch(
     pld._epsilon([laplace, gaussian], DELTA)  # the Laplace (once) and the Gaussian are now kept
     assert pld._epsilon(history, DELTA) == reference_pld_epsilon(history, DELTA)
     assert _event_pld.cache_info().hits >= 1
+
+
+def test_the_cost_memo_tells_accountants_apart_by_every_parameter():
+    """``Accountant.cost`` memoises on the accountant's parameters: two accountants that differ in one parameter (the
+    PLD grid, the advanced slack, a ``best`` member's reading delta) price the same history each as a fresh
+    accountant does, whichever priced it first."""
+    from privsdr.accounting import accountants as module
+
+    history = [Charge(f"l{i}", (LaplaceEvent(20.0),), "replace_one") for i in range(200)]  # advanced beats basic
+    history.append(Charge("g", (GaussianEvent(10.0, 1e-7),), "replace_one"))
+    pairs = [
+        (PldAccountant(1e-3, 1e-6), PldAccountant(2e-2, 1e-6)),
+        (AdvancedAccountant(1e-7, 1e-5), AdvancedAccountant(1e-9, 1e-5)),
+        (BestAccountant([RdpAccountant(1e-6)], 1e-5), BestAccountant([RdpAccountant(1e-8)], 1e-5)),
+    ]
+    for first, second in pairs:
+        module._COST_CACHE.clear()
+        fresh = second.cost(history)
+        module._COST_CACHE.clear()
+        assert first.cost(history) != fresh, (first, second)
+        assert second.cost(history) == fresh, (first, second)
