@@ -294,7 +294,7 @@ def _next_run(data, previous: list[float]):
 
 ADAPTIVE = settings(max_examples=10, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-#: under best every admission check composes each run's Laplace nodes by PLD (~0.1 s each): fewer histories
+#: under best every admission check also composes each run by PLD (a Gaussian and Laplace mix: ~10-50 ms): fewer histories
 ADAPTIVE_BEST = settings(ADAPTIVE, max_examples=4)
 
 
