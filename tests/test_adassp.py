@@ -231,6 +231,18 @@ def test_the_noise_ratio_is_its_formula_on_a_hand_made_release():
     assert got == pytest.approx(math.sqrt(np.median(changes) / (b @ S @ b)), rel=1e-12)
 
 
+def test_the_pretests_chi2_quantile_is_scipys_bit_for_bit():
+    """``stands_above_noise`` reads chi^2 quantiles through ``chi2_quantile`` (scipy.special, without scipy.stats'
+    argument handling): the same numbers as ``scipy.stats.chi2.ppf``, exactly, so no pre-test changes its verdict."""
+    from scipy.stats import chi2
+
+    from privsdr.released.regression import PRETEST_LEVEL, chi2_quantile
+
+    for dof in (0.37, 1.0, 2.5, 7.0, 40.2, 1234.5):
+        for q in (0.5, 1.0 - PRETEST_LEVEL, 1.0 - PRETEST_LEVEL / 12, 1.0 - 1e-6):
+            assert chi2_quantile(q, dof) == float(chi2.ppf(q, dof)), (q, dof)
+
+
 def test_under_add_remove_the_number_of_rows_is_not_published():
     """n is not public under add/remove (one record changes it): neither the report nor ``released_`` carries it."""
     X, y = linear_data(321, seed=6)

@@ -93,12 +93,10 @@ def lonely_columns(ratios: np.ndarray) -> np.ndarray:
     """The selected coordinates whose ``co_variation`` does not pass the pre-test of ``released.regression.signal_in``
     (chi^2 with s - 1 degrees of freedom at 0.05): a spike's coordinates co-vary with the rest of the spike, so such a
     coordinate may stand where a spiked one was missed (issue 33)."""
-    from scipy.stats import chi2
-
-    from ..released.regression import PRETEST_LEVEL
+    from ..released.regression import PRETEST_LEVEL, chi2_quantile
 
     dof = max(ratios.size - 1, 1)
-    threshold = max(float(chi2.ppf(1.0 - PRETEST_LEVEL, dof)) / dof, 1.0)
+    threshold = max(chi2_quantile(1.0 - PRETEST_LEVEL, dof) / dof, 1.0)
     return np.flatnonzero(ratios <= threshold) if ratios.size > 1 else np.zeros(0, dtype=int)
 
 

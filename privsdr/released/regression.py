@@ -44,11 +44,18 @@ def stands_above_noise(energy: float, expected: float, spread: float, level: flo
     ``spread``, approximated by (spread / expected) chi^2_nu, nu = expected^2 / spread (Satterthwaite 1946)?"""
     if expected <= 0.0:
         return energy > 0.0
-    from scipy.stats import chi2
-
     nu = expected**2 / spread if spread > 0 else 1.0
-    threshold = spread / expected * float(chi2.ppf(1.0 - level, nu)) if spread > 0 else expected
+    threshold = spread / expected * chi2_quantile(1.0 - level, nu) if spread > 0 else expected
     return energy > max(threshold, expected)
+
+
+def chi2_quantile(q: float, dof: float) -> float:
+    """The q quantile of chi^2_dof, 2 P^-1(dof / 2, q) with P the regularized lower incomplete gamma function: what
+    ``scipy.stats.chi2.ppf(q, dof)`` returns (bit for bit: it computes this), without its argument handling, which costs
+    ~50x the quantile itself in the pre-tests that run once per step of every fit."""
+    from scipy.special import gammaincinv
+
+    return float(2.0 * gammaincinv(dof / 2.0, q))
 
 
 def shrinkage_factor(energy: float, expected: float, spread: float | None = None, level: float = PRETEST_LEVEL) -> float:
@@ -106,15 +113,27 @@ def symmetric_from_normals(scale: float, normals: np.ndarray) -> np.ndarray:
 def renoised(released: Released, rng: np.random.Generator, symmetric: Iterable[str] = ("xtx",)) -> Released:
     """The release with fresh noise at its public scales added to every array (one parametric-bootstrap draw);
     arrays named in ``symmetric`` get symmetric noise (upper triangle drawn, mirrored)."""
+    return renoised_draws(released, rng, 1, symmetric)[0]
+
+
+def renoised_draws(released: Released, rng: np.random.Generator, reps: int, symmetric: Iterable[str] = ("xtx",)
+                   ) -> list[Released]:
+    """``reps`` draws of ``renoised``, the same numbers as ``reps`` calls of it in a row: one generator call for every
+    normal (a generator fills an array in order, so the normals of draw r, array by array, are the slice r of one
+    (reps, total) block) and each array's noise computed for all draws at once."""
     square = set(symmetric)
-    arrays = {}
-    for name, value in released.arrays.items():
+    items = list(released.arrays.items())
+    sizes = [value.size for _, value in items]
+    normals = rng.standard_normal((reps, sum(sizes)))
+    stacked = {}
+    start = 0
+    for (name, value), size in zip(items, sizes, strict=True):
+        block = normals[:, start:start + size].reshape((reps, *value.shape))
+        start += size
         scale = released.scales.get(name, 0.0)
-        if name in square and value.ndim == 2:
-            arrays[name] = value + symmetric_noise(scale, value.shape[0], rng)
-        else:
-            arrays[name] = value + scale * rng.standard_normal(value.shape)
-    return attrs.evolve(released, arrays=arrays)
+        noise = symmetric_from_normals(scale, block) if name in square and value.ndim == 2 else scale * block
+        stacked[name] = value + noise
+    return [attrs.evolve(released, arrays={name: draws[r] for name, draws in stacked.items()}) for r in range(reps)]
 
 
 def slope_gram(gram: np.ndarray, intercept: bool) -> np.ndarray:
@@ -161,8 +180,8 @@ def noise_ratio(released: Released, slopes: Callable[[Released], np.ndarray], me
     if not signal > 0:
         return math.inf
     changes = []
-    for _ in range(reps):
-        delta = slopes(renoised(released, rng, symmetric)) - b
+    for draw in renoised_draws(released, rng, reps, symmetric):
+        delta = slopes(draw) - b
         changes.append(max(float(delta @ metric @ delta), 0.0))
     return math.sqrt(float(np.median(changes)) / signal)
 

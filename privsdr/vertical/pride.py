@@ -34,6 +34,7 @@ What S-DP protects and what it does not is in every party's report (``notes``).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -46,7 +47,7 @@ import numpy as np
 
 from .._json import parse_json
 from ..accounting import Budget
-from ..core import LocalDesign, default_lambdas, kfold, party_sketch, ridge_alpha
+from ..core import SRHT, LocalDesign, default_lambdas, kfold, party_sketch, ridge_alpha
 from ..errors import ValidationError
 from ..mechanisms import Sensitivity
 from ..parties.engine import Action, ActionResult, Outgoing, Stage, VerticalProtocol
@@ -62,6 +63,16 @@ CVS = ("local", "global", "none")
 CALIBRATIONS = ("analytic", "kenthapadi")
 LOSS_SCALES = ("half", "paper_eq1")
 SHRINKAGES = ("held_out", "none")
+
+
+@functools.lru_cache(maxsize=64)
+def shared_sketch(n_features: int, sketch_dim: int, seed: int, index: int) -> SRHT:
+    """``core.party_sketch``, drawn once per argument tuple: the SRHT is a function of these public values alone, and
+    an audit re-runs the sketch action thousands of times (one draw costs ~0.4 ms). Shared, so its arrays are read-only."""
+    srht = party_sketch(n_features, sketch_dim, seed, index)
+    srht.signs.flags.writeable = False
+    srht.columns.flags.writeable = False
+    return srht
 
 
 class LargeDeltaWarning(UserWarning):
@@ -523,7 +534,7 @@ class PRIDEProtocol(VerticalProtocol):
     def _sketch(self, action: Action, party: Party, state: Any, tickets: Mapping[str, NoiseTicket]) -> ActionResult:
         (node,) = action.nodes
         D = self.design(party)
-        srht = party_sketch(D.shape[1], state["sketch_dims"][party.name], self.config.sketch_seed, state["index"])
+        srht = shared_sketch(D.shape[1], state["sketch_dims"][party.name], self.config.sketch_seed, state["index"])
         value = srht.apply(D)
         if self.config.mode == "paper":
             out, spec = tickets[node].release(value, sensitivity=steps.data_theta(D) * srht.row_norm)
