@@ -71,6 +71,8 @@ def test_three_parties_on_distinct_loopback_addresses_with_tls_open_what_one_hos
     xtx = (Z.T @ Z)[np.triu_indices(3)]
     assert np.array_equal(spread.aggregate, np.concatenate([xtx, Z.T @ inputs["party0"]["label"]]))  # noise off: exact
     assert all(held["tls"] for held in spread.channels.values()) and gone(spread.pids)
+    # a dialing party trusts the run's CA only (``party.trust_own_files``), not the operating system's CA store
+    assert all(held["trusted_cas"] == ["privsdr MPyC CA"] for held in spread.channels.values()), spread.channels
 
 
 @pytest.mark.parametrize("ports", [["0", "70000", "-1"], ["7001", "7001", "7001"], ["x", "7002", "7003"]])
@@ -142,7 +144,7 @@ def test_each_party_listens_on_its_configured_address_only(tmp_path):
 # -- TLS ------------------------------------------------------------------------------------------------------------
 IMPOSTOR = """import sys
 import privsdr.secure.party as party
-party.load_credentials = lambda *a, **k: None  # an impostor skips the honest party's check of its own certificate
+party.server_context = lambda *a, **k: None  # an impostor skips the honest party's check of its own files
 sys.exit(party.main(sys.argv[3:]))
 """
 

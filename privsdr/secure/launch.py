@@ -87,7 +87,8 @@ class Opened:
     pids: tuple[int, ...] = ()  #: the party processes that ran (all ended)
     #: (``record_view``) party -> MPyC step -> peer -> messages its process received (``party._tally_receipts``)
     receipts: Mapping[str, Mapping[str, Mapping[str, int]]] = attrs.field(factory=dict)
-    #: party -> its connections as its process held them: {"tls": bool, "peer_certificates": {peer: names}} (``party``)
+    #: party -> its connections as its process held them: {"tls": bool, "peer_certificates": {peer: names}, and with TLS
+    #: "trusted_cas": the CAs its dialing side trusted} (``party``)
     channels: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
     #: party -> its process's peak resident memory in KiB, as it reported it when done (``party.peak_rss_kib``)
     peak_rss_kib: Mapping[str, int] = attrs.field(factory=dict)
@@ -250,7 +251,8 @@ class PartyProcess:
         """What the process recorded about its connections when MPyC had connected every party."""
         for m in list(self.messages):
             if m["stage"] == "connected":
-                return {"tls": m.get("tls"), "peer_certificates": m.get("peer_certificates", {})}
+                return {"tls": m.get("tls"), "peer_certificates": m.get("peer_certificates", {}),
+                        **({"trusted_cas": m["trusted_cas"]} if "trusted_cas" in m else {})}
         return {}
 
     def peak_rss_kib(self) -> int:
