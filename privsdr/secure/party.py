@@ -879,5 +879,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def exit_now(code: int) -> None:
+    """End this process with ``code`` once what it wrote is flushed (its stages went out line by line: ``Channel``),
+    without the interpreter's teardown of numpy, MPyC and asyncio: ~40 ms of CPU per party process that nothing
+    needs (MPyC has shut its connections down; no file is open for writing)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())
