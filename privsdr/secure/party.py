@@ -528,6 +528,8 @@ class Launcher:
     def __init__(self, fd: int, status: Channel) -> None:
         self._fd, self._status = fd, status
         self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._wake: Any = None  # set by ``wait``: wakes its event loop from the reader thread
         self._go = False
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -541,13 +543,21 @@ class Launcher:
             self._status("launcher gone")
             print("the launcher of this party stopped before the charge: stopping (nothing was drawn)", file=sys.stderr, flush=True)
             os._exit(EXIT_LAUNCHER_GONE)
-        self._event.set()
+        with self._lock:
+            self._event.set()
+            wake = self._wake
+        if wake is not None:
+            wake()
 
     async def wait(self) -> bool:
         """Wait (serving the other parties meanwhile) until the launcher has charged the nodes (True) or could not
-        (False)."""
-        while not self._event.is_set():
-            await asyncio.sleep(0.02)
+        (False): the reader thread wakes the event loop when the line arrives (no polling)."""
+        loop, heard = asyncio.get_running_loop(), asyncio.Event()
+        with self._lock:
+            if self._event.is_set():
+                return self._go
+            self._wake = lambda: loop.call_soon_threadsafe(heard.set)
+        await heard.wait()
         return self._go
 
 
