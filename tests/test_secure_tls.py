@@ -71,6 +71,8 @@ def test_three_parties_on_distinct_loopback_addresses_with_tls_open_what_one_hos
     xtx = (Z.T @ Z)[np.triu_indices(3)]
     assert np.array_equal(spread.aggregate, np.concatenate([xtx, Z.T @ inputs["party0"]["label"]]))  # noise off: exact
     assert all(held["tls"] for held in spread.channels.values()) and gone(spread.pids)
+    # a dialing party trusts the run's CA only (``party.trust_own_files``), not the operating system's CA store
+    assert all(held["trusted_cas"] == ["privsdr MPyC CA"] for held in spread.channels.values()), spread.channels
 
 
 @pytest.mark.parametrize("ports", [["0", "70000", "-1"], ["7001", "7001", "7001"], ["x", "7002", "7003"]])
@@ -142,58 +144,73 @@ def test_each_party_listens_on_its_configured_address_only(tmp_path):
 # -- TLS ------------------------------------------------------------------------------------------------------------
 IMPOSTOR = """import sys
 import privsdr.secure.party as party
-party.load_credentials = lambda *a, **k: None  # an impostor skips the honest party's check of its own certificate
+party.server_context = lambda *a, **k: None  # an impostor skips the honest party's check of its own files
 sys.exit(party.main(sys.argv[3:]))
 """
 
 
-@pytest.mark.parametrize("case", ["another party's certificate", "another CA's certificate", "a listener with another's certificate"])
-def test_an_impostor_is_refused_before_any_party_agrees_so_before_anything_is_charged(tmp_path, case):
+IMPOSTOR_CASES = ("another party's certificate", "another CA's certificate", "a listener with another's certificate")
+
+
+def start_impostor_case(folder, case: str, creds: dict, timeout: float) -> tuple[int, dict]:
+    """The three parties of ``case`` (their own addresses and job): the impostor's index and {index: PartyProcess}."""
+    job = gram_job(spread_addresses(), timeout=timeout)
+    run = folder / "run"
+    run.mkdir(mode=0o700, parents=True)
+    fake_index = 2 if case.startswith("a listener") else 0
+    if case == "another CA's certificate":
+        other = make_keys(folder / "other", PARTIES)
+        fake = Credentials(0, other["helper"] / "mpyc_ca.crt", other["helper"] / "party_0.crt", other["helper"] / "party_0.key")
+    else:  # party0's own files: "MPyC party 1", signed by the run's CA
+        fake = Credentials(fake_index, creds["party0"].ca, creds["party0"].certificate, creds["party0"].key)
+    impostor = folder / "impostor"
+    impostor.write_text(f"#!{sys.executable}\n{IMPOSTOR}")
+    impostor.chmod(0o700)
+    inputs = gram_inputs()
+    procs = {fake_index: launch.PartyProcess(job, fake_index, inputs.get(PARTIES[fake_index]),
+                                             private_config(fake, run / f"p{fake_index}"), python=str(impostor))}
+    for i in range(3):
+        if i != fake_index:
+            procs[i] = launch.PartyProcess(job, i, inputs.get(PARTIES[i]), private_config(creds[PARTIES[i]], run / f"p{i}"))
+    return fake_index, procs
+
+
+def test_an_impostor_is_refused_before_any_party_agrees_so_before_anything_is_charged(tmp_path):
     """An impostor runs the honest protocol with a certificate that is not its party's. Party 0 only dials (MPyC: the
     lower id connects), so only the listening parties 1 and 2 can check it: as party 0 with party 1's own key and
     certificate (signed by the run's CA) it is refused by the name check, with a certificate naming "MPyC party 0"
     from another CA by TLS itself. Party 2 only listens: as party 2 with party 1's certificate it is refused by the
     dialing parties' check of the server's name. No party reaches the agreement (the launcher charges only after
-    every party has agreed), and every process is ended."""
-    job = gram_job(spread_addresses(), timeout=4.0)
-    folder = tmp_path / "run"
-    folder.mkdir(mode=0o700)
+    every party has agreed), and every process is ended. The three cases run at once, each with its own addresses
+    (their parties wait out the same timeout together instead of one after the other)."""
+    timeout = 6.0
     keys = make_keys(tmp_path / "keys", PARTIES)
     creds = {name: load_credentials(keys[name], i) for i, name in enumerate(PARTIES)}
-    fake_index = 2 if case.startswith("a listener") else 0
-    if case == "another CA's certificate":
-        other = make_keys(tmp_path / "other", PARTIES)
-        fake = Credentials(0, other["helper"] / "mpyc_ca.crt", other["helper"] / "party_0.crt", other["helper"] / "party_0.key")
-    else:  # party0's own files: "MPyC party 1", signed by the run's CA
-        fake = Credentials(fake_index, creds["party0"].ca, creds["party0"].certificate, creds["party0"].key)
-    impostor = tmp_path / "impostor"
-    impostor.write_text(f"#!{sys.executable}\n{IMPOSTOR}")
-    impostor.chmod(0o700)
-    inputs = gram_inputs()
-    honest = [i for i in range(3) if i != fake_index]
-    procs = {}
+    cases: dict[str, tuple[int, dict]] = {}
     try:
-        procs[fake_index] = launch.PartyProcess(job, fake_index, inputs.get(PARTIES[fake_index]),
-                                                private_config(fake, folder / f"p{fake_index}"), python=str(impostor))
-        for i in honest:
-            procs[i] = launch.PartyProcess(job, i, inputs.get(PARTIES[i]), private_config(creds[PARTIES[i]], folder / f"p{i}"))
-        deadline = time.monotonic() + job.timeout + launch.GRACE
-        while time.monotonic() < deadline and any(procs[i].proc.poll() is None for i in honest):
+        for k, case in enumerate(IMPOSTOR_CASES):
+            cases[case] = start_impostor_case(tmp_path / f"case{k}", case, creds, timeout)
+        deadline = time.monotonic() + timeout + launch.GRACE
+        while time.monotonic() < deadline and any(procs[i].proc.poll() is None for fake_index, procs in cases.values()
+                                                  for i in procs if i != fake_index):
             time.sleep(0.1)
-        for proc in procs.values():
-            proc.settle()
-        stages = {i: procs[i].stages for i in range(3)}
-        assert not any("agreed" in s for s in stages.values()), stages
-        assert all(procs[i].proc.poll() is not None for i in honest)  # the honest parties stopped (their watchdog, or a peer gone)
-        for i in honest:  # no honest party ever held a connection from the impostor
-            assert PARTIES[fake_index] not in procs[i].channels().get("peer_certificates", {}), i
-        if case == "another party's certificate":  # the name check refused it (MPyC checks the CA only)
-            refusals = [why for i in honest for why in procs[i].refusals()]
-            assert refusals and all("claiming to be party 0" in why and "MPyC party 1" in why for why in refusals), refusals
+        for case, (fake_index, procs) in cases.items():
+            honest = [i for i in procs if i != fake_index]
+            for proc in procs.values():
+                proc.settle()
+            stages = {i: procs[i].stages for i in range(3)}
+            assert not any("agreed" in s for s in stages.values()), (case, stages)
+            assert all(procs[i].proc.poll() is not None for i in honest), case  # stopped (their watchdog, or a peer gone)
+            for i in honest:  # no honest party ever held a connection from the impostor
+                assert PARTIES[fake_index] not in procs[i].channels().get("peer_certificates", {}), (case, i)
+            if case == "another party's certificate":  # the name check refused it (MPyC checks the CA only)
+                refusals = [why for i in honest for why in procs[i].refusals()]
+                assert refusals and all("claiming to be party 0" in why and "MPyC party 1" in why for why in refusals), refusals
     finally:
-        for proc in procs.values():
-            proc.end()
-    assert gone([p.pid for p in procs.values()])
+        for _, procs in cases.values():
+            for proc in procs.values():
+                proc.end()
+    assert len(cases) == 3 and gone([p.pid for _, procs in cases.values() for p in procs.values()])
 
 
 @pytest.mark.parametrize("tls", [True, False], ids=["tls", "plaintext-control"])

@@ -64,6 +64,8 @@ __all__ = ["GRACE", "Interrupted", "Opened", "Parties", "PartyFailed", "free_por
 
 #: seconds on top of the job's timeout before the launcher gives up on a party (its own watchdog fires first)
 GRACE = 5.0
+#: the longest a wait for the parties sleeps before it looks at the deadline again (a stage or an exit wakes it at once)
+POLL = 0.05
 
 
 class PartyFailed(PrivsdrError, RuntimeError):
@@ -87,7 +89,8 @@ class Opened:
     pids: tuple[int, ...] = ()  #: the party processes that ran (all ended)
     #: (``record_view``) party -> MPyC step -> peer -> messages its process received (``party._tally_receipts``)
     receipts: Mapping[str, Mapping[str, Mapping[str, int]]] = attrs.field(factory=dict)
-    #: party -> its connections as its process held them: {"tls": bool, "peer_certificates": {peer: names}} (``party``)
+    #: party -> its connections as its process held them: {"tls": bool, "peer_certificates": {peer: names}, and with TLS
+    #: "trusted_cas": the CAs its dialing side trusted} (``party``)
     channels: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
     #: party -> its process's peak resident memory in KiB, as it reported it when done (``party.peak_rss_kib``)
     peak_rss_kib: Mapping[str, int] = attrs.field(factory=dict)
@@ -127,8 +130,10 @@ class PartyProcess:
 
     def __init__(self, job: AggregationJob, index: int, inputs: Mapping[str, Any] | None, workdir: Path, *,
                  record_view: bool = False, python: str | None = None, decline: str | None = None, own_group: bool = True,
-                 routes: Mapping[int, str] | None = None) -> None:
+                 routes: Mapping[int, str] | None = None, changed: threading.Event | None = None) -> None:
         self.name, self.job = job.parties[index], job
+        #: set whenever the process reports a stage, writes an error line or ends (``Parties._wait`` waits on it)
+        self.changed = changed if changed is not None else threading.Event()
         self.messages: list[dict[str, Any]] = []
         self.errors: deque[str] = deque(maxlen=50)
         if inputs is not None and job.products is not None and decline is None:
@@ -190,6 +195,10 @@ class PartyProcess:
                 continue
             if isinstance(message, dict) and "stage" in message:
                 self.messages.append(message)
+                self.changed.set()
+        with contextlib.suppress(Exception):  # its stdout closes as it exits: reap it, so that waiters see its exit code now
+            self.proc.wait()
+        self.changed.set()
 
     def _read_errors(self) -> None:
         assert self.proc.stderr is not None
@@ -197,6 +206,7 @@ class PartyProcess:
             text = line.decode(errors="replace").strip()
             if text:
                 self.errors.append(text)
+                self.changed.set()
 
     @property
     def stages(self) -> list[str]:
@@ -250,7 +260,8 @@ class PartyProcess:
         """What the process recorded about its connections when MPyC had connected every party."""
         for m in list(self.messages):
             if m["stage"] == "connected":
-                return {"tls": m.get("tls"), "peer_certificates": m.get("peer_certificates", {})}
+                return {"tls": m.get("tls"), "peer_certificates": m.get("peer_certificates", {}),
+                        **({"trusted_cas": m["trusted_cas"]} if "trusted_cas" in m else {})}
         return {}
 
     def peak_rss_kib(self) -> int:
@@ -342,6 +353,7 @@ class Parties:
         self._options = {"record_view": record_view, "python": python, "decline": decline, "own_group": own_group}
         self.progress, self.every = progress, every
         self.procs: dict[str, PartyProcess] = {}
+        self.changed = threading.Event()  #: set by every process's readers (``PartyProcess.changed``)
         self.charged = False
         self._stack = contextlib.ExitStack()
 
@@ -362,7 +374,8 @@ class Parties:
                 else:
                     workdir.mkdir(mode=0o700)
                 self.procs[name] = PartyProcess(self.job, self.job.index(name), self._inputs.get(name), workdir,
-                                                routes=self._routes.get(name), **self._options)  # type: ignore[arg-type]
+                                                routes=self._routes.get(name), changed=self.changed,
+                                                **self._options)  # type: ignore[arg-type]
         except BaseException:
             self._stack.close()
             raise
@@ -424,8 +437,11 @@ class Parties:
                       {name: proc.peak_rss_kib() for name, proc in self.procs.items()})
 
     def _wait(self, done: Callable[[], bool]) -> None:
+        """Until ``done()``, woken by the processes' readers as soon as one reports a stage or ends (``changed``; at
+        least every ``POLL`` seconds for the deadline and ``progress``); raises ``PartyFailed`` when a process fails."""
         told = time.monotonic()
         while True:
+            self.changed.clear()  # before the checks: whatever happens after them wakes the wait below at once
             failed = [(n, p.proc.returncode) for n, p in self.procs.items() if p.proc.poll() not in (None, 0)]
             if failed:  # a party whose rows this launcher could not stream stopped the others: name it
                 streamed = [(n, p.proc.wait(GRACE)) for n, p in self.procs.items() if p.stream_error is not None]
@@ -442,7 +458,7 @@ class Parties:
                              else "waiting for the other parties to connect")
                     self.progress(f"[{name}] {where} ({now - self.start:.0f} s of at most {self.job.timeout:g} s)")
                 told = now
-            time.sleep(0.02)
+            self.changed.wait(POLL)
 
     def _failed(self, name: str, code: int) -> None:
         proc = self.procs[name]
