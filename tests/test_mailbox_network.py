@@ -7,6 +7,7 @@ journal changes; a relay between the two sees TLS records only; plaintext to a n
 vanishes is named. One CLI run checks the wiring of ``config --addresses`` and ``party --certs``.
 """
 import socket
+import ssl
 import threading
 
 import numpy as np
@@ -127,6 +128,17 @@ def test_an_impostor_is_refused_before_anything_is_charged(pki, data, fake, cert
         assert "a certificate naming" in text and "carol" in text and "cannot be party 'bob'" in text
     else:
         assert "refused" in text
+
+
+def test_each_partys_channels_trust_the_parties_ca_and_no_other(pki):
+    """Both contexts of a party (listening and dialling) verify the peer against the parties' CA alone: not also the
+    system's public CAs, which would accept any certificate a public CA signed for a name equal to a party's."""
+    mailbox = box("alice", addresses(), pki)
+    for context in (mailbox._server_ctx, mailbox._client_ctx):
+        assert context is not None and context.verify_mode == ssl.CERT_REQUIRED
+        trusted = [dict(rdn[0] for rdn in ca["subject"]) for ca in context.get_ca_certs()]
+        assert trusted == [{"commonName": "privsdr MPyC CA"}], trusted
+        assert context.cert_store_stats()["x509_ca"] == 1
 
 
 @pytest.mark.parametrize("tls", [True, False], ids=["tls", "plaintext-control"])
