@@ -21,6 +21,7 @@ from privsdr.datasets import dpbcd_synthetic
 from privsdr.network.addresses import free_ports
 from privsdr.network.certificates import load_credentials, make_keys
 from privsdr.parties import transport as transport_module
+from privsdr.parties.engine import ProtocolAborted
 from privsdr.parties.messages import PartyMessage
 from privsdr.parties.transport import ConnectRefused, NetworkMailbox, PeerVanished, message_cap
 from privsdr.vertical import DPBCDConfig, DPBCDProtocol, Layout, Party, PartyInfo, PRIDEConfig, PRIDEProtocol, run_party
@@ -278,9 +279,15 @@ def test_a_peer_that_stops_answering_is_named_at_the_timeout(pki, data):
     thread.start()
     try:
         bob.open()  # connected, then silent: a host that vanished without closing anything
+        with bob._cond:  # alice stops at her timeout and tells bob
+            bob._cond.wait_for(lambda: bob._aborts, TIMEOUT)
+        with pytest.raises(ProtocolAborted, match="TimeoutError at party 'alice'"):
+            bob.check_aborts()
+        bob.close(failed=True)  # only now does bob answer: his goodbye ends alice's wait for it (else 2 s more)
         thread.join(TIMEOUT)
     finally:
         bob._stop()
+    assert not thread.is_alive()
     assert isinstance(out["alice"], TimeoutError) and "from 'bob' at 127.0.0.3" in str(out["alice"]), out
 
 
@@ -351,7 +358,6 @@ def test_sigterm_stops_a_cli_party_which_tells_the_others_and_closes_its_journal
     from privsdr._json import parse_json
     from privsdr.cli._parties import shared_digest
     from privsdr.cli.vertical import _read_shared
-    from privsdr.vertical import ProtocolAborted
 
     d = dpbcd_synthetic(N, 5, seed=9)
     np.savetxt(tmp_path / "bob.csv", d.blocks[1], delimiter=",", header="b0,b1,b2", comments="")
@@ -371,8 +377,10 @@ def test_sigterm_stops_a_cli_party_which_tells_the_others_and_closes_its_journal
         opener.join(TIMEOUT)
         alice.post(PartyMessage("privsdr.dpbcd", 1, DPBCDProtocol(config).digest(layout), "alice", ("bob",), "ready", 0, {},
                                 {"rows": N, "columns": 2}))
-        alice.fetch("0000-bob-ready")  # bob is ready and waits for alice's first release
-        time.sleep(0.5)
+        alice.fetch("0000-bob-ready")  # bob is ready: he charges his stage-0 release, then waits for alice's first
+        deadline = time.monotonic() + TIMEOUT
+        while not ((runs := Ledger.open(journal).runs) and runs[0].charged) and time.monotonic() < deadline:
+            time.sleep(0.02)
         bob.send_signal(signal.SIGTERM)
         _, err = bob.communicate(timeout=TIMEOUT)
         deadline = time.monotonic() + TIMEOUT
@@ -389,3 +397,4 @@ def test_sigterm_stops_a_cli_party_which_tells_the_others_and_closes_its_journal
     ledger = Ledger.open(journal)
     [run] = ledger.runs
     assert run.closed and run.summary["failed"] and "SIGTERM" in run.summary["why"], json.dumps(run.summary)
+    assert run.charged and ledger.spent.epsilon > 0  # what he charged after the ready point stays charged
