@@ -9,6 +9,7 @@ vanishes is named. One CLI run checks the wiring of ``config --addresses`` and `
 import socket
 import ssl
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -108,16 +109,17 @@ def impostor(name, pki, cert_of, ca, where):
     return fake
 
 
-@pytest.mark.parametrize(("fake", "cert_of", "ca"), [
+IMPOSTORS = [  # (the impostor, whose certificate it holds, of which CA)
     ("bob", "carol", "ca"),     # dials alice with another party's certificate of the parties' CA
     ("alice", "carol", "ca"),   # listens as alice with it: bob dials the impostor
     ("bob", "bob", "other"),    # dials with a certificate naming bob, from another CA
     ("alice", "alice", "other"),  # listens with a certificate naming alice, from another CA
-])
-def test_an_impostor_is_refused_before_anything_is_charged(pki, data, fake, cert_of, ca, tmp_path):
+]
+
+
+def refuse_impostor(pki, data, fake, cert_of, ca, where, folder):
     real = "alice" if fake == "bob" else "bob"
-    where = addresses()
-    journal = tmp_path / f"{real}.jsonl"
+    journal = folder / f"{real}.jsonl"
     Ledger(Budget(5.0, 1e-5), journal=journal)
     before = journal.read_bytes()
     boxes = {real: box(real, where, pki, timeout=1.5), fake: impostor(fake, pki, cert_of, ca, where)}
@@ -129,6 +131,21 @@ def test_an_impostor_is_refused_before_anything_is_charged(pki, data, fake, cert
         assert "a certificate naming" in text and "carol" in text and "cannot be party 'bob'" in text
     else:
         assert "refused" in text
+
+
+def test_an_impostor_is_refused_before_anything_is_charged(pki, data, tmp_path):
+    """Each case of ``IMPOSTORS`` on its own two addresses and journal. A refused party (or the impostor) waits its
+    whole 1.5 s timeout for the peer it expects, so the four cases run at once rather than one timeout after another."""
+    ports = {host: free_ports(len(IMPOSTORS), host) for host in ("127.0.0.2", "127.0.0.3")}
+    cases = {}
+    for i, (fake, cert_of, ca) in enumerate(IMPOSTORS):
+        where = {"alice": f"127.0.0.2:{ports['127.0.0.2'][i]}", "bob": f"127.0.0.3:{ports['127.0.0.3'][i]}"}
+        (tmp_path / str(i)).mkdir()
+        cases[f"{fake} with {cert_of}'s certificate of {ca}"] = (fake, cert_of, ca, where, tmp_path / str(i))
+    with ThreadPoolExecutor(len(cases)) as pool:
+        futures = {case: pool.submit(refuse_impostor, pki, data, *args) for case, args in cases.items()}
+        failed = {case: f.exception(timeout=4 * TIMEOUT) for case, f in futures.items()}
+    assert not any(failed.values()), {case: repr(exc) for case, exc in failed.items() if exc}
 
 
 def test_each_partys_channels_trust_the_parties_ca_and_no_other(pki):
