@@ -145,7 +145,8 @@ def test_an_impostor_is_refused_before_anything_is_charged(pki, data, tmp_path):
     with ThreadPoolExecutor(len(cases)) as pool:
         futures = {case: pool.submit(refuse_impostor, pki, data, *args) for case, args in cases.items()}
         failed = {case: f.exception(timeout=4 * TIMEOUT) for case, f in futures.items()}
-    assert not any(failed.values()), {case: repr(exc) for case, exc in failed.items() if exc}
+    failures = [f"{case}: {exc!r}" for case, exc in failed.items() if exc is not None]
+    assert not failures, "\n".join(failures)
 
 
 def test_each_partys_channels_trust_the_parties_ca_and_no_other(pki):
