@@ -192,8 +192,8 @@ def test_a_party_left_waiting_times_out_says_so_and_aborts(tmp_path, monkeypatch
     monkeypatch.setattr(party_process, "PROGRESS_EVERY", 0.2)
     paths, cfg, journal, box = two_party_run(tmp_path)
     out = run("vertical", "party", "--config", cfg, "--name", "bob", "--data", paths["bob"], "--mailbox", box, "--journal", journal,
-              "--timeout", 1)
-    assert out.returncode == 2 and "0000-alice-ready did not arrive" in out.stderr and "within 1 s" in out.stderr
+              "--timeout", 0.5)  # alice never comes: the timeout is what is tested, so a short one cannot flake
+    assert out.returncode == 2 and "0000-alice-ready did not arrive" in out.stderr and "within 0.5 s" in out.stderr
     assert "[bob] waiting for message 0000-alice-ready" in out.stderr
     assert "TimeoutError at party 'bob'" in PartyMessage.load(box / "0000-bob-abort.npz").meta["why"]
     ledger = Ledger.open(journal)
