@@ -119,9 +119,9 @@ class PartyMessage:
 
 
 def backoff(poll: float, first: float = 0.002) -> Iterator[float]:
-    """The sleeps between two looks at a mailbox folder: ``first`` s, doubling up to ``poll`` s. A message that comes
-    soon (the other party's next step, computed in milliseconds) is read within about its own time, not a whole ``poll``
-    later; a long wait still looks only every ``poll`` s."""
+    """The pauses between two looks for something that is usually ready soon (a message in a mailbox folder, a peer's
+    listening socket): ``first`` s, doubling up to ``poll`` s. What comes soon (the other party's next step, computed
+    in milliseconds) is seen within about its own time, not a whole ``poll`` later; a long wait looks every ``poll`` s."""
     wait = min(first, poll)
     while True:
         yield wait
