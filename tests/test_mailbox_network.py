@@ -176,7 +176,7 @@ def test_a_relay_between_the_two_parties_sees_only_tls_records(pki, data, tls, m
     monkeypatch.setattr(transport_module.socket, "create_connection", via_relay)
     try:
         boxes = {n: box(n, where, pki, tls=tls) for n in data}
-        out = play(boxes, data, DPBCDProtocol(DPBCD), Budget(4.0, 1e-6))
+        out = play(boxes, data, DPBCDProtocol(DPBCD), Budget(2.0, 1e-6))  # the budget of the other DP-BCD runs here: one calibration
     finally:
         relay.close()
     assert all(not isinstance(r, Exception) for r in out.values()), out
