@@ -773,6 +773,10 @@ MUTANTS = (
            _NET, "        frame = self.frames.pack(MESSAGE, message.to_bytes())\n",
            "        frame = self.frames.pack(MESSAGE, message.to_bytes())\n        message.save(f\"{message.id}.npz\")\n",
            (_NET_TESTS + "::test_the_network_run_gives_the_folder_runs_model_and_writes_nothing",)),
+    Mutant("mailbox_trusts_public_cas", "a party's dialling TLS context trusts the system's public CAs beside the parties' CA",
+           "privsdr/network/certificates.py", "        context = ssl.create_default_context(purpose, cafile=str(creds.ca))",
+           "        context = ssl.create_default_context(purpose)\n        context.load_verify_locations(cafile=str(creds.ca))",
+           (_NET_TESTS + "::test_each_partys_channels_trust_the_parties_ca_and_no_other",)),
     Mutant("linkage_control_chars_accepted", "the ASCII fast path of the identifier check lets control characters through",
            "privsdr/linkage/normalise.py", "        return not text.isprintable()", "        return False", ("tests/test_linkage.py",)),
     # issue 34: a secure Gram party's rows streamed after the charge; helpers that add only a noise share

@@ -38,6 +38,8 @@ class Relay:
                     client.close()
                     return
                 time.sleep(0.05)
+        for sock in (client, upstream):  # forward each chunk at once, as a router does (Nagle here stalled TLS records)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for src, dst, kept in ((client, upstream, self.up), (upstream, client, self.down)):
             t = threading.Thread(target=self._pipe, args=(src, dst, kept), daemon=True)
             t.start()

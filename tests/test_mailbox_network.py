@@ -7,7 +7,9 @@ journal changes; a relay between the two sees TLS records only; plaintext to a n
 vanishes is named. One CLI run checks the wiring of ``config --addresses`` and ``party --certs``.
 """
 import socket
+import ssl
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -20,6 +22,7 @@ from privsdr.datasets import dpbcd_synthetic
 from privsdr.network.addresses import free_ports
 from privsdr.network.certificates import load_credentials, make_keys
 from privsdr.parties import transport as transport_module
+from privsdr.parties.engine import ProtocolAborted
 from privsdr.parties.messages import PartyMessage
 from privsdr.parties.transport import ConnectRefused, NetworkMailbox, PeerVanished, message_cap
 from privsdr.vertical import DPBCDConfig, DPBCDProtocol, Layout, Party, PartyInfo, PRIDEConfig, PRIDEProtocol, run_party
@@ -106,16 +109,17 @@ def impostor(name, pki, cert_of, ca, where):
     return fake
 
 
-@pytest.mark.parametrize(("fake", "cert_of", "ca"), [
+IMPOSTORS = [  # (the impostor, whose certificate it holds, of which CA)
     ("bob", "carol", "ca"),     # dials alice with another party's certificate of the parties' CA
     ("alice", "carol", "ca"),   # listens as alice with it: bob dials the impostor
     ("bob", "bob", "other"),    # dials with a certificate naming bob, from another CA
     ("alice", "alice", "other"),  # listens with a certificate naming alice, from another CA
-])
-def test_an_impostor_is_refused_before_anything_is_charged(pki, data, fake, cert_of, ca, tmp_path):
+]
+
+
+def refuse_impostor(pki, data, fake, cert_of, ca, where, folder):
     real = "alice" if fake == "bob" else "bob"
-    where = addresses()
-    journal = tmp_path / f"{real}.jsonl"
+    journal = folder / f"{real}.jsonl"
     Ledger(Budget(5.0, 1e-5), journal=journal)
     before = journal.read_bytes()
     boxes = {real: box(real, where, pki, timeout=1.5), fake: impostor(fake, pki, cert_of, ca, where)}
@@ -127,6 +131,33 @@ def test_an_impostor_is_refused_before_anything_is_charged(pki, data, fake, cert
         assert "a certificate naming" in text and "carol" in text and "cannot be party 'bob'" in text
     else:
         assert "refused" in text
+
+
+def test_an_impostor_is_refused_before_anything_is_charged(pki, data, tmp_path):
+    """Each case of ``IMPOSTORS`` on its own two addresses and journal. A refused party (or the impostor) waits its
+    whole 1.5 s timeout for the peer it expects, so the four cases run at once rather than one timeout after another."""
+    ports = {host: free_ports(len(IMPOSTORS), host) for host in ("127.0.0.2", "127.0.0.3")}
+    cases = {}
+    for i, (fake, cert_of, ca) in enumerate(IMPOSTORS):
+        where = {"alice": f"127.0.0.2:{ports['127.0.0.2'][i]}", "bob": f"127.0.0.3:{ports['127.0.0.3'][i]}"}
+        (tmp_path / str(i)).mkdir()
+        cases[f"{fake} with {cert_of}'s certificate of {ca}"] = (fake, cert_of, ca, where, tmp_path / str(i))
+    with ThreadPoolExecutor(len(cases)) as pool:
+        futures = {case: pool.submit(refuse_impostor, pki, data, *args) for case, args in cases.items()}
+        failed = {case: f.exception(timeout=4 * TIMEOUT) for case, f in futures.items()}
+    failures = [f"{case}: {exc!r}" for case, exc in failed.items() if exc is not None]
+    assert not failures, "\n".join(failures)
+
+
+def test_each_partys_channels_trust_the_parties_ca_and_no_other(pki):
+    """Both contexts of a party (listening and dialling) verify the peer against the parties' CA alone: not also the
+    system's public CAs, which would accept any certificate a public CA signed for a name equal to a party's."""
+    mailbox = box("alice", addresses(), pki)
+    for context in (mailbox._server_ctx, mailbox._client_ctx):
+        assert context is not None and context.verify_mode == ssl.CERT_REQUIRED
+        trusted = [dict(rdn[0] for rdn in ca["subject"]) for ca in context.get_ca_certs()]
+        assert trusted == [{"commonName": "privsdr MPyC CA"}], trusted
+        assert context.cert_store_stats()["x509_ca"] == 1
 
 
 @pytest.mark.parametrize("tls", [True, False], ids=["tls", "plaintext-control"])
@@ -145,7 +176,7 @@ def test_a_relay_between_the_two_parties_sees_only_tls_records(pki, data, tls, m
     monkeypatch.setattr(transport_module.socket, "create_connection", via_relay)
     try:
         boxes = {n: box(n, where, pki, tls=tls) for n in data}
-        out = play(boxes, data, DPBCDProtocol(DPBCD), Budget(4.0, 1e-6))
+        out = play(boxes, data, DPBCDProtocol(DPBCD), Budget(2.0, 1e-6))  # the budget of the other DP-BCD runs here: one calibration
     finally:
         relay.close()
     assert all(not isinstance(r, Exception) for r in out.values()), out
@@ -266,9 +297,15 @@ def test_a_peer_that_stops_answering_is_named_at_the_timeout(pki, data):
     thread.start()
     try:
         bob.open()  # connected, then silent: a host that vanished without closing anything
+        with bob._cond:  # alice stops at her timeout and tells bob
+            bob._cond.wait_for(lambda: bob._aborts, TIMEOUT)
+        with pytest.raises(ProtocolAborted, match="TimeoutError at party 'alice'"):
+            bob.check_aborts()
+        bob.close(failed=True)  # only now does bob answer: his goodbye ends alice's wait for it (else 2 s more)
         thread.join(TIMEOUT)
     finally:
         bob._stop()
+    assert not thread.is_alive()
     assert isinstance(out["alice"], TimeoutError) and "from 'bob' at 127.0.0.3" in str(out["alice"]), out
 
 
@@ -339,7 +376,6 @@ def test_sigterm_stops_a_cli_party_which_tells_the_others_and_closes_its_journal
     from privsdr._json import parse_json
     from privsdr.cli._parties import shared_digest
     from privsdr.cli.vertical import _read_shared
-    from privsdr.vertical import ProtocolAborted
 
     d = dpbcd_synthetic(N, 5, seed=9)
     np.savetxt(tmp_path / "bob.csv", d.blocks[1], delimiter=",", header="b0,b1,b2", comments="")
@@ -359,8 +395,10 @@ def test_sigterm_stops_a_cli_party_which_tells_the_others_and_closes_its_journal
         opener.join(TIMEOUT)
         alice.post(PartyMessage("privsdr.dpbcd", 1, DPBCDProtocol(config).digest(layout), "alice", ("bob",), "ready", 0, {},
                                 {"rows": N, "columns": 2}))
-        alice.fetch("0000-bob-ready")  # bob is ready and waits for alice's first release
-        time.sleep(0.5)
+        alice.fetch("0000-bob-ready")  # bob is ready: he charges his stage-0 release, then waits for alice's first
+        deadline = time.monotonic() + TIMEOUT
+        while not ((runs := Ledger.open(journal).runs) and runs[0].charged) and time.monotonic() < deadline:
+            time.sleep(0.02)
         bob.send_signal(signal.SIGTERM)
         _, err = bob.communicate(timeout=TIMEOUT)
         deadline = time.monotonic() + TIMEOUT
@@ -377,3 +415,4 @@ def test_sigterm_stops_a_cli_party_which_tells_the_others_and_closes_its_journal
     ledger = Ledger.open(journal)
     [run] = ledger.runs
     assert run.closed and run.summary["failed"] and "SIGTERM" in run.summary["why"], json.dumps(run.summary)
+    assert run.charged and ledger.spent.epsilon > 0  # what he charged after the ready point stays charged

@@ -1,6 +1,8 @@
 """``privsdr pride``: a shared configuration, parties from their own CSVs, a mailbox folder, refusals."""
 import csv
 import json
+import os
+import signal
 import subprocess
 import sys
 
@@ -75,7 +77,7 @@ def test_a_fit_the_held_out_errors_cannot_tell_from_the_mean_is_set_to_0_and_war
     assert "coefficients set to 0" in out.stdout and "warning: the held-out errors of alice, bob" in out.stderr
 
 
-def test_two_party_processes_talk_through_a_mailbox_and_only_the_label_holder_estimates(tmp_path):
+def test_two_party_processes_talk_through_a_mailbox_and_only_the_label_holder_estimates(tmp_path, warm_cli):
     paths = write_csvs(tmp_path, label=("alice",))
     cfg = tmp_path / "run.json"
     assert run("pride", "config", cfg, "--epsilon", 1, "--bounds", -1, 1, "--lam", 0.05, "--party", "alice=4", "bob=3", "--rows", 120,
@@ -83,10 +85,16 @@ def test_two_party_processes_talk_through_a_mailbox_and_only_the_label_holder_es
     journal = tmp_path / "bob.jsonl"
     assert run("ledger", "init", journal, "--epsilon", 3, "--delta", 1e-5).returncode == 0
     box = tmp_path / "box"
-    alice = subprocess.Popen([*CLI, "pride", "party", "--config", str(cfg), "--name", "alice", "--data", str(paths["alice"]),
-                              "--target", "y", "--mailbox", str(box), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    bob = run("pride", "party", "--config", cfg, "--name", "bob", "--data", paths["bob"], "--mailbox", box, "--journal", journal, "--json")
-    a_out, a_err = alice.communicate(timeout=120)
+    alice = warm_cli.start(["pride", "party", "--config", cfg, "--name", "alice", "--data", paths["alice"], "--target", "y",
+                            "--mailbox", box, "--json"])  # its own process (tests/warm_cli.py)
+    try:
+        bob = run("pride", "party", "--config", cfg, "--name", "bob", "--data", paths["bob"], "--mailbox", box, "--journal", journal,
+                  "--json")
+        a_out, a_err = alice.communicate(timeout=120)
+    finally:
+        if alice.poll() is None:  # exactly the process started here (its own process group)
+            os.killpg(alice.pid, signal.SIGKILL)
+        alice.wait()
     assert alice.returncode == 0 and bob.returncode == 0, (a_err, bob.stderr)
     a, b = json.loads(a_out), json.loads(bob.stdout)
     assert list(a["coefficients"]) == ["alice"] and b["coefficients"] == {}  # bob holds no y: it only sends its sketch

@@ -192,8 +192,8 @@ def test_a_party_left_waiting_times_out_says_so_and_aborts(tmp_path, monkeypatch
     monkeypatch.setattr(party_process, "PROGRESS_EVERY", 0.2)
     paths, cfg, journal, box = two_party_run(tmp_path)
     out = run("vertical", "party", "--config", cfg, "--name", "bob", "--data", paths["bob"], "--mailbox", box, "--journal", journal,
-              "--timeout", 1)
-    assert out.returncode == 2 and "0000-alice-ready did not arrive" in out.stderr and "within 1 s" in out.stderr
+              "--timeout", 0.5)  # alice never comes: the timeout is what is tested, so a short one cannot flake
+    assert out.returncode == 2 and "0000-alice-ready did not arrive" in out.stderr and "within 0.5 s" in out.stderr
     assert "[bob] waiting for message 0000-alice-ready" in out.stderr
     assert "TimeoutError at party 'bob'" in PartyMessage.load(box / "0000-bob-abort.npz").meta["why"]
     ledger = Ledger.open(journal)
@@ -220,3 +220,13 @@ def test_a_peer_that_failed_before_this_party_started_stops_it_with_its_abort(tm
     with pytest.raises(ProtocolAborted, match="ValidationError at party 'bob'"):
         run_party(DPBCDProtocol(config), Party("alice", d.blocks[0], d.y), layout, Budget(2.0, 1e-6), box, ledger=ledger, timeout=30)
     assert ledger.spent.epsilon == 0
+
+
+def test_a_mailbox_folder_is_looked_at_soon_then_every_poll():
+    """``backoff``: the sleeps between looks at a folder start at 2 ms and double up to the poll, never beyond it."""
+    from itertools import islice
+
+    from privsdr.parties.messages import backoff
+
+    assert list(islice(backoff(0.05), 8)) == [0.002, 0.004, 0.008, 0.016, 0.032, 0.05, 0.05, 0.05]
+    assert list(islice(backoff(0.001), 3)) == [0.001] * 3  # a poll below the first sleep is the poll

@@ -145,11 +145,10 @@ def load_credentials(folder: str | Path, index: int) -> Credentials:
 
 def _context(purpose: ssl.Purpose, creds: Credentials) -> ssl.SSLContext:
     check_key_file(creds.key)
-    context = ssl.create_default_context(purpose)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    try:
+    try:  # the parties' CA only: without a CA file, create_default_context also trusts the system's public CAs
+        context = ssl.create_default_context(purpose, cafile=str(creds.ca))
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(creds.certificate, keyfile=creds.key)
-        context.load_verify_locations(cafile=creds.ca)
     except (ssl.SSLError, OSError) as exc:
         raise ValidationError(f"party {creds.index}'s certificate {creds.certificate} and key do not load together "
                               f"({type(exc).__name__}: the key does not match the certificate, or a file is not PEM)") from None

@@ -239,7 +239,7 @@ class PartySession:
             raise PrivsdrError(f"action {action.step} of {self.name}: released {sorted(result.released)}, planned {list(action.nodes)}")
         for node, (output, spec) in result.released.items():
             self.run.accept(node, output, spec)
-        report = build_report(self.run).to_json() if self.message_reports else ""
+        report = build_report(self.run).to_json() if self.message_reports and result.outgoing else ""  # none sent: none built
         for out in result.outgoing:
             tap.message_sent(self.name, out.kind, out.recipients, out.arrays, out.nodes, out.meta)
         return [PartyMessage(self.protocol.name, self.protocol.version, self.digest, self.name, out.recipients, out.kind, stage,

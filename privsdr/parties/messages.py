@@ -12,7 +12,7 @@ import io
 import json
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +118,16 @@ class PartyMessage:
         return cls.from_bytes(Path(path).read_bytes(), **kwargs)
 
 
+def backoff(poll: float, first: float = 0.002) -> Iterator[float]:
+    """The pauses between two looks for something that is usually ready soon (a message in a mailbox folder, a peer's
+    listening socket): ``first`` s, doubling up to ``poll`` s. What comes soon (the other party's next step, computed
+    in milliseconds) is seen within about its own time, not a whole ``poll`` later; a long wait looks every ``poll`` s."""
+    wait = min(first, poll)
+    while True:
+        yield wait
+        wait = min(2.0 * wait, poll)
+
+
 class Mailbox:
     """A shared folder as transport: ``<id>.npz`` per message (ids from ``message_id``)."""
 
@@ -134,11 +144,12 @@ class Mailbox:
         return message.save(self.path(message.id))
 
     def fetch(self, mid: str, **kwargs: Any) -> PartyMessage:
-        """Wait (polling) until message ``mid`` exists, then read it."""
+        """Wait (polling, ``backoff``) until message ``mid`` exists, then read it."""
         deadline = time.monotonic() + self.timeout
         path = self.path(mid)
+        sleeps = backoff(self.poll)
         while not path.exists():
             if time.monotonic() > deadline:
                 raise TimeoutError(f"message {mid} did not arrive in {self.folder} within {self.timeout:g} s")
-            time.sleep(self.poll)
+            time.sleep(next(sleeps))
         return PartyMessage.load(path, **kwargs)

@@ -21,7 +21,7 @@ from ..errors import PrivsdrError, ValidationError
 from ..report import PrivacyReport
 from .engine import PartySession, ProtocolAbort, ProtocolAborted, VerticalProtocol, check_ledger_reuse, split_plan
 from .layout import Layout, Party, check_party
-from .messages import Mailbox, PartyMessage, message_id
+from .messages import Mailbox, PartyMessage, backoff, message_id
 from .transport import PROGRESS_EVERY, NetworkMailbox
 
 
@@ -64,6 +64,7 @@ class AbortWatchingMailbox(Mailbox):
         start = time.monotonic()
         deadline, said = start + self.timeout, start
         path = self.path(mid)
+        sleeps = backoff(self.poll)
         self.check_aborts()  # also when the message is there already: an abort posted after it still stops the run
         while not path.exists():
             now = time.monotonic()
@@ -73,7 +74,7 @@ class AbortWatchingMailbox(Mailbox):
             self.check_aborts()
             if time.monotonic() > deadline:
                 raise TimeoutError(f"message {mid} did not arrive in {self.folder} within {self.timeout:g} s")
-            time.sleep(self.poll)
+            time.sleep(next(sleeps))
         return PartyMessage.load(path, **kwargs)
 
 

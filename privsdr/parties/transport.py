@@ -44,7 +44,7 @@ from ..network.certificates import certificate_names, client_context, named_cred
 from ..network.frames import HEADER, FrameError, Framing
 from .engine import ProtocolAborted
 from .layout import Layout
-from .messages import PartyMessage
+from .messages import PartyMessage, backoff
 
 PROTOCOL = "privsdr.parties"
 VERSION = 1
@@ -115,6 +115,7 @@ class NetworkMailbox:
         self._writers: dict[str, asyncio.StreamWriter] = {}
         self._refused: list[str] = []
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._joined = asyncio.Event()  #: set when a peer joins; made anew on each connection phase's loop (``_connect``)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self.opened = False
@@ -270,6 +271,7 @@ class NetworkMailbox:
         earlier, later = self.names[:index], self.names[index + 1:]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
+        self._joined = asyncio.Event()
         listener = None
         if later:  # listen on this party's own address only, until every later party has dialled it
             host, port = split_address(self.addresses[self.name])
@@ -290,7 +292,10 @@ class NetworkMailbox:
                     raise ConnectRefused(f"{', '.join(missing)} did not connect within {self.timeout:g} s"
                                          + (f" (refused: {'; '.join(self._refused)})" if self._refused else "")
                                          + "; nothing was charged")
-                await asyncio.sleep(0.05)
+                self._joined.clear()  # woken when a peer joins or a dial ends, else at the deadline
+                waiting = [asyncio.ensure_future(self._joined.wait()), *(task for task in dials if not task.done())]
+                await asyncio.wait(waiting, timeout=max(deadline - loop.time(), 0.0) + 0.01, return_when=asyncio.FIRST_COMPLETED)
+                waiting[0].cancel()
         finally:
             if listener is not None:
                 listener.close()
@@ -365,13 +370,15 @@ class NetworkMailbox:
             writer.close()
             return
         self._writers[peer] = writer
+        self._joined.set()
         await self._read(peer, reader)
 
     async def _dial(self, peer: str, deadline: float) -> None:
         loop = asyncio.get_running_loop()
         host, port = split_address(self.addresses[peer])
         last: Exception | None = None
-        while True:  # the peer may not listen yet: dial until it does, within the timeout
+        pauses = backoff(0.1, first=0.005)
+        while True:  # the peer may not listen yet: dial until it does (soon, then every 0.1 s), within the timeout
             try:
                 sock = await loop.run_in_executor(None, functools.partial(socket.create_connection, (host, port), timeout=5.0))
                 break
@@ -380,7 +387,7 @@ class NetworkMailbox:
                 if loop.time() > deadline:
                     raise ConnectRefused(f"could not reach {peer} at {self.addresses[peer]} within {self.timeout:g} s ({last}); "
                                          "nothing was charged") from None
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(next(pauses))
         sock.setblocking(False)
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(
@@ -397,6 +404,7 @@ class NetworkMailbox:
             raise ConnectRefused(f"{'TLS' if self.tls else 'the connection'} with {peer} at {self.addresses[peer]} refused: "
                                  f"{str(exc) or type(exc).__name__}; nothing was charged") from None
         self._writers[peer] = writer
+        self._joined.set()
         self._spawn(self._read(peer, reader))
 
     async def _read(self, peer: str, reader: asyncio.StreamReader) -> None:
