@@ -77,12 +77,23 @@ def test_chunks_give_the_in_memory_fit(data, case, budget):
     _assert_same_fit(memory, chunked, attr, 1e-10)
 
 
-@pytest.fixture(scope="module")
-def cluster_client():
+@pytest.fixture(scope="session")
+def _local_cluster():
+    """One worker process (the tasks, their data and their exceptions cross a process boundary, as on a real cluster),
+    started once per test process, not once per module visit: each worker spawns a fresh interpreter that imports
+    distributed and privsdr's estimators (~3 s of CPU), and conftest's LONGEST_FIRST runs this module's cluster tests
+    apart. Not the default client: dask arrays in other tests keep dask's own scheduler."""
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0") as cluster, \
-            distributed.Client(cluster) as client:
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0") as cluster, \
+            distributed.Client(cluster, set_as_default=False) as client:
         yield client
+
+
+@pytest.fixture
+def cluster_client(_local_cluster):
+    """The cluster's client as dask's scheduler for this test only."""
+    with _local_cluster.as_current():
+        yield _local_cluster
 
 
 @pytest.mark.parametrize("budget", [Budget.infinite(), Budget(1.0, 1e-5)], ids=["noise off", "noise on, same seed"])

@@ -25,6 +25,7 @@ coarser than the sensitivity's own scale absorbs such errors only when they are 
 """
 from __future__ import annotations
 
+import functools
 import math
 import secrets
 from fractions import Fraction
@@ -65,7 +66,11 @@ def _bernoulli_exp(num: int, den: int) -> bool:
         if not _bernoulli_exp(1, 1):
             return False
         num -= den
-    k = 1
+    # K = the first k with Bernoulli(gamma / k) false; True iff K is odd. Bernoulli(gamma / 1) is certain when
+    # gamma = 1 and Bernoulli(0) never succeeds: those outcomes are taken without a draw (same law, fewer draws).
+    if num == 0:
+        return True
+    k = 2 if num == den else 1
     while randbelow(den * k) < num:  # Bernoulli(gamma / k)
         k += 1
     return k % 2 == 1
@@ -125,8 +130,10 @@ def _spread(dimension: int, norm: str) -> int:
     return max(1, dimension) if norm == "l1" else max(1, math.isqrt(max(0, dimension - 1)) + 1)
 
 
+@functools.lru_cache(maxsize=256)
 def grid_noise(noise_multiplier: float, sensitivity: float, dimension: int, norm: str) -> tuple[float, Fraction]:
-    """(gamma, the noise scale on the grid): z (Delta / gamma + spread), exact rational."""
+    """(gamma, the noise scale on the grid): z (Delta / gamma + spread), exact rational. Public numbers only, so
+    kept per node (``lru_cache``): a release repeated with one spec does the rational arithmetic once."""
     gamma = grid(sensitivity, dimension, norm)
     return gamma, Fraction(noise_multiplier) * (Fraction(sensitivity) / Fraction(gamma) + _spread(dimension, norm))
 
