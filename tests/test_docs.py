@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from warm_path import WarmPath
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").rglob("*.md"))
@@ -104,13 +105,18 @@ PLAIN = re.compile(r"privsdr(\s+[^|;&<>$`()]+)?")
 SUBSTITUTION = re.compile(r"\$\([^()`]*\)")
 
 
+def in_process(plain: str) -> bool:
+    """A line that is one ``privsdr`` command, its ``$(...)`` substitutions aside: run in this process."""
+    return bool(PLAIN.fullmatch(plain)) or (plain.startswith("privsdr ") and bool(PLAIN.fullmatch(SUBSTITUTION.sub("x", plain))))
+
+
 def privsdr_words(plain: str, folder: Path) -> list[str] | None:
     """The arguments of a line that is one ``privsdr`` command, as bash would pass them, or None for any other line.
     A line that needs the shell only for ``$(...)`` substitutions (no pipe, redirection or ``&`` outside them) has them
     expanded by bash here (quotes and word splitting as bash does), so that it too runs in this process."""
     if PLAIN.fullmatch(plain):
         return shlex.split(plain)[1:]
-    if not plain.startswith("privsdr ") or not PLAIN.fullmatch(SUBSTITUTION.sub("x", plain)):
+    if not in_process(plain):
         return None
     script = f'set -e -o pipefail; words=({plain[len("privsdr"):]}); printf "%s\\0" "${{words[@]}}"'
     done = subprocess.run(["bash", "-c", script], cwd=folder, capture_output=True, text=True, timeout=60)
@@ -118,7 +124,7 @@ def privsdr_words(plain: str, folder: Path) -> list[str] | None:
     return done.stdout.split("\0")[:-1]
 
 
-def run_shell(command: str, folder: Path) -> tuple[int, str]:
+def run_shell(command: str, folder: Path, warm: WarmPath | None = None) -> tuple[int, str]:
     expected_text = command.split("#", 1)[1] if "#" in command else ""
     plain = command.split("#", 1)[0].strip()
     words = privsdr_words(plain, folder)
@@ -138,14 +144,33 @@ def run_shell(command: str, folder: Path) -> tuple[int, str]:
             os.chdir(cwd)
         return code, expected_text + "\n" + err.getvalue() + out.getvalue()[-2000:]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = warm.env(env) if warm is not None else env
     done = subprocess.run(["bash", "-o", "pipefail", "-c", plain], cwd=folder, env=env, capture_output=True, text=True, timeout=300)
     return done.returncode, expected_text + "\n" + done.stderr + done.stdout[-2000:]
 
 
+def starts_privsdr_through_bash(found: list[tuple[int, str, str, str | None]]) -> bool:
+    """Whether a shell line of the page starts ``privsdr`` through bash (in the background, piped, redirected)."""
+    lines = [command.split("#", 1)[0].strip() for _, language, code, skip in found if skip is None and language in SHELL
+             for command in commands(code)]
+    return any(re.search(r"\bprivsdr\b", plain) and not in_process(plain) for plain in lines)
+
+
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
-def test_every_block_of_the_page_runs(page, tmp_path):
+def test_every_block_of_the_page_runs(page, tmp_path, request):
+    """Each ``privsdr`` that a line starts through bash runs through the warm CLI server (``tests/warm_path.py``):
+    the line's text, streams, ``$!`` and exit statuses as pasted; only the interpreter start is shared."""
     found = blocks(page)
     fixtures(tmp_path)
+    warm = WarmPath(request.getfixturevalue("warm_cli")) if starts_privsdr_through_bash(found) else None
+    try:
+        run_page(page, found, tmp_path, warm)
+    finally:
+        if warm is not None:
+            warm.close()
+
+
+def run_page(page: Path, found: list[tuple[int, str, str, str | None]], tmp_path: Path, warm: WarmPath | None) -> None:
     namespace: dict = {"__name__": "__docs__"}
     ran = 0
     for line, language, code, skip in found:
@@ -155,7 +180,7 @@ def test_every_block_of_the_page_runs(page, tmp_path):
         if language in SHELL:
             for command in commands(code):
                 expected = EXPECT.search(command.split("#", 1)[1]) if "#" in command else None
-                status, output = run_shell(command, tmp_path)
+                status, output = run_shell(command, tmp_path, warm)
                 want = int(expected.group(1)) if expected else 0
                 assert status == want, f"{page.name}:{line}: `{command}` exited {status}, expected {want}\n{output}"
                 ran += 1
