@@ -6,6 +6,9 @@ Rules (also the contract for whoever writes docs):
 * A fenced block tagged ``bash``/``sh``/``shell`` runs line by line (a trailing ``\\`` continues a
   line) with ``bash``, or in this process when the line is one ``privsdr ...`` command (its ``$(...)``
   substitutions, if any, expanded by ``bash`` first). Each line must exit 0, unless its comment says ``→ exit N``.
+  In a line that runs in ``bash`` (a pipe, a redirection, ``&``), ``privsdr`` is forked by the warm CLI server through
+  a PATH shim (``tests/warm_path.py``): the same text, streams, ``$!`` and exit statuses, without an interpreter start
+  and a scikit-learn import per command.
 * A block tagged ``python`` runs with ``exec``; the blocks of one page share one namespace.
 * Blocks of one page run in order, in one fresh folder that holds these public example files:
   ``rows.csv`` and ``new_rows.csv`` (columns x1..x4 and y), ``site1.csv``/``site2.csv`` (FSIR
