@@ -5,7 +5,8 @@ such line runs in ``bash``, and each ``privsdr`` in it was a fresh interpreter i
 dp-accounting (~2 s of CPU) before doing anything of its own. ``WarmPath`` puts a folder first on PATH whose
 ``privsdr`` is a stdlib-only script (``python -I -S``, ~20 ms): it passes its own stdin, stdout and stderr, its
 arguments, working directory and environment to this test process, which asks the warm server to fork the command
-with exactly those (``WarmCli.fork``), and it exits with the command's exit status. So the page's lines run exactly
+with exactly those (``WarmCli.fork``); it passes SIGTERM, SIGINT and SIGHUP on to the command and exits with the
+command's exit status. So the page's lines run exactly
 as a user pastes them (the same text, the same redirections, ``$!`` and ``wait`` on a process that ends when the
 command ends with its status); only the interpreter start and the imports are shared.
 
@@ -29,7 +30,7 @@ from typing import Any
 SHIM = '''\
 #!{python} -IS
 """privsdr, forked by the docs test's warm server (tests/warm_path.py): same arguments, streams, folder, environment."""
-import json, os, socket, sys
+import json, os, signal, socket, sys
 
 sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 sock.connect(os.environ["PRIVSDR_WARM_PATH_SOCKET"])
@@ -37,6 +38,9 @@ status_r, status_w = os.pipe()
 request = {{"argv": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ)}}
 socket.send_fds(sock, [json.dumps(request).encode()], [0, 1, 2, status_w])
 os.close(status_w)
+pid = int(sock.recv(64) or 0)
+for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # `kill $!` reaches the command, as without the shim
+    signal.signal(number, lambda signum, frame: pid and os.kill(pid, signum))
 raw = b""
 while chunk := os.read(status_r, 64):
     raw += chunk
@@ -82,19 +86,20 @@ class WarmPath:
         conn, _ = self._listener.accept()
         with conn:
             message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 4)
-        ours_r, ours_w = os.pipe()
-        try:
-            pid = self._warm.fork(json.loads(message), [*fds[:3], ours_w])
-        except Exception as exc:  # noqa: BLE001 - the shim exits 127 and close() raises it
-            self.error = exc
-            os.close(ours_r)
-            os.write(fds[3], b"127")
-            os.close(fds[3])
-            return
-        finally:
-            for fd in (*fds[:3], ours_w):
-                os.close(fd)
-        self._running[ours_r] = (pid, fds[3])
+            ours_r, ours_w = os.pipe()
+            try:
+                pid = self._warm.fork(json.loads(message), [*fds[:3], ours_w])
+            except Exception as exc:  # noqa: BLE001 - the shim exits 127 and close() raises it
+                self.error = exc
+                os.close(ours_r)
+                os.write(fds[3], b"127")
+                os.close(fds[3])
+                return
+            finally:
+                for fd in (*fds[:3], ours_w):
+                    os.close(fd)
+            self._running[ours_r] = (pid, fds[3])
+            conn.send(str(pid).encode())
 
     def _finish(self, ours_r: int) -> None:
         pid, theirs_w = self._running.pop(ours_r)
