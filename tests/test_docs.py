@@ -27,6 +27,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -165,7 +166,7 @@ def test_every_block_of_the_page_runs(page, tmp_path, request):
     the line's text, streams, ``$!`` and exit statuses as pasted; only the interpreter start is shared."""
     found = blocks(page)
     fixtures(tmp_path)
-    warm = WarmPath(request.getfixturevalue("warm_cli")) if starts_privsdr_through_bash(found) else None
+    warm = WarmPath(request.getfixturevalue("warm_cli")) if starts_privsdr_through_bash(found) and WarmPath.usable() else None
     try:
         run_page(page, found, tmp_path, warm)
     finally:
@@ -209,3 +210,36 @@ def test_the_runner_sees_every_block_and_every_skip_has_a_reason():
                 skipped += skip is not None
                 assert skip is None or len(skip) > 10, (page, line)
     assert total >= 15 and skipped <= 3, (total, skipped)
+
+
+def test_a_privsdr_started_through_bash_keeps_its_streams_status_and_signals(tmp_path, warm_cli):
+    """The PATH shim of ``tests/warm_path.py`` must not hide a failure: a page's background command that fails makes
+    its line fail as a fresh ``privsdr`` would (its exit status through ``wait``, its stderr where the line sent it)."""
+    warm = WarmPath(warm_cli)
+    try:
+        status, output = run_shell("privsdr --version | tr a-z A-Z", tmp_path, warm)
+        assert status == 0 and "PRIVSDR 0.1" in output, output
+        status, _ = run_shell("privsdr nonsense 2> err.log & b=$!; wait $b", tmp_path, warm)
+        assert status == 2 and "invalid choice: 'nonsense'" in (tmp_path / "err.log").read_text()
+        status, _ = run_shell("privsdr ledger show missing.jsonl; echo $? > status.txt", tmp_path, warm)
+        assert status == 0 and (tmp_path / "status.txt").read_text().strip() == "2"
+        # SIGTERM to the shim ends the command itself (128 + 15, as for a fresh process), not close() below
+        assert run_shell("privsdr secure keys k --parties alice bob", tmp_path, warm)[0] == 0
+        (tmp_path / "ids.csv").write_text("id\nA\n")
+        waiting = subprocess.Popen(["privsdr", "vertical", "link", "--parties", "alice=127.0.0.11:29411", "bob=127.0.0.12:29412",
+                                    "--label", "alice", "--timeout", "60", "--name", "alice", "--data", "ids.csv",
+                                    "--id-column", "id", "--out", "o.csv", "--certs", "k/alice"], cwd=tmp_path,
+                                   env=warm.env(dict(os.environ)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while not warm.running() and waiting.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)  # until the command is forked (the shim has its signal handlers by then)
+            assert warm.running(), "the command was not forked"
+            waiting.terminate()
+            assert waiting.wait(timeout=30) == 143 and not warm.running()
+        finally:
+            if waiting.poll() is None:
+                waiting.kill()
+                waiting.wait()
+    finally:
+        warm.close()

@@ -32,6 +32,15 @@ SHIM = '''\
 """privsdr, forked by the docs test's warm server (tests/warm_path.py): same arguments, streams, folder, environment."""
 import json, os, signal, socket, sys
 
+pid, pending = 0, []
+
+
+def forward(signum, frame):  # `kill $!` reaches the command, as without the shim (held until its PID is known)
+    os.kill(pid, signum) if pid else pending.append(signum)
+
+
+for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(number, forward)
 sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 sock.connect(os.environ["PRIVSDR_WARM_PATH_SOCKET"])
 status_r, status_w = os.pipe()
@@ -39,8 +48,8 @@ request = {{"argv": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ)}}
 socket.send_fds(sock, [json.dumps(request).encode()], [0, 1, 2, status_w])
 os.close(status_w)
 pid = int(sock.recv(64) or 0)
-for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # `kill $!` reaches the command, as without the shim
-    signal.signal(number, lambda signum, frame: pid and os.kill(pid, signum))
+for signum in pending if pid else ():
+    os.kill(pid, signum)
 raw = b""
 while chunk := os.read(status_r, 64):
     raw += chunk
@@ -68,8 +77,17 @@ class WarmPath:
         self._thread = threading.Thread(target=self._relay, name="warm-path", daemon=True)
         self._thread.start()
 
+    @staticmethod
+    def usable() -> bool:
+        """Whether this interpreter can be named on a ``#!`` line (no space, within the kernel's length limit)."""
+        return " " not in sys.executable and len(sys.executable) < 120
+
     def env(self, base: dict[str, str]) -> dict[str, str]:
         return {**base, "PATH": f"{self._folder}{os.pathsep}{base.get('PATH', '')}", "PRIVSDR_WARM_PATH_SOCKET": self._address}
+
+    def running(self) -> list[int]:
+        """The PIDs of the commands forked here that have not ended."""
+        return [pid for pid, _ in self._running.copy().values()]
 
     def _relay(self) -> None:
         while True:
