@@ -231,6 +231,23 @@ def test_the_noise_ratio_is_its_formula_on_a_hand_made_release():
     assert got == pytest.approx(math.sqrt(np.median(changes) / (b @ S @ b)), rel=1e-12)
 
 
+@pytest.mark.parametrize("block_bytes", [8, 8 * 12 * 7])
+def test_bootstrap_draws_made_in_blocks_are_the_draws_made_at_once(monkeypatch, block_bytes):
+    """``renoised_draws`` bounds its memory by drawing blocks of draws (one draw, or 7 of 50, at a time here): the
+    same numbers as all 50 at once, in the same order, and the generator left in the same state."""
+    from privsdr.released import regression
+
+    released = Released({"xtx": np.eye(3), "xty": np.ones(3)}, {"xtx": 0.3, "xty": 0.2}, 10, "add_remove", "test")
+    rng_once, rng_blocks = np.random.default_rng(4), np.random.default_rng(4)
+    once = list(regression.renoised_draws(released, rng_once, 50))
+    monkeypatch.setattr(regression, "DRAW_BLOCK_BYTES", block_bytes)
+    blocks = list(regression.renoised_draws(released, rng_blocks, 50))
+    assert len(blocks) == 50
+    for a, b in zip(once, blocks, strict=True):
+        assert all(np.array_equal(a[name], b[name]) for name in ("xtx", "xty"))
+    assert rng_once.random() == rng_blocks.random()
+
+
 def test_the_pretests_chi2_quantile_is_scipys_bit_for_bit():
     """``stands_above_noise`` reads chi^2 quantiles through ``chi2_quantile`` (scipy.special, without scipy.stats'
     argument handling): the same numbers as ``scipy.stats.chi2.ppf``, exactly, so no pre-test changes its verdict."""

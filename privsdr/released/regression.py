@@ -20,7 +20,7 @@ the trivial model: the DP mean of y its own release carries (never a public cent
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
@@ -113,27 +113,38 @@ def symmetric_from_normals(scale: float, normals: np.ndarray) -> np.ndarray:
 def renoised(released: Released, rng: np.random.Generator, symmetric: Iterable[str] = ("xtx",)) -> Released:
     """The release with fresh noise at its public scales added to every array (one parametric-bootstrap draw);
     arrays named in ``symmetric`` get symmetric noise (upper triangle drawn, mirrored)."""
-    return renoised_draws(released, rng, 1, symmetric)[0]
+    return next(renoised_draws(released, rng, 1, symmetric))
+
+
+#: the most bytes of bootstrap normals ``renoised_draws`` holds at once (draws are made in blocks of rows under it)
+DRAW_BLOCK_BYTES = 1 << 24
 
 
 def renoised_draws(released: Released, rng: np.random.Generator, reps: int, symmetric: Iterable[str] = ("xtx",)
-                   ) -> list[Released]:
-    """``reps`` draws of ``renoised``, the same numbers as ``reps`` calls of it in a row: one generator call for every
-    normal (a generator fills an array in order, so the normals of draw r, array by array, are the slice r of one
-    (reps, total) block) and each array's noise computed for all draws at once."""
+                   ) -> Iterator[Released]:
+    """``reps`` draws of ``renoised``, the same numbers as ``reps`` calls of it in a row, made in blocks of draws
+    (at most ``DRAW_BLOCK_BYTES`` of normals at a time, so that memory does not grow with ``reps``): one generator call
+    per block (a generator fills an array in order, so the normals of draw r, array by array, are row r of the
+    (reps, total) block, and blocks drawn in turn continue the same stream) and each array's noise computed for the
+    block's draws at once."""
     square = set(symmetric)
     items = list(released.arrays.items())
     sizes = [value.size for _, value in items]
-    normals = rng.standard_normal((reps, sum(sizes)))
-    stacked = {}
-    start = 0
-    for (name, value), size in zip(items, sizes, strict=True):
-        block = normals[:, start:start + size].reshape((reps, *value.shape))
-        start += size
-        scale = released.scales.get(name, 0.0)
-        noise = symmetric_from_normals(scale, block) if name in square and value.ndim == 2 else scale * block
-        stacked[name] = value + noise
-    return [attrs.evolve(released, arrays={name: draws[r] for name, draws in stacked.items()}) for r in range(reps)]
+    total = sum(sizes)
+    per_block = max(1, DRAW_BLOCK_BYTES // max(8 * total, 1))
+    for first in range(0, reps, per_block):
+        count = min(per_block, reps - first)
+        normals = rng.standard_normal((count, total))
+        stacked = {}
+        start = 0
+        for (name, value), size in zip(items, sizes, strict=True):
+            block = normals[:, start:start + size].reshape((count, *value.shape))
+            start += size
+            scale = released.scales.get(name, 0.0)
+            noise = symmetric_from_normals(scale, block) if name in square and value.ndim == 2 else scale * block
+            stacked[name] = value + noise
+        for r in range(count):
+            yield attrs.evolve(released, arrays={name: draws[r] for name, draws in stacked.items()})
 
 
 def slope_gram(gram: np.ndarray, intercept: bool) -> np.ndarray:
