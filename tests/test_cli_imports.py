@@ -11,7 +11,6 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from privsdr.cli import main
 
@@ -23,29 +22,35 @@ def _python(code: str, cwd: Path) -> str:
     return done.stdout
 
 
-@pytest.mark.parametrize("parties, flags", [
-    (["alice=2", "bob=2"], []),  # auto: one helper for two data parties
-    (["alice=1", "bob=1", "carol=2"], []),  # auto: no helper for three
-    (["alice=1", "bob=1", "carol=2"], ["--helper", "yes", "--colluders", "1"]),
-])
-def test_secure_keys_of_a_vertical_config_orders_the_parties_as_the_estimator_without_importing_scikit_learn(tmp_path, parties, flags):
-    cfg = tmp_path / "shared.json"
-    assert main(["vertical", "config", str(cfg), "--secure", "--party", *parties, "--rows", "300", "--label", "alice",
-                 "--epsilon", "1", "--row-bound", "4", "--label-bound", "6", *flags]) == 0
+LAYOUTS = {
+    "two": (["alice=2", "bob=2"], []),  # auto: one helper for two data parties
+    "three": (["alice=1", "bob=1", "carol=2"], []),  # auto: no helper for three
+    "three_helped": (["alice=1", "bob=1", "carol=2"], ["--helper", "yes", "--colluders", "1"]),
+}
+
+
+def test_secure_keys_of_a_vertical_config_orders_the_parties_as_the_estimator_without_importing_scikit_learn(tmp_path):
+    """One fresh process makes the keys of three configurations (a helper or none): the folders follow
+    ``SecureVerticalRegression.parties_for`` (MPyC index i = the i-th party), and scikit-learn was never imported."""
+    for tag, (parties, flags) in LAYOUTS.items():
+        assert main(["vertical", "config", str(tmp_path / f"{tag}.json"), "--secure", "--party", *parties, "--rows", "300",
+                     "--label", "alice", "--epsilon", "1", "--row-bound", "4", "--label-bound", "6", *flags]) == 0
     out = _python(f"""
         import json, sys
         from privsdr.cli import main
-        assert main(["secure", "keys", "keys", "--config", {str(cfg)!r}]) == 0
-        heavy = [m for m in ("sklearn", "pandas", "scipy.stats") if m in sys.modules]
-        print(json.dumps(heavy))
+        for tag in {sorted(LAYOUTS)!r}:
+            assert main(["secure", "keys", "keys_" + tag, "--config", tag + ".json"]) == 0
+        print(json.dumps([m for m in ("sklearn", "pandas", "scipy.stats") if m in sys.modules]))
         """, tmp_path)
     assert json.loads(out.strip().splitlines()[-1]) == []
     from privsdr.cli.vertical_secure import _estimator, read_config
 
-    shared = read_config(str(cfg))
-    expected = _estimator(shared["estimator"], shared["budget"], None).parties_for(shared["layout"])
-    made = {name: sorted(p.name for p in (tmp_path / "keys" / name).glob("party_*.crt")) for name in expected}
-    assert made == {name: [f"party_{i}.crt"] for i, name in enumerate(expected)}  # MPyC index i = the estimator's order
+    for tag in LAYOUTS:
+        shared = read_config(str(tmp_path / f"{tag}.json"))
+        expected = _estimator(shared["estimator"], shared["budget"], None).parties_for(shared["layout"])
+        made = {name: sorted(p.name for p in (tmp_path / f"keys_{tag}" / name).glob("party_*.crt")) for name in expected}
+        assert made == {name: [f"party_{i}.crt"] for i, name in enumerate(expected)}, tag
+    assert len(expected) == 4  # the last layout has its helper first
 
 
 def test_pride_held_out_test_is_scipy_stats_norm_sf_bit_for_bit():
