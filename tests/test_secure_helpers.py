@@ -18,7 +18,8 @@ from privsdr.audit.secure_probe import run_in_process, share_counts
 from privsdr.mechanisms.distributed import share_noise
 from privsdr.vertical import Party
 from privsdr.vertical.secure_moments import SecureVerticalMeanCovariance, SecureVerticalSIR
-from privsdr.vertical.secure_regression import helper_count, helpers_of, mpc_parties
+from privsdr.vertical.secure_parties import helper_count, mpc_parties
+from privsdr.vertical.secure_regression import helpers_of
 
 CUTS = [-0.25, 0.0, 0.25]
 

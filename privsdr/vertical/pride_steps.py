@@ -97,7 +97,7 @@ def held_out_test(y: np.ndarray, predictions: np.ndarray) -> tuple[float, float]
     the held-out gain mean(d) / mean((y - ybar)^2). The baseline is the mean of y over all rows, the fitted model's
     own intercept, so only the slopes are tested (each fold's training mean would be a worse constant than the one
     the model has). PRIDE's certified fallback (the party's own view: its coefficients are not covered)."""
-    from scipy.stats import norm
+    from scipy.special import ndtr  # 1 - Phi(t) = Phi(-t): what scipy.stats.norm.sf computes, without importing scipy.stats
 
     y = np.asarray(y, dtype=float)
     y = y - y.mean()
@@ -107,4 +107,4 @@ def held_out_test(y: np.ndarray, predictions: np.ndarray) -> tuple[float, float]
     sd = float(d.std(ddof=1)) if len(d) > 1 else 0.0
     if not sd > 0:
         return (0.0 if d.mean() > 0 else 1.0), gain
-    return float(norm.sf(d.mean() * math.sqrt(len(d)) / sd)), gain
+    return float(ndtr(-(d.mean() * math.sqrt(len(d)) / sd))), gain

@@ -40,7 +40,6 @@ from ..algorithms._base import PrivateEstimator, check_matrix, check_positive, c
 from ..algorithms._pls_modes import ssp_postprocess
 from ..algorithms.adassp import adassp_solution
 from ..errors import ValidationError
-from ..mechanisms.collusion import honest_majority
 from ..network.addresses import check_addresses
 from ..network.certificates import load_credentials
 from ..parties.layout import Layout, Party, check_parties, is_block_list
@@ -57,14 +56,14 @@ from ..secure.aggregate import (
     gram_job,
     secure_gram_release,
 )
+from .secure_parties import (
+    CONSTANT,
+    LABEL,
+    regression_parties,
+)
 
 RELATION = "add_remove"
 NODES = ("xtx", "xty")
-HELPER = "helper"
-#: the most helpers a fit may ask for (each is one more MPyC process and its traffic)
-MAX_HELPERS = 8
-#: the column groups of the label and of the intercept's constant (a data party may not take these names)
-LABEL, CONSTANT = "y", "1"
 #: a public cap on N: the fixed-point grid is set from it (never from the data's own N)
 MAX_ROWS = 2**24
 
@@ -150,7 +149,7 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
 
     def _parties_of(self, names: list[str]) -> tuple[list[str], int]:
         """The MPyC parties in order (the helper first, if any) and t, checked (honest majority)."""
-        return mpc_parties(names, self.colluders, self.helper, (HELPER, LABEL, CONSTANT))
+        return regression_parties(names, self.colluders, self.helper)
 
     def _checked(self, names: list[str], widths: list[int]) -> dict[str, Any]:
         bounds = self._bounds(names)
@@ -484,41 +483,6 @@ def party_bounds(row_bound: Any, names: Sequence[str]) -> dict[str, float]:
             raise ValidationError(f"row_bound has no bound for the parties {missing}")
         return {n: check_positive(row_bound[n], f"row_bound[{n!r}]") for n in names}
     return {n: check_positive(row_bound, "row_bound") for n in names}
-
-
-def helper_names(count: int) -> list[str]:
-    """The names of ``count`` helpers, in MPyC's order: "helper", then "helper2", "helper3", ..."""
-    return [HELPER if i == 1 else f"{HELPER}{i}" for i in range(1, count + 1)]
-
-
-def helper_count(helper: Any, data_parties: int) -> int:
-    """How many helpers ``helper`` asks for: True 1, False 0, "auto" 1 when fewer than 3 data parties (else 0), or
-    a number k >= 0 of helpers. Each helper holds no data and adds a noise share, so with m parties and t colluders
-    the opened noise sd is sqrt(m / (m - t)) times the calibrated one: more helpers bring it towards 1."""
-    if isinstance(helper, str) and helper == "auto":
-        return int(data_parties < 3)
-    if isinstance(helper, (bool, np.bool_)):
-        return int(bool(helper))
-    if not isinstance(helper, (int, np.integer)) or not 0 <= helper <= MAX_HELPERS:
-        raise ValidationError(f"helper must be 'auto', True, False or a number of helpers in [0, {MAX_HELPERS}], got {helper!r}")
-    return int(helper)
-
-
-def mpc_parties(names: Sequence[str], colluders: Any, helper: Any, taken: Sequence[str]) -> tuple[list[str], int]:
-    """The MPyC parties of a secure Gram in order (the helpers first: ``helper_count``) and t, checked: an honest
-    majority t < m/2, and no data party named as a helper or as one of the column groups in ``taken``."""
-    t = colluders
-    if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 1:
-        raise ValidationError(f"colluders (the collusion threshold t) must be an integer >= 1, got {t!r}")
-    helpers = helper_names(helper_count(helper, len(names)))
-    for name in [*taken, *helpers]:
-        if name in names:
-            raise ValidationError(f"{name!r} names a helper or a column group of the secure Gram; rename that data party")
-    parties = helpers + list(names)
-    if not honest_majority(len(parties), int(t)):
-        raise ValidationError(f"{len(parties)} parties ({', '.join(parties)}) tolerate t < {len(parties) / 2:g} colluders, not {t}: "
-                              + ("add a helper (helper=True)" if not helpers else "use fewer colluders or more parties"))
-    return parties, int(t)
 
 
 def helpers_of(parties: Sequence[str], data_parties: Sequence[str]) -> str | None:
