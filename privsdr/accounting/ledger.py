@@ -33,7 +33,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -154,7 +154,8 @@ class Ledger:
         self._runs: dict[str, RunRecord] = {}
         self._batches: dict[str, _Batch] = {}  # batch id -> the plans declared up front, each run once
         self._applied = 0
-        self._spent_cost: Cost | None = None
+        self._generation = 0  #: counts the records applied: what the memo of derived state (``_derived``) is keyed by
+        self._memo: tuple[tuple[int, tuple[str, ...]], dict[str, Any]] | None = None
         self._journal: Journal | None = None
         self._detached: str | None = None  #: why this copy cannot spend (see "copies" below), None for a live account
         #: a ledger each run's guarantee is also entered in (``accounting.default``: the process's tracking ledger)
@@ -273,12 +274,16 @@ class Ledger:
                 self._apply_new()
                 yield
 
-    def _commit(self, record: dict[str, Any]) -> None:
+    def _commit(self, record: dict[str, Any], charges: Sequence[Charge] | None = None) -> None:
+        """Write ``record`` (a journal's is read back and applied); an in-memory ledger applies it directly, a reservation
+        with its ``charges`` themselves (what a journal stores as ``record["charges"]``, read back by ``Charge.from_dict``)."""
         if self._journal is not None:
+            if charges is not None:
+                record = {**record, "charges": [c.to_dict() for c in charges]}  # (in its place: the key is there)
             self._journal.append(record)
             self._apply_new()
         else:
-            self._apply(record)
+            self._apply(record, charges)
 
     def _apply_new(self) -> None:
         assert self._journal is not None
@@ -287,11 +292,13 @@ class Ledger:
             self._apply(records[self._applied])
             self._applied += 1
 
-    def _apply(self, record: dict[str, Any]) -> None:
+    def _apply(self, record: dict[str, Any], charges: Sequence[Charge] | None = None) -> None:
         kind = record["type"]
         if kind == "reserve":
+            if charges is None:
+                charges = [Charge.from_dict(c) for c in record["charges"]]
             self._runs[record["run_id"]] = RunRecord(
-                record["run_id"], record["plan"], {c["label"]: Charge.from_dict(c) for c in record["charges"]},
+                record["run_id"], record["plan"], {c.label: c for c in charges},
                 record["pid"], record["host"], record["time"], batch=record.get("batch"), plan_hash=record.get("plan_hash"),
             )
             if self.relation is None:
@@ -311,7 +318,7 @@ class Ledger:
                 tuple(Charge.from_dict(c) for c in slot) for slot in slots))
         elif kind != "header":
             raise JournalError(f"unknown journal record type {kind!r}")
-        self._spent_cost = None
+        self._generation += 1
 
     # -- state --------------------------------------------------------------------------------
     def _refresh(self) -> None:
@@ -327,6 +334,18 @@ class Ledger:
 
     def _run_spent(self, run: RunRecord) -> list[Charge]:
         return run.spent(self._ended(run))
+
+    def _derived(self, name: str, compute: Callable[[], Any]) -> Any:
+        """``compute()``, memoised until the history changes: a record is applied, or a run ends without closing (its
+        process died). A run prices the history several times (its reservation, the report's ``after`` and
+        ``composition``), and each is a pure function of the records and of which runs have ended."""
+        key = (self._generation, tuple(run.run_id for run in self._runs.values() if not run.closed and self._ended(run)))
+        if self._memo is None or self._memo[0] != key:
+            self._memo = (key, {})
+        memo = self._memo[1]
+        if name not in memo:
+            memo[name] = compute()
+        return memo[name]
 
     def _slot_holders(self) -> list[RunRecord]:
         """Runs that hold a committed plan's slot: open ones, and ended ones that charged something (a run of a
@@ -377,10 +396,9 @@ class Ledger:
         """The guarantee of everything charged so far (see ``composition``)."""
         with self._lock:
             self._refresh()
-            if self._spent_cost is None:
-                self._spent_cost = (_tracked_sum(self._tracked) if self.tracking
-                                    else self._history(self._groups(charged_only=True)).cost)
-            return self._spent_cost
+            if self.tracking:
+                return self._derived("spent", lambda: _tracked_sum(self._tracked))  # type: ignore[no-any-return]
+            return self._spent_history().cost
 
     @property
     def composition(self) -> dict[str, Any]:
@@ -388,7 +406,15 @@ class Ledger:
         plans declared up front), or the privacy filter of the ledger's accountant across runs."""
         with self._lock:
             self._refresh()
-            return self._history(self._groups(charged_only=True)).describe()
+            return self._spent_history().describe()
+
+    def _spent_history(self) -> _History:
+        """The composition of everything charged (``spent``, ``composition``), memoised (``_derived``)."""
+        return self._derived("spent_history", lambda: self._history(self._groups(charged_only=True)))  # type: ignore[no-any-return]
+
+    def _committed_history(self) -> _History:
+        """The composition of everything charged or reserved (what a new plan is priced after), memoised."""
+        return self._derived("committed_history", lambda: self._history(self._groups(charged_only=False)))  # type: ignore[no-any-return]
 
     # -- composition across runs ----------------------------------------------------------------------
     def _groups(self, charged_only: bool, extra: tuple[str | None, list[Charge], str | None] | None = None) -> list[tuple[list[Charge], float]]:
@@ -483,9 +509,12 @@ class Ledger:
             return str(inner.plan_hash())
         return hashlib.sha256(json.dumps([c.to_dict() for c in plan.charges()], sort_keys=True).encode()).hexdigest()[:16]
 
-    def _batch_for(self, plan: Chargeable) -> str | None:
-        """The committed batch this plan belongs to (each committed plan runs once), if any."""
-        h = self._plan_hash(plan)
+    def _batch_for(self, plan: Chargeable, plan_hash: str | None = None) -> str | None:
+        """The committed batch this plan belongs to (each committed plan runs once), if any (``plan_hash``: the plan's,
+        when the caller has it)."""
+        if not self._batches:
+            return None
+        h = plan_hash or self._plan_hash(plan)
         for batch_id, batch in self._batches.items():
             used = [r for r in self._runs.values() if r.batch == batch_id]
             if batch.plans.count(h) > sum(1 for r in used if r.plan_hash == h):
@@ -497,10 +526,13 @@ class Ledger:
         """What a next plan may be given (see ``_remaining``): epsilon left, delta left for node shares."""
         with self._lock:
             spent = self.spent
-            charges = self._spent_charges()
-            if not charges:
-                return self.budget.as_cost()
-            return _remaining(self.budget, spent, BasicAccountant().cost(charges).delta)
+            return self._derived("remaining", lambda: self._remaining_after(spent))  # type: ignore[no-any-return]
+
+    def _remaining_after(self, spent: Cost) -> Cost:
+        charges = self._spent_charges()
+        if not charges:
+            return self.budget.as_cost()
+        return _remaining(self.budget, spent, BasicAccountant().cost(charges).delta)
 
     def cost_of(self, charges: Sequence[Charge]) -> Cost:
         return self.accountant.cost(charges) if charges else Cost.zero()
@@ -509,7 +541,8 @@ class Ledger:
     def preflight(self, plan: Chargeable, *, allow_uncertified: bool = False) -> Preflight:
         """Price ``plan`` against this ledger; raise ``BudgetExceededError`` if it does not fit."""
         with self._transaction():
-            return self._check(plan, self._qualified(plan, "preflight"), allow_uncertified)
+            plan_hash = self._plan_hash(plan)
+            return self._check(plan, self._qualified(plan, "preflight"), allow_uncertified, plan_hash, self._batch_for(plan, plan_hash))
 
     def reserve(self, plan: Chargeable, *, allow_uncertified: bool = False, run_id: str | None = None) -> Reservation:
         """Check ``plan`` and reserve its whole cost; charge nodes one by one through the result."""
@@ -517,13 +550,14 @@ class Ledger:
         self._check_attached()
         with self._transaction():
             charges = self._qualified(plan, run_id)
-            preflight = self._check(plan, charges, allow_uncertified)
-            batch = self._batch_for(plan)
-            self._commit({
+            plan_hash = self._plan_hash(plan)
+            batch = self._batch_for(plan, plan_hash)
+            preflight = self._check(plan, charges, allow_uncertified, plan_hash, batch)
+            self._commit({  # "charges": written as dicts into a journal (``_commit``)
                 "type": "reserve", "run_id": run_id, "plan": plan.name, "relation": plan.relation.value,
-                "charges": [c.to_dict() for c in charges], "pid": os.getpid(), "host": socket.gethostname(), "time": _now(),
-                **({"batch": batch} if batch else {}), "plan_hash": self._plan_hash(plan),
-            })
+                "charges": None, "pid": os.getpid(), "host": socket.gethostname(), "time": _now(),
+                **({"batch": batch} if batch else {}), "plan_hash": plan_hash,
+            }, charges)
         entry = None
         if self.report_to is not None:
             from .tracking import FitEntry, warn_if_earlier_fits
@@ -540,7 +574,8 @@ class Ledger:
         mapping = {name: f"{run_id}/{name}" for name in local}
         return [attrs.evolve(c, scope=c.scope.renamed(mapping)) if mapping else c for c in plan.charges()]
 
-    def _check(self, plan: Chargeable, charges: Sequence[Charge], allow_uncertified: bool) -> Preflight:
+    def _check(self, plan: Chargeable, charges: Sequence[Charge], allow_uncertified: bool, plan_hash: str,
+               batch: str | None) -> Preflight:
         self._check_relation(plan, charges)
         status = Status.worst([c.status for c in charges])
         if status != Status.CERTIFIED and not allow_uncertified:
@@ -549,7 +584,7 @@ class Ledger:
                 f"plan {plan.name!r} has nodes without a certified guarantee: {bad}. "
                 "Pass allow_uncertified=True to run it anyway; its report will say so."
             )
-        return self._priced(plan, charges, status)
+        return self._priced(plan, charges, status, plan_hash, batch)
 
     def _check_relation(self, plan: Chargeable, charges: Sequence[Charge], relation: Relation | None = None) -> None:
         """Refuse a plan whose relation is not the ledger's (``relation``: the one a batch being committed fixes)."""
@@ -567,7 +602,7 @@ class Ledger:
             if c.relation != plan.relation:
                 raise RelationMismatchError(f"node {c.label!r} declares {c.relation.value!r} inside a {plan.relation.value!r} plan")
 
-    def _priced(self, plan: Chargeable, charges: Sequence[Charge], status: Status) -> Preflight:
+    def _priced(self, plan: Chargeable, charges: Sequence[Charge], status: Status, plan_hash: str, batch: str | None) -> Preflight:
         basic = BasicAccountant()
         items = tuple(
             PreflightItem(c.label, c.status, str(c.scope), basic.compose(list(c.events)) if c.events else Cost.zero())
@@ -579,9 +614,8 @@ class Ledger:
             after = _tracked_sum([*self._tracked, requested])
             return Preflight(plan.name, self.accountant.name, items, requested, before, after, Cost(math.inf, 0.0), status)
         committed = self._spent_charges() + self._reserved_charges()
-        groups = self._groups(charged_only=False)
-        before = self._history(groups).cost if committed else Cost.zero()
-        after = self._history(self._groups(charged_only=False, extra=(self._batch_for(plan), list(charges), self._plan_hash(plan)))).cost
+        before = self._committed_history().cost if committed else Cost.zero()
+        after = self._history(self._groups(charged_only=False, extra=(batch, list(charges), plan_hash))).cost
         requested = self.cost_of(list(charges))
         basic_delta = BasicAccountant()
         if not self.budget.unlimited and not after.fits_within(self.budget):
@@ -649,7 +683,7 @@ def _unpickle_ledger(state: dict[str, Any]) -> Ledger:
     ledger.budget, ledger.accountant, ledger.relation = state["budget"], state["accountant"], state["relation"]
     ledger._lock = threading.RLock()
     ledger._runs, ledger._batches = state["runs"], state["batches"]
-    ledger._applied, ledger._spent_cost, ledger._journal = 0, None, None
+    ledger._applied, ledger._generation, ledger._memo, ledger._journal = 0, 0, None, None
     ledger.report_to, ledger.report_as, ledger.tracking, ledger._tracked, ledger.pid = None, "", False, [], os.getpid()
     ledger._detached = reason or "it was unpickled from an in-memory ledger (the account stays with the original)"
     return ledger

@@ -103,6 +103,8 @@ class Plan:
         self.public_params = dict(public_params or {})
         self.nodes: dict[str, Node] = {}
         self.partitions: dict[str, Partition] = {}
+        #: (name, relation, params JSON), nodes, partitions, hash: ``plan_hash``'s memo
+        self._hash_memo: tuple[tuple[str, Relation, str], tuple[Node, ...], tuple[Partition, ...], str] | None = None
 
     def partition(self, name: str, cells: Iterable[object], *, stable: bool = False, within: Scope | None = None,
                   rows: bool = False) -> list[Scope]:
@@ -197,8 +199,21 @@ class Plan:
         }
 
     def plan_hash(self) -> str:
+        """sha256 of the plan's public JSON (sorted keys), first 16 hex digits. Every run prices, journals and reports it
+        several times, so it is memoised on what it reads: the name, the relation, the public parameters (their JSON,
+        recomputed each call: they may hold mutable lists) and the node and partition objects themselves (frozen; a node
+        replaced in ``nodes`` is another object, so the hash is computed again)."""
+        params = json.dumps(self.public_params, sort_keys=True, default=str)
+        nodes, partitions = tuple(self.nodes.values()), tuple(self.partitions.values())
+        memo: tuple[tuple[str, Relation, str], tuple[Node, ...], tuple[Partition, ...], str] | None = getattr(
+            self, "_hash_memo", None)  # (a plan pickled before the memo existed has none)
+        if (memo is not None and memo[0] == (self.name, self.relation, params) and _same_objects(memo[1], nodes)
+                and _same_objects(memo[2], partitions)):
+            return memo[3]
         text = json.dumps(self.public_dict(), sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        self._hash_memo = ((self.name, self.relation, params), nodes, partitions, digest)
+        return digest
 
     # -- allocation ---------------------------------------------------------------------------------
     def converted(self, relation: Relation | str) -> Plan:
@@ -299,6 +314,11 @@ class Plan:
         }
 
 
+def _same_objects(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    """The same objects in the same order (identity, not equality: a frozen node's hash is read once)."""
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
 def _weight(node: Node) -> float:
     """The weight of a node of the weighted group (it holds only nodes that have one)."""
     assert node.weight is not None
@@ -348,6 +368,7 @@ class CalibratedPlan:
                  pricing: str | Accountant | None = None) -> None:
         self.plan = plan
         self.specs = dict(specs)
+        self._charges_memo: tuple[Relation, tuple[Node, ...], tuple[NoiseSpec, ...], list[Charge]] | None = None
         self.budget = budget
         self.allocation = allocation
         self.pricing = pricing  #: the accountant the plan was calibrated for (a ledger's, when allocated for one)
@@ -389,7 +410,14 @@ class CalibratedPlan:
         return "secure" if any(spec.secure for spec in self.specs.values()) else "numpy"
 
     def charges(self) -> list[Charge]:
-        return [_charge(n, self.specs[n.name], self.relation) for n in self.nodes.values()]
+        """Each node's charge (its mechanism's events for its spec). Memoised on the node and spec objects and the
+        relation, so that a run's reservation, its report and the accountants' memo all see the same ``Charge`` objects."""
+        nodes, specs = tuple(self.nodes.values()), tuple(self.specs.values())
+        memo = getattr(self, "_charges_memo", None)  # (a plan pickled before the memo existed has none)
+        if memo is None or memo[0] is not self.relation or not (_same_objects(memo[1], nodes) and _same_objects(memo[2], specs)):
+            memo = (self.relation, nodes, specs, [_charge(n, self.specs[n.name], self.relation) for n in nodes])
+            self._charges_memo = memo
+        return list(memo[3])
 
     def cost(self, accountant: str | Accountant | None = None) -> Cost:
         """What the plan alone costs (no ledger, nothing spent).

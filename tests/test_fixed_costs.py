@@ -1,0 +1,111 @@
+"""The memos that keep a fit's fixed costs (pricing, reserving, reporting) low never go stale.
+
+A plan's hash, its charges and a ledger's derived state (spent, remaining, composition) are memoised; each test
+changes what a memo reads in a way the code does (a node replaced, a public parameter list edited, a process that
+dies holding a charged run) and checks the answer against a fresh computation.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import attrs
+import pytest
+
+import privsdr.accounting.ledger as ledger_module
+from privsdr import Budget, BudgetExceededError, Ledger, Plan, Run, Sensitivity
+
+UNIT = 1 / 128
+
+
+def _fresh_hash(plan: Plan) -> str:
+    """The plan hash's definition, computed without any memo."""
+    return hashlib.sha256(json.dumps(plan.public_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _plan(cut_points: list[float] | None = None) -> Plan:
+    p = Plan("memo", "replace_one", {"cut_points": cut_points or [0.0, 1.0]})
+    p.add("a", "laplace", Sensitivity(1.0, "l1"), share=Budget(UNIT, 0.0))
+    p.add("b", "laplace", Sensitivity(1.0, "l1"), share=Budget(UNIT, 0.0))
+    return p
+
+
+def test_the_plan_hash_follows_every_change_of_what_it_hashes():
+    p = _plan()
+    seen = {p.plan_hash()}
+    assert p.plan_hash() == _fresh_hash(p)
+    p.public_params["cut_points"].append(2.0)  # a list inside the public parameters edited in place
+    assert p.plan_hash() == _fresh_hash(p) and p.plan_hash() not in seen
+    seen.add(p.plan_hash())
+    p.nodes["b"] = attrs.evolve(p.nodes["b"], sensitivity=Sensitivity(2.0, "l1"))  # a node replaced (parties.engine does)
+    assert p.plan_hash() == _fresh_hash(p) and p.plan_hash() not in seen
+    seen.add(p.plan_hash())
+    p.add("c", "laplace", Sensitivity(1.0, "l1"), share=Budget(UNIT, 0.0))
+    assert p.plan_hash() == _fresh_hash(p) and p.plan_hash() not in seen
+    seen.add(p.plan_hash())
+    p.partition("site", ["x", "y"])
+    assert p.plan_hash() == _fresh_hash(p) and p.plan_hash() not in seen
+    seen.add(p.plan_hash())
+    p.name = "renamed"
+    assert p.plan_hash() == _fresh_hash(p) and p.plan_hash() not in seen
+
+
+def test_a_calibrated_plans_charges_follow_a_replaced_node_and_are_a_fresh_list():
+    cp = _plan().allocate(Budget(2 * UNIT, 0.0))
+    first = cp.charges()
+    assert cp.charges() == first and cp.charges() is not first
+    first.clear()  # the caller's list: the plan's charges are unchanged
+    assert [c.label for c in cp.charges()] == ["a", "b"]
+    before = cp.charges()[1]
+    cp.plan.nodes["b"] = attrs.evolve(cp.plan.nodes["b"], status="claimed", share=Budget(UNIT, 0.0))
+    after = cp.charges()[1]
+    assert after.status.value == "claimed" and before.status.value == "certified"
+
+
+def test_an_in_memory_ledger_keeps_what_a_journal_reads_back(tmp_path):
+    """A reservation's charges are kept as objects in memory and as dicts in a journal: both give the same state."""
+    cp = _plan().allocate(Budget(2 * UNIT, 0.0))
+    memory, journal = Ledger(Budget(8 * UNIT, 0.0), accountant="basic"), Ledger(Budget(8 * UNIT, 0.0), accountant="basic",
+                                                                               journal=tmp_path / "j.jsonl")
+    for ledger in (memory, journal):
+        for seed in range(2):
+            with Run(cp, ledger, random_state=seed) as run:
+                run.release("a", 0.0)
+    reopened = Ledger.open(tmp_path / "j.jsonl")
+    for ledger in (journal, reopened):
+        assert ledger.spent == memory.spent and ledger.remaining == memory.remaining
+        assert ledger.composition == memory.composition and ledger.charges == memory.charges
+        assert [r.charges for r in ledger.runs] == [r.charges for r in memory.runs]
+
+
+def test_spent_and_remaining_follow_a_run_whose_process_died_without_any_new_record(tmp_path, monkeypatch):
+    """A run of another process that charged one node counts its whole plan once that process is dead, with no new
+    journal record: the memo of the ledger's derived state is keyed by which runs have ended, not by the records only."""
+    path = tmp_path / "j.jsonl"
+    ledger = Ledger(Budget(8 * UNIT, 0.0), accountant="basic", journal=path)
+    cp = _plan().allocate(Budget(2 * UNIT, 0.0))
+    reservation = ledger.reserve(cp)
+    reservation.charge("a")
+    alive = {"other": True}
+    monkeypatch.setattr(ledger_module, "process_alive", lambda pid: alive["other"])
+    ledger._runs[reservation.run_id].pid = -12345  # as if another process on this host had reserved it
+    assert ledger.spent == (UNIT, 0.0)
+    assert ledger.remaining == (7 * UNIT, 0.0)
+    composition = ledger.composition
+    alive["other"] = False  # the other process dies: no record is written
+    assert ledger.spent == (2 * UNIT, 0.0)
+    assert ledger.remaining == (6 * UNIT, 0.0)
+    assert ledger.composition == composition  # one run: non-adaptive either way
+    assert ledger.reserved == {}
+
+
+@pytest.mark.parametrize("accountant", ["basic", "best"])
+def test_a_refused_plan_leaves_the_memoised_state_as_it_was(accountant):
+    ledger = Ledger(Budget(3 * UNIT, 1e-6), accountant=accountant)
+    cp = _plan().allocate(Budget(2 * UNIT, 0.0))
+    with Run(cp, ledger, random_state=0) as run:
+        run.release("a", 0.0)
+    spent, remaining = ledger.spent, ledger.remaining
+    with pytest.raises(BudgetExceededError, match="nothing was spent"):
+        ledger.reserve(cp)
+    assert ledger.spent == spent and ledger.remaining == remaining and ledger.reserved == {}
