@@ -103,6 +103,14 @@ class RunRecord:
         charged = [self.charges[label] for label in self.charged]
         return charged + self.uncharged if ended and charged else charged
 
+    def priced(self, ended: bool) -> list[Charge]:
+        """``spent`` in the plan's order, as the ledger prices it: composition does not depend on the order of release,
+        and the accountants' memo then finds the price the reservation computed for the same charges."""
+        if ended and self.charged:
+            return list(self.charges.values())
+        charged = set(self.charged)
+        return [c for label, c in self.charges.items() if label in charged]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id, "plan": self.plan, "started": self.started, "closed": self.closed,
@@ -424,7 +432,7 @@ class Ledger:
         open_runs = self._open_runs()
         groups: dict[str, tuple[list[Charge], list[Charge]]] = {}
         for run in self._runs.values():
-            spent = self._run_spent(run)
+            spent = run.priced(self._ended(run))
             if charged_only:
                 members = spent
             else:
@@ -761,6 +769,7 @@ class Reservation:
         self.run_id = run_id
         self.preflight = preflight
         self._pending = {c.label: c for c in charges}
+        self.planned: tuple[Charge, ...] = tuple(self._pending.values())  #: every node's charge, in the plan's order
         self.charged: list[Charge] = []
         self.charged_at_close: list[Charge] = []
         self.closed = False

@@ -458,9 +458,11 @@ def _library_versions() -> dict[str, str]:
 def build_report(run: Run) -> PrivacyReport:
     plan, ledger = run.plan, run.ledger
     assert run._reservation is not None
-    spent_charges = run._reservation.charged  # released nodes, then (at exit) every other node if any was released
+    spent_labels = {c.label for c in run._reservation.charged}  # released nodes, then (at exit) every other node if any was
+    # released; priced in the plan's order (as the ledger does: the same charges find the reservation's price in the memo)
+    spent_charges = [c for c in run._reservation.planned if c.label in spent_labels]
     at_close = [c.label for c in run._reservation.charged_at_close]
-    charged = [c for c in spent_charges if c.label not in at_close]  # what was released: the status describes it
+    charged = [c for c in run._reservation.charged if c.label not in at_close]  # what was released: the status describes it
     released_names = {c.label for c in charged}
     spent = ledger.cost_of(spent_charges)
     status = Status.worst([c.status for c in charged]) if charged else Status.CERTIFIED
