@@ -11,9 +11,14 @@ import json
 
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import privsdr.accounting.ledger as ledger_module
 from privsdr import Budget, BudgetExceededError, Ledger, Plan, Run, Sensitivity
+from privsdr.accounting import BasicAccountant, Charge
+from privsdr.accounting.events import PureEvent
+from privsdr.plan import graph
 
 UNIT = 1 / 128
 
@@ -109,3 +114,17 @@ def test_a_refused_plan_leaves_the_memoised_state_as_it_was(accountant):
     with pytest.raises(BudgetExceededError, match="nothing was spent"):
         ledger.reserve(cp)
     assert ledger.spent == spent and ledger.remaining == remaining and ledger.reserved == {}
+
+
+@settings(max_examples=60, derandomize=True, database=None, deadline=None)
+@given(st.lists(st.floats(1e-300, 1e300, allow_subnormal=False), min_size=1, max_size=12), st.booleans())
+def test_the_worst_path_of_whole_scope_nodes_is_the_basic_accountants_answer_exactly(values, partitioned):
+    """The allocation's shortcut for plans whose nodes all read every record (the exact sum, rounded up) gives the
+    basic accountant's answer bit for bit; with a partition the general path runs and still agrees with it."""
+    p = Plan("w", "replace_one")
+    scopes = p.partition("site", ["a", "b"]) if partitioned else [None, None]
+    for i, v in enumerate(values):
+        p.add(f"n{i}", "laplace", Sensitivity(1.0, "l1"), weight=v, scope=scopes[i % 2] if partitioned and i % 3 else None)
+    nodes = list(p.nodes.values())
+    charges = [Charge(n.name, (PureEvent(v),), p.relation, n.scope) for n, v in zip(nodes, values, strict=True)]
+    assert graph._worst_path(nodes, values, p.relation) == BasicAccountant().cost(charges).epsilon

@@ -24,6 +24,7 @@ import attrs
 from ..accounting import Accountant, BasicAccountant, Budget, Charge, Cost, Relation, Scope, Status, make_accountant
 from ..accounting.budget import as_budget
 from ..accounting.events import ApproxEvent, Event, NonPrivateEvent, PureEvent
+from ..accounting.rounding import sum_up
 from ..errors import PlanError, ValidationError
 from ..mechanisms import Mechanism, NoiseSpec, Sensitivity, get_mechanism
 from ..mechanisms.search import smallest_fitting_factor
@@ -334,11 +335,21 @@ def _calibrate(mech: Mechanism, sampler: str, sensitivity: Sensitivity, share: B
     return mech.calibrate(sensitivity, share, calibration, params)
 
 
+def _worst_path(nodes: list[Node], values: list[float], relation: Relation) -> float:
+    """The largest exact sum (rounded up) of ``values`` over the nodes one record can meet: basic composition of pure
+    events, each node's value its epsilon, across the plan's scopes. When every node reads every record, that is the
+    exact sum of all of them (``rounding.sum_up``, what the basic accountant computes for one atom), with no charges."""
+    if all(n.scope.is_whole for n in nodes):
+        return sum_up([float(v) for v in values]) if values else 0.0
+    charges = [Charge(n.name, (PureEvent(v),), relation, n.scope) for n, v in zip(nodes, values, strict=True)]
+    return BasicAccountant().cost(charges).epsilon if charges else 0.0
+
+
 def _shares_within(nodes: list[Node], shares: list[float], total: float, relation: Relation) -> list[float]:
     """Round the shares down together until, on every path of one record, their exact sum <= total."""
     def worst(values: list[float]) -> float:
-        charges = [Charge(n.name, (PureEvent(v),), relation, n.scope) for n, v in zip(nodes, values, strict=True) if v > 0]
-        return BasicAccountant().cost(charges).epsilon if charges else 0.0
+        kept = [(n, v) for n, v in zip(nodes, values, strict=True) if v > 0]
+        return _worst_path([n for n, _ in kept], [v for _, v in kept], relation)
 
     while worst(shares) > total:
         shares = [math.nextafter(v, 0.0) for v in shares]
@@ -346,8 +357,8 @@ def _shares_within(nodes: list[Node], shares: list[float], total: float, relatio
 
 
 def _worst_weight(nodes: list[Node], relation: Relation, include: Callable[[Node], bool]) -> float:
-    charges = [Charge(n.name, (PureEvent(_weight(n)),), relation, n.scope) for n in nodes if include(n)]
-    return BasicAccountant().cost(charges).epsilon if charges else 1.0
+    kept = [n for n in nodes if include(n)]
+    return _worst_path(kept, [_weight(n) for n in kept], relation) if kept else 1.0
 
 
 def _charge(node: Node, spec: NoiseSpec, relation: Relation) -> Charge:
