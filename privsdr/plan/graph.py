@@ -372,6 +372,23 @@ def _charge(node: Node, spec: NoiseSpec, relation: Relation) -> Charge:
     return Charge(node.name, events, relation, node.scope, node.status)
 
 
+#: one object per distinct charge that plans have produced (bounded): fits of one plan shape hold the same objects, so the
+#: accountants' memo, keyed by tuples of charges, compares them by identity instead of field by field
+_INTERNED: dict[Charge, Charge] = {}
+_INTERNED_MAX = 4096
+
+
+def _interned(charge: Charge) -> Charge:
+    """The one object equal to ``charge`` that an earlier plan produced, or ``charge`` itself (then remembered)."""
+    known = _INTERNED.get(charge)
+    if known is not None:
+        return known
+    if len(_INTERNED) >= _INTERNED_MAX:
+        _INTERNED.clear()
+    _INTERNED[charge] = charge
+    return charge
+
+
 class CalibratedPlan:
     """A plan whose every node has its noise: it can be priced (``charges``) and executed."""
 
@@ -426,7 +443,7 @@ class CalibratedPlan:
         nodes, specs = tuple(self.nodes.values()), tuple(self.specs.values())
         memo = getattr(self, "_charges_memo", None)  # (a plan pickled before the memo existed has none)
         if memo is None or memo[0] is not self.relation or not (_same_objects(memo[1], nodes) and _same_objects(memo[2], specs)):
-            memo = (self.relation, nodes, specs, [_charge(n, self.specs[n.name], self.relation) for n in nodes])
+            memo = (self.relation, nodes, specs, [_interned(_charge(n, self.specs[n.name], self.relation)) for n in nodes])
             self._charges_memo = memo
         return list(memo[3])
 

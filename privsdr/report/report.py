@@ -56,14 +56,17 @@ def _plain(x: Any) -> Any:
 def _plain_fields(x: Any) -> Any:
     """``attrs.asdict(x)`` (every attrs instance a dict of its fields, tuples and lists as new lists, dicts copied),
     ``_num`` applied on the way (one pass over a report instead of two: every client upload serialises one)."""
+    if x is None or isinstance(x, (str, int)):  # (bool is an int)
+        return x
     if isinstance(x, float):
         return x if math.isfinite(x) else _num(x)
     if isinstance(x, dict):
         return {k: _plain_fields(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [_plain_fields(v) for v in x]
-    if attrs.has(type(x)):
-        return {f.name: _plain_fields(getattr(x, f.name)) for f in attrs.fields(type(x))}
+    fields = getattr(type(x), "__attrs_attrs__", None)
+    if fields is not None:
+        return {f.name: _plain_fields(getattr(x, f.name)) for f in fields}
     return x
 
 
