@@ -425,10 +425,10 @@ class Ledger:
         return self._derived("committed_history", lambda: self._history(self._groups(charged_only=False)))  # type: ignore[no-any-return]
 
     # -- composition across runs ----------------------------------------------------------------------
-    def _groups(self, charged_only: bool, extra: tuple[str | None, list[Charge], str | None] | None = None) -> list[tuple[list[Charge], float]]:
+    def _groups(self, charged_only: bool, extra: tuple[str | None, list[Charge], str | None] | None = None) -> list[_Group]:
         """The history as groups of charges composed non-adaptively (one run, or one committed batch), each
-        with its delta share (fixed at reservation: the sum of the shares of all its nodes). A committed
-        batch's group holds its declared plans that no run has used yet: the batch counts in full."""
+        with all its nodes (its delta share, fixed at reservation, is the sum of their shares: ``_history``). A
+        committed batch's group holds its declared plans that no run has used yet: the batch counts in full."""
         open_runs = self._open_runs()
         groups: dict[str, tuple[list[Charge], list[Charge]]] = {}
         for run in self._runs.values():
@@ -453,20 +453,18 @@ class Ledger:
             used, allnodes = groups.setdefault(key, ([], []))
             used.extend(charges)
             allnodes.extend(charges)
-        out = []
-        for used, allnodes in groups.values():
-            if used:  # (a tracking ledger's history is a plain sum: it needs no group's delta share)
-                out.append((used, 0.0 if self.tracking else BasicAccountant().cost(allnodes).delta))
-        return out
+        return [(used, allnodes) for used, allnodes in groups.values() if used]
 
-    def _history(self, groups: list[tuple[list[Charge], float]]) -> _History:
-        charges = [c for g, _ in groups for c in g]
+    def _history(self, history: list[_Group]) -> _History:
+        charges = [c for g, _ in history for c in g]
         if self.tracking:  # no total to keep: the basic filter's answer (the sums), in one pass over the charges
             return _History(_tracked_sum([e.basic_cost() for c in charges for e in c.events]), "basic", filters.CITATIONS["basic"],
-                            len(groups), {})
+                            len(history), {})
         within = self.cost_of(charges)  # composition as if everything had been fixed in advance
-        if len(groups) <= 1:
-            return _History(within, "non_adaptive", filters.CITATIONS["non_adaptive"], len(groups), {})
+        if len(history) <= 1:
+            return _History(within, "non_adaptive", filters.CITATIONS["non_adaptive"], len(history), {})
+        # each group with its delta share: the sum of the shares of all its nodes (needed by the filters only)
+        groups = [(used, BasicAccountant().cost(allnodes).delta) for used, allnodes in history]
         rule = filters.filter_rule_for(self.accountant.name) or "basic"  # PLD has no filter: basic over per-run PLD costs
         worst: tuple[float, float, Any] | None = None
         # stable partitions (federated sites, ...) keep their cells across runs: a record in one cell meets only
@@ -502,7 +500,7 @@ class Ledger:
                 self._check_relation(plan, plan.charges(), self.relation or plans[0].relation)
             groups = self._groups(charged_only=False)
             charges = [c for i, p in enumerate(plans) for c in self._qualified(p, f"{batch}/{i}")]
-            after = self._history(groups + [(charges, BasicAccountant().cost(charges).delta)]).cost
+            after = self._history(groups + [(charges, charges)]).cost
             if not after.fits_within(self.budget):
                 raise BudgetExceededError(f"batch of {len(plans)} plans", self.cost_of(charges), self.remaining, [],
                                           self.accountant.name, after)
@@ -611,11 +609,7 @@ class Ledger:
                 raise RelationMismatchError(f"node {c.label!r} declares {c.relation.value!r} inside a {plan.relation.value!r} plan")
 
     def _priced(self, plan: Chargeable, charges: Sequence[Charge], status: Status, plan_hash: str, batch: str | None) -> Preflight:
-        basic = BasicAccountant()
-        items = tuple(
-            PreflightItem(c.label, c.status, str(c.scope), basic.compose(list(c.events)) if c.events else Cost.zero())
-            for c in charges
-        )
+        items = tuple(PreflightItem(c.label, c.status, str(c.scope), basic_cost_alone(c)) for c in charges)
         if self.tracking:  # no total: nothing is refused, and the totals are sums (no filter over the whole history)
             requested = _tracked_sum([e.basic_cost() for c in charges for e in c.events])
             before = self.spent
@@ -666,6 +660,20 @@ class Ledger:
             f"Ledger(budget=({self.budget.epsilon:g}, {self.budget.delta:g}), accountant={self.accountant.name!r}, "
             f"spent=({eps:.6g}, {delta:.3g}), runs={len(self._runs)}{where})"
         )
+
+
+_BASIC_ALONE: dict[Charge, Cost] = {}
+
+
+def basic_cost_alone(charge: Charge) -> Cost:
+    """The basic (sum) cost of one node's events on their own: a preflight's items, a report's nodes. Memoised per
+    charge (bounded): plans of one shape hold the same charge objects (``plan.graph``), priced once."""
+    cost = _BASIC_ALONE.get(charge)
+    if cost is None:
+        if len(_BASIC_ALONE) >= 4096:
+            _BASIC_ALONE.clear()
+        cost = _BASIC_ALONE[charge] = BasicAccountant().compose(list(charge.events)) if charge.events else Cost.zero()
+    return cost
 
 
 def _tracked_sum(costs: Sequence[Cost]) -> Cost:
@@ -720,6 +728,9 @@ def _per_stable_cell(groups: list[tuple[list[Charge], float]]) -> list[list[tupl
             for g, d in groups
         ])
     return out
+
+
+_Group = tuple[list[Charge], list[Charge]]  #: one group of the history: the charges that count, and all its nodes
 
 
 @attrs.frozen

@@ -39,6 +39,7 @@ from ..accounting import (
 )
 from ..accounting.accountants import default_slack
 from ..accounting.filters import within_run
+from ..accounting.ledger import basic_cost_alone
 from ..errors import PlanError
 from ..mechanisms import Sensitivity, get_mechanism
 from ..report import NodeReport, PrivacyReport
@@ -468,7 +469,6 @@ def build_report(run: Run) -> PrivacyReport:
     status = Status.worst([c.status for c in charged]) if charged else Status.CERTIFIED
     uncertified = [c.label for c in charged if c.status != Status.CERTIFIED]
     noise_off = plan.budget.is_infinite  # Budget.infinite(): charged as "none" (NoiseOffPlan), never "certified"
-    basic = BasicAccountant()
     nodes = []
     for charge in plan.charges():
         node = plan.nodes[charge.label]
@@ -482,7 +482,7 @@ def build_report(run: Run) -> PrivacyReport:
                 sensitivity=spec.sensitivity.to_dict(),
                 noise_multiplier=spec.noise_multiplier,
                 noise_scale=spec.scale,
-                cost=basic.compose(list(charge.events)).to_dict(),
+                cost=basic_cost_alone(charge).to_dict(),
                 scope=str(node.scope),
                 parents=list(node.parents),
                 share=None if spec.share is None else {"epsilon": spec.share.epsilon, "delta": spec.share.delta},
