@@ -128,3 +128,23 @@ def test_the_worst_path_of_whole_scope_nodes_is_the_basic_accountants_answer_exa
     nodes = list(p.nodes.values())
     charges = [Charge(n.name, (PureEvent(v),), p.relation, n.scope) for n, v in zip(nodes, values, strict=True)]
     assert graph._worst_path(nodes, values, p.relation) == BasicAccountant().cost(charges).epsilon
+
+
+def test_the_reports_one_pass_dict_is_what_asdict_and_the_float_tags_give():
+    """``PrivacyReport.to_dict`` in one pass equals the two-pass definition (``attrs.asdict``, then ``_num`` tagging inf
+    and nan), key order included, on a report whose diagnostics hold inf, nan, tuples and nested dicts."""
+    from privsdr.report.report import _num
+
+    cp = _plan().allocate(Budget(2 * UNIT, 0.0))
+    with Run(cp, Ledger(Budget(8 * UNIT, 0.0)), random_state=0) as run:
+        run.release("a", 0.0)
+    report = attrs.evolve(run.report, diagnostics={"x": float("inf"), "y": [float("nan"), (1.0, -float("inf"))],
+                                                   "z": {"w": (1, "v", None, True)}})
+    data = attrs.asdict(report, recurse=True)
+    for optional in ("model", "coverage", "trust_model", "filing"):
+        if data[optional] is None:
+            del data[optional]
+    order = ["schema", "schema_version", "status", "status_line"]
+    expected = _num({**{k: data[k] for k in order}, **{k: v for k, v in data.items() if k not in order}})
+    assert json.dumps(report.to_dict()) == json.dumps(expected)
+    assert report.from_json(report.to_json(indent=None)).to_json() == report.to_json()
