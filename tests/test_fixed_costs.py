@@ -148,3 +148,23 @@ def test_the_reports_one_pass_dict_is_what_asdict_and_the_float_tags_give():
     expected = _num({**{k: data[k] for k in order}, **{k: v for k, v in data.items() if k not in order}})
     assert json.dumps(report.to_dict()) == json.dumps(expected)
     assert report.from_json(report.to_json(indent=None)).to_json() == report.to_json()
+
+
+@settings(max_examples=8, derandomize=True, database=None, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["gaussian", "laplace", "approx"]), st.sampled_from([1.0, 2.0, 4.0]),
+                          st.sampled_from([None, "a", "b"])), min_size=1, max_size=4))
+def test_a_best_ledger_prices_through_its_members_exactly_as_the_best_accountant(nodes):
+    """``Ledger.cost_of`` under ``best`` takes each member's memoised answer and ``choose``s: the same Cost as
+    ``BestAccountant.cost``, bit for bit (it is what that accountant computes), and the report's totals then equal
+    the members' answers."""
+    from privsdr.accounting.events import ApproxEvent, GaussianEvent, LaplaceEvent
+    from privsdr.accounting.scope import Scope
+
+    events = {"gaussian": lambda z: GaussianEvent(z, 1e-7), "laplace": lambda z: LaplaceEvent(z),
+              "approx": lambda z: ApproxEvent(0.1 * z, 1e-8)}
+    charges = [Charge(f"n{i}", (events[kind](z),), "replace_one", Scope.whole() if cell is None else Scope.whole().cell("site", cell))
+               for i, (kind, z, cell) in enumerate(nodes)]
+    ledger = Ledger(Budget(1.0, 1e-6), accountant="best")
+    assert ledger.cost_of(charges) == ledger.accountant.cost(charges)
+    for member in ledger.accountant.members:
+        assert ledger.accountant.cost_by_member(charges)[member.name] == member.cost(charges)

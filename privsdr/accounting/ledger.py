@@ -48,7 +48,7 @@ from ..errors import (
     ValidationError,
 )
 from . import filters
-from .accountants import Accountant, BasicAccountant, accountant_from_dict, make_accountant
+from .accountants import Accountant, BasicAccountant, BestAccountant, accountant_from_dict, make_accountant
 from .budget import Budget, Cost, as_budget
 from .charge import Charge, Chargeable
 from .journal import Journal, JournalError
@@ -541,7 +541,14 @@ class Ledger:
         return _remaining(self.budget, spent, BasicAccountant().cost(charges).delta)
 
     def cost_of(self, charges: Sequence[Charge]) -> Cost:
-        return self.accountant.cost(charges) if charges else Cost.zero()
+        """``accountant.cost(charges)``. Under ``best``, what it is by definition (the member answers, ``choose``) from
+        each member's own memoised ``cost``: the same number, and the report's per-accountant totals (``plan.execute``),
+        priced by accountants equal to the members, then find every member's answer instead of computing it again."""
+        if not charges:
+            return Cost.zero()
+        if isinstance(self.accountant, BestAccountant):
+            return self.accountant.choose({m.name: m.cost(charges) for m in self.accountant.members})[1]
+        return self.accountant.cost(charges)
 
     # -- pricing and reserving -------------------------------------------------------------------
     def preflight(self, plan: Chargeable, *, allow_uncertified: bool = False) -> Preflight:
