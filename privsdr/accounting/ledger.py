@@ -164,6 +164,7 @@ class Ledger:
         self._applied = 0
         self._generation = 0  #: counts the records applied: what the memo of derived state (``_derived``) is keyed by
         self._memo: tuple[tuple[int, tuple[str, ...]], dict[str, Any]] | None = None
+        self._costs: dict[tuple[Charge, ...], Cost] = {}  #: ``cost_of``'s answers (a pure function of the charges)
         self._journal: Journal | None = None
         self._detached: str | None = None  #: why this copy cannot spend (see "copies" below), None for a live account
         #: a ledger each run's guarantee is also entered in (``accounting.default``: the process's tracking ledger)
@@ -546,9 +547,17 @@ class Ledger:
         priced by accountants equal to the members, then find every member's answer instead of computing it again."""
         if not charges:
             return Cost.zero()
-        if isinstance(self.accountant, BestAccountant):
-            return self.accountant.choose({m.name: m.cost(charges) for m in self.accountant.members})[1]
-        return self.accountant.cost(charges)
+        key = tuple(charges)  # a run's charges are priced several times (reservation, spent, report): kept per ledger
+        cost = self._costs.get(key)
+        if cost is None:
+            if isinstance(self.accountant, BestAccountant):
+                cost = self.accountant.choose({m.name: m.cost(charges) for m in self.accountant.members})[1]
+            else:
+                cost = self.accountant.cost(charges)
+            if len(self._costs) >= 64:
+                self._costs.clear()
+            self._costs[key] = cost
+        return cost
 
     # -- pricing and reserving -------------------------------------------------------------------
     def preflight(self, plan: Chargeable, *, allow_uncertified: bool = False) -> Preflight:
@@ -706,7 +715,7 @@ def _unpickle_ledger(state: dict[str, Any]) -> Ledger:
     ledger.budget, ledger.accountant, ledger.relation = state["budget"], state["accountant"], state["relation"]
     ledger._lock = threading.RLock()
     ledger._runs, ledger._batches = state["runs"], state["batches"]
-    ledger._applied, ledger._generation, ledger._memo, ledger._journal = 0, 0, None, None
+    ledger._applied, ledger._generation, ledger._memo, ledger._journal, ledger._costs = 0, 0, None, None, {}
     ledger.report_to, ledger.report_as, ledger.tracking, ledger._tracked, ledger.pid = None, "", False, [], os.getpid()
     ledger._detached = reason or "it was unpickled from an in-memory ledger (the account stays with the original)"
     return ledger
