@@ -456,21 +456,21 @@ class Ledger:
             allnodes.extend(charges)
         return [(used, allnodes) for used, allnodes in groups.values() if used]
 
-    def _history(self, history: list[_Group]) -> _History:
-        charges = [c for g, _ in history for c in g]
+    def _history(self, groups: list[_Group]) -> _History:
+        charges = [c for g, _ in groups for c in g]
         if self.tracking:  # no total to keep: the basic filter's answer (the sums), in one pass over the charges
             return _History(_tracked_sum([e.basic_cost() for c in charges for e in c.events]), "basic", filters.CITATIONS["basic"],
-                            len(history), {})
+                            len(groups), {})
         within = self.cost_of(charges)  # composition as if everything had been fixed in advance
-        if len(history) <= 1:
-            return _History(within, "non_adaptive", filters.CITATIONS["non_adaptive"], len(history), {})
+        if len(groups) <= 1:
+            return _History(within, "non_adaptive", filters.CITATIONS["non_adaptive"], len(groups), {})
         # each group with its delta share: the sum of the shares of all its nodes (needed by the filters only)
-        groups = [(used, BasicAccountant().cost(allnodes).delta) for used, allnodes in history]
+        shared = [(used, BasicAccountant().cost(allnodes).delta) for used, allnodes in groups]
         rule = filters.filter_rule_for(self.accountant.name) or "basic"  # PLD has no filter: basic over per-run PLD costs
         worst: tuple[float, float, Any] | None = None
         # stable partitions (federated sites, ...) keep their cells across runs: a record in one cell meets only
         # the runs' releases on that cell, so the filter is applied per cell and the worst cell counts
-        for visible in _per_stable_cell(groups):
+        for visible in _per_stable_cell(shared):
             profiles = [filters.profile(g, d, self.accountant) for g, d in visible]
             # an unlimited (tracking) ledger caps no delta: its filter is read at the delta its runs took
             target = filters.basic_usage_delta(profiles) if self.budget.unlimited else self.budget.delta
