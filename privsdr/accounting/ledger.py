@@ -106,10 +106,8 @@ class RunRecord:
     def priced(self, ended: bool) -> list[Charge]:
         """``spent`` in the plan's order, as the ledger prices it: composition does not depend on the order of release,
         and the accountants' memo then finds the price the reservation computed for the same charges."""
-        if ended and self.charged:
-            return list(self.charges.values())
-        charged = set(self.charged)
-        return [c for label, c in self.charges.items() if label in charged]
+        spent = {c.label for c in self.spent(ended)}
+        return [c for label, c in self.charges.items() if label in spent]
 
     def to_dict(self) -> dict[str, Any]:
         return {
