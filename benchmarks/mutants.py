@@ -791,6 +791,16 @@ MUTANTS = (
     Mutant("secure_gram_helpers_uncounted", "the secure moments are calibrated for one share more than the parties draw",
            "privsdr/vertical/secure_moments.py", 'distributed=(len(c["parties"]), c["t"])', 'distributed=(len(c["parties"]) + 1, c["t"])',
            ("tests/test_secure_helpers.py",)),
+    # the memos of a fit's fixed costs (tests/test_fixed_costs.py): what they save must never lower a price
+    Mutant("ledger_memo_blind_to_dead_runs", "the ledger's memo of spent/remaining is not redone when a run's process dies",
+           "privsdr/accounting/ledger.py", "        key = (self._generation, tuple(run.run_id for run in self._runs.values() if not run.closed and self._ended(run)))",
+           "        key = (self._generation, ())", ("tests/test_fixed_costs.py",)),
+    Mutant("interned_charges_by_label", "a plan's charge is replaced by an earlier plan's charge of the same label",
+           "privsdr/plan/graph.py", "    known = _INTERNED.get(charge)\n", "    known = next((c for c in _INTERNED if c.label == charge.label), None)\n",
+           ("tests/test_fixed_costs.py", "tests/test_ledger.py")),
+    Mutant("worst_path_max_not_sum", "the allocation takes the largest weight of whole-scope nodes for their sum",
+           "privsdr/plan/graph.py", "        return sum_up([float(v) for v in values]) if values else 0.0",
+           "        return max(values) if values else 0.0", ("tests/test_fixed_costs.py", "tests/test_ledger.py")),
 )
 
 # issue 34: the Gram-block spec (privsdr/released/gram.py). Each rule of block_value halved once in the spec; one entry

@@ -15,7 +15,7 @@ def _event_tuple(events: Iterable[Event]) -> tuple[Event, ...]:
     return tuple(events)
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)  # a ledger's history keys the accountants' memo (``Accountant.cost``) at every price
 class Charge:
     label: str
     events: tuple[Event, ...] = attrs.field(converter=_event_tuple)

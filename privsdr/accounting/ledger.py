@@ -33,7 +33,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -48,7 +48,7 @@ from ..errors import (
     ValidationError,
 )
 from . import filters
-from .accountants import Accountant, BasicAccountant, accountant_from_dict, make_accountant
+from .accountants import Accountant, BasicAccountant, BestAccountant, accountant_from_dict, make_accountant
 from .budget import Budget, Cost, as_budget
 from .charge import Charge, Chargeable
 from .journal import Journal, JournalError
@@ -103,6 +103,12 @@ class RunRecord:
         charged = [self.charges[label] for label in self.charged]
         return charged + self.uncharged if ended and charged else charged
 
+    def priced(self, ended: bool) -> list[Charge]:
+        """``spent`` in the plan's order, as the ledger prices it: composition does not depend on the order of release,
+        and the accountants' memo then finds the price the reservation computed for the same charges."""
+        spent = {c.label for c in self.spent(ended)}
+        return [c for label, c in self.charges.items() if label in spent]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id, "plan": self.plan, "started": self.started, "closed": self.closed,
@@ -154,7 +160,9 @@ class Ledger:
         self._runs: dict[str, RunRecord] = {}
         self._batches: dict[str, _Batch] = {}  # batch id -> the plans declared up front, each run once
         self._applied = 0
-        self._spent_cost: Cost | None = None
+        self._generation = 0  #: counts the records applied: what the memo of derived state (``_derived``) is keyed by
+        self._memo: tuple[tuple[int, tuple[str, ...]], dict[str, Any]] | None = None
+        self._costs: dict[tuple[Charge, ...], Cost] = {}  #: ``cost_of``'s answers (a pure function of the charges)
         self._journal: Journal | None = None
         self._detached: str | None = None  #: why this copy cannot spend (see "copies" below), None for a live account
         #: a ledger each run's guarantee is also entered in (``accounting.default``: the process's tracking ledger)
@@ -273,12 +281,16 @@ class Ledger:
                 self._apply_new()
                 yield
 
-    def _commit(self, record: dict[str, Any]) -> None:
+    def _commit(self, record: dict[str, Any], charges: Sequence[Charge] | None = None) -> None:
+        """Write ``record`` (a journal's is read back and applied); an in-memory ledger applies it directly, a reservation
+        with its ``charges`` themselves (what a journal stores as ``record["charges"]``, read back by ``Charge.from_dict``)."""
         if self._journal is not None:
+            if charges is not None:
+                record = {**record, "charges": [c.to_dict() for c in charges]}  # (in its place: the key is there)
             self._journal.append(record)
             self._apply_new()
         else:
-            self._apply(record)
+            self._apply(record, charges)
 
     def _apply_new(self) -> None:
         assert self._journal is not None
@@ -287,11 +299,13 @@ class Ledger:
             self._apply(records[self._applied])
             self._applied += 1
 
-    def _apply(self, record: dict[str, Any]) -> None:
+    def _apply(self, record: dict[str, Any], charges: Sequence[Charge] | None = None) -> None:
         kind = record["type"]
         if kind == "reserve":
+            if charges is None:
+                charges = [Charge.from_dict(c) for c in record["charges"]]
             self._runs[record["run_id"]] = RunRecord(
-                record["run_id"], record["plan"], {c["label"]: Charge.from_dict(c) for c in record["charges"]},
+                record["run_id"], record["plan"], {c.label: c for c in charges},
                 record["pid"], record["host"], record["time"], batch=record.get("batch"), plan_hash=record.get("plan_hash"),
             )
             if self.relation is None:
@@ -311,7 +325,7 @@ class Ledger:
                 tuple(Charge.from_dict(c) for c in slot) for slot in slots))
         elif kind != "header":
             raise JournalError(f"unknown journal record type {kind!r}")
-        self._spent_cost = None
+        self._generation += 1
 
     # -- state --------------------------------------------------------------------------------
     def _refresh(self) -> None:
@@ -327,6 +341,18 @@ class Ledger:
 
     def _run_spent(self, run: RunRecord) -> list[Charge]:
         return run.spent(self._ended(run))
+
+    def _derived(self, name: str, compute: Callable[[], Any]) -> Any:
+        """``compute()``, memoised until the history changes: a record is applied, or a run ends without closing (its
+        process died). A run prices the history several times (its reservation, the report's ``after`` and
+        ``composition``), and each is a pure function of the records and of which runs have ended."""
+        key = (self._generation, tuple(run.run_id for run in self._runs.values() if not run.closed and self._ended(run)))
+        if self._memo is None or self._memo[0] != key:
+            self._memo = (key, {})
+        memo = self._memo[1]
+        if name not in memo:
+            memo[name] = compute()
+        return memo[name]
 
     def _slot_holders(self) -> list[RunRecord]:
         """Runs that hold a committed plan's slot: open ones, and ended ones that charged something (a run of a
@@ -377,10 +403,9 @@ class Ledger:
         """The guarantee of everything charged so far (see ``composition``)."""
         with self._lock:
             self._refresh()
-            if self._spent_cost is None:
-                self._spent_cost = (_tracked_sum(self._tracked) if self.tracking
-                                    else self._history(self._groups(charged_only=True)).cost)
-            return self._spent_cost
+            if self.tracking:
+                return self._derived("spent", lambda: _tracked_sum(self._tracked))  # type: ignore[no-any-return]
+            return self._spent_history().cost
 
     @property
     def composition(self) -> dict[str, Any]:
@@ -388,17 +413,25 @@ class Ledger:
         plans declared up front), or the privacy filter of the ledger's accountant across runs."""
         with self._lock:
             self._refresh()
-            return self._history(self._groups(charged_only=True)).describe()
+            return self._spent_history().describe()
+
+    def _spent_history(self) -> _History:
+        """The composition of everything charged (``spent``, ``composition``), memoised (``_derived``)."""
+        return self._derived("spent_history", lambda: self._history(self._groups(charged_only=True)))  # type: ignore[no-any-return]
+
+    def _committed_history(self) -> _History:
+        """The composition of everything charged or reserved (what a new plan is priced after), memoised."""
+        return self._derived("committed_history", lambda: self._history(self._groups(charged_only=False)))  # type: ignore[no-any-return]
 
     # -- composition across runs ----------------------------------------------------------------------
-    def _groups(self, charged_only: bool, extra: tuple[str | None, list[Charge], str | None] | None = None) -> list[tuple[list[Charge], float]]:
+    def _groups(self, charged_only: bool, extra: tuple[str | None, list[Charge], str | None] | None = None) -> list[_Group]:
         """The history as groups of charges composed non-adaptively (one run, or one committed batch), each
-        with its delta share (fixed at reservation: the sum of the shares of all its nodes). A committed
-        batch's group holds its declared plans that no run has used yet: the batch counts in full."""
+        with all its nodes (its delta share, fixed at reservation, is the sum of their shares: ``_history``). A
+        committed batch's group holds its declared plans that no run has used yet: the batch counts in full."""
         open_runs = self._open_runs()
         groups: dict[str, tuple[list[Charge], list[Charge]]] = {}
         for run in self._runs.values():
-            spent = self._run_spent(run)
+            spent = run.priced(self._ended(run))
             if charged_only:
                 members = spent
             else:
@@ -419,13 +452,9 @@ class Ledger:
             used, allnodes = groups.setdefault(key, ([], []))
             used.extend(charges)
             allnodes.extend(charges)
-        out = []
-        for used, allnodes in groups.values():
-            if used:  # (a tracking ledger's history is a plain sum: it needs no group's delta share)
-                out.append((used, 0.0 if self.tracking else BasicAccountant().cost(allnodes).delta))
-        return out
+        return [(used, allnodes) for used, allnodes in groups.values() if used]
 
-    def _history(self, groups: list[tuple[list[Charge], float]]) -> _History:
+    def _history(self, groups: list[_Group]) -> _History:
         charges = [c for g, _ in groups for c in g]
         if self.tracking:  # no total to keep: the basic filter's answer (the sums), in one pass over the charges
             return _History(_tracked_sum([e.basic_cost() for c in charges for e in c.events]), "basic", filters.CITATIONS["basic"],
@@ -433,11 +462,13 @@ class Ledger:
         within = self.cost_of(charges)  # composition as if everything had been fixed in advance
         if len(groups) <= 1:
             return _History(within, "non_adaptive", filters.CITATIONS["non_adaptive"], len(groups), {})
+        # each group with its delta share: the sum of the shares of all its nodes (needed by the filters only)
+        shared = [(used, BasicAccountant().cost(allnodes).delta) for used, allnodes in groups]
         rule = filters.filter_rule_for(self.accountant.name) or "basic"  # PLD has no filter: basic over per-run PLD costs
         worst: tuple[float, float, Any] | None = None
         # stable partitions (federated sites, ...) keep their cells across runs: a record in one cell meets only
         # the runs' releases on that cell, so the filter is applied per cell and the worst cell counts
-        for visible in _per_stable_cell(groups):
+        for visible in _per_stable_cell(shared):
             profiles = [filters.profile(g, d, self.accountant) for g, d in visible]
             # an unlimited (tracking) ledger caps no delta: its filter is read at the delta its runs took
             target = filters.basic_usage_delta(profiles) if self.budget.unlimited else self.budget.delta
@@ -468,7 +499,7 @@ class Ledger:
                 self._check_relation(plan, plan.charges(), self.relation or plans[0].relation)
             groups = self._groups(charged_only=False)
             charges = [c for i, p in enumerate(plans) for c in self._qualified(p, f"{batch}/{i}")]
-            after = self._history(groups + [(charges, BasicAccountant().cost(charges).delta)]).cost
+            after = self._history(groups + [(charges, charges)]).cost
             if not after.fits_within(self.budget):
                 raise BudgetExceededError(f"batch of {len(plans)} plans", self.cost_of(charges), self.remaining, [],
                                           self.accountant.name, after)
@@ -483,9 +514,12 @@ class Ledger:
             return str(inner.plan_hash())
         return hashlib.sha256(json.dumps([c.to_dict() for c in plan.charges()], sort_keys=True).encode()).hexdigest()[:16]
 
-    def _batch_for(self, plan: Chargeable) -> str | None:
-        """The committed batch this plan belongs to (each committed plan runs once), if any."""
-        h = self._plan_hash(plan)
+    def _batch_for(self, plan: Chargeable, plan_hash: str | None = None) -> str | None:
+        """The committed batch this plan belongs to (each committed plan runs once), if any (``plan_hash``: the plan's,
+        when the caller has it)."""
+        if not self._batches:
+            return None
+        h = plan_hash or self._plan_hash(plan)
         for batch_id, batch in self._batches.items():
             used = [r for r in self._runs.values() if r.batch == batch_id]
             if batch.plans.count(h) > sum(1 for r in used if r.plan_hash == h):
@@ -497,19 +531,38 @@ class Ledger:
         """What a next plan may be given (see ``_remaining``): epsilon left, delta left for node shares."""
         with self._lock:
             spent = self.spent
-            charges = self._spent_charges()
-            if not charges:
-                return self.budget.as_cost()
-            return _remaining(self.budget, spent, BasicAccountant().cost(charges).delta)
+            return self._derived("remaining", lambda: self._remaining_after(spent))  # type: ignore[no-any-return]
+
+    def _remaining_after(self, spent: Cost) -> Cost:
+        charges = self._spent_charges()
+        if not charges:
+            return self.budget.as_cost()
+        return _remaining(self.budget, spent, BasicAccountant().cost(charges).delta)
 
     def cost_of(self, charges: Sequence[Charge]) -> Cost:
-        return self.accountant.cost(charges) if charges else Cost.zero()
+        """``accountant.cost(charges)``. Under ``best``, what it is by definition (the member answers, ``choose``) from
+        each member's own memoised ``cost``: the same number, and the report's per-accountant totals (``plan.execute``),
+        priced by accountants equal to the members, then find every member's answer instead of computing it again."""
+        if not charges:
+            return Cost.zero()
+        key = tuple(charges)  # a run's charges are priced several times (reservation, spent, report): kept per ledger
+        cost = self._costs.get(key)
+        if cost is None:
+            if isinstance(self.accountant, BestAccountant):
+                cost = self.accountant.choose({m.name: m.cost(charges) for m in self.accountant.members})[1]
+            else:
+                cost = self.accountant.cost(charges)
+            if len(self._costs) >= 64:
+                self._costs.clear()
+            self._costs[key] = cost
+        return cost
 
     # -- pricing and reserving -------------------------------------------------------------------
     def preflight(self, plan: Chargeable, *, allow_uncertified: bool = False) -> Preflight:
         """Price ``plan`` against this ledger; raise ``BudgetExceededError`` if it does not fit."""
         with self._transaction():
-            return self._check(plan, self._qualified(plan, "preflight"), allow_uncertified)
+            plan_hash = self._plan_hash(plan)
+            return self._check(plan, self._qualified(plan, "preflight"), allow_uncertified, plan_hash, self._batch_for(plan, plan_hash))
 
     def reserve(self, plan: Chargeable, *, allow_uncertified: bool = False, run_id: str | None = None) -> Reservation:
         """Check ``plan`` and reserve its whole cost; charge nodes one by one through the result."""
@@ -517,13 +570,14 @@ class Ledger:
         self._check_attached()
         with self._transaction():
             charges = self._qualified(plan, run_id)
-            preflight = self._check(plan, charges, allow_uncertified)
-            batch = self._batch_for(plan)
-            self._commit({
+            plan_hash = self._plan_hash(plan)
+            batch = self._batch_for(plan, plan_hash)
+            preflight = self._check(plan, charges, allow_uncertified, plan_hash, batch)
+            self._commit({  # "charges": written as dicts into a journal (``_commit``)
                 "type": "reserve", "run_id": run_id, "plan": plan.name, "relation": plan.relation.value,
-                "charges": [c.to_dict() for c in charges], "pid": os.getpid(), "host": socket.gethostname(), "time": _now(),
-                **({"batch": batch} if batch else {}), "plan_hash": self._plan_hash(plan),
-            })
+                "charges": None, "pid": os.getpid(), "host": socket.gethostname(), "time": _now(),
+                **({"batch": batch} if batch else {}), "plan_hash": plan_hash,
+            }, charges)
         entry = None
         if self.report_to is not None:
             from .tracking import FitEntry, warn_if_earlier_fits
@@ -540,7 +594,8 @@ class Ledger:
         mapping = {name: f"{run_id}/{name}" for name in local}
         return [attrs.evolve(c, scope=c.scope.renamed(mapping)) if mapping else c for c in plan.charges()]
 
-    def _check(self, plan: Chargeable, charges: Sequence[Charge], allow_uncertified: bool) -> Preflight:
+    def _check(self, plan: Chargeable, charges: Sequence[Charge], allow_uncertified: bool, plan_hash: str,
+               batch: str | None) -> Preflight:
         self._check_relation(plan, charges)
         status = Status.worst([c.status for c in charges])
         if status != Status.CERTIFIED and not allow_uncertified:
@@ -549,7 +604,7 @@ class Ledger:
                 f"plan {plan.name!r} has nodes without a certified guarantee: {bad}. "
                 "Pass allow_uncertified=True to run it anyway; its report will say so."
             )
-        return self._priced(plan, charges, status)
+        return self._priced(plan, charges, status, plan_hash, batch)
 
     def _check_relation(self, plan: Chargeable, charges: Sequence[Charge], relation: Relation | None = None) -> None:
         """Refuse a plan whose relation is not the ledger's (``relation``: the one a batch being committed fixes)."""
@@ -567,21 +622,16 @@ class Ledger:
             if c.relation != plan.relation:
                 raise RelationMismatchError(f"node {c.label!r} declares {c.relation.value!r} inside a {plan.relation.value!r} plan")
 
-    def _priced(self, plan: Chargeable, charges: Sequence[Charge], status: Status) -> Preflight:
-        basic = BasicAccountant()
-        items = tuple(
-            PreflightItem(c.label, c.status, str(c.scope), basic.compose(list(c.events)) if c.events else Cost.zero())
-            for c in charges
-        )
+    def _priced(self, plan: Chargeable, charges: Sequence[Charge], status: Status, plan_hash: str, batch: str | None) -> Preflight:
+        items = tuple(PreflightItem(c.label, c.status, str(c.scope), basic_cost_alone(c)) for c in charges)
         if self.tracking:  # no total: nothing is refused, and the totals are sums (no filter over the whole history)
             requested = _tracked_sum([e.basic_cost() for c in charges for e in c.events])
             before = self.spent
             after = _tracked_sum([*self._tracked, requested])
             return Preflight(plan.name, self.accountant.name, items, requested, before, after, Cost(math.inf, 0.0), status)
         committed = self._spent_charges() + self._reserved_charges()
-        groups = self._groups(charged_only=False)
-        before = self._history(groups).cost if committed else Cost.zero()
-        after = self._history(self._groups(charged_only=False, extra=(self._batch_for(plan), list(charges), self._plan_hash(plan)))).cost
+        before = self._committed_history().cost if committed else Cost.zero()
+        after = self._history(self._groups(charged_only=False, extra=(batch, list(charges), plan_hash))).cost
         requested = self.cost_of(list(charges))
         basic_delta = BasicAccountant()
         if not self.budget.unlimited and not after.fits_within(self.budget):
@@ -626,6 +676,20 @@ class Ledger:
         )
 
 
+_BASIC_ALONE: dict[Charge, Cost] = {}
+
+
+def basic_cost_alone(charge: Charge) -> Cost:
+    """The basic (sum) cost of one node's events on their own: a preflight's items, a report's nodes. Memoised per
+    charge (bounded): plans of one shape hold the same charge objects (``plan.graph``), priced once."""
+    cost = _BASIC_ALONE.get(charge)
+    if cost is None:
+        if len(_BASIC_ALONE) >= 4096:
+            _BASIC_ALONE.clear()
+        cost = _BASIC_ALONE[charge] = BasicAccountant().compose(list(charge.events)) if charge.events else Cost.zero()
+    return cost
+
+
 def _tracked_sum(costs: Sequence[Cost]) -> Cost:
     """Basic composition of a tracking ledger's entries: the sums of their (eps, delta), one float pass (``math.fsum``,
     correctly rounded, then one step up so the total is never below the exact sum). A tracking ledger refuses nothing,
@@ -649,7 +713,7 @@ def _unpickle_ledger(state: dict[str, Any]) -> Ledger:
     ledger.budget, ledger.accountant, ledger.relation = state["budget"], state["accountant"], state["relation"]
     ledger._lock = threading.RLock()
     ledger._runs, ledger._batches = state["runs"], state["batches"]
-    ledger._applied, ledger._spent_cost, ledger._journal = 0, None, None
+    ledger._applied, ledger._generation, ledger._memo, ledger._journal, ledger._costs = 0, 0, None, None, {}
     ledger.report_to, ledger.report_as, ledger.tracking, ledger._tracked, ledger.pid = None, "", False, [], os.getpid()
     ledger._detached = reason or "it was unpickled from an in-memory ledger (the account stays with the original)"
     return ledger
@@ -678,6 +742,9 @@ def _per_stable_cell(groups: list[tuple[list[Charge], float]]) -> list[list[tupl
             for g, d in groups
         ])
     return out
+
+
+_Group = tuple[list[Charge], list[Charge]]  #: one group of the history: the charges that count, and all its nodes
 
 
 @attrs.frozen
@@ -727,6 +794,7 @@ class Reservation:
         self.run_id = run_id
         self.preflight = preflight
         self._pending = {c.label: c for c in charges}
+        self.planned: tuple[Charge, ...] = tuple(self._pending.values())  #: every node's charge, in the plan's order
         self.charged: list[Charge] = []
         self.charged_at_close: list[Charge] = []
         self.closed = False

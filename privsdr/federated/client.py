@@ -42,7 +42,8 @@ RELATION = "replace_one"
 
 
 def _finished(run: Run) -> PrivacyReport:
-    """The report of a run whose ``with`` block has exited (Run sets it on exit)."""
+    """The report of a run whose ``with`` block has exited (Run sets it on exit). An upload carries it as compact JSON
+    (``to_json(indent=None)``: read by the server, never by a person; the indented form costs ~4x to write)."""
     assert run.report is not None
     return run.report
 
@@ -236,7 +237,7 @@ def client_message(X: Any, y: Any, config: FSIRConfig, budget: Budget, *, client
         run_S = run.release("second_moment", core.covariance_uncentred(Xt))
     message = ClientMessage(client_id=str(client_id), config_digest=config.digest(), n=n, p=p, n_slices=H,
                             slice_means=np.asarray(run_M, dtype=float), second_moment=np.asarray(run_S, dtype=float),
-                            proportions=run_w, report_json=_finished(run).to_json(),
+                            proportions=run_w, report_json=_finished(run).to_json(indent=None),
                             active=None if active is None else tuple(int(a) for a in active))
     arrays = {"slice_means": message.slice_means, "second_moment": message.second_moment,
               **({"proportions": message.proportions} if message.proportions is not None else {})}
@@ -272,7 +273,7 @@ def screening_message(X: Any, y: Any, config: FSIRConfig, budget: Budget, *, cli
             scores = core.slice_spread_scores(Xt, labels, H, 0.0, config.entry_bounds(p))
             votes = run.release("votes", scores)
     message = ClientMessage(client_id=str(client_id), config_digest=config.digest(), n=n, p=p, n_slices=H, slice_means=None,
-                            second_moment=None, report_json=_finished(run).to_json(), votes=tuple(sorted(int(v) for v in votes)))
+                            second_moment=None, report_json=_finished(run).to_json(indent=None), votes=tuple(sorted(int(v) for v in votes)))
     tap.message_sent(message.client_id, "screening_votes", ("server",), {"votes": np.asarray(message.votes)}, tuple(plan.nodes),
                      {"n": n, "p": p})
     return message

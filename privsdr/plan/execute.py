@@ -39,6 +39,7 @@ from ..accounting import (
 )
 from ..accounting.accountants import default_slack
 from ..accounting.filters import within_run
+from ..accounting.ledger import basic_cost_alone
 from ..errors import PlanError
 from ..mechanisms import Sensitivity, get_mechanism
 from ..report import NodeReport, PrivacyReport
@@ -458,15 +459,16 @@ def _library_versions() -> dict[str, str]:
 def build_report(run: Run) -> PrivacyReport:
     plan, ledger = run.plan, run.ledger
     assert run._reservation is not None
-    spent_charges = run._reservation.charged  # released nodes, then (at exit) every other node if any was released
+    spent_labels = {c.label for c in run._reservation.charged}  # released nodes, then (at exit) every other node if any was
+    # released; priced in the plan's order (as the ledger does: the same charges find the reservation's price in the memo)
+    spent_charges = [c for c in run._reservation.planned if c.label in spent_labels]
     at_close = [c.label for c in run._reservation.charged_at_close]
-    charged = [c for c in spent_charges if c.label not in at_close]  # what was released: the status describes it
+    charged = [c for c in run._reservation.charged if c.label not in at_close]  # what was released: the status describes it
     released_names = {c.label for c in charged}
     spent = ledger.cost_of(spent_charges)
     status = Status.worst([c.status for c in charged]) if charged else Status.CERTIFIED
     uncertified = [c.label for c in charged if c.status != Status.CERTIFIED]
     noise_off = plan.budget.is_infinite  # Budget.infinite(): charged as "none" (NoiseOffPlan), never "certified"
-    basic = BasicAccountant()
     nodes = []
     for charge in plan.charges():
         node = plan.nodes[charge.label]
@@ -480,7 +482,7 @@ def build_report(run: Run) -> PrivacyReport:
                 sensitivity=spec.sensitivity.to_dict(),
                 noise_multiplier=spec.noise_multiplier,
                 noise_scale=spec.scale,
-                cost=basic.compose(list(charge.events)).to_dict(),
+                cost=basic_cost_alone(charge).to_dict(),
                 scope=str(node.scope),
                 parents=list(node.parents),
                 share=None if spec.share is None else {"epsilon": spec.share.epsilon, "delta": spec.share.delta},

@@ -24,6 +24,7 @@ import attrs
 from ..accounting import Accountant, BasicAccountant, Budget, Charge, Cost, Relation, Scope, Status, make_accountant
 from ..accounting.budget import as_budget
 from ..accounting.events import ApproxEvent, Event, NonPrivateEvent, PureEvent
+from ..accounting.rounding import sum_up
 from ..errors import PlanError, ValidationError
 from ..mechanisms import Mechanism, NoiseSpec, Sensitivity, get_mechanism
 from ..mechanisms.search import smallest_fitting_factor
@@ -103,6 +104,8 @@ class Plan:
         self.public_params = dict(public_params or {})
         self.nodes: dict[str, Node] = {}
         self.partitions: dict[str, Partition] = {}
+        #: (name, relation, params JSON), nodes, partitions, hash: ``plan_hash``'s memo
+        self._hash_memo: tuple[tuple[str, Relation, str], tuple[Node, ...], tuple[Partition, ...], str] | None = None
 
     def partition(self, name: str, cells: Iterable[object], *, stable: bool = False, within: Scope | None = None,
                   rows: bool = False) -> list[Scope]:
@@ -197,8 +200,21 @@ class Plan:
         }
 
     def plan_hash(self) -> str:
+        """sha256 of the plan's public JSON (sorted keys), first 16 hex digits. Every run prices, journals and reports it
+        several times, so it is memoised on what it reads: the name, the relation, the public parameters (their JSON,
+        recomputed each call: they may hold mutable lists) and the node and partition objects themselves (frozen; a node
+        replaced in ``nodes`` is another object, so the hash is computed again)."""
+        params = json.dumps(self.public_params, sort_keys=True, default=str)
+        nodes, partitions = tuple(self.nodes.values()), tuple(self.partitions.values())
+        memo: tuple[tuple[str, Relation, str], tuple[Node, ...], tuple[Partition, ...], str] | None = getattr(
+            self, "_hash_memo", None)  # (a plan pickled before the memo existed has none)
+        if (memo is not None and memo[0] == (self.name, self.relation, params) and _same_objects(memo[1], nodes)
+                and _same_objects(memo[2], partitions)):
+            return memo[3]
         text = json.dumps(self.public_dict(), sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        self._hash_memo = ((self.name, self.relation, params), nodes, partitions, digest)
+        return digest
 
     # -- allocation ---------------------------------------------------------------------------------
     def converted(self, relation: Relation | str) -> Plan:
@@ -299,6 +315,11 @@ class Plan:
         }
 
 
+def _same_objects(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    """The same objects in the same order (identity, not equality: a frozen node's hash is read once)."""
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
 def _weight(node: Node) -> float:
     """The weight of a node of the weighted group (it holds only nodes that have one)."""
     assert node.weight is not None
@@ -314,11 +335,21 @@ def _calibrate(mech: Mechanism, sampler: str, sensitivity: Sensitivity, share: B
     return mech.calibrate(sensitivity, share, calibration, params)
 
 
+def _worst_path(nodes: list[Node], values: list[float], relation: Relation) -> float:
+    """The largest exact sum (rounded up) of ``values`` over the nodes one record can meet: basic composition of pure
+    events, each node's value its epsilon, across the plan's scopes. When every node reads every record, that is the
+    exact sum of all of them (``rounding.sum_up``, what the basic accountant computes for one atom), with no charges."""
+    if all(n.scope.is_whole for n in nodes):
+        return sum_up([float(v) for v in values]) if values else 0.0
+    charges = [Charge(n.name, (PureEvent(v),), relation, n.scope) for n, v in zip(nodes, values, strict=True)]
+    return BasicAccountant().cost(charges).epsilon if charges else 0.0
+
+
 def _shares_within(nodes: list[Node], shares: list[float], total: float, relation: Relation) -> list[float]:
     """Round the shares down together until, on every path of one record, their exact sum <= total."""
     def worst(values: list[float]) -> float:
-        charges = [Charge(n.name, (PureEvent(v),), relation, n.scope) for n, v in zip(nodes, values, strict=True) if v > 0]
-        return BasicAccountant().cost(charges).epsilon if charges else 0.0
+        kept = [(n, v) for n, v in zip(nodes, values, strict=True) if v > 0]
+        return _worst_path([n for n, _ in kept], [v for _, v in kept], relation)
 
     while worst(shares) > total:
         shares = [math.nextafter(v, 0.0) for v in shares]
@@ -326,8 +357,8 @@ def _shares_within(nodes: list[Node], shares: list[float], total: float, relatio
 
 
 def _worst_weight(nodes: list[Node], relation: Relation, include: Callable[[Node], bool]) -> float:
-    charges = [Charge(n.name, (PureEvent(_weight(n)),), relation, n.scope) for n in nodes if include(n)]
-    return BasicAccountant().cost(charges).epsilon if charges else 1.0
+    kept = [n for n in nodes if include(n)]
+    return _worst_path(kept, [_weight(n) for n in kept], relation) if kept else 1.0
 
 
 def _charge(node: Node, spec: NoiseSpec, relation: Relation) -> Charge:
@@ -341,6 +372,23 @@ def _charge(node: Node, spec: NoiseSpec, relation: Relation) -> Charge:
     return Charge(node.name, events, relation, node.scope, node.status)
 
 
+#: one object per distinct charge that plans have produced (bounded): fits of one plan shape hold the same objects, so the
+#: accountants' memo, keyed by tuples of charges, compares them by identity instead of field by field
+_INTERNED: dict[Charge, Charge] = {}
+_INTERNED_MAX = 4096
+
+
+def _interned(charge: Charge) -> Charge:
+    """The one object equal to ``charge`` that an earlier plan produced, or ``charge`` itself (then remembered)."""
+    known = _INTERNED.get(charge)
+    if known is not None:
+        return known
+    if len(_INTERNED) >= _INTERNED_MAX:
+        _INTERNED.clear()
+    _INTERNED[charge] = charge
+    return charge
+
+
 class CalibratedPlan:
     """A plan whose every node has its noise: it can be priced (``charges``) and executed."""
 
@@ -348,6 +396,7 @@ class CalibratedPlan:
                  pricing: str | Accountant | None = None) -> None:
         self.plan = plan
         self.specs = dict(specs)
+        self._charges_memo: tuple[Relation, tuple[Node, ...], tuple[NoiseSpec, ...], list[Charge]] | None = None
         self.budget = budget
         self.allocation = allocation
         self.pricing = pricing  #: the accountant the plan was calibrated for (a ledger's, when allocated for one)
@@ -389,7 +438,14 @@ class CalibratedPlan:
         return "secure" if any(spec.secure for spec in self.specs.values()) else "numpy"
 
     def charges(self) -> list[Charge]:
-        return [_charge(n, self.specs[n.name], self.relation) for n in self.nodes.values()]
+        """Each node's charge (its mechanism's events for its spec). Memoised on the node and spec objects and the
+        relation, so that a run's reservation, its report and the accountants' memo all see the same ``Charge`` objects."""
+        nodes, specs = tuple(self.nodes.values()), tuple(self.specs.values())
+        memo = getattr(self, "_charges_memo", None)  # (a plan pickled before the memo existed has none)
+        if memo is None or memo[0] is not self.relation or not (_same_objects(memo[1], nodes) and _same_objects(memo[2], specs)):
+            memo = (self.relation, nodes, specs, [_interned(_charge(n, self.specs[n.name], self.relation)) for n in nodes])
+            self._charges_memo = memo
+        return list(memo[3])
 
     def cost(self, accountant: str | Accountant | None = None) -> Cost:
         """What the plan alone costs (no ledger, nothing spent).
