@@ -40,37 +40,42 @@ def pytest_configure(config):
         threadpool_limits(max((os.cpu_count() or 1) // int(workers), 1))
 
 
-#: the suite's longest tests (4-15 s each on an idle 2-core machine, from a --durations=0 run; mypy's when its cache is
+#: the suite's longest tests (3.4-11 s each on a 2-core machine, from a --durations=0 run; mypy's when its cache is
 #: cold), started first:
 #: at their place in the collection order (test_static.py and test_vertical*.py come last) a worker began one of them
 #: when the other had nothing left, and the suite waited for it alone. Only the order changes; a stale entry moves nothing.
 LONGEST_FIRST = (
     "tests/test_docs.py::test_every_block_of_the_page_runs[docs/hosts.md]",
-    "tests/test_docs.py::test_every_block_of_the_page_runs[docs/vertical.md]",
-    "tests/test_scale.py::test_dask_arrays_on_a_local_cluster_give_the_in_memory_fit[noise",
     "tests/test_secure_fail_clean.py::test_the_documented_one_line_run_exits_non_zero_when_a_party_fails",
-    "tests/test_secure_tls.py::test_an_impostor_is_refused_before_any_party_agrees_so_before_anything_is_charged[another",
     "tests/test_static.py::test_mypy_is_clean",
-    "tests/test_sklearn.py::test_grid_search_on_worker_processes_charges_one_journal",
-    "tests/test_privacy_mutants.py::test_sparse_dpsir_step_noise_is_calibrated_to_the_batch_size",
+    "tests/test_secure_tls.py::test_an_impostor_is_refused_before_any_party_agrees_so_before_anything_is_charged",
+    "tests/test_secure_vertical_streaming.py::test_a_party_processs_peak_memory_does_not_grow_with_N",
+    "tests/test_dpsir.py::test_sparse_dpsir_audit_screening_membership",
+    "tests/test_scale.py::test_the_chunked_fit_passes_its_audit_and_a_halved_sensitivity_fails",
+    "tests/test_secure_fail_clean.py::test_one_party_that_cannot_run_leaves_every_journal_as_it_was[port]",
+    "tests/test_docs.py::test_every_block_of_the_page_runs[docs/vertical.md]",
+    "tests/test_dpbcd.py::test_o_d4_abort_rate_is_the_data_independent_quadrature[2]",
+    "tests/test_journal.py::test_every_single_bit_flip_of_bit0_is_detected",
     "tests/test_docs.py::test_every_block_of_the_page_runs[docs/secure.md]",
     "tests/test_pls_cli.py::test_attack_reproduction_and_canary_audit",
-    "tests/test_pls_cli.py::test_figure3_small_grid_writes_csv_markdown_png",
-    "tests/test_secure_fail_clean.py::test_one_party_that_cannot_run_leaves_every_journal_as_it_was[port]",
-    "tests/test_dpsir.py::test_dpsir_audit_b1_releases_pass_and_dropped_p_factor_mutant_fails",
-    "tests/test_fsir_centring.py::test_client_level_audit_catches_proportions_calibrated_for_one_count",
-    "tests/test_reproduce.py::test_fsir_secure_column_beside_the_published_methods",
-    "tests/test_fsir_secure.py::test_more_colluders_tolerated_cost_more_noise_at_the_same_budget",
+    "tests/test_dpsir_moments.py::test_moments_estimator_is_within_3x_of_non_private_sir_at_n_500k_eps_1",
+    "tests/test_sklearn.py::test_grid_search_on_worker_processes_charges_one_journal",
+    "tests/test_dpbcd_certified.py::test_audit_of_each_node_kind_passes_and_a_half_noise_mutant_fails[remainder]",
+    "tests/test_dpsir_moments.py::test_onepass_final_is_never_worse_than_its_initializer_on_a_fixed_seed_grid",
+    "tests/test_dpsir.py::test_dpsir_audit_directions_pass_and_noise_free_mutant_fails",
+    "tests/test_hygiene.py::test_every_mutant_of_the_mutation_check_still_applies",
+    "tests/test_privacy_mutants.py::test_sparse_dpsir_step_audit_catches_a_sensitivity_with_1_over_n",
     "tests/test_pride_reproduce.py::test_figure_curves_show_the_confounding_gap_and_are_written",
-    "tests/test_secure_vertical_streaming.py::test_a_party_processs_peak_memory_does_not_grow_with_N",
-    "tests/test_secure_tls.py::test_an_impostor_is_refused_before_any_party_agrees_so_before_anything_is_charged[a",
-    "tests/test_adassp.py::test_the_three_releases_pass_a_tight_audit_and_the_half_noise_mutant_fails",
+    "tests/test_dpsir.py::test_error_falls_with_epsilon",
+    "tests/test_dpbcd_certified.py::test_audit_of_each_node_kind_passes_and_a_half_noise_mutant_fails[statistic]",
+    "tests/test_dpsir_moments.py::test_moments_release_passes_its_audit_and_a_halved_sensitivity_fails",
+    "tests/test_dpsir.py::test_dpsir_audit_b1_releases_pass_and_dropped_p_factor_mutant_fails",
+    "tests/test_dpbcd_certified.py::test_audit_of_each_node_kind_passes_and_a_half_noise_mutant_fails[later_statistic]",
+    "tests/test_pls_cli.py::test_figure3_small_grid_writes_csv_markdown_png",
     "tests/test_pls_privacy.py::test_ssp_releases_pass_a_tight_audit_and_the_halved_noise_mutant_fails",
-    "tests/test_fsir_secure.py::test_the_cli_runs_every_client_from_its_csv_and_writes_the_result_and_the_report",
-    "tests/test_audit.py::test_dp_mean_covariance_passes_end_to_end_audit",
-    "tests/test_hygiene.py::test_no_test_asserts_wall_clock_time",
-    "tests/test_mailbox_network.py::test_a_peer_that_stops_answering_is_named_at_the_timeout",
-    "tests/test_secure_fail_clean.py::test_one_party_that_cannot_run_leaves_every_journal_as_it_was[report]",
+    "tests/test_docs.py::test_every_block_of_the_page_runs[docs/linkage.md]",
+    "tests/test_dpbcd_certified.py::test_audit_of_each_node_kind_passes_and_a_half_noise_mutant_fails[gram]",
+    "tests/test_dpbcd_certified.py::test_audit_of_each_node_kind_passes_and_a_half_noise_mutant_fails[later_remainder]",
 )
 
 
