@@ -139,8 +139,8 @@ class BasicAccountant(Accountant):
 # -- advanced composition --------------------------------------------------------------------------
 def _advanced_sums(epsilons: Sequence[float]) -> np.ndarray:
     """(sum eps^2, sum eps (e^eps - 1), sum eps tanh(eps/2)): what DRV and KOV depend on (monotone)."""
-    eps = np.asarray(epsilons, dtype=float)
-    return np.array([np.sum(eps * eps), np.sum(eps * np.expm1(eps)), np.sum(eps * np.tanh(eps / 2.0))])
+    eps = np.asarray(epsilons, dtype=float)  # ndarray.sum: np.sum's reduction without its Python dispatch
+    return np.array([(eps * eps).sum(), (eps * np.expm1(eps)).sum(), (eps * np.tanh(eps / 2.0)).sum()])
 
 
 def drv_from_sums(sq: float, exp_term: float, slack: float) -> float:
@@ -225,7 +225,8 @@ class AdvancedAccountant(Accountant):
 
 
 # -- RDP and PLD -----------------------------------------------------------------------------------
-_CACHE: OrderedDict[tuple[str, float | None, frozenset[tuple[Event, int]]], Cost] = OrderedDict()
+#: _CurveAccountant.compose memo: (accountant type, parameters, target delta, event multiset) -> Cost
+_CACHE: OrderedDict[tuple[str, Any, float | None, frozenset[tuple[Event, int]]], Cost] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 4096
 
@@ -304,7 +305,7 @@ class _CurveAccountant(Accountant):
         self.target_delta = None if target_delta is None else float(target_delta)
 
     def compose(self, events: Sequence[Event]) -> Cost:
-        key = (repr(self.to_dict()), self.target_delta, frozenset(Counter(events).items()))
+        key = (type(self).__name__, _memo_parameters(self), self.target_delta, frozenset(Counter(events).items()))
         with _CACHE_LOCK:
             if key in _CACHE:
                 _CACHE.move_to_end(key)
