@@ -115,15 +115,20 @@ def check_epsilon(epsilon: float) -> None:
 
 
 def _epsilon_excess(z: float, delta: float) -> Callable[[float], float]:
-    """eps -> ``_upper(z, eps) - delta`` for one finite z > 0, as one closure (the solve below evaluates it ~25 times):
-    ``_upper``'s operations in its order with 1/(2z) computed once, ``min(x, y)`` written as ``y if y < x else x``
-    (what ``min`` returns), so the same doubles (tests compare the solve with a reference built on ``_upper``)."""
+    """eps -> ``_upper(z, eps) - delta`` for one finite z > 0, as one closure: ``_upper``'s operations in its order with
+    1/(2z) computed once, ``min(x, y)`` written as ``y if y < x else x`` (what ``min`` returns), so the same doubles (tests
+    compare the solve with a reference built on ``_upper``). It remembers its values: Brent's routine first evaluates
+    the bracket's ends, which the bracketing has just evaluated, and the step-up check below re-reads its last point."""
     log_ndtr = _log_ndtr()
     exp, expm1 = math.exp, math.expm1
     a = 1.0 / (2.0 * z)
     scale = 4.0 * _U
+    known: dict[float, float] = {}
 
     def excess(epsilon: float) -> float:
+        value = known.get(epsilon)
+        if value is not None:
+            return value
         b = epsilon * z
         log_p: float = log_ndtr(a - b)
         log_ndtr_minus: float = log_ndtr(-a - b)
@@ -131,24 +136,11 @@ def _epsilon_excess(z: float, delta: float) -> Callable[[float], float]:
         p = exp(log_p)
         q = exp(log_p if log_p < log_q else log_q)
         err = scale * ((abs(log_p) + 8.0) * p + (abs(epsilon) + abs(log_ndtr_minus) + 8.0) * q)
-        value = 0.0 if log_q >= log_p else p * -expm1(log_q - log_p)
-        upper = value + err
-        return (upper if upper < 1.0 else 1.0) - delta
+        upper = (0.0 if log_q >= log_p else p * -expm1(log_q - log_p)) + err
+        value = known[epsilon] = (upper if upper < 1.0 else 1.0) - delta
+        return value
 
     return excess
-
-
-def _knowing(f: Callable[[float], float], known: dict[float, float]) -> Callable[[float], float]:
-    """``f`` answering from ``known`` (values of ``f`` it already computed: the bracket's ends, which Brent's routine
-    evaluates first) once each, then computing: the same values, two evaluations fewer per solve."""
-    def g(x: float) -> float:
-        if known:
-            value = known.pop(x, None)
-            if value is not None:
-                return value
-        return f(x)
-
-    return g
 
 
 @functools.lru_cache(maxsize=16384)
@@ -165,17 +157,15 @@ def gaussian_epsilon(noise_multiplier: float, delta: float) -> float:
         return 0.0
 
     excess = _epsilon_excess(z, delta)
-    at_lo = excess(0.0)
-    if at_lo <= 0.0:
+    if excess(0.0) <= 0.0:
         return 0.0
     hi = 1.0
-    while (at_hi := excess(hi)) > 0.0:
-        at_lo = at_hi
+    while excess(hi) > 0.0:
         hi *= 2.0
         if hi > MAX_EPSILON:
             return math.inf
     lo = hi / 2.0 if hi > 1.0 else 0.0
-    eps = _brent()(_knowing(excess, {lo: at_lo, hi: at_hi}), lo, hi)
+    eps = _brent()(excess, lo, hi)
     step = max(abs(eps), 1e-300) * 1e-15
     for _ in range(200):  # brentq may land a hair below the root: step up until the bound holds
         if excess(eps) <= 0.0:
