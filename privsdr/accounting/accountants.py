@@ -566,7 +566,7 @@ class BestAccountant(Accountant):
         once) and ``cost_of_atoms`` below."""
         if exp.combinations > MAX_ATOMS or any(type(m).cost_of_exposure is not Accountant.cost_of_exposure for m in self.members):
             return self.choose({m.name: m.cost_of_exposure(exp) for m in self.members})[1]
-        return self.cost_of_atoms(exp.atoms())
+        return BestAccountant.cost_of_atoms(self, exp.atoms())  # what each member's own cost_of_exposure does
 
     def cost_of_atoms(self, event_sets: Sequence[Sequence[Event]]) -> Cost:
         """Each member's ``cost_of_atoms``; the built-in ``basic`` and ``advanced`` members share each atom's basic
