@@ -634,7 +634,8 @@ def test_the_cost_memo_tells_accountants_apart_by_every_parameter():
 def test_best_shares_work_between_members_without_changing_any_answer(delta):
     """``best`` prices an exposure's atoms once for all members, its ``basic`` and ``advanced`` members sharing each
     atom's basic composition: the answer equals ``choose`` over each member's own ``cost_of_exposure``, exactly,
-    on histories with scoped components (several atoms), opaque, pure, Laplace and Gaussian events."""
+    on histories with scoped components (several atoms), opaque, pure, Laplace and Gaussian events; and each member's
+    cost is its own ``cost_of_atoms``."""
     from privsdr.accounting.composition import exposure
 
     whole = Scope.whole()
@@ -653,6 +654,7 @@ def test_best_shares_work_between_members_without_changing_any_answer(delta):
     for charges in histories:
         exp = exposure(charges)
         assert exp.combinations > 1 or charges is not histories[2]
+        assert best.member_costs_of_atoms(exp.atoms()) == {m.name: m.cost_of_atoms(exp.atoms()) for m in best.members}
         separately = best.choose({m.name: m.cost_of_exposure(exp) for m in best.members})[1]
         assert best.cost_of_exposure(exp) == separately
         assert tuple(best.cost(charges)) == tuple(separately)

@@ -569,6 +569,9 @@ class BestAccountant(Accountant):
         return BestAccountant.cost_of_atoms(self, exp.atoms())  # what each member's own cost_of_exposure does
 
     def cost_of_atoms(self, event_sets: Sequence[Sequence[Event]]) -> Cost:
+        return self.choose(self.member_costs_of_atoms(event_sets))[1]
+
+    def member_costs_of_atoms(self, event_sets: Sequence[Sequence[Event]]) -> dict[str, Cost]:
         """Each member's ``cost_of_atoms``; the built-in ``basic`` and ``advanced`` members share each atom's basic
         composition and per-event epsilons (the same values each computes alone)."""
         shared: list[tuple[Cost, list[float]]] | None = None
@@ -584,7 +587,7 @@ class BestAccountant(Accountant):
                     costs[m.name] = _worst(basic for basic, _ in shared)
             else:
                 costs[m.name] = m.cost_of_atoms(event_sets)
-        return self.choose(costs)[1]
+        return costs
 
     def compose(self, events: Sequence[Event]) -> Cost:
         return self.choose({m.name: m.compose(events) for m in self.members})[1]
