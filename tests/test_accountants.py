@@ -644,7 +644,7 @@ def test_best_shares_work_between_members_without_changing_any_answer(delta):
         [Charge("a", [ApproxEvent(0.2, 1e-7)], "add_remove"), Charge("p", [PureEvent(0.1)] * 3, "add_remove"),
          Charge("g", [GaussianEvent(2.0, 1e-7), GaussianEvent(5.0, 2e-7)], "add_remove")],
         [Charge("w", [GaussianEvent(4.0, 1e-8)], "add_remove", whole),
-         Charge("b0", [GaussianEvent(1.5, 1e-8)], "add_remove", whole.cell("batch", 0)),
+         Charge("b0", [GaussianEvent(6.0, 1e-8)], "add_remove", whole.cell("batch", 0)),
          Charge("b1", [LaplaceEvent(2.0), GaussianEvent(3.0, 1e-8)], "add_remove", whole.cell("batch", 1)),
          Charge("f0", [PureEvent(0.3)], "add_remove", whole.cell("fold", 0))],
     ]
