@@ -628,3 +628,33 @@ def test_the_cost_memo_tells_accountants_apart_by_every_parameter():
         module._COST_CACHE.clear()
         assert first.cost(history) != fresh, (first, second)
         assert second.cost(history) == fresh, (first, second)
+
+
+@pytest.mark.parametrize("delta", [None, 1e-5])
+def test_best_shares_work_between_members_without_changing_any_answer(delta):
+    """``best`` prices an exposure's atoms once for all members, its ``basic`` and ``advanced`` members sharing each
+    atom's basic composition: the answer equals ``choose`` over each member's own ``cost_of_exposure``, exactly,
+    on histories with scoped components (several atoms), opaque, pure, Laplace and Gaussian events; and each member's
+    cost is its own ``cost_of_atoms``."""
+    from privsdr.accounting.composition import exposure
+
+    whole = Scope.whole()
+    histories = [
+        [Charge("g", [GaussianEvent(3.0, 1e-7)], "add_remove"), Charge("l", [LaplaceEvent(4.0)], "add_remove")],
+        [Charge("a", [ApproxEvent(0.2, 1e-7)], "add_remove"), Charge("p", [PureEvent(0.1)] * 3, "add_remove"),
+         Charge("g", [GaussianEvent(2.0, 1e-7), GaussianEvent(5.0, 2e-7)], "add_remove")],
+        [Charge("w", [GaussianEvent(4.0, 1e-8)], "add_remove", whole),
+         Charge("b0", [GaussianEvent(6.0, 1e-8)], "add_remove", whole.cell("batch", 0)),
+         Charge("b1", [LaplaceEvent(2.0), GaussianEvent(3.0, 1e-8)], "add_remove", whole.cell("batch", 1)),
+         Charge("f0", [PureEvent(0.3)], "add_remove", whole.cell("fold", 0))],
+    ]
+    best = make_accountant("best", delta)
+    best = best.retarget(delta) if delta is not None else best
+    assert isinstance(best, BestAccountant)
+    for charges in histories:
+        exp = exposure(charges)
+        assert exp.combinations > 1 or charges is not histories[2]
+        assert best.member_costs_of_atoms(exp.atoms()) == {m.name: m.cost_of_atoms(exp.atoms()) for m in best.members}
+        separately = best.choose({m.name: m.cost_of_exposure(exp) for m in best.members})[1]
+        assert best.cost_of_exposure(exp) == separately
+        assert tuple(best.cost(charges)) == tuple(separately)

@@ -27,7 +27,7 @@ import functools
 import math
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -94,13 +94,7 @@ class Accountant:
 
     def cost_of_atoms(self, event_sets: Sequence[Sequence[Event]]) -> Cost:
         """Componentwise worst, over the positions of one record, of the sequential composition."""
-        worst_eps, worst_delta = 0.0, 0.0
-        for events in event_sets:
-            if not events:
-                continue
-            eps, delta = self.compose(events)
-            worst_eps, worst_delta = max(worst_eps, eps), max(worst_delta, delta)
-        return Cost(worst_eps, worst_delta)
+        return _worst(self.compose(events) for events in event_sets if events)
 
     def retarget(self, delta: float) -> Accountant:
         """The same accountant reading its guarantee at ``delta`` (a budget's delta)."""
@@ -114,12 +108,26 @@ class Accountant:
         return f"{type(self).__name__}({params})"
 
 
+def _worst(costs: Iterable[Cost]) -> Cost:
+    """Componentwise largest epsilon and delta (zero for none)."""
+    worst_eps, worst_delta = 0.0, 0.0
+    for eps, delta in costs:
+        worst_eps, worst_delta = max(worst_eps, eps), max(worst_delta, delta)
+    return Cost(worst_eps, worst_delta)
+
+
+def _basic_and_epsilons(events: Sequence[Event]) -> tuple[Cost, list[float]]:
+    """Basic composition of ``events`` and their per-event epsilons (what ``advanced`` adds up next)."""
+    costs = [e.basic_cost() for e in events]
+    epsilons = [c.epsilon for c in costs]
+    return Cost(sum_up(epsilons), sum_up([c.delta for c in costs])), epsilons
+
+
 class BasicAccountant(Accountant):
     name = "basic"
 
     def compose(self, events: Sequence[Event]) -> Cost:
-        costs = [e.basic_cost() for e in events]
-        return Cost(sum_up([c.epsilon for c in costs]), sum_up([c.delta for c in costs]))
+        return _basic_and_epsilons(events)[0]
 
     def compose_components(self, exp: Exposure) -> Cost:
         """Additive: the base plus, per component, its worst option (exact)."""
@@ -131,8 +139,8 @@ class BasicAccountant(Accountant):
 # -- advanced composition --------------------------------------------------------------------------
 def _advanced_sums(epsilons: Sequence[float]) -> np.ndarray:
     """(sum eps^2, sum eps (e^eps - 1), sum eps tanh(eps/2)): what DRV and KOV depend on (monotone)."""
-    eps = np.asarray(epsilons, dtype=float)
-    return np.array([np.sum(eps * eps), np.sum(eps * np.expm1(eps)), np.sum(eps * np.tanh(eps / 2.0))])
+    eps = np.asarray(epsilons, dtype=float)  # ndarray.sum: np.sum's reduction without its Python dispatch
+    return np.array([(eps * eps).sum(), (eps * np.expm1(eps)).sum(), (eps * np.tanh(eps / 2.0)).sum()])
 
 
 def drv_from_sums(sq: float, exp_term: float, slack: float) -> float:
@@ -188,13 +196,17 @@ class AdvancedAccountant(Accountant):
         return Cost(eps, self.delta_cap if self.delta_cap > 0 else basic.delta)
 
     def _sums(self, events: Sequence[Event]) -> np.ndarray | None:
-        eps = [e.basic_cost().epsilon for e in events]
+        return self._sums_of([e.basic_cost().epsilon for e in events])
+
+    @staticmethod
+    def _sums_of(eps: list[float]) -> np.ndarray | None:
         if not eps or max(eps) > 50.0:  # e^eps overflows; advanced never beats basic there anyway
             return None
         return _advanced_sums(eps)
 
     def compose(self, events: Sequence[Event]) -> Cost:
-        return self._answer(BasicAccountant().compose(events), self._sums(events))
+        basic, epsilons = _basic_and_epsilons(events)
+        return self._answer(basic, self._sums_of(epsilons))
 
     def compose_components(self, exp: Exposure) -> Cost:
         """Each bound is increasing in its sums, so the base's sums plus each component's largest are valid."""
@@ -213,7 +225,8 @@ class AdvancedAccountant(Accountant):
 
 
 # -- RDP and PLD -----------------------------------------------------------------------------------
-_CACHE: OrderedDict[tuple[str, float | None, frozenset[tuple[Event, int]]], Cost] = OrderedDict()
+#: _CurveAccountant.compose memo: (accountant type, parameters, target delta, event multiset) -> Cost
+_CACHE: OrderedDict[tuple[str, Any, float | None, frozenset[tuple[Event, int]]], Cost] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 4096
 
@@ -292,7 +305,7 @@ class _CurveAccountant(Accountant):
         self.target_delta = None if target_delta is None else float(target_delta)
 
     def compose(self, events: Sequence[Event]) -> Cost:
-        key = (repr(self.to_dict()), self.target_delta, frozenset(Counter(events).items()))
+        key = (type(self).__name__, _memo_parameters(self), self.target_delta, frozenset(Counter(events).items()))
         with _CACHE_LOCK:
             if key in _CACHE:
                 _CACHE.move_to_end(key)
@@ -353,6 +366,8 @@ class RdpAccountant(_CurveAccountant):
         """dp-accounting's RDP curve of ``events``: its accountant adds ``count * curve(event)`` per distinct event,
         starting from zeros, in this order; the per-event curves are memoised (``_event_rdp``), the sums are the same."""
         orders = _RDP_ORDERS_ARRAY
+        if len(events) == 1:  # one event once (a merged Gaussian): 0 + 1 * curve is 0.0 + curve, one operation
+            return orders, _event_rdp(events[0])[1] + 0.0
         total = np.zeros_like(orders)
         for event, count in Counter(events).items():
             total += count * _event_rdp(event)[1]
@@ -422,12 +437,20 @@ def _event_rdp(event: Event) -> tuple[np.ndarray, np.ndarray]:
 
 
 @functools.lru_cache(maxsize=64)
-def _order_terms(orders: tuple[float, ...], delta: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _order_terms(orders: tuple[float, ...], delta: float) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Per order a, the two terms of dp-accounting's conversion that do not depend on the curve: log1p(-1/a) and
-    log(delta a) / (a - 1), computed by the same Python operations as its loop; and where a > 1.01 (else inf)."""
+    log(delta a) / (a - 1), computed by the same Python operations as its loop; and where a > 1.01 (else inf), or
+    None when every order is (the default orders: no mask to apply)."""
     first = np.array([math.log1p(-1 / a) for a in orders])
     second = np.array([math.log(delta * a) / (a - 1) for a in orders])
-    return first, second, np.array([a > 1.01 for a in orders])
+    usable = np.array([a > 1.01 for a in orders])
+    return first, second, None if bool(usable.all()) else usable
+
+
+@functools.lru_cache(maxsize=64)
+def _default_order_terms(delta: float) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``_order_terms`` of the default orders, keyed on delta alone (a tuple of 156 floats is hashed at every lookup)."""
+    return _order_terms(RDP_ORDERS, delta)
 
 
 def _rdp_epsilon(orders: np.ndarray, curve: np.ndarray, delta: float) -> float:
@@ -437,14 +460,20 @@ def _rdp_epsilon(orders: np.ndarray, curve: np.ndarray, delta: float) -> float:
     and subtraction round the same way), in the same order: (r + first) - second. Where its loop takes another branch
     (a negative or NaN r, or delta^2 + expm1(-r) > 0, possible only for r < 4 delta^2 + a margin, or delta >= 0.5)
     dp-accounting's own function answers."""
-    from_library = not 0.0 < delta < 0.5 or orders.size != curve.size or bool(np.any(~(curve >= 4.0 * delta * delta)))
+    from_library = not 0.0 < delta < 0.5 or orders.size != curve.size or not bool((curve >= 4.0 * delta * delta).all())
     if from_library:
         from dp_accounting.rdp import rdp_privacy_accountant as rpa
 
         return float(rpa.compute_epsilon(orders.tolist(), curve.tolist(), delta)[0])
-    first, second, usable = _order_terms(RDP_ORDERS if orders is _RDP_ORDERS_ARRAY else tuple(orders.tolist()), float(delta))
-    eps = np.where(usable, (curve + first) - second, np.inf)
-    return float(max(0, eps[int(np.argmin(eps))]))
+    if orders is _RDP_ORDERS_ARRAY:
+        first, second, usable = _default_order_terms(float(delta))
+    else:
+        first, second, usable = _order_terms(tuple(orders.tolist()), float(delta))
+    eps = (curve + first) - second
+    if usable is not None:
+        eps = np.where(usable, eps, np.inf)
+    # the smallest value (argmin's element; no NaN here: the curve is >= 4 delta^2 and the terms are finite)
+    return float(max(0, eps.min()))
 
 
 class PldAccountant(_CurveAccountant):
@@ -533,10 +562,32 @@ class BestAccountant(Accountant):
         return name, Cost(ok[name].epsilon, max(c.delta for c in ok.values()))
 
     def cost_of_exposure(self, exp: Exposure) -> Cost:
-        return self.choose({m.name: m.cost_of_exposure(exp) for m in self.members})[1]
+        """Each member's ``cost_of_exposure``; members that keep the default one share the exposure's atoms (built
+        once) and ``cost_of_atoms`` below."""
+        if exp.combinations > MAX_ATOMS or any(type(m).cost_of_exposure is not Accountant.cost_of_exposure for m in self.members):
+            return self.choose({m.name: m.cost_of_exposure(exp) for m in self.members})[1]
+        return BestAccountant.cost_of_atoms(self, exp.atoms())  # what each member's own cost_of_exposure does
 
     def cost_of_atoms(self, event_sets: Sequence[Sequence[Event]]) -> Cost:
-        return self.choose({m.name: m.cost_of_atoms(event_sets) for m in self.members})[1]
+        return self.choose(self.member_costs_of_atoms(event_sets))[1]
+
+    def member_costs_of_atoms(self, event_sets: Sequence[Sequence[Event]]) -> dict[str, Cost]:
+        """Each member's ``cost_of_atoms``; the built-in ``basic`` and ``advanced`` members share each atom's basic
+        composition and per-event epsilons (the same values each computes alone)."""
+        shared: list[tuple[Cost, list[float]]] | None = None
+        costs: dict[str, Cost] = {}
+        for m in self.members:
+            kind = type(m)
+            if kind is BasicAccountant or kind is AdvancedAccountant:
+                if shared is None:
+                    shared = [_basic_and_epsilons(events) for events in event_sets if events]
+                if isinstance(m, AdvancedAccountant):
+                    costs[m.name] = _worst(m._answer(basic, m._sums_of(epsilons)) for basic, epsilons in shared)
+                else:
+                    costs[m.name] = _worst(basic for basic, _ in shared)
+            else:
+                costs[m.name] = m.cost_of_atoms(event_sets)
+        return costs
 
     def compose(self, events: Sequence[Event]) -> Cost:
         return self.choose({m.name: m.compose(events) for m in self.members})[1]

@@ -60,16 +60,16 @@ def sum_up(values: Iterable[float]) -> float:
     Fraction sum, without building a Fraction per term; NaN and intermediate overflow take the Fraction path.
     """
     values = list(values)
-    if any(math.isinf(v) for v in values):
-        return math.inf
     if all(isinstance(v, float) for v in values):  # floats (numpy's float64 too): the exact sum of their values
         try:
             nearest = math.fsum(values)
-            if not math.isnan(nearest):
+            if math.isfinite(nearest):  # no inf or NaN term (either makes the fsum inf or NaN, or raise)
                 residual = math.fsum([*values, -nearest])
                 return math.nextafter(nearest, math.inf) if residual > 0 else nearest + 0.0
-        except OverflowError:
+        except (OverflowError, ValueError):  # intermediate overflow, or inf - inf: the checks below
             pass
+    if any(math.isinf(v) for v in values):
+        return math.inf
     return up(sum((Fraction(v) for v in values), Fraction(0)))
 
 

@@ -467,7 +467,7 @@ class CalibratedPlan:
         return f"CalibratedPlan({self.name!r}, nodes={list(self.nodes)}, allocation={self.allocation!r})"
 
 
-_TIGHT_FACTORS: dict[tuple[str, float, float, str, str], float] = {}
+_TIGHT_FACTORS: dict[tuple[Any, ...], float] = {}
 
 
 def _tighten(plan: CalibratedPlan, accountant: Accountant, budget: Budget, rel_tol: float = 1e-4) -> CalibratedPlan:
@@ -476,7 +476,10 @@ def _tighten(plan: CalibratedPlan, accountant: Accountant, budget: Budget, rel_t
     The factor depends only on public quantities (the plan, the budget, the accountant), so it is
     memoised: repeated fits of one plan shape calibrate once.
     """
-    key = (plan.plan.plan_hash(), budget.epsilon, budget.delta, repr(accountant.to_dict()), plan.sampler)
+    from ..accounting.accountants import _memo_parameters  # the accountant's parameters as a tuple (cheaper than a repr)
+
+    key = (plan.plan.plan_hash(), budget.epsilon, budget.delta, type(accountant).__name__, _memo_parameters(accountant),
+           accountant.target_delta, plan.sampler)
     if key not in _TIGHT_FACTORS:
         _TIGHT_FACTORS[key] = _bisect_factor(plan, accountant, budget, rel_tol)
     return plan.with_factor(_TIGHT_FACTORS[key])
@@ -485,12 +488,14 @@ def _tighten(plan: CalibratedPlan, accountant: Accountant, budget: Budget, rel_t
 def _bisect_factor(plan: CalibratedPlan, accountant: Accountant, budget: Budget, rel_tol: float) -> float:
     """The smallest feasible factor to ``rel_tol``, by the one calibration search (``mechanisms.search``); a PLD
     composition of a mixed plan costs ~10-50 ms (a Gaussian's distribution on a 10^5-point grid), so each cost is
-    computed once."""
+    computed once. The charges at f are ``plan.with_factor(f).charges()``, built without the intermediate plan."""
     cache: dict[float, Cost] = {}
+    relation = plan.relation
+    nodes = [(node, plan.specs[node.name], Plan._scalable(node)) for node in plan.nodes.values()]
 
     def cost(f: float) -> Cost:
         if f not in cache:
-            cache[f] = accountant.cost(plan.with_factor(f).charges())
+            cache[f] = accountant.cost([_charge(node, spec.scaled(f) if scalable else spec, relation) for node, spec, scalable in nodes])
         return cache[f]
 
     def fits(f: float) -> bool:
