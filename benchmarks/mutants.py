@@ -81,6 +81,12 @@ MUTANTS = (
     Mutant("pld_epsilon_read_at_twice_delta", "the PLD accountant's epsilon is read at twice the target delta",
            "privsdr/accounting/pld_build.py", "    return math.log((mass_upper - delta) / mass_lower)",
            "    return math.log((mass_upper - 2 * delta) / mass_lower)", ("tests/test_pld_build.py", "tests/test_accountants.py")),
+    Mutant("memo_keys_a_subclass_by_repr", "a user's accountant class is memoised on repr(to_dict()), which leaves out "
+           "what it depends on beyond its parent's parameters (a best subclass's members' reading deltas)",
+           "privsdr/accounting/accountants.py",
+           "        return None if any(parameters is None for _, _, parameters in members) else (accountant.delta_cap, members)\n    return None\n",
+           "        return None if any(parameters is None for _, _, parameters in members) else (accountant.delta_cap, members)\n    return (repr(accountant.to_dict()),)\n",
+           ("tests/test_accountants.py",)),
     Mutant("ledger_never_refuses", "the ledger skips its budget check",
            "privsdr/accounting/ledger.py", "        basic_delta = BasicAccountant()\n        if not self.budget.unlimited and not after.fits_within(self.budget):",
            "        basic_delta = BasicAccountant()\n        if False:",

@@ -630,6 +630,30 @@ def test_the_cost_memo_tells_accountants_apart_by_every_parameter():
         assert second.cost(history) == fresh, (first, second)
 
 
+def test_an_accountant_of_another_class_is_priced_afresh_not_from_the_memo():
+    """A subclass (a user's accountant) may depend on more than its parent's parameters, so its answers are not
+    memoised (review: a ``best`` subclass keyed on ``repr(to_dict())`` took the answer of one whose member read at
+    another delta: an under-charge). Each prices the history as it does with an empty memo, whichever came first."""
+    from privsdr.accounting import accountants as module
+
+    class MyBest(BestAccountant):
+        pass
+
+    class MyRdp(RdpAccountant):
+        pass
+
+    history = [Charge("g", (GaussianEvent(2.0, 1e-9),), "replace_one"), Charge("l", (LaplaceEvent(3.0),), "replace_one")]
+    for first, second in [(MyBest([RdpAccountant(1e-5)], 1e-5), MyBest([RdpAccountant(1e-9)], 1e-5)),
+                          (BestAccountant([MyRdp(1e-5)], 1e-5), BestAccountant([MyRdp(1e-9)], 1e-5))]:
+        module._COST_CACHE.clear()
+        module._CACHE.clear()
+        fresh = second.cost(history)
+        module._COST_CACHE.clear()
+        module._CACHE.clear()
+        assert first.cost(history) != fresh
+        assert second.cost(history) == fresh
+
+
 @pytest.mark.parametrize("delta", [None, 1e-5])
 def test_best_shares_work_between_members_without_changing_any_answer(delta):
     """``best`` prices an exposure's atoms once for all members, its ``basic`` and ``advanced`` members sharing each

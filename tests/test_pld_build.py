@@ -120,3 +120,16 @@ def test_epsilon_for_delta_is_dp_accountings_bit_for_bit(name: str) -> None:
         theirs = float(dist.get_epsilon_for_delta(delta))
         ours = epsilon_for_delta(dist, delta)
         assert ours == theirs or (math.isinf(ours) and math.isinf(theirs)), (delta, ours, theirs)
+
+
+def test_losses_below_exps_range_are_read_as_the_library_reads_them() -> None:
+    """A dense distribution whose losses reach below -700 (exp(-l) overflows a double) gives the library's epsilon,
+    not an OverflowError from a block's points past where the library's walk stops (review)."""
+    from dp_accounting.pld import pld_pmf
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    probs = np.zeros(811)
+    probs[-1], probs[800] = 0.6, 0.4  # losses -800 .. 10 on a grid of 1: mass at 10 and at 0
+    dist = pld.PrivacyLossDistribution(pld_pmf.DensePLDPmf(1.0, -800, probs, 0.0, True))
+    for delta in [1e-6, 0.3]:
+        assert epsilon_for_delta(dist, delta) == float(dist.get_epsilon_for_delta(delta))

@@ -70,7 +70,10 @@ class Accountant:
     def cost(self, charges: Sequence[Charge]) -> Cost:
         """Memoised on (the accountant's parameters, the charges): a ledger prices the same history many times
         per run (preflight, reserve, remaining, the report's totals), and the answer is a pure function of both."""
-        key = _HashedKey((type(self).__name__, _memo_parameters(self), self.target_delta, tuple(charges)))
+        parameters = _memo_parameters(self)
+        if parameters is None:  # not a built-in accountant: its answers may depend on anything it holds
+            return self.cost_of_exposure(exposure(charges))
+        key = _HashedKey((type(self).__name__, parameters, self.target_delta, tuple(charges)))
         with _CACHE_LOCK:
             cached = _COST_CACHE.pop(key, None)  # one lookup; re-inserting below makes it the most recent
             if cached is not None:
@@ -231,10 +234,12 @@ _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 4096
 
 
-def _memo_parameters(accountant: Accountant) -> Any:
-    """What an accountant's answers depend on besides its type and reading delta, as a memo key: ``repr(to_dict())``
-    (a subclass may add parameters there), and for the built-in accountants the same parameters as a tuple (~1 us
-    where the repr of ``best``'s nested dict costs ~20 us per priced history), with each member's reading delta."""
+def _memo_parameters(accountant: Accountant) -> tuple[Any, ...] | None:
+    """What a built-in accountant's answers depend on besides its type and reading delta, as a memo key: its parameters
+    as a tuple (~1 us where the repr of ``best``'s nested dict costs ~20 us per priced history), with each member's
+    reading delta; None for any other accountant (a subclass or a user's class: what it depends on is not known here,
+    so it is not memoised -- a ``best`` subclass keyed on ``repr(to_dict())`` shared answers between members read at
+    different deltas)."""
     kind = type(accountant)  # exactly a built-in class: a subclass may depend on more than its parent's parameters
     if kind is BasicAccountant or kind is RdpAccountant:
         return ()
@@ -243,8 +248,9 @@ def _memo_parameters(accountant: Accountant) -> Any:
     if isinstance(accountant, PldAccountant) and kind is PldAccountant:
         return (accountant.value_discretization_interval,)
     if isinstance(accountant, BestAccountant) and kind is BestAccountant:
-        return (accountant.delta_cap, tuple((type(m).__name__, m.target_delta, _memo_parameters(m)) for m in accountant.members))
-    return repr(accountant.to_dict())
+        members = tuple((type(m).__name__, m.target_delta, _memo_parameters(m)) for m in accountant.members)
+        return None if any(parameters is None for _, _, parameters in members) else (accountant.delta_cap, members)
+    return None
 
 
 class _HashedKey:
@@ -305,7 +311,10 @@ class _CurveAccountant(Accountant):
         self.target_delta = None if target_delta is None else float(target_delta)
 
     def compose(self, events: Sequence[Event]) -> Cost:
-        key = (type(self).__name__, _memo_parameters(self), self.target_delta, frozenset(Counter(events).items()))
+        parameters = _memo_parameters(self)
+        if parameters is None:  # a subclass: not memoised (``_memo_parameters``)
+            return self._compose(events)
+        key = (type(self).__name__, parameters, self.target_delta, frozenset(Counter(events).items()))
         with _CACHE_LOCK:
             if key in _CACHE:
                 _CACHE.move_to_end(key)

@@ -128,6 +128,8 @@ def epsilon_for_delta(distribution: Any, delta: float) -> float:
     steps = np.full(n, -pmf._discretization)
     steps[0] = (pmf._lower_loss + n - 1) * pmf._discretization
     losses = np.cumsum(steps)
+    if losses[-1] < -700.0:  # exp(-l) of a block's later points would overflow where the library's walk stops first
+        return float(distribution.get_epsilon_for_delta(delta))
     upper = np.cumsum(np.concatenate(([infinity_mass], probs)))  # U_0 .. U_n
     start, block, lower_end = 0, _FIRST_BLOCK, 0.0
     while start < n:

@@ -478,7 +478,10 @@ def _tighten(plan: CalibratedPlan, accountant: Accountant, budget: Budget, rel_t
     """
     from ..accounting.accountants import _memo_parameters  # the accountant's parameters as a tuple (cheaper than a repr)
 
-    key = (plan.plan.plan_hash(), budget.epsilon, budget.delta, type(accountant).__name__, _memo_parameters(accountant),
+    parameters = _memo_parameters(accountant)
+    if parameters is None:  # not a built-in accountant: its answers may depend on anything it holds, so no memo
+        return plan.with_factor(_bisect_factor(plan, accountant, budget, rel_tol))
+    key = (plan.plan.plan_hash(), budget.epsilon, budget.delta, type(accountant).__name__, parameters,
            accountant.target_delta, plan.sampler)
     if key not in _TIGHT_FACTORS:
         _TIGHT_FACTORS[key] = _bisect_factor(plan, accountant, budget, rel_tol)
