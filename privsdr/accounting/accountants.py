@@ -70,21 +70,25 @@ class Accountant:
     def cost(self, charges: Sequence[Charge]) -> Cost:
         """Memoised on (the accountant's parameters, the charges): a ledger prices the same history many times
         per run (preflight, reserve, remaining, the report's totals), and the answer is a pure function of both."""
-        parameters = _memo_parameters(self)
-        if parameters is None:  # not a built-in accountant: its answers may depend on anything it holds
-            return self.cost_of_exposure(exposure(charges))
-        key = _HashedKey((type(self).__name__, parameters, self.target_delta, tuple(charges)))
+        key = self._memo_key(charges)
+        if key is None:  # not a built-in accountant: its answers may depend on anything it holds
+            return self._cost_afresh(charges)
         with _CACHE_LOCK:
             cached = _COST_CACHE.pop(key, None)  # one lookup; re-inserting below makes it the most recent
             if cached is not None:
                 _COST_CACHE[key] = cached
                 return cached
-        cost = self.cost_of_exposure(exposure(charges))
-        with _CACHE_LOCK:
-            _COST_CACHE[key] = cost
-            if len(_COST_CACHE) > _CACHE_SIZE:
-                del _COST_CACHE[next(iter(_COST_CACHE))]  # the least recently used
+        cost = self._cost_afresh(charges)
+        _remember(key, cost)
         return cost
+
+    def _memo_key(self, charges: Sequence[Charge]) -> _HashedKey | None:
+        """This accountant's key of ``charges`` in the cost memo; None when it is not memoised (``_memo_parameters``)."""
+        parameters = _memo_parameters(self)
+        return None if parameters is None else _HashedKey((type(self).__name__, parameters, self.target_delta, tuple(charges)))
+
+    def _cost_afresh(self, charges: Sequence[Charge]) -> Cost:
+        return self.cost_of_exposure(exposure(charges))
 
     def cost_of_exposure(self, exp: Exposure) -> Cost:
         if exp.combinations <= MAX_ATOMS:
@@ -272,6 +276,14 @@ class _HashedKey:
 
 #: Accountant.cost memo, least recently used first: (accountant type, parameters, target delta, charges) -> Cost
 _COST_CACHE: dict[_HashedKey, Cost] = {}
+
+
+def _remember(key: _HashedKey, cost: Cost) -> None:
+    """Put ``cost`` in the cost memo as the most recent entry, dropping the least recently used beyond its size."""
+    with _CACHE_LOCK:
+        _COST_CACHE[key] = cost
+        if len(_COST_CACHE) > _CACHE_SIZE:
+            del _COST_CACHE[next(iter(_COST_CACHE))]
 
 
 def merge_gaussians(events: Sequence[Event]) -> list[Event]:
@@ -562,20 +574,32 @@ class BestAccountant(Accountant):
         self.target_delta = None if math.isinf(self.delta_cap) else self.delta_cap
 
     def cost_by_member(self, charges: Sequence[Charge]) -> dict[str, Cost]:
-        exp = exposure(charges)  # shared by every member
-        return {m.name: m.cost_of_exposure(exp) for m in self.members}
+        return self._member_costs(exposure(charges))
 
     def choose(self, costs: dict[str, Cost]) -> tuple[str, Cost]:
         ok = {k: c for k, c in costs.items() if c.delta <= self.delta_cap} or costs
         name = min(ok, key=lambda k: (ok[k].epsilon, ok[k].delta))
         return name, Cost(ok[name].epsilon, max(c.delta for c in ok.values()))
 
+    def _cost_afresh(self, charges: Sequence[Charge]) -> Cost:
+        """``choose`` over the members' answers, each also kept in the memo under its member: a run's report prices
+        its charges under accountants equal to the members (``plan.execute``) and finds them there."""
+        costs = self.cost_by_member(charges)
+        for m in self.members:
+            key = m._memo_key(charges)
+            if key is not None:
+                _remember(key, costs[m.name])
+        return self.choose(costs)[1]
+
     def cost_of_exposure(self, exp: Exposure) -> Cost:
+        return self.choose(self._member_costs(exp))[1]
+
+    def _member_costs(self, exp: Exposure) -> dict[str, Cost]:
         """Each member's ``cost_of_exposure``; members that keep the default one share the exposure's atoms (built
-        once) and ``cost_of_atoms`` below."""
+        once) and ``member_costs_of_atoms`` below."""
         if exp.combinations > MAX_ATOMS or any(type(m).cost_of_exposure is not Accountant.cost_of_exposure for m in self.members):
-            return self.choose({m.name: m.cost_of_exposure(exp) for m in self.members})[1]
-        return BestAccountant.cost_of_atoms(self, exp.atoms())  # what each member's own cost_of_exposure does
+            return {m.name: m.cost_of_exposure(exp) for m in self.members}
+        return self.member_costs_of_atoms(exp.atoms())  # what each member's own cost_of_exposure does
 
     def cost_of_atoms(self, event_sets: Sequence[Sequence[Event]]) -> Cost:
         return self.choose(self.member_costs_of_atoms(event_sets))[1]

@@ -48,7 +48,7 @@ from ..errors import (
     ValidationError,
 )
 from . import filters
-from .accountants import Accountant, BasicAccountant, BestAccountant, accountant_from_dict, make_accountant
+from .accountants import Accountant, BasicAccountant, accountant_from_dict, make_accountant
 from .budget import Budget, Cost, as_budget
 from .charge import Charge, Chargeable
 from .journal import Journal, JournalError
@@ -162,7 +162,6 @@ class Ledger:
         self._applied = 0
         self._generation = 0  #: counts the records applied: what the memo of derived state (``_derived``) is keyed by
         self._memo: tuple[tuple[int, tuple[str, ...]], dict[str, Any]] | None = None
-        self._costs: dict[tuple[Charge, ...], Cost] = {}  #: ``cost_of``'s answers (a pure function of the charges)
         self._journal: Journal | None = None
         self._detached: str | None = None  #: why this copy cannot spend (see "copies" below), None for a live account
         #: a ledger each run's guarantee is also entered in (``accounting.default``: the process's tracking ledger)
@@ -540,22 +539,9 @@ class Ledger:
         return _remaining(self.budget, spent, BasicAccountant().cost(charges).delta)
 
     def cost_of(self, charges: Sequence[Charge]) -> Cost:
-        """``accountant.cost(charges)``. Under ``best``, what it is by definition (the member answers, ``choose``) from
-        each member's own memoised ``cost``: the same number, and the report's per-accountant totals (``plan.execute``),
-        priced by accountants equal to the members, then find every member's answer instead of computing it again."""
-        if not charges:
-            return Cost.zero()
-        key = tuple(charges)  # a run's charges are priced several times (reservation, spent, report): kept per ledger
-        cost = self._costs.get(key)
-        if cost is None:
-            if isinstance(self.accountant, BestAccountant):
-                cost = self.accountant.choose({m.name: m.cost(charges) for m in self.accountant.members})[1]
-            else:
-                cost = self.accountant.cost(charges)
-            if len(self._costs) >= 64:
-                self._costs.clear()
-            self._costs[key] = cost
-        return cost
+        """``accountant.cost(charges)`` (memoised there; under ``best`` each member's answer too, so the report's
+        per-accountant totals find them)."""
+        return self.accountant.cost(charges) if charges else Cost.zero()
 
     # -- pricing and reserving -------------------------------------------------------------------
     def preflight(self, plan: Chargeable, *, allow_uncertified: bool = False) -> Preflight:
@@ -713,7 +699,7 @@ def _unpickle_ledger(state: dict[str, Any]) -> Ledger:
     ledger.budget, ledger.accountant, ledger.relation = state["budget"], state["accountant"], state["relation"]
     ledger._lock = threading.RLock()
     ledger._runs, ledger._batches = state["runs"], state["batches"]
-    ledger._applied, ledger._generation, ledger._memo, ledger._journal, ledger._costs = 0, 0, None, None, {}
+    ledger._applied, ledger._generation, ledger._memo, ledger._journal = 0, 0, None, None
     ledger.report_to, ledger.report_as, ledger.tracking, ledger._tracked, ledger.pid = None, "", False, [], os.getpid()
     ledger._detached = reason or "it was unpickled from an in-memory ledger (the account stays with the original)"
     return ledger
