@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import functools
 import hashlib
 import itertools
 import json
@@ -662,18 +663,11 @@ class Ledger:
         )
 
 
-_BASIC_ALONE: dict[Charge, Cost] = {}
-
-
+@functools.lru_cache(maxsize=4096)
 def basic_cost_alone(charge: Charge) -> Cost:
     """The basic (sum) cost of one node's events on their own: a preflight's items, a report's nodes. Memoised per
     charge (bounded): plans of one shape hold the same charge objects (``plan.graph``), priced once."""
-    cost = _BASIC_ALONE.get(charge)
-    if cost is None:
-        if len(_BASIC_ALONE) >= 4096:
-            _BASIC_ALONE.clear()
-        cost = _BASIC_ALONE[charge] = BasicAccountant().compose(list(charge.events)) if charge.events else Cost.zero()
-    return cost
+    return BasicAccountant().compose(list(charge.events)) if charge.events else Cost.zero()
 
 
 def _tracked_sum(costs: Sequence[Cost]) -> Cost:

@@ -13,6 +13,7 @@ published claim would cost if it held (a ``non_private`` node, by contrast, is c
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -372,20 +373,11 @@ def _charge(node: Node, spec: NoiseSpec, relation: Relation) -> Charge:
     return Charge(node.name, events, relation, node.scope, node.status)
 
 
-#: one object per distinct charge that plans have produced (bounded): fits of one plan shape hold the same objects, so the
-#: accountants' memo, keyed by tuples of charges, compares them by identity instead of field by field
-_INTERNED: dict[Charge, Charge] = {}
-_INTERNED_MAX = 4096
-
-
+@functools.lru_cache(maxsize=4096)
 def _interned(charge: Charge) -> Charge:
-    """The one object equal to ``charge`` that an earlier plan produced, or ``charge`` itself (then remembered)."""
-    known = _INTERNED.get(charge)
-    if known is not None:
-        return known
-    if len(_INTERNED) >= _INTERNED_MAX:
-        _INTERNED.clear()
-    _INTERNED[charge] = charge
+    """The one object equal to ``charge`` that an earlier plan produced (the cache's key is equal, its value that
+    object), or ``charge`` itself: fits of one plan shape then hold the same objects, so the accountants' memo, keyed
+    by tuples of charges, compares them by identity instead of field by field (bounded, least recently used out)."""
     return charge
 
 
