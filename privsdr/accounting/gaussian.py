@@ -115,29 +115,15 @@ def check_epsilon(epsilon: float) -> None:
 
 
 def _epsilon_excess(z: float, delta: float) -> Callable[[float], float]:
-    """eps -> ``_upper(z, eps) - delta`` for one finite z > 0, as one closure: ``_upper``'s operations in its order with
-    1/(2z) computed once, ``min(x, y)`` written as ``y if y < x else x`` (what ``min`` returns), so the same doubles (tests
-    compare the solve with a reference built on ``_upper``). It remembers its values: Brent's routine first evaluates
-    the bracket's ends, which the bracketing has just evaluated, and the step-up check below re-reads its last point."""
-    log_ndtr = _log_ndtr()
-    exp, expm1 = math.exp, math.expm1
-    a = 1.0 / (2.0 * z)
-    scale = 4.0 * _U
+    """eps -> ``_upper(z, eps) - delta`` for one finite z > 0, remembering its values:
+    Brent's routine first evaluates the bracket's ends, which the bracketing has just evaluated, and the step-up check
+    below re-reads its last point."""
     known: dict[float, float] = {}
 
     def excess(epsilon: float) -> float:
         value = known.get(epsilon)
-        if value is not None:
-            return value
-        b = epsilon * z
-        log_p: float = log_ndtr(a - b)
-        log_ndtr_minus: float = log_ndtr(-a - b)
-        log_q = epsilon + log_ndtr_minus
-        p = exp(log_p)
-        q = exp(log_p if log_p < log_q else log_q)
-        err = scale * ((abs(log_p) + 8.0) * p + (abs(epsilon) + abs(log_ndtr_minus) + 8.0) * q)
-        upper = (0.0 if log_q >= log_p else p * -expm1(log_q - log_p)) + err
-        value = known[epsilon] = (upper if upper < 1.0 else 1.0) - delta
+        if value is None:
+            value = known[epsilon] = _upper(z, epsilon) - delta
         return value
 
     return excess
