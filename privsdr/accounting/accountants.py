@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -73,13 +73,10 @@ class Accountant:
         key = self._memo_key(charges)
         if key is None:  # not a built-in accountant: its answers may depend on anything it holds
             return self._cost_afresh(charges)
-        with _CACHE_LOCK:
-            cached = _COST_CACHE.pop(key, None)  # one lookup; re-inserting below makes it the most recent
-            if cached is not None:
-                _COST_CACHE[key] = cached
-                return cached
-        cost = self._cost_afresh(charges)
-        _remember(key, cost)
+        cost = _COST_CACHE.get(key)
+        if cost is None:
+            cost = self._cost_afresh(charges)
+            _COST_CACHE.put(key, cost)
         return cost
 
     def _memo_key(self, charges: Sequence[Charge]) -> _HashedKey | None:
@@ -232,10 +229,34 @@ class AdvancedAccountant(Accountant):
 
 
 # -- RDP and PLD -----------------------------------------------------------------------------------
+class _Memo:
+    """A bounded memo shared by threads: the least recently used entry goes first beyond ``size``."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._entries: dict[Any, Cost] = {}
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Cost | None:
+        with self._lock:
+            cost = self._entries.pop(key, None)  # one lookup; re-inserting makes it the most recent
+            if cost is not None:
+                self._entries[key] = cost
+            return cost
+
+    def put(self, key: Any, cost: Cost) -> None:
+        with self._lock:
+            self._entries[key] = cost
+            if len(self._entries) > self._size:
+                del self._entries[next(iter(self._entries))]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
 #: _CurveAccountant.compose memo: (accountant type, parameters, target delta, event multiset) -> Cost
-_CACHE: OrderedDict[tuple[str, Any, float | None, frozenset[tuple[Event, int]]], Cost] = OrderedDict()
-_CACHE_LOCK = threading.Lock()
-_CACHE_SIZE = 4096
+_CACHE = _Memo()
 
 
 def _memo_parameters(accountant: Accountant) -> tuple[Any, ...] | None:
@@ -275,15 +296,7 @@ class _HashedKey:
 
 
 #: Accountant.cost memo, least recently used first: (accountant type, parameters, target delta, charges) -> Cost
-_COST_CACHE: dict[_HashedKey, Cost] = {}
-
-
-def _remember(key: _HashedKey, cost: Cost) -> None:
-    """Put ``cost`` in the cost memo as the most recent entry, dropping the least recently used beyond its size."""
-    with _CACHE_LOCK:
-        _COST_CACHE[key] = cost
-        if len(_COST_CACHE) > _CACHE_SIZE:
-            del _COST_CACHE[next(iter(_COST_CACHE))]
+_COST_CACHE = _Memo()
 
 
 def merge_gaussians(events: Sequence[Event]) -> list[Event]:
@@ -327,15 +340,10 @@ class _CurveAccountant(Accountant):
         if parameters is None:  # a subclass: not memoised (``_memo_parameters``)
             return self._compose(events)
         key = (type(self).__name__, parameters, self.target_delta, frozenset(Counter(events).items()))
-        with _CACHE_LOCK:
-            if key in _CACHE:
-                _CACHE.move_to_end(key)
-                return _CACHE[key]
-        cost = self._compose(events)
-        with _CACHE_LOCK:
-            _CACHE[key] = cost
-            if len(_CACHE) > _CACHE_SIZE:
-                _CACHE.popitem(last=False)
+        cost = _CACHE.get(key)
+        if cost is None:
+            cost = self._compose(events)
+            _CACHE.put(key, cost)
         return cost
 
     def _reading_delta(self, events: Sequence[Event]) -> float:
@@ -588,7 +596,7 @@ class BestAccountant(Accountant):
         for m in self.members:
             key = m._memo_key(charges)
             if key is not None:
-                _remember(key, costs[m.name])
+                _COST_CACHE.put(key, costs[m.name])
         return self.choose(costs)[1]
 
     def cost_of_exposure(self, exp: Exposure) -> Cost:
