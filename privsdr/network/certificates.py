@@ -59,6 +59,12 @@ class Credentials:
     certificate: Path
     key: Path
 
+    @classmethod
+    def in_folder(cls, folder: str | Path, index: int) -> Credentials:
+        """Party ``index``'s file names in ``folder`` (module docstring), unchecked."""
+        folder = Path(folder)
+        return cls(int(index), folder / CA_CERT, folder / f"party_{int(index)}.crt", folder / f"party_{int(index)}.key")
+
 
 def check_key_file(path: Path) -> None:
     """Refuse a key file that is missing, not a regular file, or readable or writable by anyone but its owner."""
@@ -122,7 +128,7 @@ def load_credentials(folder: str | Path, index: int) -> Credentials:
     folder = Path(folder)
     if not folder.is_dir():
         raise ValidationError(f"no certificate folder {folder} (make one with `privsdr secure keys`)")
-    creds = Credentials(int(index), folder / CA_CERT, folder / f"party_{int(index)}.crt", folder / f"party_{int(index)}.key")
+    creds = Credentials.in_folder(folder, index)
     check_key_file(creds.key)
     ca, cert = _load_certificate(creds.ca), _load_certificate(creds.certificate)
     names = _subject_names(cert)

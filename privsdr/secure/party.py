@@ -85,7 +85,7 @@ import numpy as np
 from ..errors import PrivsdrError
 from ..mechanisms import secure as exact
 from ..network.addresses import split_address
-from ..network.certificates import CA_CERT, Credentials, certificate_names, names_party, server_context
+from ..network.certificates import Credentials, certificate_names, names_party, server_context
 from .crossproducts import ColumnStream
 from .job import AggregationJob, differences
 
@@ -414,7 +414,7 @@ def trust_own_files(index: int, folder: str = ".config") -> Credentials:
     (trust no job asked for, and ~50 ms of CPU at every attempt to connect). ``SSL_CERT_FILE`` names the job's CA
     and ``SSL_CERT_DIR`` this folder (no hashed names in it), so the default paths hold the job's CA alone."""
     config = Path(folder).absolute()
-    creds = Credentials(int(index), config / CA_CERT, config / f"party_{int(index)}.crt", config / f"party_{int(index)}.key")
+    creds = Credentials.in_folder(config, index)
     server_context(creds)
     os.environ["SSL_CERT_FILE"], os.environ["SSL_CERT_DIR"] = str(creds.ca), str(config)
     return creds
