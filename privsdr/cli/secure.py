@@ -27,15 +27,12 @@ def _keys(args: argparse.Namespace) -> int:
 
         parties = _secure_parties(read_secure(args.config)[1])
     elif args.config is not None:
-        from ..vertical.secure_parties import regression_parties
-        from .vertical_secure import HELPER_CHOICES, read_config
+        from .vertical_secure import configured_parties, read_config
 
         shared = read_config(args.config)
         if shared["layout"] is None:
             raise ValidationError(f"{args.config} has no layout: its parties are not known yet")
-        params = shared["estimator"]  # the parties as SecureVerticalRegression.parties_for orders them, without scikit-learn
-        parties = regression_parties([p.name for p in shared["layout"].parties], params["colluders"],
-                                     HELPER_CHOICES.get(params["helper"], params["helper"]))[0]
+        parties = configured_parties(shared)
     folders = make_keys(args.out, parties, days=args.days)
     print(f"wrote a CA and a key and certificate for each of {len(folders)} parties in {args.out} (valid {args.days} days):")
     for i, (name, folder) in enumerate(folders.items()):

@@ -90,11 +90,25 @@ def read_config(path: str) -> dict[str, Any]:
     return shared
 
 
+def _helper(params: dict[str, Any]) -> Any:
+    """The estimator's ``helper`` for a configuration's ``--helper`` choice (auto / yes / no, or a number)."""
+    return HELPER_CHOICES.get(params["helper"], params["helper"])
+
+
 def _estimator(params: dict[str, Any], budget: Budget, ledger: Ledger | None, accountant: str = "best") -> Any:
     from ..vertical.secure_regression import SecureVerticalRegression
 
-    return SecureVerticalRegression(**{**params, "helper": HELPER_CHOICES.get(params["helper"], params["helper"])},
+    return SecureVerticalRegression(**{**params, "helper": _helper(params)},
                                     budget=budget, ledger=ledger, accountant=accountant)  # the configured budget, exactly
+
+
+def configured_parties(shared: dict[str, Any]) -> list[str]:
+    """The MPyC parties of a configuration, as ``SecureVerticalRegression.parties_for`` orders them, without importing
+    the estimator (``vertical.secure_parties``: no scikit-learn)."""
+    from ..vertical.secure_parties import regression_parties
+
+    params = shared["estimator"]
+    return regression_parties([p.name for p in shared["layout"].parties], params["colluders"], _helper(params))[0]
 
 
 def party(args: argparse.Namespace, name: str, holds_data: bool) -> int:
