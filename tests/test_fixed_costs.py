@@ -153,10 +153,10 @@ def test_the_reports_one_pass_dict_is_what_asdict_and_the_float_tags_give():
 @settings(max_examples=8, derandomize=True, database=None, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["gaussian", "laplace", "approx"]), st.sampled_from([1.0, 2.0, 4.0]),
                           st.sampled_from([None, "a", "b"])), min_size=1, max_size=4))
-def test_a_best_ledger_prices_through_its_members_exactly_as_the_best_accountant(nodes):
-    """``Ledger.cost_of`` under ``best`` takes each member's memoised answer and ``choose``s: the same Cost as
-    ``BestAccountant.cost``, bit for bit (it is what that accountant computes), and the report's totals then equal
-    the members' answers."""
+def test_a_best_ledger_leaves_each_members_own_answer_in_the_memo(nodes):
+    """``best`` keeps each member's answer in the cost memo as it prices (``BestAccountant._cost_afresh``): a member's
+    ``cost`` read afterwards (the report's per-accountant totals) is what that member computes afresh, bit for bit,
+    and the ledger's price is the accountant's."""
     from privsdr.accounting.events import ApproxEvent, GaussianEvent, LaplaceEvent
     from privsdr.accounting.scope import Scope
 
