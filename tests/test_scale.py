@@ -77,12 +77,14 @@ def test_chunks_give_the_in_memory_fit(data, case, budget):
     _assert_same_fit(memory, chunked, attr, 1e-10)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def _local_cluster():
-    """One worker process (the tasks, their data and their exceptions cross a process boundary, as on a real cluster),
-    started once per test process, not once per module visit: each worker spawns a fresh interpreter that imports
-    distributed and privsdr's estimators (~3 s of CPU), and conftest's LONGEST_FIRST runs this module's cluster tests
-    apart. Not the default client: dask arrays in other tests keep dask's own scheduler."""
+    """One worker process (the tasks, their data and their exceptions cross a process boundary, as on a real cluster;
+    each worker spawns a fresh interpreter that imports distributed and privsdr's estimators, ~3 s of CPU), for this
+    module's tests only: its scheduler's threads run in the test process, and a cluster left up for the session kept
+    them working (and allocating, inside other tests' tracemalloc windows) until the end. Keep this module's cluster
+    tests out of conftest's LONGEST_FIRST, so that they run together and the cluster starts once. Not the default
+    client: dask arrays in other tests keep dask's own scheduler."""
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0") as cluster, \
             distributed.Client(cluster, set_as_default=False) as client:

@@ -89,16 +89,21 @@ def test_the_frames_give_the_whole_inputs_rows_and_statistics():
 
 def test_a_streams_memory_does_not_grow_with_N():
     """Launcher and reader together hold a frame and a chunk, whatever N: the traced peak at 8x the rows stays within
-    a tenth of the larger N's whole int64 block (the whole block alone would be 8 N width bytes)."""
+    a tenth of the larger N's whole int64 block (the whole block alone would be 8 N width bytes). tracemalloc traces
+    every thread of the process, and another thread's allocations (a test process's own) can only add to a peak: each
+    N's peak is the least of three runs."""
     peaks = {}
     for N in (4 * SHARE_ROWS, 32 * SHARE_ROWS):
         job = layout(N)
-        tracemalloc.start()
-        try:
-            streamed(job, "alice", {"block": chunked_rows(N, WIDTHS["alice"], 2)}, keep=False)
-            peaks[N] = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        runs = []
+        for _ in range(3):
+            tracemalloc.start()
+            try:
+                streamed(job, "alice", {"block": chunked_rows(N, WIDTHS["alice"], 2)}, keep=False)
+                runs.append(tracemalloc.get_traced_memory()[1])
+            finally:
+                tracemalloc.stop()
+        peaks[N] = min(runs)
     small, large = peaks.values()
     block = 32 * SHARE_ROWS * WIDTHS["alice"] * 8
     assert large - small < block / 10, (peaks, block)
