@@ -487,6 +487,10 @@ MUTANTS = (
                   "        released = from_run(run, names, n=public_n, source=source)\n"
                   "        if c[\"shrink\"]:\n            released = Released({**released.arrays, \"y_sum\": released[\"y_sum\"] / 2}, released.scales, released.n, released.relation, released.source)\n"
                   "        return self._finish_released(released, run.report, calibrated, ledger, c, X_raw, shape[1])"),)),
+    Mutant("adassp_stacked_bootstrap_without_noise", "the certified fit's stacked bootstrap sees no change of its slopes (ratio 0: "
+           "never warns, never falls back towards the DP mean)",
+           "privsdr/released/regression.py", "            deltas = stacked_slopes(stacked) - b\n",
+           "            deltas = 0.0 * stacked_slopes(stacked)\n", ("tests/test_adassp.py",)),
     Mutant("adassp_fallback_reads_noise_free_sum", "the certified fit's DP mean reads the noise-free label sum (its release charged, unused)",
            "privsdr/algorithms/adassp.py", "        return self._finish_released(from_run(run, names, n=public_n, source=source), run.report, calibrated, ledger, c, X_raw, shape[1])",
            "        released = from_run(run, names, n=public_n, source=source)\n"

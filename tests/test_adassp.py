@@ -231,6 +231,23 @@ def test_the_noise_ratio_is_its_formula_on_a_hand_made_release():
     assert got == pytest.approx(math.sqrt(np.median(changes) / (b @ S @ b)), rel=1e-12)
 
 
+@pytest.mark.parametrize(("n", "eps", "with_lambda_min"), [(40, 0.3, True), (400, 1.0, True), (5000, 8.0, False)])
+def test_the_stacked_bootstrap_refits_every_draw_as_centred_solution_does(n, eps, with_lambda_min):
+    """The certified fit's noise ratio refits its bootstrap draws as one stack (``centred_slopes_stacked``): the same
+    ratio as refitting each draw with ``centred_solution`` (the per-draw loop), from noise-dominated to clear."""
+    from privsdr.released.regression import noise_ratio
+
+    X, y = linear_data(n, seed=11)
+    released = AdaSSPRegression(bound_x=1.0, bound_y=3.0, budget=Budget(eps, 1e-6), random_state=0).fit(X, y).released_
+    if not with_lambda_min:  # the lower bound then comes from the noisy Gram's own eigenvalue
+        released = Released({k: v for k, v in released.arrays.items() if k != "lambda_min"}, released.scales, 0, "add_remove", "test")
+    metric = adassp_module.centred_solution(released, 0.05, 1.0, 3.0)[5]
+    one = noise_ratio(released, lambda r: adassp_module.centred_solution(r, 0.05, 1.0, 3.0)[0], metric, np.random.default_rng(3))
+    stacked = noise_ratio(released, lambda r: adassp_module.centred_solution(r, 0.05, 1.0, 3.0)[0], metric, np.random.default_rng(3),
+                          stacked_slopes=lambda a: adassp_module.centred_slopes_stacked(a, released.scales, 0.05, 1.0, 3.0))
+    assert stacked == pytest.approx(one, rel=1e-9) and one > 0
+
+
 @pytest.mark.parametrize("block_bytes", [8, 8 * 12 * 7])
 def test_bootstrap_draws_made_in_blocks_are_the_draws_made_at_once(monkeypatch, block_bytes):
     """``renoised_draws`` bounds its memory by drawing blocks of draws (one draw, or 7 of 50, at a time here): the

@@ -28,7 +28,18 @@ def second_moment(X: FloatArray) -> FloatArray:
 
 
 def nearest_psd(S: FloatArray) -> FloatArray:
-    """Project a symmetric matrix onto the PSD cone (eigenvalues clipped at 0)."""
-    w, V = np.linalg.eigh((S + S.T) / 2.0)
-    psd: FloatArray = (V * np.maximum(w, 0.0)) @ V.T
-    return psd
+    """Project a symmetric matrix onto the PSD cone (eigenvalues clipped at 0).
+
+    A matrix that is positive definite already is its own projection: a Cholesky factorisation (several times
+    cheaper than ``eigh``) that succeeds says so, and the symmetrised matrix is returned as it is (the eigenvector
+    reconstruction would give it back up to rounding in the last bits)."""
+    sym: FloatArray = (S + S.T) / 2.0
+    try:
+        if not np.isfinite(sym).all():  # LAPACK's Cholesky need not stop on a NaN: the eigh path as before
+            raise np.linalg.LinAlgError
+        np.linalg.cholesky(sym)
+    except np.linalg.LinAlgError:
+        w, V = np.linalg.eigh(sym)
+        psd: FloatArray = (V * np.maximum(w, 0.0)) @ V.T
+        return psd
+    return sym

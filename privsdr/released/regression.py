@@ -123,10 +123,25 @@ DRAW_BLOCK_BYTES = 1 << 24
 def renoised_draws(released: Released, rng: np.random.Generator, reps: int, symmetric: Iterable[str] = ("xtx",)
                    ) -> Iterator[Released]:
     """``reps`` draws of ``renoised``, the same numbers as ``reps`` calls of it in a row, made in blocks of draws
-    (at most ``DRAW_BLOCK_BYTES`` of normals at a time, so that memory does not grow with ``reps``): one generator call
-    per block (a generator fills an array in order, so the normals of draw r, array by array, are row r of the
+    (``renoised_blocks``)."""
+    for count, stacked in _counted_blocks(released, rng, reps, symmetric):
+        for r in range(count):
+            yield attrs.evolve(released, arrays={name: draws[r] for name, draws in stacked.items()})
+
+
+def renoised_blocks(released: Released, rng: np.random.Generator, reps: int, symmetric: Iterable[str] = ("xtx",)
+                    ) -> Iterator[dict[str, np.ndarray]]:
+    """``renoised_draws``' arrays stacked on a leading axis of draws, a block of draws at a time (at most
+    ``DRAW_BLOCK_BYTES`` of normals at a time, so that memory does not grow with ``reps``): one generator call per
+    block (a generator fills an array in order, so the normals of draw r, array by array, are row r of the
     (reps, total) block, and blocks drawn in turn continue the same stream) and each array's noise computed for the
     block's draws at once."""
+    for _, stacked in _counted_blocks(released, rng, reps, symmetric):
+        yield stacked
+
+
+def _counted_blocks(released: Released, rng: np.random.Generator, reps: int, symmetric: Iterable[str]
+                    ) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
     square = set(symmetric)
     items = list(released.arrays.items())
     sizes = [value.size for _, value in items]
@@ -143,8 +158,7 @@ def renoised_draws(released: Released, rng: np.random.Generator, reps: int, symm
             scale = released.scales.get(name, 0.0)
             noise = symmetric_from_normals(scale, block) if name in square and value.ndim == 2 else scale * block
             stacked[name] = value + noise
-        for r in range(count):
-            yield attrs.evolve(released, arrays={name: draws[r] for name, draws in stacked.items()})
+        yield count, stacked
 
 
 def slope_gram(gram: np.ndarray, intercept: bool) -> np.ndarray:
@@ -181,16 +195,25 @@ def centring_variance(sum_x_sd: float, sum_y_sd: float, x_bar: np.ndarray, y_bar
 
 
 def noise_ratio(released: Released, slopes: Callable[[Released], np.ndarray], metric: np.ndarray, rng: np.random.Generator,
-                reps: int = 30, symmetric: Iterable[str] = ("xtx",)) -> float:
+                reps: int = 30, symmetric: Iterable[str] = ("xtx",),
+                stacked_slopes: Callable[[dict[str, np.ndarray]], np.ndarray] | None = None) -> float:
     """sqrt(noise / signal) of the module docstring: ``slopes(release)`` refits the slopes from a release, ``metric``
-    is S (0 with noise off; inf when the released signal b^T S b is not positive)."""
+    is S (0 with noise off; inf when the released signal b^T S b is not positive). ``stacked_slopes(arrays)``, when
+    given, refits a block of draws at once (``renoised_blocks``' arrays, a leading axis of draws; one row of slopes
+    per draw): the same draws and the same refits as ``slopes`` one draw at a time, up to the last bits of batched
+    linear algebra."""
     if all(s == 0 for s in released.scales.values()):
         return 0.0
     b = slopes(released)
     signal = float(b @ metric @ b)
     if not signal > 0:
         return math.inf
-    changes = []
+    changes: list[float] = []
+    if stacked_slopes is not None:
+        for stacked in renoised_blocks(released, rng, reps, symmetric):
+            deltas = stacked_slopes(stacked) - b
+            changes.extend(np.maximum(np.einsum("ri,ij,rj->r", deltas, metric, deltas), 0.0).tolist())
+        return math.sqrt(float(np.median(changes)) / signal)
     for draw in renoised_draws(released, rng, reps, symmetric):
         delta = slopes(draw) - b
         changes.append(max(float(delta @ metric @ delta), 0.0))
