@@ -21,9 +21,10 @@ from scipy import stats
 from sklearn.base import clone
 from sklearn.cross_decomposition import PLSRegression
 
-from privsdr import Budget, Ledger, SecureVerticalRegression, ValidationError, load_model
+from privsdr import Budget, Chunks, Ledger, SecureVerticalRegression, ValidationError, load_model
 from privsdr.audit import GDP, audit_estimator
 from privsdr.audit.secure_probe import in_process, run_in_process
+from privsdr.parties.layout import Layout, PartyInfo
 from privsdr.secure import SecureAggregationError
 from privsdr.secure.aggregate import node_job
 from privsdr.secure.crossproducts import grid_exponent, label_vector, party_block
@@ -109,6 +110,40 @@ def test_rows_beyond_a_partys_bound_are_clipped_by_that_party_never_refused(part
     Z = np.column_stack([*clipped, np.ones(len(y))])
     theta = np.linalg.lstsq(Z, np.clip(y, -3.0, 3.0), rcond=None)[0]
     assert np.allclose(est.coef_, theta[:-1], atol=2e-3)
+
+
+def test_parties_reading_their_rows_as_chunks_open_what_their_arrays_open(parties_here):
+    """Issue 34: a ``Chunks`` party (the label holder too) is checked in a first pass and streamed after the charge;
+    the opened statistics are exactly those of the same rows as arrays."""
+    blocks, y = data(n=300)
+
+    def chunks(block):
+        return Chunks(lambda: (block[i:i + 70] for i in range(0, len(block), 70)), n_rows=len(block), n_features=block.shape[1])
+
+    whole = exact(n_components=1).fit([Party("party0", blocks[0], y), Party("party1", blocks[1])])
+    chunked = exact(n_components=1).fit([Party("party0", chunks(blocks[0]), y), Party("party1", chunks(blocks[1]))])
+    for name in ("xtx", "xty"):
+        assert np.array_equal(whole.released_[name], chunked.released_[name]), name
+    assert np.array_equal(whole.coef_, chunked.coef_) and whole.intercept_ == chunked.intercept_
+
+
+def test_a_chunks_party_is_held_to_its_public_shape_before_anything_is_charged(tmp_path):
+    blocks, y = data(n=200)
+    journal = tmp_path / "budget.jsonl"
+    ledger = Ledger(Budget(1.0, 1e-6), journal=journal)
+    est = SecureVerticalRegression(row_bound=1.0, label_bound=2.0, budget=Budget(1.0, 1e-6), ledger=ledger)
+    cases = [(Chunks([blocks[1][:150]], n_rows=200, n_features=2), "declared n_rows"),
+             (Chunks([blocks[1]]), "n_rows and n_features"),
+             (Chunks([blocks[1][:, :1]], n_rows=200, n_features=2), "columns")]
+    for rows, match in cases:
+        with pytest.raises(ValidationError, match=match):
+            est.fit([Party("party0", blocks[0], y), Party("party1", rows)])
+    assert ledger.spent.epsilon == 0.0 and not Ledger.open(journal).charges
+    # one party's own run (``fit_party``) holds its Chunks to the public layout's rows and columns alike
+    layout = Layout(200, (PartyInfo("party0", 3, True), PartyInfo("party1", 2)))
+    assert est._own_data(layout, "party1", Party("party1", Chunks([blocks[1]], n_rows=200, n_features=2))).X.n_rows == 200
+    with pytest.raises(ValidationError, match="must hold 200 rows and 2 columns"):
+        est._own_data(layout, "party1", Party("party1", Chunks([blocks[1]], n_rows=199, n_features=2)))
 
 
 def test_the_fixed_point_grid_keeps_every_sum_inside_the_field_up_to_max_rows():

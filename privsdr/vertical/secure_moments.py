@@ -49,7 +49,7 @@ from ..algorithms.dpsir import sir_from_released
 from ..algorithms.mean_covariance import mean_covariance_from_released
 from ..errors import ValidationError
 from ..network.addresses import check_addresses
-from ..parties.layout import Layout, Party, check_parties, is_block_list, pooled_label
+from ..parties.layout import Layout, Party, is_block_list, pooled_label
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
 from ..released import Released, from_run, gram
@@ -61,6 +61,7 @@ from ..secure import crossproducts
 from ..secure.aggregate import agreed_parties, gram_job, secure_gram_release
 from .secure_parties import HELPER, mpc_parties
 from .secure_regression import _is_party_list, helpers_of, party_bounds
+from .secure_rows import checked_parties, read_block
 
 RELATION = "replace_one"
 #: the column groups of the slice indicators and of the constant (a data party may not take these names)
@@ -72,42 +73,6 @@ MAX_ROWS = 2**24
 def unit_scale(row_bound: float) -> float:
     """The public power of two s with s C in [2^-1/2, 2^1/2] (module docstring): a function of the public bound only."""
     return float(2.0 ** -round(math.log2(row_bound)))
-
-
-def read_block(X: Any, center: np.ndarray, scale: float, bound: float, exponent: int) -> Any:
-    """One party's integer block: (x - center) s clipped to ||.|| <= bound and rounded to the grid 2^e
-    (``crossproducts.party_block``). From an array, the int64 block; from ``Chunks``, after a first pass that checks
-    every chunk (finite, its width) and counts the rows against ``n_rows`` (before anything is agreed or charged), a
-    ``crossproducts.ColumnStream`` that reads the chunks again, clipping and rounding each, as the party's process
-    consumes its rows: only a chunk or two are in memory at a time, here and in the party's process."""
-    from ..rows import is_chunked
-
-    if not is_chunked(X):
-        return crossproducts.party_block((np.asarray(X, dtype=float) - center) * scale, bound, exponent)
-    rows = 0
-    for chunk in _checked_chunks(X, center.size):
-        rows += chunk.shape[0]
-    if rows != X.n_rows:
-        raise ValidationError(f"the chunks held {rows} rows, the party declared n_rows = {X.n_rows}")
-
-    def read() -> Any:
-        for chunk in _checked_chunks(X, center.size):
-            yield crossproducts.party_block((chunk - center) * scale, bound, exponent)
-
-    return crossproducts.ColumnStream(read, rows, center.size)
-
-
-def _checked_chunks(X: Any, width: int) -> Any:
-    for chunk in _chunks_of(X):
-        chunk = check_matrix(chunk, "a chunk of X", min_rows=1)
-        if chunk.shape[1] != width:
-            raise ValidationError(f"a chunk has {chunk.shape[1]} columns, the party declared {width}")
-        yield chunk
-
-
-def _chunks_of(X: Any) -> Any:
-    for chunk in X:
-        yield chunk[0] if isinstance(chunk, tuple) else chunk
 
 
 class _SecureVerticalMoments(PrivateEstimator):
@@ -163,7 +128,6 @@ class _SecureVerticalMoments(PrivateEstimator):
     def _layout_of(self, X: Any, y: Any) -> tuple[list[Party], Layout]:
         """The parties and their public layout, checked. A ``Party`` whose X is ``Chunks`` (with its public ``n_rows``
         and ``n_features``) is read later, chunk by chunk (``read_block``); every other block is checked here."""
-        from .._chunked import Chunks
         from .estimator import _pooled_blocks
 
         if _is_party_list(X):
@@ -176,15 +140,7 @@ class _SecureVerticalMoments(PrivateEstimator):
             if self._requires_y and y is None:
                 raise ValidationError(f"{type(self).__name__} requires y (the first block's party holds it), but the target y is None")
             parties = [Party(f"party{i}", b, y if i == 0 else None) for i, b in enumerate(blocks)]
-        chunked = {p.name: p for p in parties if isinstance(p.X, Chunks)}
-        for p in chunked.values():
-            if p.X.n_rows is None or p.X.n_features is None:
-                raise ValidationError(f"party {p.name!r}: Chunks need their public n_rows and n_features for a secure Gram")
-        # a Chunks party is checked on a zero-stride stand-in of its public shape (no N x p block is allocated)
-        checked, _ = check_parties([Party(p.name, np.broadcast_to(np.float64(0.0), (p.X.n_rows, p.X.n_features)), p.y, p.columns)
-                                    if p.name in chunked else p for p in parties], min_rows=2)
-        parties = [attrs.evolve(p, X=chunked[p.name].X) if p.name in chunked else p for p in checked]
-        return parties, Layout(checked[0].X.shape[0], tuple(p.info() for p in checked))
+        return checked_parties(parties, min_rows=2)
 
     def _groups(self, c: dict[str, Any], layout: Layout) -> list[crossproducts.Group]:
         return [crossproducts.Group(p.name, p.n_columns, p.name) for p in layout.parties]

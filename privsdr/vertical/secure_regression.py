@@ -24,6 +24,9 @@ party's own values in one row are a replacement of that row: (2 eps, (1 + e^eps)
 Bounds far apart: each party clips and rounds (x - x_center) s_i (``column_scales``) and the label holder
 (y - y_center) s_y (``label_scale``), powers of two read off the public bounds only; the coefficients are scaled back
 afterwards (post-processing).
+
+Memory: a data party may read its rows as ``Chunks`` (``secure_rows``): checked in a first pass before anything is
+agreed or charged, then read again and streamed to its party process as the secure cross-products consume them.
 """
 from __future__ import annotations
 
@@ -42,7 +45,7 @@ from ..algorithms.adassp import adassp_solution
 from ..errors import ValidationError
 from ..network.addresses import check_addresses
 from ..network.certificates import load_credentials
-from ..parties.layout import Layout, Party, check_parties, is_block_list
+from ..parties.layout import Layout, Party, is_block_list
 from ..persistence import model_class
 from ..plan import CalibratedPlan, Plan, Run
 from ..released import Released, from_run, gram, regression
@@ -61,6 +64,7 @@ from .secure_parties import (
     LABEL,
     regression_parties,
 )
+from .secure_rows import checked_parties, read_block
 
 RELATION = "add_remove"
 NODES = ("xtx", "xty")
@@ -229,11 +233,14 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
     def fit(self, X: Any, y: Any = None) -> SecureVerticalRegression:
         """Fit on ``Party`` objects, a list of column blocks and y, or a pooled X and y with ``n_parties``: every party
         runs as its own process on 127.0.0.1. Everything is checked before anything is charged; the nodes are charged
-        when every party process has agreed on the public job, before any noise share exists."""
+        when every party process has agreed on the public job, before any noise share exists. A ``Party`` whose X is
+        ``Chunks`` (with its public ``n_rows`` and ``n_features``) is read chunk by chunk: checked in a first pass,
+        then streamed to its party process after the charge (``secure_rows.read_block``), so its memory stays flat
+        in N (the label holder's y stays an array)."""
         from .estimator import as_parties
 
         X_raw = X
-        parties, layout = check_parties(as_parties(X, y, self.n_parties, type(self).__name__), min_rows=1)
+        parties, layout = checked_parties(as_parties(X, y, self.n_parties, type(self).__name__), min_rows=1)
         self._fit_layout(layout, {p.name: p for p in parties}, None, None, None)
         self._record_features(X_raw if not is_block_list(X_raw) and not _is_party_list(X_raw) else None,
                               sum(p.n_columns for p in layout.parties))
@@ -286,11 +293,12 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
         info = {p.name: p for p in layout.parties}.get(name)
         if info is None:
             raise ValidationError(f"{name!r} is not a party of the layout {[p.name for p in layout.parties]}")
-        party = check_parties([party], min_rows=1)[0][0]
-        if party.X.shape != (layout.n_rows, info.n_columns) or party.holds_label != info.holds_label:
+        [party], own = checked_parties([party], min_rows=1)
+        shape = (own.n_rows, own.parties[0].n_columns)  # a Chunks party's public n_rows and n_features
+        if shape != (layout.n_rows, info.n_columns) or party.holds_label != info.holds_label:
             raise ValidationError(f"{name!r} must hold {layout.n_rows} rows and {info.n_columns} columns"
                                   + (" and the label" if info.holds_label else " and no label")
-                                  + f" (the layout), got {party.X.shape[0]} x {party.X.shape[1]}"
+                                  + f" (the layout), got {shape[0]} x {shape[1]}"
                                   + (" with a label" if party.holds_label else ""))
         return party
 
@@ -331,12 +339,11 @@ class SecureVerticalRegression(RegressorMixin, PrivateEstimator):
                 if own in data:
                     data = {own: self._own_data(layout, own, data[own])}
                 ledger.preflight(calibrated)
-        arrays: dict[str, dict[str, np.ndarray]] = {}
+        arrays: dict[str, dict[str, Any]] = {}
         at = 0
         for name, w in zip(names, widths, strict=True):
-            if name in data:
-                centred = (data[name].X - c["x_center"][at:at + w]) * c["row_scales"][name]
-                arrays[name] = {"block": crossproducts.party_block(centred, c["bounds"][name], e)}
+            if name in data:  # an array's int64 block, or a Chunks party's stream (read again after the charge)
+                arrays[name] = {"block": read_block(data[name].X, c["x_center"][at:at + w], c["row_scales"][name], c["bounds"][name], e)}
                 if data[name].holds_label:
                     y_scaled = (np.asarray(data[name].y, dtype=float) - c["y_center"]) * c["label_scale"]
                     arrays[name]["label"] = crossproducts.label_vector(y_scaled, c["label_bound"], e)
