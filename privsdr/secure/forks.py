@@ -227,7 +227,14 @@ def server_for(parties: int, pythonpath: str) -> ForkServer | None:
         return _server
 
 
-def _close_at_exit() -> None:
+def running() -> ForkServer | None:
+    """This process's fork server, if one is up."""
+    server = _server
+    return server if server is not None and server.alive() else None
+
+
+def shutdown() -> None:
+    """End this process's fork server, if one is up (its children still running are SIGKILLed); run at exit."""
     global _server
     with _server_lock:
         if _server is not None and _server.owner == os.getpid():
@@ -245,7 +252,7 @@ def _forget_in_child() -> None:
     _server = None
 
 
-atexit.register(_close_at_exit)
+atexit.register(shutdown)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_in_child)
 
