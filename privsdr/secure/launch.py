@@ -1,6 +1,8 @@
 """Starting the parties of a secure aggregation as real processes, and ending exactly those.
 
-``Parties(job, inputs, names)`` starts ``python -m privsdr.secure.party`` once for each of ``names`` (MPyC's
+``Parties(job, inputs, names)`` starts ``python -m privsdr.secure.party`` once for each of ``names`` (several at
+once in their own groups: each forked from this process's fork server, a fresh interpreter that holds public
+modules only, ``forks``; otherwise a fresh interpreter each) (MPyC's
 options come from the job: ``party``; ``run_parties`` first gives the job free ports on 127.0.0.1 when it names no
 addresses, ``job.with_addresses``) and writes each one's public job and statistics on its stdin (a secure Gram's data
 party: its rows after ``go``, frame by frame as its process reads them, ``PartyProcess._stream``): nothing of a party's
@@ -25,7 +27,9 @@ that never connects ends the run with ``charge`` never called (``PartyFailed.cha
 Ending (issue 36): while processes run, SIGTERM and SIGHUP in the launcher's main thread raise ``Interrupted`` (a
 ``KeyboardInterrupt``, as SIGINT does) where the launcher is, so every ``finally`` ends the processes and a run
 that charged is closed as failed. If the launcher is killed outright (SIGKILL), Linux kills its party processes
-(each asks for ``PR_SET_PDEATHSIG``, ``party.die_with_launcher``), and they stop when their stdin closes; there is
+(each asks for ``PR_SET_PDEATHSIG``, ``party.die_with_launcher``, against the launcher or, for a forked party, the fork
+server, which ends its parties and exits when the launcher's end of its socket closes), and they stop when their stdin
+closes; there is
 no statistic on disk (a launcher killed before its parties connected leaves its private folder of links and
 run keys behind). ``run_own_party`` keeps the process in the caller's process group (whoever ends the
 caller's group ends it too); ``run_parties`` gives each a group of its own and ends them by group.
