@@ -88,12 +88,12 @@ class ForkServer:
             theirs.close()
         self.owner = os.getpid()
         self._lock = threading.Lock()
-        self._sock.settimeout(START_TIMEOUT)
+        self._sock.settimeout(START_TIMEOUT)  # and for every answer: a server that gives none in time is not used again
+        self.broken = False
         try:
             ready = self._sock.recv(64)
         except OSError:
             ready = b""
-        self._sock.settimeout(None)
         if ready != b"ready":
             self.close()
             raise RuntimeError("the party fork server did not start (its error is on stderr)")
@@ -103,15 +103,20 @@ class ForkServer:
         return self.proc.pid
 
     def alive(self) -> bool:
-        return self.owner == os.getpid() and self.proc.poll() is None
+        return self.owner == os.getpid() and not self.broken and self.proc.poll() is None
 
     def start(self, argv: Sequence[str], cwd: str | Path, env: Mapping[str, str]) -> ForkedProcess:
         return ForkedProcess(self, argv, cwd, env)
 
     def fork(self, request: Mapping[str, Any], fds: Sequence[int]) -> int:
         with self._lock:
-            socket.send_fds(self._sock, [json.dumps(request).encode()], list(fds))
-            answer = json.loads(self._sock.recv(1 << 16) or b"{}")
+            try:
+                socket.send_fds(self._sock, [json.dumps(request).encode()], list(fds))
+                answer = json.loads(self._sock.recv(1 << 16) or b"{}")
+            except OSError:  # no answer in time, or none at all: not used again (it ends its children at EOF)
+                self.broken = True
+                self._sock.close()
+                raise
         if "pid" not in answer:
             raise OSError(f"the party fork server could not fork: {answer.get('error', 'it is gone')}")
         return int(answer["pid"])
