@@ -17,12 +17,15 @@ Each child is what ``subprocess.Popen`` would have started (``ForkedProcess`` ha
 launcher uses: ``pid``, ``stdin``/``stdout``/``stderr`` pipes, ``poll``, ``wait(timeout)``, ``returncode``, ``kill``):
   - its stdin, stdout and stderr are pipes to the launcher, its working directory the party's folder, its environment
     the one the launcher sends (os.environ of the launcher at the request, ``LAUNCHER_ENV``, ``PYTHONPATH``), its
-    ``sys.argv``/``sys.path[0]`` those of ``python -m privsdr.secure.party`` in that folder; it runs ``party.main``;
+    ``sys.argv``/``sys.path[0]`` those of ``python -m privsdr.secure.party`` in that folder; it runs ``party.main``
+    (what an interpreter reads from the environment only when it starts, ``PYTHON*`` variables, is the server's: the
+    launcher's environment when the server started);
   - it leads a session and process group of its own before its PID reaches the launcher (the server waits for the
     child's ``setsid`` before it answers), so the launcher ends it by group exactly as a ``start_new_session`` child;
   - its exit status is the real one (``EXIT_*`` codes, ``-signal``): the server learns it with ``waitid(WNOWAIT)``,
-    writes it on a pipe of the launcher's and reaps the child only when the launcher has read it (``release``), so
-    the PID and group the launcher may signal cannot be reused before then;
+    writes it on a pipe of the launcher's and reaps the child only when the launcher has read it (``release``, which
+    returns once it is reaped, as ``Popen.wait`` does), so the PID and group the launcher may signal cannot be reused
+    before then;
   - the parent-death chain: the child asks ``PR_SET_PDEATHSIG`` against the server (``LAUNCHER_ENV`` carries the
     server's PID: ``party.die_with_launcher`` checks it), and the server dies with the launcher: when the launcher's
     end of their socket closes (the launcher exited or was killed; a fork of the launcher closes its copy at once,
@@ -122,9 +125,11 @@ class ForkServer:
         return int(answer["pid"])
 
     def release(self, pid: int) -> None:
-        """The launcher has read ``pid``'s exit status: the server may reap it."""
+        """The launcher has read ``pid``'s exit status: the server reaps it, and answers once it has (so that, as
+        with ``Popen.wait``, no trace of the process is left when the launcher's ``wait`` or ``poll`` returns)."""
         with self._lock, contextlib.suppress(OSError):
             self._sock.send(json.dumps({"release": pid}).encode())
+            self._sock.recv(1 << 16)
 
     def close(self, timeout: float = 5.0) -> None:
         """End the server (it SIGKILLs its children still running) and reap it."""
@@ -190,10 +195,10 @@ class ForkedProcess:
         with self._lock:
             if self.returncode is None:
                 raw = os.read(status, 64)
+                if raw:  # reaped before any thread sees the exit code (the lock)
+                    self._server.release(self.pid)
                 # no status: the server itself was killed, and its children with it (PR_SET_PDEATHSIG)
                 self.returncode = int(raw) if raw else -signal.SIGKILL
-                if raw:
-                    self._server.release(self.pid)
         return True
 
     def send_signal(self, sig: int) -> None:
@@ -304,6 +309,7 @@ def serve(fd: int) -> int:
                 del children[pid]
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(pid, 0)
+            sock.send(json.dumps({"released": pid}).encode())
             continue
         try:
             pid = _fork(request, fds, server, children)
