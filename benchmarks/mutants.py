@@ -815,6 +815,35 @@ MUTANTS = (
     Mutant("worst_path_max_not_sum", "the allocation takes the largest weight of whole-scope nodes for their sum",
            "privsdr/plan/graph.py", "        return sum_up([float(v) for v in values]) if values else 0.0",
            "        return max(values) if values else 0.0", ("tests/test_fixed_costs.py", "tests/test_ledger.py")),
+    # the party fork server (privsdr/secure/forks.py) must be a fresh interpreter: a fork of the launcher would hand every
+    # party the launcher's memory (every party's input, the launcher's secrets)
+    Mutant("secure_fork_server_forked_from_launcher", "the party fork server is a fork of the launcher, not a fresh interpreter",
+           "privsdr/secure/forks.py",
+           "            self.proc = subprocess.Popen([sys.executable, \"-m\", \"privsdr.secure.forks\", str(theirs.fileno())],\n"
+           "                                         pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,\n"
+           "                                         cwd=\"/\", env=env)\n",
+           "            pid = os.fork()\n"
+           "            if pid == 0:\n"
+           "                self._sock.close()\n"
+           "                os._exit(serve(theirs.fileno()))\n"
+           "            self.proc = _Forked(pid)  # type: ignore[assignment]\n",
+           ("tests/test_secure_forks.py::test_forked_parties_hold_nothing_private_of_the_launcher_or_of_each_other",),
+           more=(("privsdr/secure/forks.py", "\n\nclass ForkedProcess:",
+             "\n\nclass _Forked:\n"
+             "    def __init__(self, pid: int) -> None:\n"
+             "        self.pid, self.returncode = pid, None\n\n"
+             "    def poll(self) -> int | None:\n"
+             "        if self.returncode is None and os.waitpid(self.pid, os.WNOHANG)[0]:\n"
+             "            self.returncode = 0\n"
+             "        return self.returncode\n\n"
+             "    def wait(self, timeout: float | None = None) -> int:\n"
+             "        if self.returncode is None:\n"
+             "            os.waitpid(self.pid, 0)\n"
+             "            self.returncode = 0\n"
+             "        return 0\n\n"
+             "    def kill(self) -> None:\n"
+             "        os.kill(self.pid, signal.SIGKILL)\n\n\n"
+             "class ForkedProcess:"),)),
 )
 
 # issue 34: the Gram-block spec (privsdr/released/gram.py). Each rule of block_value halved once in the spec; one entry

@@ -1,6 +1,8 @@
 """Starting the parties of a secure aggregation as real processes, and ending exactly those.
 
-``Parties(job, inputs, names)`` starts ``python -m privsdr.secure.party`` once for each of ``names`` (MPyC's
+``Parties(job, inputs, names)`` starts ``python -m privsdr.secure.party`` once for each of ``names`` (several at
+once in their own groups: each forked from this process's fork server, a fresh interpreter that holds public
+modules only, ``forks``; otherwise a fresh interpreter each) (MPyC's
 options come from the job: ``party``; ``run_parties`` first gives the job free ports on 127.0.0.1 when it names no
 addresses, ``job.with_addresses``) and writes each one's public job and statistics on its stdin (a secure Gram's data
 party: its rows after ``go``, frame by frame as its process reads them, ``PartyProcess._stream``): nothing of a party's
@@ -25,7 +27,9 @@ that never connects ends the run with ``charge`` never called (``PartyFailed.cha
 Ending (issue 36): while processes run, SIGTERM and SIGHUP in the launcher's main thread raise ``Interrupted`` (a
 ``KeyboardInterrupt``, as SIGINT does) where the launcher is, so every ``finally`` ends the processes and a run
 that charged is closed as failed. If the launcher is killed outright (SIGKILL), Linux kills its party processes
-(each asks for ``PR_SET_PDEATHSIG``, ``party.die_with_launcher``), and they stop when their stdin closes; there is
+(each asks for ``PR_SET_PDEATHSIG``, ``party.die_with_launcher``, against the launcher or, for a forked party, the fork
+server, which ends its parties and exits when the launcher's end of its socket closes), and they stop when their stdin
+closes; there is
 no statistic on disk (a launcher killed before its parties connected leaves its private folder of links and
 run keys behind). ``run_own_party`` keeps the process in the caller's process group (whoever ends the
 caller's group ends it too); ``run_parties`` gives each a group of its own and ends them by group.
@@ -55,7 +59,9 @@ import numpy as np
 from ..errors import PrivsdrError, ValidationError
 from ..network.addresses import free_ports
 from ..network.certificates import Credentials, load_credentials, make_keys, party_credentials, private_config
+from . import forks
 from .crossproducts import CrossProducts, row_frames
+from .forks import ForkedProcess, ForkServer
 from .job import AggregationJob
 from .party import EXIT_DISAGREED, EXIT_UNCHARGED, LAUNCHER_ENV, ShareRefused, check_gram_input
 
@@ -130,7 +136,8 @@ class PartyProcess:
 
     def __init__(self, job: AggregationJob, index: int, inputs: Mapping[str, Any] | None, workdir: Path, *,
                  record_view: bool = False, python: str | None = None, decline: str | None = None, own_group: bool = True,
-                 routes: Mapping[int, str] | None = None, changed: threading.Event | None = None) -> None:
+                 routes: Mapping[int, str] | None = None, changed: threading.Event | None = None,
+                 server: ForkServer | None = None) -> None:
         self.name, self.job = job.parties[index], job
         #: set whenever the process reports a stage, writes an error line or ends (``Parties._wait`` waits on it)
         self.changed = changed if changed is not None else threading.Event()
@@ -143,16 +150,13 @@ class PartyProcess:
                 decline = "it refused its own input"
                 self.messages.append({"stage": "refused", "why": str(exc)})
                 self.errors.append(f"party {self.name!r} refused: {exc}")
-        command = [python or sys.executable, "-m", "privsdr.secure.party", "--index", str(index), "--digest", job.digest()]
+        argv = ["--index", str(index), "--digest", job.digest()]
         if decline is not None:
-            command += ["--decline", decline]
+            argv += ["--decline", decline]
         if record_view:
-            command.append("--record-view")
-        command += [f"--route={j}={address}" for j, address in (routes or {}).items()]
-        env = {**os.environ, LAUNCHER_ENV: str(os.getpid()),
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(_SOURCE), os.environ.get("PYTHONPATH")]))}
-        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     start_new_session=own_group, cwd=workdir, env=env)
+            argv.append("--record-view")
+        argv += [f"--route={j}={address}" for j, address in (routes or {}).items()]
+        self.proc = _start(argv, workdir, python, own_group, server)
         self._readers = [threading.Thread(target=self._read_messages, daemon=True),
                          threading.Thread(target=self._read_errors, daemon=True)]
         for reader in self._readers:
@@ -326,6 +330,23 @@ def stream_rows(write: Callable[[bytes], Any], products: CrossProducts, name: st
 _SOURCE = Path(__file__).resolve().parents[2]
 
 
+def _pythonpath() -> str:
+    return os.pathsep.join(filter(None, [str(_SOURCE), os.environ.get("PYTHONPATH")]))
+
+
+def _start(argv: list[str], workdir: Path, python: str | None, own_group: bool, server: ForkServer | None) -> subprocess.Popen[bytes] | ForkedProcess:
+    """``python -m privsdr.secure.party ARGV`` in ``workdir`` with pipes for stdin, stdout and stderr: forked by
+    ``server`` (``forks``: the same process, at the cost of a fork) or, without one, a fresh interpreter."""
+    env = {**os.environ, LAUNCHER_ENV: str(os.getpid()), "PYTHONPATH": _pythonpath()}
+    if server is not None and python is None and own_group:
+        try:
+            return server.start(argv, workdir, {**env, LAUNCHER_ENV: str(server.pid)})  # the party's parent: the server
+        except OSError:
+            pass  # the server is gone: a fresh interpreter, as without one
+    return subprocess.Popen([python or sys.executable, "-m", "privsdr.secure.party", *argv], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=own_group, cwd=workdir, env=env)
+
+
 def credentials_for(job: AggregationJob, certificates: str | Path | Mapping[str, str | Path] | None, folder: Path) -> dict[str, Credentials]:
     """Every party's checked credentials for a TLS job (module docstring); none for a plaintext one."""
     if not job.tls:
@@ -367,6 +388,8 @@ class Parties:
             os.chmod(self.folder, 0o700)
             credentials = dict(self._credentials) if self._credentials is not None else \
                 credentials_for(self.job, self._certificates, self.folder)
+            server = (forks.server_for(len(self.names), _pythonpath())
+                      if self._options["python"] is None and self._options["own_group"] else None)
             for name in self.names:
                 workdir = self.folder / f"party{self.job.index(name)}"
                 if name in credentials:
@@ -374,7 +397,7 @@ class Parties:
                 else:
                     workdir.mkdir(mode=0o700)
                 self.procs[name] = PartyProcess(self.job, self.job.index(name), self._inputs.get(name), workdir,
-                                                routes=self._routes.get(name), changed=self.changed,
+                                                routes=self._routes.get(name), changed=self.changed, server=server,
                                                 **self._options)  # type: ignore[arg-type]
         except BaseException:
             self._stack.close()
@@ -442,7 +465,7 @@ class Parties:
         told = time.monotonic()
         while True:
             self.changed.clear()  # before the checks: whatever happens after them wakes the wait below at once
-            failed = [(n, p.proc.returncode) for n, p in self.procs.items() if p.proc.poll() not in (None, 0)]
+            failed = [(n, code) for n, p in self.procs.items() if (code := p.proc.poll() or 0) != 0]
             if failed:  # a party whose rows this launcher could not stream stopped the others: name it
                 streamed = [(n, p.proc.wait(GRACE)) for n, p in self.procs.items() if p.stream_error is not None]
                 self._failed(*(streamed or failed)[0])

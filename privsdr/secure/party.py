@@ -9,7 +9,8 @@ its memory does not grow with N); the party writes its stages, one
 JSON line each, and finally its opened sum on its stdout (anything else a library prints goes to stderr). No
 statistic of this party, noised or not, is ever written to disk. The process asks Linux to kill it when its
 launcher dies (``prctl(PR_SET_PDEATHSIG, SIGKILL)``, checked against the launcher's PID in ``PRIVSDR_LAUNCHER_PID``
-in case the launcher died first), and stops as well when its stdin closes.
+in case the launcher died first; a party forked by the launcher's fork server, ``forks``, names the server there,
+which dies with the launcher), and stops as well when its stdin closes.
 
 Agreement before any charge (issue 33): the party checks its input against the public bounds (drawing no noise),
 then, once MPyC has connected every party, sends every other party the digest of its public job (``job.digest``:
@@ -96,7 +97,7 @@ EXIT_PEER_LOST = 7  #: a peer's connection dropped before the sum was opened (it
 EXIT_LAUNCHER_GONE = 8  #: this party's launcher closed its end of the pipe (it stopped or was killed)
 #: after every party was ready, a party's launcher could not charge its ledger: every party stopped before drawing a share
 EXIT_UNCHARGED = 9
-#: the environment variable that carries the launcher's PID (the parent-death check)
+#: the environment variable that carries the launcher's PID, or its fork server's (the parent-death check)
 LAUNCHER_ENV = "PRIVSDR_LAUNCHER_PID"
 #: the longest reason a party's note of refusal may carry to the others (it names a kind of failure, never data)
 WHY_LIMIT = 200
@@ -286,8 +287,9 @@ def waiting_for(mpc: Any, job: AggregationJob) -> list[str]:
 
 
 def die_with_launcher() -> None:
-    """Ask Linux to SIGKILL this process when the launcher that started it dies (``prctl(PR_SET_PDEATHSIG)``), and
-    stop now if it is already gone (it may have died before the request was made). A no-op off Linux."""
+    """Ask Linux to SIGKILL this process when the launcher that started it (or the launcher's fork server, ``forks``)
+    dies (``prctl(PR_SET_PDEATHSIG)``), and stop now if it is already gone (it may have died before the request was
+    made). A no-op off Linux."""
     expected = os.environ.get(LAUNCHER_ENV)
     if sys.platform.startswith("linux"):
         try:
@@ -754,8 +756,9 @@ def read_job(fd: int) -> tuple[AggregationJob, dict[str, Any], bool]:
 
 def peak_rss_kib() -> int:
     """This process's peak resident memory in KiB since it started (Linux: VmHWM of /proc/self/status, reset at exec;
-    getrusage's ru_maxrss would count the launcher's pages the process held between fork and exec), or 0 where it is
-    unknown. It tells the launcher what the run cost; it carries no data."""
+    getrusage's ru_maxrss would count the launcher's pages the process held between fork and exec; a party forked by
+    the fork server, ``forks``, counts from the server's preloaded modules, which it would have imported), or 0 where
+    it is unknown. It tells the launcher what the run cost; it carries no data."""
     try:
         with open("/proc/self/status") as status:
             for line in status:

@@ -1,0 +1,421 @@
+"""Party processes that cost a fork, not an interpreter start: one fork server per launching process.
+
+A party process (``python -m privsdr.secure.party``) spends ~0.3 s of CPU starting an interpreter and importing
+numpy, gmpy2, asyncio, ssl and privsdr's party modules before it does anything. When a launcher starts more than one
+party (``launch.Parties`` with ``own_group``: every party of a one-machine run), it starts instead, once, a *fresh*
+interpreter (``python -m privsdr.secure.forks``, never a fork of the launcher, whose memory holds private data) that
+imports those public modules (``PRELOAD``; no module of MPyC: ``mpyc`` parses ``sys.argv`` and writes
+``os.environ`` when imported, so the party imports it itself after its argv is set, as before) and then forks one
+child per party on request. The server receives argv, a working directory, an environment and four file descriptors
+per party, nothing else: never a row, a statistic or a key (a party's job and input reach the child on its stdin,
+straight from the launcher, as in a fresh process). A forked child therefore holds only public modules and what its
+own stdin brings; every random number it draws comes from the operating system (``secrets``), never from state
+inherited from the server (Python's ``random`` is reseeded at fork; nothing in a party uses numpy's global one); it
+shares the server's string-hash seed, which protects no data.
+
+Each child is what ``subprocess.Popen`` would have started (``ForkedProcess`` has the part of Popen's interface the
+launcher uses: ``pid``, ``stdin``/``stdout``/``stderr`` pipes, ``poll``, ``wait(timeout)``, ``returncode``, ``kill``):
+  - its stdin, stdout and stderr are pipes to the launcher, its working directory the party's folder, its environment
+    the one the launcher sends (os.environ of the launcher at the request, ``LAUNCHER_ENV``, ``PYTHONPATH``), its
+    ``sys.argv``/``sys.path[0]`` those of ``python -m privsdr.secure.party`` in that folder; it runs ``party.main``
+    (what an interpreter reads from the environment only when it starts, ``PYTHON*`` variables, is the server's: the
+    launcher's environment when the server started);
+  - it leads a session and process group of its own before its PID reaches the launcher (the server waits for the
+    child's ``setsid`` before it answers), so the launcher ends it by group exactly as a ``start_new_session`` child;
+  - its exit status is the real one (``EXIT_*`` codes, ``-signal``): the server learns it with ``waitid(WNOWAIT)``,
+    writes it on a pipe of the launcher's and reaps the child only when the launcher has read it (``release``, which
+    returns once it is reaped, as ``Popen.wait`` does), so the PID and group the launcher may signal cannot be reused
+    before then;
+  - the parent-death chain: the child asks ``PR_SET_PDEATHSIG`` against the server (``LAUNCHER_ENV`` carries the
+    server's PID: ``party.die_with_launcher`` checks it), and the server dies with the launcher: when the launcher's
+    end of their socket closes (the launcher exited or was killed; a fork of the launcher closes its copy at once,
+    ``os.register_at_fork``), the server SIGKILLs every child still running, by group, and exits. A party whose stdin
+    closes stops, as before.
+
+The server lives in the launcher's process group (ignoring SIGINT, so that a Ctrl-C reaches the launcher, whose
+``finally`` ends the parties) and is ended by the launcher at exit (``atexit``): it is a process the launcher
+started, and nothing is left once the launcher is gone. ``python=`` (another interpreter), a launcher's own party
+in the caller's process group (``own_group=False``: ``run_own_party``, the per-host CLIs), one party alone when no
+server is up yet, platforms other than Linux, and ``PRIVSDR_FORK_PARTIES=0`` keep ``subprocess.Popen`` of a fresh
+interpreter.
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import gc
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import traceback
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+#: the public modules a party imports before it reads its stdin (never ``mpyc``: module docstring)
+PRELOAD = ("numpy", "gmpy2", "asyncio", "ssl", "privsdr.secure.party")
+#: "0" in the launcher's environment: every party from a fresh interpreter
+SWITCH = "PRIVSDR_FORK_PARTIES"
+#: the longest the launcher waits for the server to import ``PRELOAD`` and say it is ready (seconds)
+START_TIMEOUT = 120.0
+#: exit code of a child whose server was gone before it could ask to die with it (``party.EXIT_LAUNCHER_GONE``)
+_GONE = 8
+_PR_SET_PDEATHSIG = 1
+
+
+def available() -> bool:
+    """Whether parties may be forked here (Linux, and not switched off)."""
+    return (sys.platform.startswith("linux") and hasattr(os, "fork") and hasattr(socket, "send_fds")
+            and os.environ.get(SWITCH, "1") != "0")
+
+
+# -- the launcher's side -----------------------------------------------------------------------------------------------
+class ForkServer:
+    """The launcher's handle on its server process (module docstring); ``start(argv, cwd, env)`` forks one party."""
+
+    def __init__(self, pythonpath: str) -> None:
+        self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = {**os.environ, "PYTHONPATH": pythonpath}
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", "privsdr.secure.forks", str(theirs.fileno())],
+                                         pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         cwd="/", env=env)
+        finally:
+            theirs.close()
+        self.owner = os.getpid()
+        self._lock = threading.Lock()
+        self._sock.settimeout(START_TIMEOUT)  # and for every answer: a server that gives none in time is not used again
+        self.broken = False
+        try:
+            ready = self._sock.recv(64)
+        except OSError:
+            ready = b""
+        if ready != b"ready":
+            self.close()
+            raise RuntimeError("the party fork server did not start (its error is on stderr)")
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.owner == os.getpid() and not self.broken and self.proc.poll() is None
+
+    def start(self, argv: Sequence[str], cwd: str | Path, env: Mapping[str, str]) -> ForkedProcess:
+        return ForkedProcess(self, argv, cwd, env)
+
+    def fork(self, request: Mapping[str, Any], fds: Sequence[int]) -> int:
+        with self._lock:
+            try:
+                socket.send_fds(self._sock, [json.dumps(request).encode()], list(fds))
+                answer = json.loads(self._sock.recv(1 << 16) or b"{}")
+            except OSError:  # no answer in time, or none at all: not used again (it ends its children at EOF)
+                self.broken = True
+                self._sock.close()
+                raise
+        if "pid" not in answer:
+            raise OSError(f"the party fork server could not fork: {answer.get('error', 'it is gone')}")
+        return int(answer["pid"])
+
+    def release(self, pid: int) -> None:
+        """The launcher has read ``pid``'s exit status: the server reaps it, and answers once it has (so that, as
+        with ``Popen.wait``, no trace of the process is left when the launcher's ``wait`` or ``poll`` returns)."""
+        with self._lock, contextlib.suppress(OSError):
+            self._sock.send(json.dumps({"release": pid}).encode())
+            self._sock.recv(1 << 16)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """End the server (it SIGKILLs its children still running) and reap it."""
+        with contextlib.suppress(OSError):
+            self._sock.close()
+        if self.owner != os.getpid():
+            return
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class ForkedProcess:
+    """One party forked by the server: the part of ``subprocess.Popen``'s interface the launcher uses (binary pipes)."""
+
+    def __init__(self, server: ForkServer, argv: Sequence[str], cwd: str | Path, env: Mapping[str, str]) -> None:
+        self.args, self._server = list(argv), server
+        self.returncode: int | None = None
+        self._lock = threading.Lock()
+        ours: list[int] = []  # stdin's write end; stdout's, stderr's and the exit status's read ends
+        theirs: list[int] = []  # the other ends: the child's stdin, stdout, stderr; the server's status pipe
+        try:
+            for direction in ("in", "out", "err", "status"):
+                r, w = os.pipe()
+                ours.append(w if direction == "in" else r)
+                theirs.append(r if direction == "in" else w)
+            self.pid = server.fork({"argv": self.args, "cwd": str(cwd), "env": dict(env)}, theirs)
+        except BaseException:
+            for fd in ours:
+                os.close(fd)
+            raise
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        self.stdin: IO[bytes] | None = open(ours[0], "wb")  # noqa: SIM115 - closed by the launcher (PartyProcess.end)
+        self.stdout: IO[bytes] | None = open(ours[1], "rb")  # noqa: SIM115
+        self.stderr: IO[bytes] | None = open(ours[2], "rb")  # noqa: SIM115
+        self._status: int | None = ours[3]
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._collect(0.0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None and not self._collect(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout)  # type: ignore[arg-type]
+        assert self.returncode is not None
+        return self.returncode
+
+    def _collect(self, timeout: float | None) -> bool:
+        """Read the exit status once the server writes it (within ``timeout`` s); True when it is known."""
+        status = self._status
+        if status is None:
+            return self.returncode is not None
+        try:
+            if not select.select([status], [], [], timeout)[0]:
+                return False
+        except (OSError, ValueError):  # closed meanwhile by another thread that read it
+            return self.returncode is not None
+        with self._lock:
+            if self.returncode is None:
+                raw = os.read(status, 64)
+                if raw:  # reaped before any thread sees the exit code (the lock)
+                    self._server.release(self.pid)
+                # no status: the server itself was killed, and its children with it (PR_SET_PDEATHSIG)
+                self.returncode = int(raw) if raw else -signal.SIGKILL
+        return True
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:  # not yet released: the server holds it (a zombie at most), so the PID is still its own
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def __del__(self) -> None:
+        status, self._status = getattr(self, "_status", None), None
+        if status is not None:
+            with contextlib.suppress(OSError):
+                os.close(status)
+
+
+_server: ForkServer | None = None
+_server_lock = threading.Lock()
+
+
+def server_for(parties: int, pythonpath: str) -> ForkServer | None:
+    """The fork server to start ``parties`` party processes from, started now when there are several and none is up;
+    None: start them as fresh interpreters (``available``, module docstring)."""
+    global _server
+    if not available():
+        return None
+    with _server_lock:
+        if _server is not None and not _server.alive():
+            _server.close(0.0)
+            _server = None
+        if _server is None and parties > 1:
+            try:
+                _server = ForkServer(pythonpath)
+            except (OSError, RuntimeError):
+                return None  # fresh interpreters, as without a server
+        return _server
+
+
+def running() -> ForkServer | None:
+    """This process's fork server, if one is up."""
+    server = _server
+    return server if server is not None and server.alive() else None
+
+
+def shutdown() -> None:
+    """End this process's fork server, if one is up (its children still running are SIGKILLed); run at exit."""
+    global _server
+    with _server_lock:
+        if _server is not None and _server.owner == os.getpid():
+            _server.close()
+        _server = None
+
+
+def _forget_in_child() -> None:
+    """A fork of the launcher neither uses nor keeps its parent's server: the server must see EOF when the launcher dies."""
+    global _server, _server_lock
+    _server_lock = threading.Lock()
+    if _server is not None:
+        with contextlib.suppress(OSError):
+            _server._sock.close()
+    _server = None
+
+
+atexit.register(shutdown)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
+
+
+# -- the server --------------------------------------------------------------------------------------------------------
+def _die_with_parent() -> None:
+    """``PR_SET_PDEATHSIG``: SIGKILL this process when the one that forked it dies."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def serve(fd: int) -> int:
+    """The server's loop (module docstring): import ``PRELOAD``, say ``ready``, fork a party per request, report each
+    exit status, reap a child once released; when the launcher's end closes, SIGKILL the children left and return."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the launcher's to handle
+    for name in PRELOAD:
+        importlib.import_module(name)
+    gc.freeze()  # the preloaded objects stay out of the children's collections (their pages stay shared)
+    sock = socket.socket(fileno=fd)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    signal.set_wakeup_fd(wake_w)
+    sock.sendall(b"ready")
+    children: dict[int, int | None] = {}  # pid -> the write end of its status pipe (None once written)
+    server = (sock.fileno(), wake_r, wake_w)
+    while True:
+        ready = select.select([server[0], wake_r], [], [])[0]
+        if wake_r in ready:
+            with contextlib.suppress(BlockingIOError):
+                while os.read(wake_r, 512):
+                    pass
+        _report(children)
+        if server[0] not in ready:
+            continue
+        message, fds, _, _ = socket.recv_fds(sock, 1 << 20, 4)
+        if not message:  # the launcher is gone (exited, killed): so are its parties
+            break
+        request = json.loads(message)
+        if "release" in request:
+            pid = int(request["release"])
+            if pid in children and children[pid] is None:
+                del children[pid]
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
+            sock.send(json.dumps({"released": pid}).encode())
+            continue
+        try:
+            pid = _fork(request, fds, server, children)
+        except OSError as exc:
+            for passed in fds:
+                os.close(passed)
+            sock.send(json.dumps({"error": str(exc)}).encode())
+            continue
+        children[pid] = fds[3]
+        sock.send(json.dumps({"pid": pid}).encode())
+    for pid in children:
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)  # each leads its own group (``_fork``); a zombie ignores it
+    for pid in children:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+    return 0
+
+
+def _report(children: dict[int, int | None]) -> None:
+    """Write the exit status of every child that ended (not reaped: its PID stays reserved until released)."""
+    for pid, out in list(children.items()):
+        if out is None:
+            continue
+        try:
+            info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            info = None
+        if info is None:
+            continue
+        code = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+        with contextlib.suppress(OSError):
+            os.write(out, str(code).encode())
+        os.close(out)
+        children[pid] = None
+
+
+def _fork(request: Mapping[str, Any], fds: Sequence[int], server: Sequence[int], children: Mapping[int, int | None]) -> int:
+    """Fork one party; return its PID once it leads a session of its own. The server's copies of ``fds`` except the
+    status pipe are closed here."""
+    if len(fds) != 4:
+        raise OSError(f"a party needs 4 file descriptors, got {len(fds)}")
+    me = os.getpid()
+    started_r, started_w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: nothing below returns
+        try:
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            os.close(started_r)
+            os.setsid()
+            _die_with_parent()
+            if os.getppid() != me:
+                os._exit(_GONE)
+            os.close(started_w)  # the server answers the launcher now
+            for inherited in [*server, *(out for out in children.values() if out is not None)]:
+                os.close(inherited)
+            _child(request, fds)
+        except BaseException:  # noqa: BLE001 - before the party's own code ran (e.g. its folder is gone)
+            traceback.print_exc()
+        finally:
+            os._exit(1)
+    os.close(started_w)
+    os.read(started_r, 1)  # EOF: the child has its own session (or is gone already)
+    os.close(started_r)
+    for passed in fds[:3]:
+        os.close(passed)
+    return pid
+
+
+def _child(request: Mapping[str, Any], fds: Sequence[int]) -> None:
+    """``python -m privsdr.secure.party ARGV`` in ``cwd`` with ``env``, from here on (module docstring)."""
+    import tempfile
+
+    for target, passed in zip((0, 1, 2), fds[:3], strict=True):
+        os.dup2(passed, target)
+    for passed in fds:
+        os.close(passed)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    tempfile.tempdir = None  # TMPDIR is read again, as a fresh process reads it
+    from . import party
+
+    sys.argv = [str(party.__file__), *request["argv"]]
+    if sys.path:
+        sys.path[0] = os.getcwd()  # as ``python -m`` puts it
+    try:
+        code: Any = party.main(request["argv"])
+    except SystemExit as exc:
+        code = exc.code
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)  # as the interpreter ends on an uncaught KeyboardInterrupt
+        code = 1
+    except BaseException:  # noqa: BLE001 - printed and exit code 1, as the interpreter does
+        traceback.print_exc()
+        code = 1
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    party.exit_now(code or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(serve(int(sys.argv[1])))
