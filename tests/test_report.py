@@ -278,3 +278,25 @@ def test_to_json_is_the_json_of_to_dict_byte_for_byte(noisy_fit, diagnostics, no
     edited = attrs.evolve(report, diagnostics=diagnostics, nodes=nodes)
     assert edited.to_json(indent=indent) == json.dumps(edited.to_dict(), indent=indent, sort_keys=False)
     _strict_json(edited.to_json(indent=indent))
+
+
+def test_the_totals_are_each_accountants_own_answer_at_the_ledgers_delta():
+    """The report's per-accountant totals (memoised on the charges, the slack and the ledger's delta) are what each
+    accountant computes afresh at that ledger's delta: the same plan on ledgers of two deltas gets two answers."""
+    from privsdr.accounting import AdvancedAccountant, PldAccountant, RdpAccountant
+    from privsdr.accounting.accountants import default_slack
+
+    plan = Plan("totals", public_params={})
+    plan.add("a", "gaussian", Sensitivity(1.0, "l2"))
+    plan.add("b", "laplace", Sensitivity(1.0, "l1"))
+    calibrated = plan.allocate(Budget(1.0, 1e-6))
+    seen = []
+    for delta in (1e-5, 1e-3):
+        ledger = Ledger(Budget(10.0, delta), accountant="rdp")
+        _, report = execute(calibrated, ledger, {"a": lambda parents: 0.0, "b": lambda parents: 0.0}, random_state=0)
+        charges = calibrated.charges()
+        fresh = {acc.name: acc._cost_afresh(charges).to_dict() for acc in (
+            BasicAccountant(), AdvancedAccountant(default_slack(delta), delta), RdpAccountant(delta), PldAccountant(target_delta=delta))}
+        assert report.totals == fresh
+        seen.append(report.totals)
+    assert seen[0]["rdp"] != seen[1]["rdp"] and seen[0]["advanced"] != seen[1]["advanced"]
