@@ -242,7 +242,8 @@ class Run:
             if part is None or not part.rows:
                 continue
             cell_rows = self.row_cells[partition][cell]
-            allowed = cell_rows if allowed is None else np.intersect1d(allowed, cell_rows)
+            # both sorted and unique (``_sorted_unique``): the intersection needs no np.unique of either
+            allowed = cell_rows if allowed is None else np.intersect1d(allowed, cell_rows, assume_unique=True)
         return allowed
 
     def _check_rows(self, name: str, rows: Any) -> np.ndarray | None:
@@ -254,8 +255,8 @@ class Run:
                                 "value reads), which must lie in that cell")
             return None
         read = _sorted_unique(rows)
-        if allowed is not None and not np.all(np.isin(read, allowed)):
-            outside = int(np.sum(~np.isin(read, allowed)))
+        if allowed is not None and not np.all(np.isin(read, allowed, assume_unique=True)):  # both sorted and unique
+            outside = int(np.sum(~np.isin(read, allowed, assume_unique=True)))
             raise PlanError(f"node {name!r} is charged to {self.plan.nodes[name].scope} but reads {outside} rows outside it: "
                             "a release must be charged to every record it reads")
         return read
