@@ -156,12 +156,14 @@ def _contains(step: Any, target: Any) -> bool:
 
 def _enclosing_pipelines(estimator: Any, depth: int = 80) -> list[Any]:
     """The Pipelines on the call stack (innermost first) that hold ``estimator`` itself."""
-    if "sklearn.pipeline" not in sys.modules:
+    module = sys.modules.get("sklearn.pipeline")
+    if module is None:
         return []
+    pipeline_globals = vars(module)  # a frame of sklearn.pipeline's code runs in this very dict (one identity test a frame)
     found: list[Any] = []
     frame: FrameType | None = sys._getframe(1)
     while frame is not None and depth > 0:
-        if frame.f_globals.get("__name__") == "sklearn.pipeline":
+        if frame.f_globals is pipeline_globals:
             owner = frame.f_locals.get("self")
             if _is_pipeline(owner) and not any(owner is p for p in found) and _contains(owner, estimator):
                 found.append(owner)

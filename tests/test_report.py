@@ -254,3 +254,49 @@ def test_report_metadata(noisy_fit):
     assert report.data_shape == [60, 3]
     assert report.accountant["name"] == "best"
     assert report.spent == (report.budget["spent_by_run"]["epsilon"], report.budget["spent_by_run"]["delta"])
+
+
+_FLOATS = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, -0.0, 1e-300, 1.5]))
+_VALUES = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-5, 5), _FLOATS, st.text(max_size=4)),
+                       lambda inner: st.one_of(st.lists(inner, max_size=3), st.tuples(inner, inner),
+                                               st.dictionaries(st.text(max_size=3), inner, max_size=3)), max_leaves=8)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None)
+@given(diagnostics=st.dictionaries(st.text(max_size=3), _VALUES, max_size=4), node_params=st.dictionaries(st.text(max_size=3), _VALUES, max_size=2),
+       indent=st.sampled_from([None, 2]))
+@example(diagnostics={"x": float("inf")}, node_params={}, indent=None)
+@example(diagnostics={}, node_params={"y": (float("nan"), [1.0])}, indent=2)
+def test_to_json_is_the_json_of_to_dict_byte_for_byte(noisy_fit, diagnostics, node_params, indent):
+    """``to_json`` writes a report whose floats are all finite in one pass (the encoder meets the node records itself)
+    and falls back to ``to_dict`` when one is inf or NaN: either way the text is ``json.dumps(to_dict())``, key order,
+    the {"$float": ...} tags, tuples as lists and nested node records included."""
+    import attrs
+
+    report = noisy_fit.privacy_report_
+    nodes = [attrs.evolve(report.nodes[0], params=node_params), *report.nodes[1:]]
+    edited = attrs.evolve(report, diagnostics=diagnostics, nodes=nodes)
+    assert edited.to_json(indent=indent) == json.dumps(edited.to_dict(), indent=indent, sort_keys=False)
+    _strict_json(edited.to_json(indent=indent))
+
+
+def test_the_totals_are_each_accountants_own_answer_at_the_ledgers_delta():
+    """The report's per-accountant totals (memoised on the charges, the slack and the ledger's delta) are what each
+    accountant computes afresh at that ledger's delta: the same plan on ledgers of two deltas gets two answers."""
+    from privsdr.accounting import AdvancedAccountant, PldAccountant, RdpAccountant
+    from privsdr.accounting.accountants import default_slack
+
+    plan = Plan("totals", public_params={})
+    plan.add("a", "gaussian", Sensitivity(1.0, "l2"))
+    plan.add("b", "laplace", Sensitivity(1.0, "l1"))
+    calibrated = plan.allocate(Budget(1.0, 1e-6))
+    seen = []
+    for delta in (1e-5, 1e-3):
+        ledger = Ledger(Budget(10.0, delta), accountant="rdp")
+        _, report = execute(calibrated, ledger, {"a": lambda parents: 0.0, "b": lambda parents: 0.0}, random_state=0)
+        charges = calibrated.charges()
+        fresh = {acc.name: acc._cost_afresh(charges).to_dict() for acc in (
+            BasicAccountant(), AdvancedAccountant(default_slack(delta), delta), RdpAccountant(delta), PldAccountant(target_delta=delta))}
+        assert report.totals == fresh
+        seen.append(report.totals)
+    assert seen[0]["rdp"] != seen[1]["rdp"] and seen[0]["advanced"] != seen[1]["advanced"]

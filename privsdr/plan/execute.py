@@ -242,7 +242,8 @@ class Run:
             if part is None or not part.rows:
                 continue
             cell_rows = self.row_cells[partition][cell]
-            allowed = cell_rows if allowed is None else np.intersect1d(allowed, cell_rows)
+            # both sorted and unique (``_sorted_unique``): the intersection needs no np.unique of either
+            allowed = cell_rows if allowed is None else np.intersect1d(allowed, cell_rows, assume_unique=True)
         return allowed
 
     def _check_rows(self, name: str, rows: Any) -> np.ndarray | None:
@@ -254,8 +255,8 @@ class Run:
                                 "value reads), which must lie in that cell")
             return None
         read = _sorted_unique(rows)
-        if allowed is not None and not np.all(np.isin(read, allowed)):
-            outside = int(np.sum(~np.isin(read, allowed)))
+        if allowed is not None and not np.all(np.isin(read, allowed, assume_unique=True)):  # both sorted and unique
+            outside = int(np.sum(~np.isin(read, allowed, assume_unique=True)))
             raise PlanError(f"node {name!r} is charged to {self.plan.nodes[name].scope} but reads {outside} rows outside it: "
                             "a release must be charged to every record it reads")
         return read
@@ -363,15 +364,21 @@ def _totals(charges: list[Charge], ledger: Ledger) -> dict[str, dict[str, float]
     slack = getattr(ledger.accountant, "slack", None)
     if slack is None:
         slack = default_slack(ledger.budget.delta)
-    delta = ledger.budget.delta
+    return {name: None if cost is None else dict(cost) for name, cost in _totals_memo(tuple(charges), slack, ledger.budget.delta)}
+
+
+@functools.lru_cache(maxsize=1024)
+def _totals_memo(charges: tuple[Charge, ...], slack: float, delta: float) -> tuple[tuple[str, tuple[tuple[str, float], ...] | None], ...]:
+    """``_totals``' answer, memoised on what it reads (the four built-in accountants are pure functions of the charges,
+    the slack and the delta): every fit of one plan shape reports the same totals, which cost four memo look-ups."""
     accountants: list[Accountant] = [BasicAccountant(), AdvancedAccountant(slack, delta), RdpAccountant(delta), PldAccountant(target_delta=delta)]
-    out: dict[str, dict[str, float] | None] = {}
+    out: list[tuple[str, tuple[tuple[str, float], ...] | None]] = []
     for acc in accountants:
         try:
-            out[acc.name] = acc.cost(charges).to_dict() if charges else Cost.zero().to_dict()
+            out.append((acc.name, tuple((acc.cost(list(charges)) if charges else Cost.zero()).to_dict().items())))
         except Exception:  # an accountant that cannot compose these events is "not applicable"
-            out[acc.name] = None
-    return out
+            out.append((acc.name, None))
+    return tuple(out)
 
 
 def _status_line(status: Status, spent: Cost, accountant: str, relation: str, infinite: bool, nodes: list[str],

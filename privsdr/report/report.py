@@ -70,6 +70,14 @@ def _plain_fields(x: Any) -> Any:
     return x
 
 
+def _attrs_fields(x: Any) -> dict[str, Any]:
+    """The JSON encoder's hook: an attrs instance (a node record) as the dict of its fields, as ``_plain_fields`` gives."""
+    fields = getattr(type(x), "__attrs_attrs__", None)
+    if fields is None:
+        raise TypeError(f"Object of type {type(x).__name__} is not JSON serializable")
+    return {f.name: getattr(x, f.name) for f in fields}
+
+
 def _denum(x: Any) -> Any:
     if isinstance(x, dict):
         if set(x) == {FLOAT_TAG}:
@@ -149,7 +157,11 @@ class PrivacyReport:
 
     # -- serialisation ----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        data = _plain_fields(self)
+        return _plain_fields(self._top_level())
+
+    def _top_level(self) -> dict[str, Any]:
+        """The report's fields in ``to_dict``'s order, without the optional ones that are None, values as they are."""
+        data = {f.name: getattr(self, f.name) for f in attrs.fields(type(self))}
         for optional in ("model", "coverage", "trust_model", "filing"):
             if data[optional] is None:
                 del data[optional]  # reports without them keep exactly their earlier form
@@ -195,7 +207,13 @@ class PrivacyReport:
                             notes=[*self.notes, note])
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+        """``json.dumps(self.to_dict())``. Written in one pass when every float is finite (the encoder turns the node
+        records into dicts as it meets them and refuses inf and NaN), else through ``to_dict``, which tags them (``_num``):
+        every client upload carries one."""
+        try:
+            return json.dumps(self._top_level(), indent=indent, sort_keys=False, allow_nan=False, default=_attrs_fields)
+        except ValueError:  # an inf or NaN somewhere: its {"$float": ...} tag
+            return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PrivacyReport:
