@@ -38,6 +38,7 @@ def test_cross_val_score_accumulates_in_the_default_ledger_and_warns_from_the_se
     assert "fit number 3" in str(fresh[-1].message) and fresh[-1].filename == __file__
     tracker = privsdr.default_ledger()
     assert len(tracker.runs) == 3 and tracker.summary()["tracking"]
+    assert tracker.tracked_fits == sum(1 for run in tracker.runs if run.charged) == 3  # the count the warning reads
     eps, delta = _as_replace_one({"epsilon": 0.5, "delta": 1e-6}, "add_remove")
     # each fit spends its budget up to the tight calibration's rounding (inward), never more
     assert 3 * eps * (1 - 1e-3) <= tracker.spent.epsilon <= 3 * eps * (1 + 1e-9)

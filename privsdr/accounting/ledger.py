@@ -171,6 +171,7 @@ class Ledger:
         self.pid = os.getpid()  #: the process this account lives in (an in-memory account spends only there)
         self.tracking = False  #: the process's tracking ledger (``accounting.default``): no total, basic composition
         self._tracked: list[Cost] = []  #: a tracking ledger's charged costs, in order
+        self._tracked_fits = 0  #: a tracking ledger's runs that charged anything (``tracked_fits``)
         if journal is not None:
             self._attach(journal, journal_key)
 
@@ -315,6 +316,8 @@ class Ledger:
             run.charged.append(record["label"])
             if self.tracking:  # the running sums a tracking ledger reports (``_tracked_sum``)
                 self._tracked.extend(e.basic_cost() for e in run.charges[record["label"]].events)
+                if len(run.charged) == 1:  # its first charge: one more fit that released something
+                    self._tracked_fits += 1
         elif kind == "close":
             run = self._runs[record["run_id"]]
             run.closed = True
@@ -397,6 +400,13 @@ class Ledger:
         with self._lock:
             self._refresh()
             return list(self._runs.values())
+
+    @property
+    def tracked_fits(self) -> int:
+        """A tracking ledger's fits that released something (its runs with a charge), counted as they charge: the
+        number ``tracking.warn_if_earlier_fits`` reports without walking every run of the process."""
+        with self._lock:
+            return self._tracked_fits
 
     @property
     def spent(self) -> Cost:
@@ -695,6 +705,7 @@ def _unpickle_ledger(state: dict[str, Any]) -> Ledger:
     ledger._runs, ledger._batches = state["runs"], state["batches"]
     ledger._applied, ledger._generation, ledger._memo, ledger._journal = 0, 0, None, None
     ledger.report_to, ledger.report_as, ledger.tracking, ledger._tracked, ledger.pid = None, "", False, [], os.getpid()
+    ledger._tracked_fits = 0
     ledger._detached = reason or "it was unpickled from an in-memory ledger (the account stays with the original)"
     return ledger
 

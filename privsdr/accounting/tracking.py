@@ -56,7 +56,7 @@ def _caller_stacklevel() -> int:
 
 def warn_if_earlier_fits(tracker: Ledger, who: str) -> None:
     """``FreshBudgetWarning`` when this process's tracking ledger holds fits that released something."""
-    earlier = sum(1 for run in tracker.runs if run.charged)
+    earlier = tracker.tracked_fits
     if earlier:
         eps, delta = tracker.spent
         warnings.warn(
