@@ -84,3 +84,68 @@ def test_pride_held_out_test_does_not_import_scipy_stats(tmp_path):
         print("scipy.stats" in sys.modules)
         """, tmp_path)
     assert out.strip().splitlines()[-1] == "False"
+
+
+def test_a_secure_vertical_party_builds_and_prices_its_run_without_importing_scikit_learn(tmp_path):
+    """``vertical config --secure`` and the run a party process builds (``vertical party --secure``, ``vertical
+    helper``: ``vertical.secure_run.SecureRegressionRun``) in a fresh process import no scikit-learn, and give the
+    estimator's parties, plan and price (``SecureVerticalRegression``, in this process)."""
+    from privsdr.vertical.secure_regression import SecureVerticalRegression
+
+    out = _python("""
+        import json, sys
+        from privsdr.cli import main
+        from privsdr.cli.vertical_secure import _estimator, read_config
+        assert main(["vertical", "config", "shared.json", "--secure", "--party", "alice=2", "bob=3", "--rows", "300",
+                     "--label", "alice", "--epsilon", "1", "--row-bound", "4", "--label-bound", "6"]) == 0
+        shared = read_config("shared.json")
+        run = _estimator(shared["estimator"], shared["budget"], None, shared["accountant"])
+        cost = run.plan({"alice": 2, "bob": 3}).cost()
+        print(json.dumps({"parties": run.parties_for(shared["layout"]), "cost": [cost.epsilon, cost.delta],
+                          "heavy": [m for m in ("sklearn", "pandas") if m in sys.modules]}))
+        """, tmp_path)
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got["heavy"] == []
+    from privsdr import Budget
+    from privsdr.cli.vertical_secure import read_config
+
+    shared = read_config(str(tmp_path / "shared.json"))
+    est = SecureVerticalRegression(row_bound=4.0, label_bound=6.0, budget=Budget(1.0, shared["budget"].delta),
+                                   accountant=shared["accountant"])
+    cost = est.plan({"alice": 2, "bob": 3}).cost()
+    assert got["parties"] == est.parties_for(shared["layout"]) == ["helper", "alice", "bob"]
+    assert got["cost"] == [cost.epsilon, cost.delta]
+
+
+def test_ledger_show_of_a_basic_journal_does_not_import_dp_accounting(tmp_path, capsys):
+    """A run's RDP curve (``filters.RunProfile.rdp``, which needs dp-accounting) is computed only under a rule that
+    reads it: ``ledger show`` of a basic journal in a fresh process imports no dp-accounting and prints what this
+    process prints; a best journal's show does import it (its rule reads the curve)."""
+    from privsdr import Budget, Ledger, Plan, Sensitivity
+
+    for accountant in ("basic", "best"):
+        ledger = Ledger(Budget(10.0, 1e-6), accountant, journal=tmp_path / f"{accountant}.jsonl")
+        plan = Plan("unit", "replace_one")
+        plan.add("x", "gaussian", Sensitivity(1.0, "l2"), share=Budget(1.0, 1e-7))
+        calibrated = plan.allocate(Budget(1.0, 1e-7))
+        for _ in range(2):
+            r = ledger.reserve(calibrated)
+            r.charge("x")
+            r.close({"algorithm": "unit", "status": "certified"})
+    out = _python("""
+        import io, json, sys, contextlib
+        from privsdr.cli import main
+        shown = {}
+        for accountant in ("basic", "best"):
+            buffer = io.StringIO()
+            with contextlib.redirect_stdout(buffer):
+                assert main(["ledger", "show", accountant + ".jsonl", "--json"]) == 0
+            shown[accountant] = [json.loads(buffer.getvalue()), "dp_accounting" in sys.modules]
+        print(json.dumps(shown))
+        """, tmp_path)
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got["basic"][1] is False and got["best"][1] is True
+    for accountant in ("basic", "best"):
+        assert main(["ledger", "show", str(tmp_path / f"{accountant}.jsonl"), "--json"]) == 0
+        here = json.loads(capsys.readouterr().out)
+        assert got[accountant][0] == {**here, "journal": f"{accountant}.jsonl"}, accountant
