@@ -66,3 +66,19 @@ def check_vector(y: Any, name: str = "y") -> np.ndarray:
 def check_positive(value: Any, name: str) -> float:
     with privsdr_errors():
         return core.check_positive(value, name)
+
+
+def check_random_state(random_state: Any) -> Any:
+    """None, a non-negative int, a SeedSequence or a Generator (what the plan's seeding accepts)."""
+    if random_state is None or isinstance(random_state, (np.random.Generator, np.random.SeedSequence)):
+        return random_state
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool) and random_state >= 0:
+        return random_state
+    raise InputTypeError(f"random_state must be None, a non-negative int, a SeedSequence or a Generator, got {random_state!r}")
+
+
+def diagnostic_rng(random_state: Any) -> np.random.Generator:
+    """The randomness of a free diagnostic (a parametric bootstrap of the releases): a child stream of the fit's seed,
+    never the stream its noise came from; unseeded when the fit is."""
+    seed = random_state.integers(2**63) if isinstance(random_state, np.random.Generator) else random_state
+    return np.random.default_rng(None if seed is None else np.random.SeedSequence(int(seed)).spawn(2)[1])

@@ -11,7 +11,9 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from privsdr import Budget, Ledger, Plan, Sensitivity
 from privsdr.cli import main
 
 
@@ -29,28 +31,90 @@ LAYOUTS = {
 }
 
 
-def test_secure_keys_of_a_vertical_config_orders_the_parties_as_the_estimator_without_importing_scikit_learn(tmp_path):
-    """One fresh process makes the keys of three configurations (a helper or none): the folders follow
-    ``SecureVerticalRegression.parties_for`` (MPyC index i = the i-th party), and scikit-learn was never imported."""
+HEAVY = ("sklearn", "pandas", "scipy.stats", "dp_accounting")
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory):
+    """One fresh interpreter runs the commands made lighter (one start for all of them), and reports which heavy
+    modules it imported: ``secure keys --config`` of three configurations, the run a secure vertical party builds
+    (``vertical party --secure``, ``vertical helper``) and ``ledger show`` of a basic journal."""
+    folder = tmp_path_factory.mktemp("fresh")
     for tag, (parties, flags) in LAYOUTS.items():
-        assert main(["vertical", "config", str(tmp_path / f"{tag}.json"), "--secure", "--party", *parties, "--rows", "300",
+        assert main(["vertical", "config", str(folder / f"{tag}.json"), "--secure", "--party", *parties, "--rows", "300",
                      "--label", "alice", "--epsilon", "1", "--row-bound", "4", "--label-bound", "6", *flags]) == 0
+    ledger = Ledger(Budget(10.0, 1e-6), "basic", journal=folder / "basic.jsonl")
+    plan = Plan("unit", "replace_one")
+    plan.add("x", "gaussian", Sensitivity(1.0, "l2"), share=Budget(1.0, 1e-7))
+    calibrated = plan.allocate(Budget(1.0, 1e-7))
+    for _ in range(2):
+        r = ledger.reserve(calibrated)
+        r.charge("x")
+        r.close({"algorithm": "unit", "status": "certified"})
     out = _python(f"""
-        import json, sys
+        import contextlib, io, json, sys
         from privsdr.cli import main
+        from privsdr.cli.vertical_secure import _estimator, read_config
+        imported, before = {{}}, set()
+
+        def heavy():  # what this step imported of HEAVY (the steps before it imported none, or their tests fail)
+            now = {{m for m in {HEAVY!r} if m in sys.modules}}
+            return sorted(now - before), now
         for tag in {sorted(LAYOUTS)!r}:
             assert main(["secure", "keys", "keys_" + tag, "--config", tag + ".json"]) == 0
-        print(json.dumps([m for m in ("sklearn", "pandas", "scipy.stats") if m in sys.modules]))
-        """, tmp_path)
-    assert json.loads(out.strip().splitlines()[-1]) == []
-    from privsdr.cli.vertical_secure import _estimator, read_config
+        imported["keys"], before = heavy()
+        shared = read_config("two.json")
+        run = _estimator(shared["estimator"], shared["budget"], None, shared["accountant"])
+        party = {{"parties": run.parties_for(shared["layout"]), "plan": run.build_plan({{"alice": 2, "bob": 2}}).public_dict()}}
+        imported["party"], before = heavy()
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):
+            assert main(["ledger", "show", "basic.jsonl", "--json"]) == 0
+        imported["ledger"], before = heavy()
+        print(json.dumps({{"imported": imported, "party": party, "ledger": json.loads(buffer.getvalue())}}, default=str))
+        """, folder)
+    return folder, json.loads(out.strip().splitlines()[-1])
+
+
+def test_secure_keys_of_a_vertical_config_orders_the_parties_as_the_estimator_without_importing_scikit_learn(fresh):
+    """One fresh process makes the keys of three configurations (a helper or none): the folders follow
+    ``SecureVerticalRegression.parties_for`` (MPyC index i = the i-th party), and scikit-learn was never imported."""
+    folder, got = fresh
+    assert got["imported"]["keys"] == []
+    from privsdr.cli.vertical_secure import _helper, read_config
+    from privsdr.vertical.secure_regression import SecureVerticalRegression
 
     for tag in LAYOUTS:
-        shared = read_config(str(tmp_path / f"{tag}.json"))
-        expected = _estimator(shared["estimator"], shared["budget"], None).parties_for(shared["layout"])
-        made = {name: sorted(p.name for p in (tmp_path / f"keys_{tag}" / name).glob("party_*.crt")) for name in expected}
+        shared = read_config(str(folder / f"{tag}.json"))
+        expected = SecureVerticalRegression(**{**shared["estimator"], "helper": _helper(shared["estimator"])}).parties_for(shared["layout"])
+        made = {name: sorted(p.name for p in (folder / f"keys_{tag}" / name).glob("party_*.crt")) for name in expected}
         assert made == {name: [f"party_{i}.crt"] for i, name in enumerate(expected)}, tag
     assert len(expected) == 4  # the last layout has its helper first
+
+
+def test_a_secure_vertical_party_builds_its_run_without_importing_scikit_learn(fresh):
+    """The run a party process builds (``vertical party --secure``, ``vertical helper``: ``vertical.secure_run``'s
+    ``SecureRegressionRun``) imports no scikit-learn, and has the estimator's parties and plan
+    (``SecureVerticalRegression``, built in this process from the same configuration)."""
+    folder, got = fresh
+    assert got["imported"]["party"] == []
+    from privsdr.cli.vertical_secure import read_config
+    from privsdr.vertical.secure_regression import SecureVerticalRegression
+
+    shared = read_config(str(folder / "two.json"))
+    est = SecureVerticalRegression(**{**shared["estimator"], "helper": "auto"}, budget=shared["budget"])
+    plan = json.loads(json.dumps(est.build_plan({"alice": 2, "bob": 2}).public_dict(), default=str))
+    assert got["party"] == {"parties": ["helper", "alice", "bob"], "plan": plan}
+
+
+def test_ledger_show_of_a_basic_journal_does_not_import_dp_accounting(fresh, capsys):
+    """A run's RDP curve (``filters.RunProfile.rdp``, which needs dp-accounting) is computed only under a rule that
+    reads it: ``ledger show`` of a basic journal in a fresh process imports no dp-accounting and prints what this
+    process prints."""
+    folder, got = fresh
+    assert got["imported"]["ledger"] == []
+    assert main(["ledger", "show", str(folder / "basic.jsonl"), "--json"]) == 0
+    assert got["ledger"] == {**json.loads(capsys.readouterr().out), "journal": "basic.jsonl"}
 
 
 def test_pride_held_out_test_is_scipy_stats_norm_sf_bit_for_bit():

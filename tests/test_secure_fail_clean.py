@@ -172,11 +172,36 @@ def journals(folder):
     return {n: (folder / f"{n}.jsonl").read_bytes() if (folder / f"{n}.jsonl").exists() else None for n in ("helper", "bob", "alice")}
 
 
-@pytest.mark.parametrize("case", ["bad --report at alice", "bob's port taken"], ids=["report", "port"])
-def test_one_party_that_cannot_run_leaves_every_journal_as_it_was(tmp_path, case, warm_cli):
+CASES = ("bad --report at alice", "bob's port taken")
+
+
+def test_one_party_that_cannot_run_leaves_every_journal_as_it_was(tmp_path, warm_cli):
     """Issue 36 item 4 (three CLI parties, one fault): every party stops with a message, every journal is byte for
     byte what it was (alice's existing journal unchanged; the journals the others would create never appear). A NaN
-    in bob's CSV: ``test_the_documented_one_line_run_exits_non_zero_when_a_party_fails``."""
+    in bob's CSV: ``test_the_documented_one_line_run_exits_non_zero_when_a_party_fails``. The two cases run at once,
+    each in its own folder on its own ports: the others' wait for bob whose port is taken (its whole 5 s deadline)
+    covers the other case's run."""
+    setups, procs = {}, []
+    try:
+        for k, case in enumerate(CASES):
+            folder = tmp_path / f"case{k}"
+            folder.mkdir()
+            setups[case] = _cannot_run_setup(folder, case)
+        for setup in setups.values():
+            setup["procs"] = {name: start(warm_cli, args) for name, args in setup["commands"].items()}
+            procs += setup["procs"].values()
+        for setup in setups.values():
+            setup["done"] = {name: p.communicate(timeout=120) for name, p in setup["procs"].items()}
+    finally:
+        end_groups(procs)
+        for setup in setups.values():
+            if setup["held"] is not None:
+                setup["held"].close()
+    for case, setup in setups.items():
+        _check_cannot_run(case, setup)
+
+
+def _cannot_run_setup(tmp_path, case):
     write_csvs(tmp_path)
     cfg = config(tmp_path, timeout=5 if case == "bob's port taken" else 60)
     Ledger(Budget(10.0, 1e-6), journal=tmp_path / "alice.jsonl")
@@ -188,7 +213,6 @@ def test_one_party_that_cannot_run_leaves_every_journal_as_it_was(tmp_path, case
         held = socket.socket()
         held.bind(("127.0.0.1", int(json.loads(cfg.read_text())["addresses"][2].rsplit(":", 1)[1])))  # helper, alice, bob
         held.listen()
-    before = journals(tmp_path)
     commands = {"helper": ["vertical", "helper", "--config", cfg, "--journal", tmp_path / "helper.jsonl"],
                 "bob": ["vertical", "party", "--secure", "--config", cfg, "--name", "bob", "--data", tmp_path / "bob.csv",
                         "--journal", tmp_path / "bob.jsonl"],
@@ -196,15 +220,12 @@ def test_one_party_that_cannot_run_leaves_every_journal_as_it_was(tmp_path, case
                           "--target", "y", "--journal", tmp_path / "alice.jsonl", "--report", report]}
     for name, args in commands.items():
         args += ["--certs", tmp_path / "keys" / name]
-    procs = {}
-    try:
-        procs = {name: start(warm_cli, args) for name, args in commands.items()}
-        done = {name: p.communicate(timeout=120) for name, p in procs.items()}
-    finally:
-        end_groups(procs.values())
-        if held is not None:
-            held.close()
-    assert journals(tmp_path) == before  # nothing charged, nothing reserved, nothing created
+    return {"folder": tmp_path, "held": held, "commands": commands, "before": journals(tmp_path)}
+
+
+def _check_cannot_run(case, setup):
+    procs, done = setup["procs"], setup["done"]
+    assert journals(setup["folder"]) == setup["before"]  # nothing charged, nothing reserved, nothing created
     errs = {name: err for name, (_, err) in done.items()}
     assert all(procs[n].returncode not in (0, None) for n in procs), errs
     culprit = "alice" if case == "bad --report at alice" else "bob"

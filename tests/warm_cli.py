@@ -2,7 +2,7 @@
 
 A CLI party process (``vertical party --secure``, ``vertical helper``, ``fsir party``, ``vertical party``) spends most
 of its CPU importing scikit-learn (its estimator's base), SciPy's statistics, pandas and dp-accounting before it does
-anything of its own. ``WarmCli`` starts one server process per test session (``python warm_cli.py``) that imports
+anything of its own, and one that writes an HTML report (``--report NAME.html``) imports matplotlib for its chart. ``WarmCli`` starts one server process per test session (``python warm_cli.py``) that imports
 ``privsdr.cli`` and those third-party libraries only (no module of privsdr beyond what ``python -m privsdr`` imports at
 start, so a missing import in privsdr still fails as in a fresh process), then forks one child per request. Each
 child is a real process in a session and process group of its own (``start_new_session=True``), with its own stdin,
@@ -30,7 +30,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 #: what a CLI party imports before it does anything of its own (third-party only: see the module docstring)
-PRELOAD = ("privsdr.cli", "sklearn.base", "scipy.stats", "dp_accounting", "cryptography.x509")
+PRELOAD = ("privsdr.cli", "sklearn.base", "scipy.stats", "dp_accounting", "cryptography.x509", "matplotlib.figure",
+           "matplotlib.backends.backend_agg")
 
 
 class CliProcess:

@@ -69,12 +69,21 @@ RULES = ("basic", "advanced", "rdp", "gdp")
 
 @attrs.frozen
 class RunProfile:
-    """What one run (or one batch of plans declared up front) exposes one record to."""
+    """What one run (or one batch of plans declared up front) exposes one record to. ``rdp`` may be given as the
+    run's ``Exposure``: its curve (``rdp_of``, which imports dp-accounting) is then computed when first read, i.e.
+    only under a rule that reads it (rdp, best), never under basic or advanced."""
 
     epsilon: float  #: within-run guarantee at ``delta`` (any accountant: the run is non-adaptive)
     delta: float
-    rdp: tuple[float, ...] | None  #: worst-atom RDP at FILTER_ORDERS; None if an opaque (eps, delta) event
+    _rdp: Any = attrs.field(alias="rdp")  #: a tuple, None, or the Exposure it is computed from on first read
     mu: float | None  #: Gaussian-DP mu of the worst atom if every event is Gaussian, else None
+
+    @property
+    def rdp(self) -> tuple[float, ...] | None:
+        """Worst-atom RDP at FILTER_ORDERS; None if an opaque (eps, delta) event."""
+        if isinstance(self._rdp, Exposure):
+            object.__setattr__(self, "_rdp", rdp_of(self._rdp))  # computed once, then kept (frozen to the outside)
+        return self._rdp  # type: ignore[no-any-return]
 
 
 def _rdp_vector(events: Sequence[Event]) -> np.ndarray | None:
@@ -148,7 +157,7 @@ def _profile(charges: Sequence[Any], delta: float, accountant: Any) -> RunProfil
     if not events:
         return RunProfile(0.0, 0.0, tuple(0.0 for _ in FILTER_ORDERS), 0.0)
     cost = accountant.retarget(delta).cost(charges) if delta > 0 else accountant.retarget(0.0).cost(charges)
-    return RunProfile(float(cost.epsilon), float(delta), rdp_of(exp), mu_of(exp))
+    return RunProfile(float(cost.epsilon), float(delta), exp, mu_of(exp))
 
 
 # -- the rules ---------------------------------------------------------------------------------------

@@ -9,22 +9,26 @@ import numpy as np
 
 from .. import core
 from .._sklearn import SklearnEstimator
-from .._validation import check_matrix, check_positive, check_vector  # noqa: F401 (re-exported for the estimators)
-from ..accounting import Budget, Ledger, as_budget
-from ..accounting.default import fresh_ledger, ledger_for, remaining_budget
-from ..errors import InputTypeError, PlanError, ValidationError
+from .._validation import (  # noqa: F401 (re-exported for the estimators)
+    check_matrix,
+    check_positive,
+    check_random_state,
+    check_vector,
+    diagnostic_rng,
+)
+from ..errors import InputTypeError, ValidationError
 from ..mechanisms.secure import SAMPLERS
-from ..plan import Plan
+from ..plan.fit_budget import BudgetedFit, for_ledger  # noqa: F401 (re-exported for the estimators)
 
 
-class PrivateEstimator(SklearnEstimator):
+class PrivateEstimator(SklearnEstimator, BudgetedFit):
     """Base class of the estimators: a scikit-learn ``BaseEstimator`` (``privsdr._sklearn``: parameters
     stored as given in ``__init__``, validated in ``fit``; ``*_`` after fit; ``clone`` keeps the ledger).
 
     ``budget`` is what one fit may spend; ``ledger`` (optional) is the account it is charged to. Without
     ``ledger=`` the process's default ledger is used when one is configured (``privsdr.set_default_ledger``);
     otherwise a fresh ledger of the budget, whose fit is entered in the process's tracking ledger
-    (``accounting.default``). With only a ledger, the fit spends what remains of it.
+    (``accounting.default``). With only a ledger, the fit spends what remains of it (``plan.fit_budget.BudgetedFit``).
     """
 
     def _sampler(self) -> str:
@@ -33,45 +37,6 @@ class PrivateEstimator(SklearnEstimator):
         if sampler not in SAMPLERS:
             raise ValidationError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
         return str(sampler)
-
-    def _resolve_budget(self) -> tuple[Budget, Ledger]:
-        budget, ledger = getattr(self, "budget", None), getattr(self, "ledger", None)
-        if ledger is not None and not isinstance(ledger, Ledger):
-            raise ValidationError(f"ledger must be a privsdr.Ledger, got {type(ledger).__name__}")
-        ledger = ledger_for(self)
-        explicit = isinstance(budget, str) and budget == "remaining"  # asked for by name: no warning
-        if explicit:
-            budget = None
-        if budget is None:
-            if ledger is None:
-                raise ValidationError("give budget=Budget(epsilon, delta) or ledger=Ledger(...) "
-                                      "(or configure one with privsdr.set_default_ledger)")
-            budget = remaining_budget(ledger, type(self).__name__)
-            eps, delta = budget
-            if not explicit and (ledger.journal_path is not None or ledger.spent.epsilon > 0):
-                import warnings
-
-                from ..errors import WholeBudgetWarning
-
-                warnings.warn(f"budget=None: this {type(self).__name__} fit takes everything left in the ledger (eps = {eps:.4g}, "
-                              f"delta = {delta:.3g}), which leaves nothing for later fits on it; pass budget=Budget(epsilon, delta) "
-                              "to take a share, or budget=\"remaining\" to take it all without this warning", WholeBudgetWarning, stacklevel=3)
-        budget = as_budget(budget)
-        if ledger is None:
-            ledger = fresh_ledger(budget, getattr(self, "accountant", "best"), type(self).__name__)
-        return budget, ledger
-
-
-def for_ledger(plan: Plan, ledger: Ledger) -> Plan:
-    """The plan under its ledger's relation when the two differ and a sound conversion exists (``Plan.converted``:
-    add/remove -> replace-one, sensitivities x 2), so one journal serves every method of a data set; otherwise the
-    plan unchanged (the ledger then refuses the mismatch and says why)."""
-    if ledger.relation is None or ledger.relation == plan.relation:
-        return plan
-    try:
-        return plan.converted(ledger.relation)
-    except PlanError:
-        return plan
 
 
 def moment_split(split: Any) -> list[float]:
@@ -99,22 +64,6 @@ def public_center(value: Any, p: int, name: str = "center") -> np.ndarray:
     if not np.all(np.isfinite(vec)):
         raise ValidationError(f"{name} must be finite")
     return np.broadcast_to(vec, (p,)).astype(float)
-
-
-def check_random_state(random_state: Any) -> Any:
-    """None, a non-negative int, a SeedSequence or a Generator (what the plan's seeding accepts)."""
-    if random_state is None or isinstance(random_state, (np.random.Generator, np.random.SeedSequence)):
-        return random_state
-    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool) and random_state >= 0:
-        return random_state
-    raise InputTypeError(f"random_state must be None, a non-negative int, a SeedSequence or a Generator, got {random_state!r}")
-
-
-def diagnostic_rng(random_state: Any) -> np.random.Generator:
-    """The randomness of a free diagnostic (a parametric bootstrap of the releases): a child stream of the fit's seed,
-    never the stream its noise came from; unseeded when the fit is."""
-    seed = random_state.integers(2**63) if isinstance(random_state, np.random.Generator) else random_state
-    return np.random.default_rng(None if seed is None else np.random.SeedSequence(int(seed)).spawn(2)[1])
 
 
 def public_split(random_state: Any, n: int, n_init: int, n_batches: int) -> tuple[np.ndarray, list[np.ndarray]]:

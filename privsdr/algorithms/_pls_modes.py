@@ -21,7 +21,6 @@ All three use the add/remove-one relation of the paper (spec §4.1).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -32,7 +31,7 @@ from ..core.arrays import FloatArray
 from ..mechanisms import Sensitivity, gaussian_noise_multiplier
 from ..plan import Plan, Run
 from ..released import Released, from_run, gram
-from ..released.regression import centring_variance
+from ..released.ssp import component_snr, dp_means, signal_in_xty, ssp_postprocess  # noqa: F401 (moved there: their old home)
 from ._pls_queries import clip_x, clip_y, iterative_deflate, iterative_statistics, ssp_statistics, weight_statistic
 
 RELATION = "add_remove"
@@ -131,15 +130,6 @@ def paper_plan(plan: Plan, A: int, per_release: Budget, release_scores: bool) ->
 
 
 # -- fits ---------------------------------------------------------------------------------------------
-def dp_means(noisy: dict[str, np.ndarray], Cx: float, Cy: float) -> tuple[float, np.ndarray, float]:
-    """(n, mean x - mu_x, mean y - mu_y) from the noisy count and sums; the means are projected onto
-    the balls the clipped rows live in (||.|| <= C_x, |.| <= C_y): post-processing that can only help."""
-    n_t = max(float(noisy["count"][0]), 1.0)
-    x_shift = core.clip_rows_l2((noisy["x_sum"] / n_t)[None, :], Cx)[0]
-    y_shift = float(np.clip(float(noisy["y_sum"][0]) / n_t, -Cy, Cy))
-    return n_t, x_shift, y_shift
-
-
 def fit_ssp(run: Run, X: np.ndarray, y: np.ndarray, c: dict[str, Any], source: str = "in memory") -> Released:
     """S2: release the statistics (the post-processing reads the record: ``pls.pls_from_released``)."""
     return release_ssp(run, ssp_statistics(X, y, c["x_center"], c["y_center"], c["bound_x"], c["bound_y"]), c, source)
@@ -152,63 +142,6 @@ def release_ssp(run: Run, stats: dict[str, np.ndarray], c: dict[str, Any], sourc
     for name in names:
         run.release(name, stats[name])
     return from_run(run, names, n=0, source=source)
-
-
-def ssp_postprocess(noisy: dict[str, np.ndarray], sigma: float, c: dict[str, Any], scales: Mapping[str, Any] | None = None
-                    ) -> dict[str, Any]:
-    """S2's post-processing of the released statistics (``sigma``: the public noise sd of X^T X; ``scales``: every
-    released statistic's, for the pre-test, or ``u_variance``, u's noise variance per entry): centre at the DP means, ridge, PSD repair, kernel PLS1, the SNR-based
-    choice of A. Reads nothing but its arguments.
-
-    With ``c["shrinkage"] == "snr"`` (certified default; issue 24) A is a maximum: the leading components whose SNR
-    exceeds 1 are kept (at least one), and none when the centred X^T y cannot be told from its noise
-    (``signal_in_xty``): the fit is then the trivial model, the DP mean."""
-    S, u = noisy["xtx"], noisy["xty"]
-    x_shift, y_shift = np.zeros(S.shape[0]), 0.0
-    scales = dict(scales or {})
-    var_u: float | np.ndarray = scales.get("xty", 0.0) ** 2
-    if "u_variance" in scales:  # a caller that centred the statistics itself gives u's noise variance per entry
-        var_u = np.asarray(scales["u_variance"], dtype=float)
-    if c["dp_centring"]:
-        n_t, x_shift, y_shift = dp_means(noisy, c["bound_x"], c["bound_y"])
-        S = S - n_t * np.outer(x_shift, x_shift)
-        u = u - n_t * y_shift * x_shift
-        var_u = var_u + centring_variance(scales.get("x_sum", 0.0), scales.get("y_sum", 0.0), x_shift, y_shift, n_t)
-    ridge = c["ridge"] if c["ridge"] != "noise" else sigma * math.sqrt(S.shape[0])
-    if ridge > 0:
-        S = S + ridge * np.eye(S.shape[0])
-    if sigma > 0 and c["psd_repair"]:
-        S = core.nearest_psd(S)
-    kernel = core.kernel_pls1(S, u, c["A"])
-    snr = component_snr(kernel, ridge, 2.0 * sigma * math.sqrt(S.shape[0]))
-    keep = kernel.n_components
-    if c["auto"] or c.get("shrinkage") == "snr":  # the leading components whose variance stands above the noise
-        keep = max(1, int(np.argmin(np.append(snr, 0.0) > 1.0))) if kernel.n_components else 0
-    if c.get("shrinkage") == "snr" and not signal_in_xty(u, np.broadcast_to(var_u, u.shape)):
-        keep = 0
-    return {
-        "weights": kernel.weights[:, :keep], "loadings": kernel.loadings[:, :keep], "y_loadings": kernel.y_loadings[:keep],
-        "coef_path": kernel.coef_path[:, :keep], "x_mean": c["x_center"] + x_shift, "y_mean": c["y_center"] + y_shift,
-        "statistics": noisy, "snr": snr, "metric": S,
-    }
-
-
-def signal_in_xty(u: np.ndarray, variances: np.ndarray) -> bool:
-    """Does the (centred) released X^T y stand above its own noise? ``released.regression.signal_in`` at the pre-test
-    level, v_j the variance of u_j's noise (with DP centring, ``released.regression.centring_variance`` added). PLS1's
-    first weight is u / ||u||, so when u is noise every component is fitted to noise."""
-    from ..released.regression import signal_in
-
-    return signal_in(u, variances)
-
-
-def component_snr(kernel: core.KernelPLS1, ridge: float, noise_norm: float) -> np.ndarray:
-    """Variance of the noisy X^T X along each component's rotation r_a (ridge removed), over the
-    typical spectral norm 2 sigma_S sqrt(m) of its noise: a component with SNR <= 1 is mostly noise."""
-    if kernel.n_components == 0:
-        return np.zeros(0)
-    along = kernel.score_norms**2 / np.sum(kernel.rotations**2, axis=0) - ridge
-    return along / noise_norm if noise_norm > 0 else np.full(kernel.n_components, np.inf)
 
 
 def fit_iterative(run: Run, X: np.ndarray, y: np.ndarray, c: dict[str, Any]) -> dict[str, Any]:

@@ -51,6 +51,7 @@ from ..plan import CalibratedPlan, Plan, Run
 from ..released import Released, from_run, gram, regression
 from ..released.fitted import Fitted
 from ..released.sites import SiteBlocks
+from ..released.ssp import adassp_solution, dp_means, ridge_rule
 from ._base import (
     PrivateEstimator,
     check_matrix,
@@ -61,7 +62,7 @@ from ._base import (
     for_ledger,
     public_center,
 )
-from ._pls_modes import CENTRING_NODES, dp_means, ssp_plan, ssp_site_parts
+from ._pls_modes import CENTRING_NODES, ssp_plan, ssp_site_parts
 from ._pls_queries import chunk_ssp, ssp_statistics
 from .forecast import ForecastMixin, forecast_regression
 from .pls import DEFAULT_WEIGHTS as S2_WEIGHTS
@@ -99,55 +100,10 @@ def add_centred_nodes(plan: Plan, bound_x: float, bound_y: float, weights: dict[
     ssp_plan(plan, bound_x, bound_y, True, weights)
 
 
-def adassp_solution(released: Released, failure_probability: float = 0.05, constant: float | None = None,
-                    label_bound: float | None = None) -> tuple[np.ndarray, float, float]:
-    """(theta, ridge lambda, lambda_lo) from a release with arrays ``lambda_min`` (optional), ``xtx``, ``xty`` and their
-    noise sds (module docstring): post-processing of the release and its public scales only.
-
-    Without a ``lambda_min`` release (the secure vertical Gram, where an eigenvalue inside the secure computation
-    would cost more than it saves) the lower bound comes from the noisy Gram itself: with b = s_G sqrt(d log(2 d^2 /
-    rho)) >= ||E||_2, lambda_lo = max(lambda_min(X^T X~) - b, 0) (Weyl), at no privacy cost.
-
-    ``constant`` c: the last column of Z is the constant c (the intercept). Its row of the release carries the noisy
-    count n~ = G_cc / c^2 and sums, i.e. DP means x_bar, y_bar (y_bar clamped into +-``label_bound``); the slopes are
-    the ridge solution of the centred statistics S = G_xx - n~ x_bar x_bar^T, v = g_xy - n~ y_bar x_bar, and the
-    intercept y_bar - x_bar^T beta is not shrunk: when the noise wins, the fit falls back to the DP mean of y, never
-    to the public centre (lambda_lo of the full Gram bounds lambda_min(S) from below: S^-1 is a block of G^-1).
-    theta is returned in Z's columns (theta_c = intercept / c)."""
-    gram, xty = released["xtx"], released["xty"].ravel()
-    if constant is not None:
-        x_bar, y_bar, metric, target = regression.dp_centred(gram, xty, constant, label_bound)
-    else:
-        metric, target = gram, xty
-    beta, ridge, lambda_lo = ridge_rule(released, metric, target, failure_probability)
-    if constant is None:
-        return beta, ridge, lambda_lo
-    return np.append(beta, (y_bar - float(x_bar @ beta)) / constant), ridge, lambda_lo
-
-
-def ridge_rule(released: Released, metric: np.ndarray, target: np.ndarray, failure_probability: float
-               ) -> tuple[np.ndarray, float, float]:
-    """(beta, lambda, lambda_lo): AdaSSP's ridge (module docstring) on the (possibly centred) Gram ``metric`` and
-    target, with the noise sd of the released ``xtx`` and, when there is one, the released ``lambda_min``."""
-    rho = float(failure_probability)
-    d = metric.shape[0]
-    spectral = released.scales["xtx"] * math.sqrt(d * math.log(2.0 * d * d / rho))
-    if "lambda_min" in released.arrays:
-        s_lambda = released.scales["lambda_min"]
-        lambda_lo = max(float(released["lambda_min"].ravel()[0]) - s_lambda * math.sqrt(2.0 * math.log(3.0 / rho)), 0.0)
-    else:
-        lambda_lo = max(float(np.linalg.eigvalsh((metric + metric.T) / 2.0)[0]) - spectral, 0.0)
-    ridge = max(0.0, spectral - lambda_lo)
-    # lstsq: the noisy Gram + ridge is positive definite with probability >= 1 - rho; on the rest it still returns
-    # a (least-squares) answer instead of refusing on something one record can change
-    beta = np.linalg.lstsq(metric + ridge * np.eye(d), target, rcond=None)[0]
-    return beta, ridge, lambda_lo
-
-
 def centred_solution(released: Released, failure_probability: float, bound_x: float, bound_y: float
                      ) -> tuple[np.ndarray, float, float, np.ndarray, float, np.ndarray]:
     """(beta, ridge, lambda_lo, x_bar, y_bar, S + ridge I) of the certified default from DPPLS S2's releases
-    (``CENTRED_NODES``): the DP means n~, x_bar, y_bar of the count and sums (``_pls_modes.dp_means``), the centred
+    (``CENTRED_NODES``): the DP means n~, x_bar, y_bar of the count and sums (``released.ssp.dp_means``), the centred
     S = X^T X~ - n~ x_bar x_bar^T, v = X^T y~ - n~ y_bar x_bar, then AdaSSP's ridge on them (``ridge_rule``; lambda_lo
     from the noisy S itself unless ``lambda_min`` is released). Post-processing only."""
     n_t, x_bar, y_bar = dp_means(dict(released.arrays), bound_x, bound_y)

@@ -35,6 +35,7 @@ from ..plan import CalibratedPlan, Plan, Run
 from ..released import Released, regression
 from ..released.fitted import Fitted
 from ..released.sites import SiteBlocks
+from ..released.ssp import ssp_postprocess
 from ._base import PrivateEstimator, check_matrix, check_positive, diagnostic_rng, for_ledger, public_center
 from ._pls_modes import (
     RELATION,
@@ -46,7 +47,6 @@ from ._pls_modes import (
     paper_releases,
     release_ssp,
     ssp_plan,
-    ssp_postprocess,
     ssp_site_parts,
 )
 from ._pls_queries import chunk_ssp, ssp_statistics
@@ -94,7 +94,7 @@ class DPPLS(RegressorMixin, ForecastMixin, PrivateEstimator):
         E^T f cannot be told from its noise (a pre-test per component at level 0.05 / A); none kept: the DP mean and a
         ``NoiseDominatesWarning``. S2: ``"snr"`` makes ``n_components`` a maximum: the leading
         components whose ``component_snr_`` exceeds 1 are kept (at least one), and none when the centred X^T y cannot
-        be told from its own noise (a pre-test at level 0.05: ``_pls_modes.signal_in_xty``): the fit then predicts
+        be told from its own noise (a pre-test at level 0.05: ``released.ssp.signal_in_xty``): the fit then predicts
         the DP mean; the slopes are then scaled by ``shrinkage_factor_`` = max(0, 1 - noise_ratio_^2), the share of
         the predictions' spread the noise does not explain (positive-part James-Stein, from the parametric bootstrap
         of ``diagnose_noise``). Post-processing; noise off it changes nothing. ``"none"``: exactly ``n_components``.

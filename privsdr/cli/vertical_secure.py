@@ -95,16 +95,22 @@ def _helper(params: dict[str, Any]) -> Any:
     return HELPER_CHOICES.get(params["helper"], params["helper"])
 
 
-def _estimator(params: dict[str, Any], budget: Budget, ledger: Ledger | None, accountant: str = "best") -> Any:
-    from ..vertical.secure_regression import SecureVerticalRegression
+def _estimator(params: dict[str, Any], budget: Budget, ledger: Ledger | None, accountant: str = "best", *,
+               whole: bool = False) -> Any:
+    """The configured run (the configured budget, exactly): one party's (``vertical.secure_run``: no scikit-learn, so a
+    party process starts without it), or, ``whole``, the estimator that runs every party here (``vertical fit --secure``)."""
+    run_class: type[Any]
+    if whole:
+        from ..vertical.secure_regression import SecureVerticalRegression as run_class
+    else:
+        from ..vertical.secure_run import SecureRegressionRun as run_class
 
-    return SecureVerticalRegression(**{**params, "helper": _helper(params)},
-                                    budget=budget, ledger=ledger, accountant=accountant)  # the configured budget, exactly
+    return run_class(**{**params, "helper": _helper(params)}, budget=budget, ledger=ledger, accountant=accountant)
 
 
 def configured_parties(shared: dict[str, Any]) -> list[str]:
-    """The MPyC parties of a configuration, as ``SecureVerticalRegression.parties_for`` orders them, without importing
-    the estimator (``vertical.secure_parties``: no scikit-learn)."""
+    """The MPyC parties of a configuration, as ``SecureRegressionRun.parties_for`` orders them, without building the
+    run (``vertical.secure_parties``)."""
     from ..vertical.secure_parties import regression_parties
 
     params = shared["estimator"]
@@ -161,7 +167,7 @@ def fit(args: argparse.Namespace) -> int:
 def _fit(args: argparse.Namespace) -> int:
     shared = read_config(args.config)
     budget, accountant = shared["budget"], shared["accountant"]
-    est = _estimator(shared["estimator"], budget, None, accountant)
+    est = _estimator(shared["estimator"], budget, None, accountant, whole=True)
     if getattr(args, "certs", None):
         est.set_params(certificates=args.certs)
     est.fit(load_parties(args.data, args.target))

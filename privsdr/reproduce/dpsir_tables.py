@@ -118,7 +118,7 @@ TABLES: dict[str, tuple[dict, tuple[str, ...], str]] = {
 
 
 def run(table: str, reps: int = 3, seed: int = 0, cells: list[tuple[str, int, int]] | None = None) -> list[dict[str, Any]]:
-    """Medians per cell and method, beside the paper's values."""
+    """Medians per cell and method, beside the paper's values (None for a cell of ``cells`` the paper has not)."""
     paper, columns, _ = TABLES[table]
     grid = cells or list(paper)
     rows: list[dict[str, Any]] = []
@@ -130,10 +130,10 @@ def run(table: str, reps: int = 3, seed: int = 0, cells: list[tuple[str, int, in
         results[(model, n, p)].append(_cell(table, model, n, p, cell_seed))
     elapsed = time.perf_counter() - start
     for cell in grid:
-        ours = results[cell]
+        ours, published = results[cell], paper.get(cell)  # a cell the paper has no value for: None beside ours
         for method in ours[0]:
             base = method.split(" (")[0]
-            paper_value = paper[cell][columns.index(base)] if base in columns else None
+            paper_value = published[columns.index(base)] if published is not None and base in columns else None
             rows.append({
                 "table": table, "model": cell[0], "n": cell[1], "p": cell[2], "method": method,
                 "median": float(np.median([o[method] for o in ours])), "paper": paper_value, "reps": reps,

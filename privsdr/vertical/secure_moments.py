@@ -60,8 +60,8 @@ from ..released.moments import (
 from ..secure import crossproducts
 from ..secure.aggregate import agreed_parties, gram_job, secure_gram_release
 from .secure_parties import HELPER, mpc_parties
-from .secure_regression import _is_party_list, helpers_of, party_bounds
 from .secure_rows import checked_parties, read_block
+from .secure_run import _is_party_list, helpers_of, party_bounds
 
 RELATION = "replace_one"
 #: the column groups of the slice indicators and of the constant (a data party may not take these names)

@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ..algorithms._base import check_matrix
+from .._validation import check_matrix
 from ..errors import ValidationError
 from ..parties.layout import Layout, Party, check_parties
 from ..secure import crossproducts
