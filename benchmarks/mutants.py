@@ -90,6 +90,15 @@ MUTANTS = (
     Mutant("best_remembers_its_choice_as_each_members", "best keeps its chosen cost in the memo as every member's answer",
            "privsdr/accounting/accountants.py", "                _COST_CACHE.put(key, costs[m.name])",
            "                _COST_CACHE.put(key, self.choose(costs)[1])", ("tests/test_fixed_costs.py", "tests/test_ledger.py")),
+    Mutant("best_leaves_out_basic_unchecked", "best leaves basic and advanced out on its guessed lower bounds without "
+           "checking them against the Gaussian profile (where basic is the smallest, best answers another member's epsilon)",
+           "privsdr/accounting/accountants.py",
+           "        if not all(gaussian_delta_lower(e.noise_multiplier, x) > e.delta for e, x in low.items()):",
+           "        if False:", ("tests/test_accountants.py",)),
+    Mutant("best_leaves_out_advanced_unchecked", "best leaves advanced out when basic's lower bounds clear the other "
+           "members, without checking DRV/KOV at them (where advanced beats the others, best answers a larger epsilon)",
+           "privsdr/accounting/accountants.py", "                if not bound >= target:", "                if False:",
+           ("tests/test_accountants.py",)),
     Mutant("ledger_never_refuses", "the ledger skips its budget check",
            "privsdr/accounting/ledger.py", "        basic_delta = BasicAccountant()\n        if not self.budget.unlimited and not after.fits_within(self.budget):",
            "        basic_delta = BasicAccountant()\n        if False:",

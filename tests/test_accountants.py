@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from privsdr.accounting import (
+    Accountant,
     AdvancedAccountant,
     ApproxEvent,
     BasicAccountant,
@@ -682,3 +683,83 @@ def test_best_shares_work_between_members_without_changing_any_answer(delta):
         separately = best.choose({m.name: m.cost_of_exposure(exp) for m in best.members})[1]
         assert best.cost_of_exposure(exp) == separately
         assert tuple(best.cost(charges)) == tuple(separately)
+
+
+def _gaussian_histories() -> list[tuple[float, list[GaussianEvent]]]:
+    """(reading delta, events): Gaussian-only histories from one release to sixty, z from 0.05 to 2000, each history's
+    delta shares adding up to its reading delta or to half of it (one release read at its own delta share is where
+    ``basic`` wins, by the 1e-12 margin that ``pld`` adds to the same solve)."""
+    histories = []
+    for target in (1e-2, 1e-5, 1e-9):
+        for zs in ([0.05], [0.3], [1.0], [3.0], [40.0], [2000.0], [2.0, 2.0, 9.0], [0.5, 7.0], [5.0] * 10, [1.0 + k / 7 for k in range(60)]):
+            for share in (1.0, 0.5):
+                histories.append((target, [GaussianEvent(z, target * share / len(zs)) for z in zs]))
+    return histories
+
+
+@pytest.mark.parametrize("cap", [None, "target", 1.0])
+def test_best_leaves_out_basic_and_advanced_only_where_neither_can_be_its_answer(cap):
+    """On one atom of Gaussians, ``best`` does not solve ``basic``'s and ``advanced``'s per-release epsilons when checked
+    lower bounds on them (``gaussian_delta_lower``) reach another member's epsilon. Its answer is still ``choose`` over
+    every member priced afresh, exactly, on every history of the grid, at caps below, at and above the reading
+    delta; the members left out are left out of the memo too; and they are priced where ``basic`` wins."""
+    from privsdr.accounting import accountants as module
+
+    left_out, basic_wins = 0, 0
+    for target, events in _gaussian_histories():
+        limit = {None: math.inf, "target": target, 1.0: 1.0}[cap]
+        best = BestAccountant([BasicAccountant(), AdvancedAccountant(target / 2, limit), RdpAccountant(target),
+                               PldAccountant(target_delta=target)], limit)
+        module._CACHE.clear()
+        members = {m.name: m.cost_of_atoms([events]) for m in best.members}
+        name, expected = best.choose(members)
+        basic_wins += name == "basic" and members["basic"].epsilon < members["pld"].epsilon
+        assert best.cost_of_atoms([events]) == expected, (target, events)
+        assert best.member_costs_of_atoms([events]) == members
+        priced, above = best._atoms_priced([events], every=False)
+        assert {**priced, **{k: members[k] for k in above}} == members and priced.keys().isdisjoint(above)
+        if above:
+            assert set(above) == {"basic", "advanced"} and name not in above
+            assert all(members[k].epsilon > expected.epsilon and members[k].delta == d for k, d in above.items())
+            left_out += 1
+            charges = [Charge(f"n{i}", (e,), "replace_one") for i, e in enumerate(events)]
+            module._COST_CACHE.clear()
+            assert tuple(best.cost(charges)) == tuple(expected)
+            assert all((module._COST_CACHE.get(m._memo_key(charges)) is None) == (m.name in above) for m in best.members)
+    histories = len(_gaussian_histories())
+    assert basic_wins >= 3 and left_out >= (0 if cap is None else histories // 2), (basic_wins, left_out, histories)
+
+
+def test_the_cost_memo_drops_the_least_recently_used_entry_beyond_its_size():
+    from privsdr.accounting.accountants import _Memo
+
+    memo = _Memo(size=3)
+    for k in "abc":
+        memo.put(k, Cost(1.0, 0.0))
+    assert memo.get("a") == Cost(1.0, 0.0)  # now the most recent: "b" is the oldest
+    memo.put("d", Cost(2.0, 0.0))
+    assert memo.get("b") is None and [memo.get(k) for k in "acd"] == [Cost(1.0, 0.0), Cost(1.0, 0.0), Cost(2.0, 0.0)]
+    memo.put("c", Cost(3.0, 0.0))  # a key put again is the most recent: "a" goes next
+    memo.put("e", Cost(4.0, 0.0))
+    assert memo.get("a") is None and memo.get("c") == Cost(3.0, 0.0) and len(memo._entries) == 3
+
+
+@pytest.mark.parametrize("fixed", [6.0, 25.0, 60.0])
+def test_best_prices_advanced_where_it_beats_the_other_members_but_not_basic(fixed):
+    """400 releases at z = 50: ``advanced`` (12.9) beats ``basic`` (40.2). Beside a member that answers a fixed
+    epsilon, below, between or above the two, ``best`` gives ``choose`` over every member, exactly: where the fixed
+    epsilon lies between them, basic's lower bounds clear it and only advanced's check keeps advanced priced."""
+
+    class Fixed(Accountant):
+        name = "fixed"
+
+        def compose(self, events):
+            return Cost(fixed, 1e-6)
+
+    target = 1e-6
+    events = [GaussianEvent(50.0, 1e-9)] * 400
+    best = BestAccountant([BasicAccountant(), AdvancedAccountant(target / 2, target), Fixed()], target)
+    members = {m.name: m.cost_of_atoms([events]) for m in best.members}
+    assert members["advanced"].epsilon < 13.0 < 40.0 < members["basic"].epsilon
+    assert best.cost_of_atoms([events]) == best.choose(members)[1]
+    assert best.cost([Charge(f"n{i}", (e,), "replace_one") for i, e in enumerate(events)]) == best.choose(members)[1]

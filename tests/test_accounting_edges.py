@@ -18,7 +18,14 @@ from hypothesis import strategies as st
 from privsdr import DPSIR, Budget, BudgetExceededError, DPMeanCovariance, Ledger, Plan, Sensitivity
 from privsdr.accounting import Charge, Cost, make_accountant
 from privsdr.accounting.events import ApproxEvent, GaussianEvent, LaplaceEvent, PureEvent
-from privsdr.accounting.gaussian import MAX_EPSILON, analytic_noise_multiplier, gaussian_delta, gaussian_epsilon
+from privsdr.accounting.gaussian import (
+    MAX_EPSILON,
+    analytic_noise_multiplier,
+    gaussian_delta,
+    gaussian_delta_lower,
+    gaussian_delta_upper,
+    gaussian_epsilon,
+)
 from privsdr.cli import main
 from privsdr.mechanisms import get_mechanism
 from privsdr.mechanisms.calibration import GAUSSIAN_CALIBRATIONS, gaussian_noise_multiplier, laplace_noise_multiplier
@@ -57,6 +64,16 @@ def test_gaussian_charge_is_never_below_the_exact_epsilon(z, log_delta):
     eps = gaussian_epsilon(z, delta)
     assert math.isfinite(eps)
     assert exact_gaussian_delta(z, eps) <= mpmath.mpf(delta)
+
+
+@settings(max_examples=80, deadline=None, derandomize=True, database=None)
+@given(z=st.floats(1e-3, 1e4), log_delta=st.floats(-300, math.log10(0.49)), below=st.sampled_from([0.0, 1e-15, 1e-9, 1e-3, 0.5]))
+def test_the_gaussian_delta_bounds_enclose_the_exact_delta(z, log_delta, below):
+    """``gaussian_delta_lower`` <= the exact delta (mpmath) <= ``gaussian_delta_upper``, at and just below a charged
+    epsilon, where the two terms of the profile cancel most: ``best`` leaves a member out on the lower bound."""
+    eps = gaussian_epsilon(z, 10.0**log_delta) * (1.0 - below)
+    exact = exact_gaussian_delta(z, eps)
+    assert mpmath.mpf(gaussian_delta_lower(z, eps)) <= exact <= mpmath.mpf(gaussian_delta_upper(z, eps))
 
 
 @settings(max_examples=80, deadline=None)

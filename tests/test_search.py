@@ -31,3 +31,18 @@ def test_a_fitting_start_is_kept_when_the_caller_asks_and_nothing_fitting_is_inf
     assert smallest_fitting_factor(fits, excess, 1e-6, below_one=False) == 1.0
     assert smallest_fitting_factor(fits, excess, 1e-6) == pytest.approx(0.25, rel=1e-6)
     assert smallest_fitting_factor(lambda f: False, lambda f: math.inf, 1e-6) == math.inf
+
+
+def test_a_scaled_noise_spec_is_attrs_evolve_of_every_field():
+    """``NoiseSpec.scaled`` builds the scaled spec field by field (the tight search scales every spec per step): the
+    same spec as ``attrs.evolve``, for a spec of every field set."""
+    import attrs
+
+    from privsdr import Budget, Sensitivity
+    from privsdr.mechanisms import NoiseSpec
+
+    spec = NoiseSpec("gaussian", Sensitivity(2.0, "l2"), 3.5, "analytic", 1e-6, Budget(1.0, 1e-6), {"n": 4}, "secure")
+    assert {a.name for a in attrs.fields(NoiseSpec)} == {"mechanism", "sensitivity", "noise_multiplier", "calibration", "delta",
+                                                          "share", "params", "sampler"}
+    scaled = spec.scaled(0.75)
+    assert scaled == attrs.evolve(spec, noise_multiplier=3.5 * 0.75, calibration="analytic*tight") and type(scaled) is NoiseSpec

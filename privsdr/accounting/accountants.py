@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -36,7 +36,7 @@ from .budget import Cost
 from .charge import Charge
 from .composition import MAX_ATOMS, Exposure, exposure
 from .events import DELTA_EVENTS, PURE_EVENTS, ApproxEvent, Event, GaussianEvent, LaplaceEvent
-from .gaussian import gaussian_epsilon
+from .gaussian import gaussian_delta_lower, gaussian_epsilon
 from .pld_build import epsilon_for_delta, gaussian_pld, laplace_pld
 from .rounding import outward, sum_up
 
@@ -230,25 +230,30 @@ class AdvancedAccountant(Accountant):
 
 # -- RDP and PLD -----------------------------------------------------------------------------------
 class _Memo:
-    """A bounded memo shared by threads: the least recently used entry goes first beyond ``size``."""
+    """A bounded memo shared by threads: the least recently used entry goes first beyond ``size``.
+
+    An ``OrderedDict``, whose ``popitem(last=False)`` drops the oldest entry in O(1): a plain dict's
+    ``next(iter(d))`` scans past the holes its earlier deletions left at the front of its entry array, which
+    cost ~20 us per insertion into a full memo of 4096 (every new price once the memo has filled)."""
 
     def __init__(self, size: int = 4096) -> None:
-        self._entries: dict[Any, Cost] = {}
+        self._entries: OrderedDict[Any, Cost] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
 
     def get(self, key: Any) -> Cost | None:
         with self._lock:
-            cost = self._entries.pop(key, None)  # one lookup; re-inserting makes it the most recent
+            cost = self._entries.get(key)
             if cost is not None:
-                self._entries[key] = cost
+                self._entries.move_to_end(key)  # the most recent
             return cost
 
     def put(self, key: Any, cost: Cost) -> None:
         with self._lock:
             self._entries[key] = cost
+            self._entries.move_to_end(key)  # a key put again (two threads pricing it at once) is the most recent too
             if len(self._entries) > self._size:
-                del self._entries[next(iter(self._entries))]
+                self._entries.popitem(last=False)
 
     def clear(self) -> None:
         with self._lock:
@@ -355,6 +360,11 @@ class _CurveAccountant(Accountant):
         delta = self._reading_delta(events)
         opaque = [e for e in events if isinstance(e, ApproxEvent)]
         curve = merge_gaussians([e for e in events if not isinstance(e, ApproxEvent)])
+        return self._compose_parts(curve, opaque, delta)
+
+    def _compose_parts(self, curve: Sequence[Event], opaque: Sequence[ApproxEvent], delta: float) -> Cost:
+        """``_compose`` of events already split into their curve part (Gaussians merged) and their opaque part, read
+        at ``delta``: the curve at delta - sum delta_o, plus the opaque epsilons."""
         eps_curve = self._curve_epsilon(curve, delta - sum_up([e.delta for e in opaque]))
         return Cost(sum_up([eps_curve] + [e.epsilon for e in opaque]), delta)
 
@@ -589,46 +599,132 @@ class BestAccountant(Accountant):
         name = min(ok, key=lambda k: (ok[k].epsilon, ok[k].delta))
         return name, Cost(ok[name].epsilon, max(c.delta for c in ok.values()))
 
+    def _chosen(self, costs: dict[str, Cost], above: dict[str, float]) -> Cost:
+        """``choose``'s answer where the members in ``above`` (name -> delta) were shown to cost no less epsilon than
+        another member that fits the cap (``_above_the_others``): each enters with its own delta and an infinite
+        epsilon, which changes neither the members that fit, nor the smallest epsilon among them, nor their largest
+        delta."""
+        if not above:
+            return self.choose(costs)[1]
+        return self.choose({**costs, **{name: Cost(math.inf, delta) for name, delta in above.items()}})[1]
+
     def _cost_afresh(self, charges: Sequence[Charge]) -> Cost:
         """``choose`` over the members' answers, each also kept in the memo under its member: a run's report prices
-        its charges under accountants equal to the members (``plan.execute``) and finds them there."""
-        costs = self.cost_by_member(charges)
+        its charges under accountants equal to the members (``plan.execute``) and finds them there (a member shown
+        not to be the smallest, and so not priced, is priced by the report itself)."""
+        costs, above = self._priced(exposure(charges))
         for m in self.members:
-            key = m._memo_key(charges)
+            key = m._memo_key(charges) if m.name in costs else None
             if key is not None:
                 _COST_CACHE.put(key, costs[m.name])
-        return self.choose(costs)[1]
+        return self._chosen(costs, above)
 
     def cost_of_exposure(self, exp: Exposure) -> Cost:
-        return self.choose(self._member_costs(exp))[1]
+        return self._chosen(*self._priced(exp))
 
     def _member_costs(self, exp: Exposure) -> dict[str, Cost]:
         """Each member's ``cost_of_exposure``; members that keep the default one share the exposure's atoms (built
         once) and ``member_costs_of_atoms`` below."""
-        if exp.combinations > MAX_ATOMS or any(type(m).cost_of_exposure is not Accountant.cost_of_exposure for m in self.members):
+        if self._own_exposures(exp):
             return {m.name: m.cost_of_exposure(exp) for m in self.members}
         return self.member_costs_of_atoms(exp.atoms())  # what each member's own cost_of_exposure does
 
+    def _priced(self, exp: Exposure) -> tuple[dict[str, Cost], dict[str, float]]:
+        """``_member_costs`` for best's own answer: (the members priced, the deltas of those left out as costing no
+        less epsilon than the others, ``_above_the_others``)."""
+        if self._own_exposures(exp):
+            return {m.name: m.cost_of_exposure(exp) for m in self.members}, {}
+        return self._atoms_priced(exp.atoms(), every=False)
+
+    def _own_exposures(self, exp: Exposure) -> bool:
+        """Whether each member composes the exposure its own way (too many atoms, or a member that overrides it)."""
+        return exp.combinations > MAX_ATOMS or any(type(m).cost_of_exposure is not Accountant.cost_of_exposure for m in self.members)
+
     def cost_of_atoms(self, event_sets: Sequence[Sequence[Event]]) -> Cost:
-        return self.choose(self.member_costs_of_atoms(event_sets))[1]
+        return self._chosen(*self._atoms_priced(event_sets, every=False))
 
     def member_costs_of_atoms(self, event_sets: Sequence[Sequence[Event]]) -> dict[str, Cost]:
-        """Each member's ``cost_of_atoms``; the built-in ``basic`` and ``advanced`` members share each atom's basic
-        composition and per-event epsilons (the same values each computes alone)."""
-        shared: list[tuple[Cost, list[float]]] | None = None
+        """Each member's ``cost_of_atoms``; the built-in members share work (the same values each computes alone):
+        ``basic`` and ``advanced`` each atom's basic composition and per-event epsilons, ``rdp`` and ``pld`` each
+        Gaussian-only atom's merged Gaussian."""
+        return self._atoms_priced(event_sets, every=True)[0]
+
+    def _atoms_priced(self, event_sets: Sequence[Sequence[Event]], every: bool) -> tuple[dict[str, Cost], dict[str, float]]:
+        """``member_costs_of_atoms``, and with ``every=False`` the ``basic`` and ``advanced`` members left out (their
+        deltas returned) where ``_above_the_others`` shows that neither can be the smallest epsilon."""
+        atoms = [events for events in event_sets if events]  # an empty atom costs nothing (``cost_of_atoms``)
+        gaussian_only = all(type(e) is GaussianEvent for events in atoms for e in events)
+        merged: list[list[Event]] | None = None
         costs: dict[str, Cost] = {}
+        sharing = []
         for m in self.members:
             kind = type(m)
             if kind is BasicAccountant or kind is AdvancedAccountant:
-                if shared is None:
-                    shared = [_basic_and_epsilons(events) for events in event_sets if events]
-                if isinstance(m, AdvancedAccountant):
-                    costs[m.name] = _worst(m._answer(basic, m._sums_of(epsilons)) for basic, epsilons in shared)
-                else:
-                    costs[m.name] = _worst(basic for basic, _ in shared)
+                sharing.append(m)
+            elif (kind is RdpAccountant or kind is PldAccountant) and gaussian_only and isinstance(m, _CurveAccountant):
+                # _CurveAccountant.compose without its memo: one merged Gaussian, priced in microseconds
+                merged = merged if merged is not None else [merge_gaussians(events) for events in atoms]
+                curves = zip(atoms, merged, strict=True)
+                costs[m.name] = _worst(m._compose_parts(curve, (), m._reading_delta(events)) for events, curve in curves)
             else:
                 costs[m.name] = m.cost_of_atoms(event_sets)
-        return costs
+        above = {} if every or not sharing else self._above_the_others(atoms, costs, sharing)
+        shared = None if len(above) == len(sharing) else [_basic_and_epsilons(events) for events in atoms]
+        for m in sharing:
+            if m.name in above:
+                continue
+            assert shared is not None
+            if isinstance(m, AdvancedAccountant):
+                costs[m.name] = _worst(m._answer(basic, m._sums_of(epsilons)) for basic, epsilons in shared)
+            else:
+                costs[m.name] = _worst(basic for basic, _ in shared)
+        return {m.name: costs[m.name] for m in self.members if m.name in costs}, above
+
+    def _above_the_others(self, atoms: list[Sequence[Event]], costs: dict[str, Cost], sharing: list[Accountant]) -> dict[str, float]:
+        """The deltas of the ``basic`` and ``advanced`` members (``sharing``) when neither can give best its epsilon,
+        without their per-event Gaussian solves: one atom of Gaussians (0 < z < inf, delta_i > 0) and another member
+        that fits the cap at an epsilon E in (0, inf). Otherwise {} (they are priced).
+
+        Each release's charge eps_i is at least its exact epsilon (``gaussian_epsilon``), which exceeds any l_i with
+        exact delta(l_i) > delta_i (``gaussian_delta_lower``). The l_i are a guess scaled to add up to E (1 + 1e-9):
+        a quick upper bound mu_i (mu_i / 2 + sqrt(2 ln(1/delta_i))) on eps_i (mu_i = 1/z_i), times a common factor.
+        When every l_i checks, basic's epsilon (the sum, rounded up) exceeds E; so does advanced's, the smaller of
+        basic's and of DRV/KOV on the eps_i, both increasing in each eps_i, whose value at the l_i is checked to be
+        at least E (1 + 1e-9). Their deltas do not depend on the eps_i (advanced with a finite cap).
+        """
+        if len(atoms) != 1 or any(isinstance(m, AdvancedAccountant) and math.isinf(m.delta_cap) for m in sharing):
+            return {}
+        events = [e for e in atoms[0] if isinstance(e, GaussianEvent)]
+        if len(events) != len(atoms[0]) or not all(type(e) is GaussianEvent and 0.0 < e.noise_multiplier < math.inf and e.delta > 0.0
+                                                   for e in events):
+            return {}
+        fitting = [c.epsilon for c in costs.values() if c.delta <= self.delta_cap]
+        least = min(fitting) if fitting else math.inf
+        if not 0.0 < least < math.inf:
+            return {}
+        target = least * (1.0 + 1e-9)
+        guess: dict[GaussianEvent, float] = {}
+        for e in events:
+            if e not in guess:
+                mu = 1.0 / e.noise_multiplier
+                guess[e] = mu * (0.5 * mu + math.sqrt(2.0 * math.log(1.0 / e.delta)))
+        scale = target * (1.0 + 1e-9) / math.fsum(guess[e] for e in events)
+        if not scale < 1.0:  # the guesses are upper bounds: the charges cannot add up to more than them
+            return {}
+        low = {e: scale * g for e, g in guess.items()}  # sum: target (1 + 1e-9) up to a few roundings, so >= target
+        lows = [low[e] for e in events]
+        for m in sharing:
+            if isinstance(m, AdvancedAccountant) and m.slack > 0 and max(lows) <= 50.0:  # beyond 50: advanced is basic
+                sq = math.fsum(x * x for x in lows)
+                bound = min(drv_from_sums(sq, math.fsum(x * math.expm1(x) for x in lows), m.slack),
+                            kov_from_sums(sq, math.fsum(x * math.tanh(x / 2.0) for x in lows), m.slack))
+                if not bound >= target:
+                    return {}
+        if not all(gaussian_delta_lower(e.noise_multiplier, x) > e.delta for e, x in low.items()):
+            return {}
+        basic_delta = sum_up([e.delta for e in events])
+        return {m.name: basic_delta if not isinstance(m, AdvancedAccountant) or basic_delta > m.delta_cap
+                else (m.delta_cap if m.delta_cap > 0 else basic_delta) for m in sharing}
 
     def compose(self, events: Sequence[Event]) -> Cost:
         return self.choose({m.name: m.compose(events) for m in self.members})[1]

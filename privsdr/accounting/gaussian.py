@@ -104,6 +104,21 @@ def gaussian_delta_upper(noise_multiplier: float, epsilon: float) -> float:
     return _upper(z, epsilon)
 
 
+def gaussian_delta_lower(noise_multiplier: float, epsilon: float) -> float:
+    """A lower bound on the exact delta(eps): the computed value v minus twice what ``gaussian_delta_upper`` added to
+    it, v - 2 (upper - v) (``-inf`` where the upper bound is clipped at 1 and so says nothing of the error).
+
+    v is within err of the exact delta (``gaussian_delta_upper``), and upper - v is err up to the rounding of the
+    two additions, which err (at least 32 u v) dwarfs: twice it is more than err plus the last subtraction's
+    rounding. Used only to show that an epsilon is *below* a release's charge (``BestAccountant``), never to charge.
+    """
+    upper = gaussian_delta_upper(noise_multiplier, epsilon)
+    if not upper < 1.0:
+        return -math.inf
+    value = gaussian_delta(noise_multiplier, epsilon)
+    return value - 2.0 * (upper - value)
+
+
 def check_epsilon(epsilon: float) -> None:
     """Refuse a finite epsilon beyond ``MAX_EPSILON`` before any calibration: every noise calibration (the analytic
     Gaussian here, the discrete Gaussian of the secure paths in ``mechanisms.calibration``) says the same."""

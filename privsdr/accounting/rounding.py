@@ -60,6 +60,8 @@ def sum_up(values: Iterable[float]) -> float:
     Fraction sum, without building a Fraction per term; NaN and intermediate overflow take the Fraction path.
     """
     values = list(values)
+    if len(values) == 1 and isinstance(values[0], float) and math.isfinite(values[0]):
+        return float(values[0]) + 0.0  # one finite term: its fsum is itself and the residual 0 (what the path below says)
     if all(isinstance(v, float) for v in values):  # floats (numpy's float64 too): the exact sum of their values
         try:
             nearest = math.fsum(values)

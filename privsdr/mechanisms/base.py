@@ -49,7 +49,9 @@ class NoiseSpec:
 
     def scaled(self, factor: float) -> NoiseSpec:
         """The same node with its noise multiplied by ``factor`` (plan-level tight calibration)."""
-        return attrs.evolve(self, noise_multiplier=self.noise_multiplier * factor, calibration=f"{self.calibration}*tight")
+        # the fields in order, as attrs.evolve passes them (~3x its speed: the tight search scales every spec per step)
+        return type(self)(self.mechanism, self.sensitivity, self.noise_multiplier * factor, f"{self.calibration}*tight", self.delta,
+                          self.share, self.params, self.sampler)
 
 
 class Mechanism:
