@@ -92,9 +92,10 @@ def test_forked_parties_hold_nothing_private_of_the_launcher_or_of_each_other(fr
         with Parties(job(), inputs, ["s", "a", "b"]) as parties:
             assert forks.running() is server and all(parent(pid) == server.pid for pid in parties.pids)
             deadline = time.monotonic() + 60  # every party has read its job and input (its first stage)
-            while not all("started" in p.stages or p.proc.poll() is not None for p in parties.procs.values()):
-                assert time.monotonic() < deadline
+            while (not all("started" in p.stages or p.proc.poll() is not None for p in parties.procs.values())
+                   and time.monotonic() < deadline):
                 time.sleep(0.02)
+            assert all("started" in p.stages or p.proc.poll() is not None for p in parties.procs.values())
             held = {name: memory_holds(proc.pid, needles) for name, proc in parties.procs.items()}
             held["server"] = memory_holds(server.pid, needles)
             assert held == {"s": set(), "a": {"a"}, "b": {"b"}, "server": set()}
@@ -149,11 +150,11 @@ def _both(tmp_path, argv, env=None, stdin=b"", sig=None):
             if sig is not None:  # a party waiting for its job: what it holds then, then the signal
                 deadline = time.monotonic() + 60
                 # until its channel to us (fd 3) is open and its fd 1 is stderr: ``party.main`` waits for its job then
-                while held.get(3) != "stdout" or held.get(1) != "stderr":
-                    assert time.monotonic() < deadline, held
+                while (held.get(3) != "stdout" or held.get(1) != "stderr") and time.monotonic() < deadline:
                     held = {int(fd): _pipe(os.readlink(f"/proc/{proc.pid}/fd/{fd}"), ours)
                             for fd in os.listdir(f"/proc/{proc.pid}/fd")}
                     time.sleep(0.02)
+                assert held.get(3) == "stdout" and held.get(1) == "stderr", held
                 cwd = os.readlink(f"/proc/{proc.pid}/cwd")
                 proc.send_signal(sig)
             else:
