@@ -587,6 +587,9 @@ class BestAccountant(Accountant):
     def __init__(self, members: Sequence[Accountant], delta_cap: float = math.inf) -> None:
         if not members:
             raise ValueError("best needs at least one member accountant")
+        names = [m.name for m in members]
+        if len(set(names)) != len(names):  # members are priced, memoised and chosen by name
+            raise ValueError(f"best's member accountants need distinct names, got {names}")
         self.members = list(members)
         self.delta_cap = float(delta_cap)
         self.target_delta = None if math.isinf(self.delta_cap) else self.delta_cap
@@ -695,8 +698,8 @@ class BestAccountant(Accountant):
         if len(atoms) != 1 or any(isinstance(m, AdvancedAccountant) and math.isinf(m.delta_cap) for m in sharing):
             return {}
         events = [e for e in atoms[0] if isinstance(e, GaussianEvent)]
-        if len(events) != len(atoms[0]) or not all(type(e) is GaussianEvent and 0.0 < e.noise_multiplier < math.inf and e.delta > 0.0
-                                                   for e in events):
+        if len(events) != len(atoms[0]) or not all(type(e) is GaussianEvent and 0.0 < e.noise_multiplier < math.inf
+                                                   and 0.0 < e.delta < 1.0 for e in events):
             return {}
         fitting = [c.epsilon for c in costs.values() if c.delta <= self.delta_cap]
         least = min(fitting) if fitting else math.inf

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -156,6 +157,8 @@ def gaussian_epsilon(noise_multiplier: float, delta: float) -> float:
         return math.inf
     if math.isinf(z):
         return 0.0
+    if delta < sys.float_info.min:  # a subnormal delta: the bound's relative error term underflows there, so no
+        return math.inf             # eps is certified (charged as delta = 0: inf, never below the exact epsilon)
 
     excess = _epsilon_excess(z, delta)
     if excess(0.0) <= 0.0:
