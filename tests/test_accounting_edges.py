@@ -454,3 +454,25 @@ def test_the_fast_gaussian_solves_give_the_reference_answers_bit_for_bit(log_z, 
     assert gaussian_delta_upper(z, eps) == _reference_delta_upper(z, eps)
     assert gaussian_epsilon.__wrapped__(z, delta) == _reference_gaussian_epsilon(z, delta)
     assert analytic_noise_multiplier.__wrapped__(eps, delta) == _reference_analytic(eps, delta)
+
+
+@given(st.lists(st.floats(min_value=0.0, max_value=1e300, allow_nan=False) | st.sampled_from([0.0, 5e-324, 1e-300, 1.0, 1e308]),
+                max_size=30),
+       st.floats(min_value=0.0, allow_infinity=True) | st.just(math.nan))
+@settings(max_examples=300, deadline=None)
+def test_an_exact_running_sum_reads_as_fsum_of_its_terms(terms, extra):
+    """The tracking ledger's running totals (``rounding.ExactSum``) give ``math.fsum``'s doubles, term by term."""
+    from privsdr.accounting.rounding import ExactSum
+
+    total = ExactSum()
+    for i, term in enumerate(terms):
+        total.add(term)
+        for tail in (0.0, extra):
+            try:
+                want = math.fsum([*terms[:i + 1], tail])
+            except OverflowError:
+                with pytest.raises(OverflowError):
+                    total.value(tail)
+                continue
+            got = total.value(tail)
+            assert (math.isnan(got) and math.isnan(want)) or got == want

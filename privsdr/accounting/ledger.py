@@ -54,6 +54,7 @@ from .budget import Budget, Cost, as_budget
 from .charge import Charge, Chargeable
 from .journal import Journal, JournalError
 from .relation import Relation, Status
+from .rounding import ExactSum
 
 
 @attrs.frozen
@@ -171,6 +172,7 @@ class Ledger:
         self.pid = os.getpid()  #: the process this account lives in (an in-memory account spends only there)
         self.tracking = False  #: the process's tracking ledger (``accounting.default``): no total, basic composition
         self._tracked: list[Cost] = []  #: a tracking ledger's charged costs, in order
+        self._tracked_total = (ExactSum(), ExactSum())  #: their exact (eps, delta) sums, kept as they are charged
         self._tracked_fits = 0  #: a tracking ledger's runs that charged anything (``tracked_fits``)
         if journal is not None:
             self._attach(journal, journal_key)
@@ -315,7 +317,10 @@ class Ledger:
             run = self._runs[record["run_id"]]
             run.charged.append(record["label"])
             if self.tracking:  # the running sums a tracking ledger reports (``_tracked_sum``)
-                self._tracked.extend(e.basic_cost() for e in run.charges[record["label"]].events)
+                for cost in (e.basic_cost() for e in run.charges[record["label"]].events):
+                    self._tracked.append(cost)
+                    self._tracked_total[0].add(cost.epsilon)
+                    self._tracked_total[1].add(cost.delta)
                 if len(run.charged) == 1:  # its first charge: one more fit that released something
                     self._tracked_fits += 1
         elif kind == "close":
@@ -414,7 +419,7 @@ class Ledger:
         with self._lock:
             self._refresh()
             if self.tracking:
-                return self._derived("spent", lambda: _tracked_sum(self._tracked))  # type: ignore[no-any-return]
+                return self._derived("spent", lambda: _stepped_up(self._tracked_total))  # type: ignore[no-any-return]
             return self._spent_history().cost
 
     @property
@@ -624,7 +629,7 @@ class Ledger:
         if self.tracking:  # no total: nothing is refused, and the totals are sums (no filter over the whole history)
             requested = _tracked_sum([e.basic_cost() for c in charges for e in c.events])
             before = self.spent
-            after = _tracked_sum([*self._tracked, requested])
+            after = _stepped_up(self._tracked_total, requested)
             return Preflight(plan.name, self.accountant.name, items, requested, before, after, Cost(math.inf, 0.0), status)
         committed = self._spent_charges() + self._reserved_charges()
         before = self._committed_history().cost if committed else Cost.zero()
@@ -680,6 +685,13 @@ def basic_cost_alone(charge: Charge) -> Cost:
     return BasicAccountant().compose(list(charge.events)) if charge.events else Cost.zero()
 
 
+def _stepped_up(totals: tuple[ExactSum, ExactSum], extra: Cost | None = None) -> Cost:
+    """``_tracked_sum`` of a tracking ledger's entries (and ``extra``) from their exact running sums: the same doubles
+    (``ExactSum.value`` is ``math.fsum`` of the terms) in O(1) instead of a pass over every fit of the process."""
+    eps, delta = (t.value(x) for t, x in zip(totals, extra or (0.0, 0.0), strict=True))
+    return Cost(math.nextafter(eps, math.inf) if eps else 0.0, math.nextafter(delta, math.inf) if delta else 0.0)
+
+
 def _tracked_sum(costs: Sequence[Cost]) -> Cost:
     """Basic composition of a tracking ledger's entries: the sums of their (eps, delta), one float pass (``math.fsum``,
     correctly rounded, then one step up so the total is never below the exact sum). A tracking ledger refuses nothing,
@@ -705,6 +717,7 @@ def _unpickle_ledger(state: dict[str, Any]) -> Ledger:
     ledger._runs, ledger._batches = state["runs"], state["batches"]
     ledger._applied, ledger._generation, ledger._memo, ledger._journal = 0, 0, None, None
     ledger.report_to, ledger.report_as, ledger.tracking, ledger._tracked, ledger.pid = None, "", False, [], os.getpid()
+    ledger._tracked_total = (ExactSum(), ExactSum())
     ledger._tracked_fits = 0
     ledger._detached = reason or "it was unpickled from an in-memory ledger (the account stays with the original)"
     return ledger

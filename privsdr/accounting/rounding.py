@@ -80,3 +80,36 @@ def outward(epsilon: float) -> float:
     if not math.isfinite(epsilon):
         return epsilon
     return math.nextafter(epsilon * (1.0 + LIBRARY_MARGIN), math.inf)
+
+
+class ExactSum:
+    """The exact sum of nonnegative floats (costs) added one at a time, read as ``math.fsum`` of all of them would give
+    it (the exact sum rounded to nearest, as ``float(Fraction)``): O(1) per term and per read instead of a pass over
+    every term. A NaN term makes it NaN and an infinite one infinite, as ``fsum``; a finite exact sum beyond the largest
+    double raises OverflowError, as ``fsum`` does. (With terms of both signs ``fsum`` may also overflow midway, and
+    -inf + inf raises ValueError: that too is kept, the rest is not promised.)"""
+
+    __slots__ = ("_exact", "_infinite", "_nan")
+
+    def __init__(self) -> None:
+        self._exact = Fraction(0)
+        self._infinite: set[float] = set()
+        self._nan = False
+
+    def add(self, value: float) -> None:
+        if math.isnan(value):
+            self._nan = True
+        elif math.isinf(value):
+            self._infinite.add(value)
+        else:
+            self._exact += Fraction(value)
+
+    def value(self, extra: float = 0.0) -> float:
+        """``math.fsum`` of the terms and ``extra``."""
+        finite = float(self._exact + (Fraction(extra) if math.isfinite(extra) else 0)) + 0.0  # OverflowError first, as fsum
+        infinite = self._infinite | ({extra} if math.isinf(extra) else set())
+        if self._nan or math.isnan(extra):
+            return math.nan
+        if len(infinite) == 2:
+            raise ValueError("-inf + inf in an exact sum")
+        return infinite.pop() if infinite else finite
