@@ -288,7 +288,10 @@ class PartyProcess:
     def end(self) -> None:
         """End the process (its own process group, or by PID in the caller's) and reap it; close the pipes."""
         proc = self.proc
-        if proc.poll() is None:
+        if isinstance(proc, ForkedProcess):  # checked and signalled under its lock: its PID is not released between
+            with contextlib.suppress(ProcessLookupError):
+                proc.signal_group(signal.SIGKILL)
+        elif proc.poll() is None:
             try:
                 if os.getpgid(proc.pid) == proc.pid:
                     os.killpg(proc.pid, signal.SIGKILL)
