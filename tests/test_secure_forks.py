@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -489,3 +490,39 @@ def test_sibling_forked_parties_draw_different_random_numbers(fresh_server, monk
                 stream.close()
     assert [len(d) for d in draws] == [3, 3]
     assert [a != b for a, b in zip(*draws, strict=True)] == [True, True, True], draws
+
+
+@pytest.mark.parametrize("how", ["send_signal", "signal_group"])
+def test_a_forked_partys_pid_is_not_released_between_the_check_and_the_signal(tmp_path, monkeypatch, how):
+    """The launcher signals a forked party only while its PID is still the server's child: the party ends just after
+    the check (killed here, its status written) and another thread waits for it (as the launcher's reader does); that
+    wait cannot read the status and release the PID (the server reaps it; it may then be reused) before the signal
+    is sent."""
+    server = forks.server_for(2, launch._pythonpath())
+    assert server is not None
+    proc = server.start(["--index", "0"], tmp_path, {**os.environ, LAUNCHER_ENV: str(server.pid)})
+    name = "kill" if how == "send_signal" else "killpg"
+    real, killpg = getattr(os, name), os.killpg
+    waiter = threading.Thread(target=proc.wait, args=(30,))
+    seen: list[int | None] = []
+
+    def late(pid: int, sig: int) -> None:  # the checks are done: now the party ends and a reader waits for it
+        killpg(proc.pid, signal.SIGKILL)
+        select.select([proc._status], [], [], 10)
+        waiter.start()
+        waiter.join(1.0)
+        seen.append(proc.returncode)  # None: the status is not read yet, so the PID is not released
+        real(pid, sig)
+
+    try:
+        monkeypatch.setattr(os, name, late)
+        getattr(proc, how)(signal.SIGTERM)
+        monkeypatch.undo()
+        waiter.join(30)
+        assert seen == [None] and proc.returncode == -signal.SIGKILL
+    finally:
+        monkeypatch.undo()
+        proc.kill()
+        proc.wait(30)
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            stream.close()
