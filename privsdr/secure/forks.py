@@ -25,9 +25,10 @@ launcher uses: ``pid``, ``stdin``/``stdout``/``stderr`` pipes, ``poll``, ``wait(
   - it leads a session and process group of its own before its PID reaches the launcher (the server waits for the
     child's ``setsid`` before it answers), so the launcher ends it by group exactly as a ``start_new_session`` child;
   - its exit status is the real one (``EXIT_*`` codes, ``-signal``): the server learns it with ``waitid(WNOWAIT)``,
-    writes it on a pipe of the launcher's and reaps the child only when the launcher has read it (``release``, which
-    returns once it is reaped, as ``Popen.wait`` does), so the PID and group the launcher may signal cannot be reused
-    before then;
+    writes it on a pipe of the launcher's and reaps the child only when the launcher has read it (a ``release``
+    request, ``ForkServer.ended``, answered once it is reaped, as ``Popen.wait`` returns; a broken server reaps its
+    children when it exits), so the PID and group the launcher may signal cannot be reused before then (and the
+    launcher checks and signals under the lock it reads the status under: ``ForkedProcess.send_signal``);
   - the parent-death chain: the child asks ``PR_SET_PDEATHSIG`` against the server (``LAUNCHER_ENV`` carries the
     server's PID: ``party.die_with_launcher`` checks it), and the server dies with the launcher: when the launcher's
     end of their socket closes (the launcher exited or was killed; a fork of the launcher closes its copy at once,
@@ -140,7 +141,8 @@ class ForkServer:
         """Send ``request`` (numbered) and return the server's answer to it; any failure marks the server broken
         (held: ``self._lock``)."""
         if self.broken:
-            raise OSError("the party fork server did not answer a request in time; it is not used again")
+            raise OSError("the party fork server did not answer a request as asked (in time, to that request); it is not "
+                          "used again")
         self._number += 1
         try:
             socket.send_fds(self._sock, [json.dumps({**request, "n": self._number}).encode()], list(fds))
