@@ -312,13 +312,13 @@ def _stopped(server: forks.ForkServer) -> Iterator[None]:
 
 
 def test_a_release_without_an_answer_in_time_is_never_answered_by_the_next_fork(fresh_server, tmp_path):
-    """A server that does not answer a release in time (stopped here; 1 s stands for ``START_TIMEOUT``) is broken: its
+    """A server that does not answer a release in time (stopped here; 0.5 s stands for ``START_TIMEOUT``) is broken: its
     late answer is never read as the next fork's, which fails (and a launch starts that party afresh)."""
     server = forks.server_for(2, launch._pythonpath())
     assert server is not None
     env = {**os.environ, LAUNCHER_ENV: str(server.pid)}
     first = server.start(["--index", "0"], tmp_path, env)
-    server._sock.settimeout(1.0)
+    server._sock.settimeout(0.5)
     os.killpg(first.pid, signal.SIGKILL)
     while not select.select([first._status], [], [], 10)[0]:  # the server has written its exit status
         pass
@@ -350,7 +350,7 @@ def test_a_fork_that_times_out_leaves_the_parties_other_launches_use_running(fre
     env = {**os.environ, LAUNCHER_ENV: str(server.pid)}
     running = server.start(["--index", "0"], tmp_path, env)
     try:
-        server._sock.settimeout(1.0)
+        server._sock.settimeout(0.5)
         with _stopped(server), pytest.raises(OSError):
             server.start(["--index", "0"], tmp_path, env)
         assert server.broken
@@ -422,7 +422,7 @@ SIGNALLED = textwrap.dedent("""
             print(json.dumps([*parties.pids, forks.running().pid]), flush=True)
             time.sleep(60)
         except Interrupted as exc:   # the launcher's handler ran; a moment later, its parties and server still run
-            time.sleep(1.0)
+            time.sleep(0.5)
             print(exc, [p.proc.poll() for p in parties.procs.values()], forks.running() is not None, flush=True)
 """)
 
