@@ -158,8 +158,7 @@ def _both(tmp_path, argv, env=None, stdin=b"", sig=None):
                 # until its channel to us (fd 3) is open and its fd 1 is stderr: ``party.main`` waits for its job then
                 while held.get(3) != "stdout" or held.get(1) != "stderr":
                     assert time.monotonic() < deadline, held
-                    held = {int(fd): _pipe(os.readlink(f"/proc/{proc.pid}/fd/{fd}"), ours)
-                            for fd in os.listdir(f"/proc/{proc.pid}/fd")}
+                    held = _fds(proc.pid, ours)
                     time.sleep(0.02)
                 cwd = os.readlink(f"/proc/{proc.pid}/cwd")
                 proc.send_signal(sig)
@@ -177,6 +176,15 @@ def _both(tmp_path, argv, env=None, stdin=b"", sig=None):
                 stream.close()
         results[how] = (code, err.replace(str(workdir), "WORKDIR"), cwd.replace(str(workdir), "WORKDIR"), held)
     return results
+
+
+def _fds(pid: int, ours: dict[int, str]) -> dict[int, str]:
+    """The open fds of process ``pid`` -> which of our pipes each is (``_pipe``); one closed while read is left out."""
+    held = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(FileNotFoundError):  # closed meanwhile (the child is still closing the server's)
+            held[int(fd)] = _pipe(os.readlink(f"/proc/{pid}/fd/{fd}"), ours)
+    return held
 
 
 def _pipe(target: str, ours: dict[int, str]) -> str:

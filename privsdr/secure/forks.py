@@ -487,9 +487,9 @@ def _fork(request: Mapping[str, Any], fds: Sequence[int], server: Sequence[int],
             if os.getppid() != me:
                 os._exit(_GONE)
             os.close(started_w)  # the server answers the launcher now
-            _fresh_random_state()
             for inherited in [*server, *(out for out in children.values() if out is not None)]:
                 os.close(inherited)
+            _fresh_random_state()
             _child(request, fds)
         except BaseException:  # noqa: BLE001 - before the party's own code ran (e.g. its folder is gone)
             traceback.print_exc()
