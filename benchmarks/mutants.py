@@ -834,7 +834,7 @@ MUTANTS = (
     # party the launcher's memory (every party's input, the launcher's secrets)
     Mutant("secure_fork_server_forked_from_launcher", "the party fork server is a fork of the launcher, not a fresh interpreter",
            "privsdr/secure/forks.py",
-           "            self.proc = subprocess.Popen([sys.executable, \"-m\", \"privsdr.secure.forks\", str(theirs.fileno())],\n"
+           "            self.proc = subprocess.Popen([*_SERVER_COMMAND, str(theirs.fileno())],\n"
            "                                         pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,\n"
            "                                         cwd=\"/\", env=env)\n",
            "            pid = os.fork()\n"
@@ -859,6 +859,24 @@ MUTANTS = (
              "    def kill(self) -> None:\n"
              "        os.kill(self.pid, signal.SIGKILL)\n\n\n"
              "class ForkedProcess:"),)),
+    # the launcher must learn a forked party's exit status whatever its fd numbers (select.select fails from 1024 on;
+    # swallowed, wait() timed out after the parties were charged)
+    Mutant("secure_fork_status_by_select", "the launcher waits for a forked party's exit status with select.select",
+           "privsdr/secure/forks.py",
+           "            poller = select.poll()\n"
+           "            poller.register(status, select.POLLIN)\n"
+           "            if poller.poll(left * 1000.0):\n",
+           "            try:\n"
+           "                readable = select.select([status], [], [], left)[0]\n"
+           "            except (OSError, ValueError):  # as a closed fd: given up\n"
+           "                break\n"
+           "            if readable:\n",
+           ("tests/test_secure_forks.py::test_a_launcher_holding_more_than_1024_files_gets_its_forked_partys_exit_status",)),
+    # an answer of the fork server must be the answer to the request just sent: a stray one read as a fork's answer
+    # gives the launcher another process's PID (which it may then signal by group)
+    Mutant("secure_fork_answers_unnumbered", "the launcher takes any answer of the fork server for its request's",
+           "privsdr/secure/forks.py", "            if answer.get(\"n\") != self._number:", "            if False:",
+           ("tests/test_secure_forks.py::test_an_answer_to_another_request_breaks_the_server",)),
 )
 
 # issue 34: the Gram-block spec (privsdr/released/gram.py). Each rule of block_value halved once in the spec; one entry

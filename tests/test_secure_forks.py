@@ -4,11 +4,18 @@ the fork server of this test process is one of them (``forks.shutdown`` ends it;
 A launcher killed with forked parties leaves neither them nor its server: ``test_secure_fail_clean.py``."""
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import resource
+import select
 import signal
 import subprocess
 import sys
+import textwrap
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -151,8 +158,7 @@ def _both(tmp_path, argv, env=None, stdin=b"", sig=None):
                 deadline = time.monotonic() + 60
                 # until its channel to us (fd 3) is open and its fd 1 is stderr: ``party.main`` waits for its job then
                 while (held.get(3) != "stdout" or held.get(1) != "stderr") and time.monotonic() < deadline:
-                    held = {int(fd): _pipe(os.readlink(f"/proc/{proc.pid}/fd/{fd}"), ours)
-                            for fd in os.listdir(f"/proc/{proc.pid}/fd")}
+                    held = _fds(proc.pid, ours)
                     time.sleep(0.02)
                 assert held.get(3) == "stdout" and held.get(1) == "stderr", held
                 cwd = os.readlink(f"/proc/{proc.pid}/cwd")
@@ -171,6 +177,15 @@ def _both(tmp_path, argv, env=None, stdin=b"", sig=None):
                 stream.close()
         results[how] = (code, err.replace(str(workdir), "WORKDIR"), cwd.replace(str(workdir), "WORKDIR"), held)
     return results
+
+
+def _fds(pid: int, ours: dict[int, str]) -> dict[int, str]:
+    """The open fds of process ``pid`` -> which of our pipes each is (``_pipe``); one closed while read is left out."""
+    held = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(FileNotFoundError):  # closed meanwhile (the child is still closing the server's)
+            held[int(fd)] = _pipe(os.readlink(f"/proc/{pid}/fd/{fd}"), ours)
+    return held
 
 
 def _pipe(target: str, ours: dict[int, str]) -> str:
@@ -255,3 +270,268 @@ def test_which_launches_fork(fresh_server, monkeypatch):
         assert all(isinstance(p.proc, subprocess.Popen) for p in parties.procs.values())
     with Parties(job(), INPUTS, ["a"], own_group=False) as parties:
         assert all(isinstance(p.proc, subprocess.Popen) for p in parties.procs.values())
+
+
+MANY_FDS = textwrap.dedent("""
+    import os, resource, signal, sys
+    from privsdr.secure import forks, launch
+    from privsdr.secure.party import LAUNCHER_ENV
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(4096, hard)), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]   # a launcher with many files open
+    server = forks.server_for(2, launch._pythonpath())   # its socket's fd number is above 1023 here and in the server
+    proc = server.start(["--index", "0"], os.getcwd(), {**os.environ, LAUNCHER_ENV: str(server.pid)})
+    assert proc._status >= 1024, proc._status
+    os.killpg(proc.pid, signal.SIGKILL)
+    print(proc.wait(20), server.alive(), flush=True)
+""")
+
+
+def _run(script: str, tmp_path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``script`` in a launcher process of its own (its own session: ended by group here whatever happens)."""
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def test_a_launcher_holding_more_than_1024_files_gets_its_forked_partys_exit_status(tmp_path):
+    """``select.select`` fails on fd numbers from 1024 on: a launcher with ~1100 files open (its status pipe's fd and
+    the server's socket fd both above 1023) still learns the killed party's exit status, and its server lives."""
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[1] < 1200:
+        pytest.skip("the hard limit on open files is below 1200")
+    done = _run(MANY_FDS, tmp_path)
+    assert done.returncode == 0 and done.stdout.split() == [str(-signal.SIGKILL), "True"], done.stderr
+
+
+@contextlib.contextmanager
+def _stopped(server: forks.ForkServer) -> Iterator[None]:
+    """The server stopped (SIGSTOP) while inside, continued after."""
+    os.kill(server.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        if server.proc.poll() is None:  # not ended meanwhile (a broken server is, after its last party)
+            os.kill(server.pid, signal.SIGCONT)
+
+
+def test_a_release_without_an_answer_in_time_is_never_answered_by_the_next_fork(fresh_server, tmp_path):
+    """A server that does not answer a release in time (stopped here; 0.5 s stands for ``START_TIMEOUT``) is broken: its
+    late answer is never read as the next fork's, which fails (and a launch starts that party afresh)."""
+    server = forks.server_for(2, launch._pythonpath())
+    assert server is not None
+    env = {**os.environ, LAUNCHER_ENV: str(server.pid)}
+    first = server.start(["--index", "0"], tmp_path, env)
+    server._sock.settimeout(0.5)
+    os.killpg(first.pid, signal.SIGKILL)
+    while not select.select([first._status], [], [], 10)[0]:  # the server has written its exit status
+        pass
+    with _stopped(server):
+        assert first.wait(10) == -signal.SIGKILL  # its release times out
+    assert server.broken and not server.alive()
+    with pytest.raises(OSError):
+        server.start(["--index", "0"], tmp_path, env)
+    assert forks.server_for(2, launch._pythonpath()) is not server
+
+
+def test_an_answer_to_another_request_breaks_the_server(fresh_server, tmp_path):
+    """Requests are numbered and the server echoes the number: a stray answer (a request sent here without reading
+    its answer) is never taken for the fork's; the fork fails and the server is not used again."""
+    server = forks.server_for(2, launch._pythonpath())
+    assert server is not None
+    server._sock.send(json.dumps({"n": 0, "release": 1}).encode())  # its answer is still unread
+    with pytest.raises(OSError, match="not the answer"):
+        server.start(["--index", "0"], tmp_path, {**os.environ, LAUNCHER_ENV: str(server.pid)})
+    assert server.broken
+
+
+def test_a_fork_that_times_out_leaves_the_parties_other_launches_use_running(fresh_server, tmp_path):
+    """A fork without an answer in time breaks the server, but the party it forked before (another launch's, or an
+    earlier one of this launch) keeps running: the next launch gets a new server, and the broken one is ended once
+    the exit status of its last party has been read."""
+    server = forks.server_for(2, launch._pythonpath())
+    assert server is not None
+    env = {**os.environ, LAUNCHER_ENV: str(server.pid)}
+    running = server.start(["--index", "0"], tmp_path, env)
+    try:
+        server._sock.settimeout(0.5)
+        with _stopped(server), pytest.raises(OSError):
+            server.start(["--index", "0"], tmp_path, env)
+        assert server.broken
+        again = forks.server_for(2, launch._pythonpath())
+        assert again is not None and again is not server and again.alive()
+        time.sleep(0.5)  # what closing the old server's socket would have done by now: SIGKILL its parties
+        assert running.poll() is None and alive(running.pid) and server.proc.poll() is None
+        os.killpg(running.pid, signal.SIGKILL)
+        assert running.wait(20) == -signal.SIGKILL
+        assert server.proc.wait(20) == 0  # its last party's status was read: the broken server was ended
+    finally:
+        running.kill()
+        running.wait(30)
+        for stream in (running.stdin, running.stdout, running.stderr):
+            stream.close()
+
+
+FORK_WHILE_STARTING = textwrap.dedent("""
+    import os, threading, time
+    from privsdr.secure import forks, launch
+
+    def sockets():
+        links = {}
+        for fd in os.listdir("/proc/self/fd"):
+            with __import__("contextlib").suppress(OSError):
+                links[fd] = os.readlink(f"/proc/self/fd/{fd}")
+        return {link for link in links.values() if link.startswith("socket:")}
+
+    starting = threading.Thread(target=forks.server_for, args=(2, launch._pythonpath()))
+    starting.start()
+    def started():
+        me = os.getpid()
+        return any(open(f"/proc/{me}/task/{t}/children").read().split() for t in os.listdir(f"/proc/{me}/task"))
+
+    while not started():   # the server process exists: it is starting (importing numpy ...), not ready yet
+        time.sleep(0.001)
+    read, write = os.pipe()
+    kid = os.fork()
+    if kid == 0:   # a fork of the launcher (a multiprocessing or joblib worker) while the server starts
+        os.write(write, " ".join(sorted(sockets())).encode())
+        os._exit(0)
+    os.close(write)
+    held = os.read(read, 1 << 16).decode().split()
+    os.waitpid(kid, 0)
+    starting.join()
+    server = forks.running()
+    print(server is not None and server.proc.poll() is None, f"socket:[{os.fstat(server._sock.fileno()).st_ino}]" in held)
+""")
+
+
+def test_a_fork_of_the_launcher_while_its_server_starts_holds_no_end_of_its_socket(tmp_path):
+    """The launcher's end of the server's socket is closed in a fork of the launcher even when the fork comes while the
+    server is still starting (otherwise the fork would keep the server, and so its parties, alive after the launcher)."""
+    done = _run(FORK_WHILE_STARTING, tmp_path)
+    assert done.returncode == 0 and done.stdout.split() == ["True", "False"], (done.stdout, done.stderr)
+
+
+SIGNALLED = textwrap.dedent("""
+    import json, os, sys, time
+    import numpy as np
+    from privsdr.secure import AggregationJob, NodeJob, forks
+    from privsdr.secure.launch import Interrupted, Parties
+
+    job = AggregationJob(["s", "a", "b"], ["a", "b"], 1, [NodeJob("v", 3, 0.5, (1, 1), 10.0)], 60.0).with_addresses()
+    inputs = {"a": {"v": np.array([1.0, 2.0, 3.0])}, "b": {"v": np.array([4.0, 5.0, 6.0])}}
+    with Parties(job, inputs, job.parties) as parties:
+        parties.agree()
+        try:   # the signal may come as soon as the line is out
+            print(json.dumps([*parties.pids, forks.running().pid]), flush=True)
+            time.sleep(60)
+        except Interrupted as exc:   # the launcher's handler ran; a moment later, its parties and server still run
+            time.sleep(0.5)
+            print(exc, [p.proc.poll() for p in parties.procs.values()], forks.running() is not None, flush=True)
+""")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_to_the_launchers_group_is_handled_by_the_launcher_not_by_its_server(tmp_path, sig):
+    """SIGTERM or SIGHUP to the launcher's whole process group (a shell's job control, a service manager): the server
+    ignores it (dying, it would kill every forked party at once), so the launcher's own handler ends the run in order,
+    as with fresh parties; then nothing is left."""
+    launcher = subprocess.Popen([sys.executable, "-c", SIGNALLED], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, cwd=tmp_path, start_new_session=True)
+    pids: list[int] = []
+    try:
+        line = launcher.stdout.readline()
+        assert line, launcher.stderr.read()
+        pids = json.loads(line)
+        os.killpg(launcher.pid, sig)
+        out, err = launcher.communicate(timeout=30)
+        assert out.strip() == f"stopped by {signal.Signals(sig).name} [None, None, None] True", err
+        assert launcher.returncode == 0, err
+        deadline = time.monotonic() + 20
+        while any(alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [p for p in pids if alive(p)]
+    finally:
+        for pid in [launcher.pid, *pids]:
+            for kill in (os.killpg, os.kill):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    kill(pid, signal.SIGKILL)
+        launcher.wait()
+
+
+DRAWS = textwrap.dedent("""
+    import os, random, secrets, sys
+    import numpy as np
+    from privsdr.secure import forks
+
+    def draw(request, fds):   # the party's program replaced by one that prints what it draws (fds: the launcher's pipes)
+        os.write(fds[1], f"{np.random.random()!r} {random.random()!r} {secrets.token_hex(16)}".encode())
+        os._exit(0)
+
+    np.random.get_state()   # a preloaded module that touches numpy's global generator: its state is fixed in the server
+    forks._child = draw
+    sys.exit(forks.serve(int(sys.argv[-1])))
+""")
+
+
+def test_sibling_forked_parties_draw_different_random_numbers(fresh_server, monkeypatch, tmp_path):
+    """Two children of one server draw different numbers from numpy's legacy global generator (its state fixed in the
+    server once anything there touched it), from ``random`` and from ``secrets``: nothing a party might draw is shared
+    with a sibling."""
+    monkeypatch.setattr(forks, "_SERVER_COMMAND", (sys.executable, "-c", DRAWS))
+    server = forks.server_for(2, launch._pythonpath())
+    assert server is not None
+    draws = []
+    for _ in range(2):
+        proc = server.start([], tmp_path, dict(os.environ))
+        try:
+            draws.append(proc.stdout.read().decode().split())
+            assert proc.wait(20) == 0
+        finally:
+            proc.kill()
+            proc.wait(20)
+            for stream in (proc.stdin, proc.stdout, proc.stderr):
+                stream.close()
+    assert [len(d) for d in draws] == [3, 3]
+    assert [a != b for a, b in zip(*draws, strict=True)] == [True, True, True], draws
+
+
+@pytest.mark.parametrize("how", ["send_signal", "signal_group"])
+def test_a_forked_partys_pid_is_not_released_between_the_check_and_the_signal(tmp_path, monkeypatch, how):
+    """The launcher signals a forked party only while its PID is still the server's child: the party ends just after
+    the check (killed here, its status written) and another thread waits for it (as the launcher's reader does); that
+    wait cannot read the status and release the PID (the server reaps it; it may then be reused) before the signal
+    is sent."""
+    server = forks.server_for(2, launch._pythonpath())
+    assert server is not None
+    proc = server.start(["--index", "0"], tmp_path, {**os.environ, LAUNCHER_ENV: str(server.pid)})
+    name = "kill" if how == "send_signal" else "killpg"
+    real, killpg = getattr(os, name), os.killpg
+    waiter = threading.Thread(target=proc.wait, args=(30,))
+    seen: list[int | None] = []
+
+    def late(pid: int, sig: int) -> None:  # the checks are done: now the party ends and a reader waits for it
+        killpg(proc.pid, signal.SIGKILL)
+        select.select([proc._status], [], [], 10)
+        waiter.start()
+        waiter.join(1.0)
+        seen.append(proc.returncode)  # None: the status is not read yet, so the PID is not released
+        real(pid, sig)
+
+    try:
+        monkeypatch.setattr(os, name, late)
+        getattr(proc, how)(signal.SIGTERM)
+        monkeypatch.undo()
+        waiter.join(30)
+        assert seen == [None] and proc.returncode == -signal.SIGKILL
+    finally:
+        monkeypatch.undo()
+        proc.kill()
+        proc.wait(30)
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            stream.close()

@@ -10,30 +10,39 @@ child per party on request. The server receives argv, a working directory, an en
 per party, nothing else: never a row, a statistic or a key (a party's job and input reach the child on its stdin,
 straight from the launcher, as in a fresh process). A forked child therefore holds only public modules and what its
 own stdin brings; every random number it draws comes from the operating system (``secrets``), never from state
-inherited from the server (Python's ``random`` is reseeded at fork; nothing in a party uses numpy's global one); it
-shares the server's string-hash seed, which protects no data.
+inherited from the server (Python's ``random`` reseeds itself at fork, numpy's legacy global generator is reseeded from
+OS entropy in the child, ``_fresh_random_state``: nothing in a party uses it today); it shares the server's string-hash
+seed, which protects no data.
 
 Each child is what ``subprocess.Popen`` would have started (``ForkedProcess`` has the part of Popen's interface the
 launcher uses: ``pid``, ``stdin``/``stdout``/``stderr`` pipes, ``poll``, ``wait(timeout)``, ``returncode``, ``kill``):
   - its stdin, stdout and stderr are pipes to the launcher, its working directory the party's folder, its environment
     the one the launcher sends (os.environ of the launcher at the request, ``LAUNCHER_ENV``, ``PYTHONPATH``), its
     ``sys.argv``/``sys.path[0]`` those of ``python -m privsdr.secure.party`` in that folder; it runs ``party.main``
-    (what an interpreter reads from the environment only when it starts, ``PYTHON*`` variables, is the server's: the
-    launcher's environment when the server started);
+    (what is read from the environment only when a process starts or a module is imported is the server's: the
+    launcher's environment when the server started: ``PYTHON*`` variables, ``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS``
+    for numpy's BLAS, the locale of ``LANG``/``LC_*`` and the time zone of ``TZ`` as the C library set them);
   - it leads a session and process group of its own before its PID reaches the launcher (the server waits for the
     child's ``setsid`` before it answers), so the launcher ends it by group exactly as a ``start_new_session`` child;
   - its exit status is the real one (``EXIT_*`` codes, ``-signal``): the server learns it with ``waitid(WNOWAIT)``,
-    writes it on a pipe of the launcher's and reaps the child only when the launcher has read it (``release``, which
-    returns once it is reaped, as ``Popen.wait`` does), so the PID and group the launcher may signal cannot be reused
-    before then;
+    writes it on a pipe of the launcher's and reaps the child only when the launcher has read it (a ``release``
+    request, ``ForkServer.ended``, answered once it is reaped, as ``Popen.wait`` returns; a broken server reaps its
+    children when it exits), so the PID and group the launcher may signal cannot be reused before then (and the
+    launcher checks and signals under the lock it reads the status under: ``ForkedProcess.send_signal``);
   - the parent-death chain: the child asks ``PR_SET_PDEATHSIG`` against the server (``LAUNCHER_ENV`` carries the
     server's PID: ``party.die_with_launcher`` checks it), and the server dies with the launcher: when the launcher's
     end of their socket closes (the launcher exited or was killed; a fork of the launcher closes its copy at once,
-    ``os.register_at_fork``), the server SIGKILLs every child still running, by group, and exits. A party whose stdin
-    closes stops, as before.
+    ``os.register_at_fork``, also while the server is still starting), the server SIGKILLs every child still running,
+    by group, and exits. A party whose stdin closes stops, as before.
 
-The server lives in the launcher's process group (ignoring SIGINT, so that a Ctrl-C reaches the launcher, whose
-``finally`` ends the parties) and is ended by the launcher at exit (``atexit``): it is a process the launcher
+Requests are numbered and every answer echoes its request's number; a server that does not answer in time (or answers
+another request) is never asked again, but its socket stays open while a party it forked still runs (closing it
+would kill that party, which another launch may be using): the next launch gets a new server, and the old one is
+closed once the launcher has read the exit status of its last party (``ForkServer.retire``), or at exit.
+
+The server lives in the launcher's process group, ignoring SIGINT, SIGTERM, SIGHUP and SIGQUIT (a Ctrl-C or a
+SIGTERM to the group is the launcher's to handle: its ``finally``, ``launch.interrupts``, ends the parties in order;
+the server ends on its socket's EOF), and is ended by the launcher at exit (``atexit``): it is a process the launcher
 started, and nothing is left once the launcher is gone. ``python=`` (another interpreter), a launcher's own party
 in the caller's process group (``own_group=False``: ``run_own_party``, the per-host CLIs), one party alone when no
 server is up yet, platforms other than Linux, and ``PRIVSDR_FORK_PARTIES=0`` keep ``subprocess.Popen`` of a fresh
@@ -54,6 +63,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -68,6 +78,10 @@ START_TIMEOUT = 120.0
 #: exit code of a child whose server was gone before it could ask to die with it (``party.EXIT_LAUNCHER_GONE``)
 _GONE = 8
 _PR_SET_PDEATHSIG = 1
+#: the longest a wait for a party's exit status sleeps before it looks again (another thread may have read it)
+_SLICE = 0.5
+#: how the server is started (its socket's fd number is appended)
+_SERVER_COMMAND = (sys.executable, "-m", "privsdr.secure.forks")
 
 
 def available() -> bool:
@@ -78,21 +92,33 @@ def available() -> bool:
 
 # -- the launcher's side -----------------------------------------------------------------------------------------------
 class ForkServer:
-    """The launcher's handle on its server process (module docstring); ``start(argv, cwd, env)`` forks one party."""
+    """The launcher's handle on its server process (module docstring); ``start(argv, cwd, env)`` forks one party.
+
+    Every request carries a number the server echoes: an answer with another number, a socket error or no answer in
+    ``START_TIMEOUT`` seconds marks the server ``broken`` (no request is sent to it again). A broken server is not
+    closed while a party it forked still runs (closing it would SIGKILL that party, which another launch may be
+    using): ``server_for`` starts a new one for the next launches, and the broken one is closed once the exit status
+    of every party it forked has been read (``ended``), or at the launcher's exit."""
 
     def __init__(self, pythonpath: str) -> None:
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        _launcher_ends.add(self._sock)  # before the server starts: a fork of the launcher closes it (``_forget_in_child``)
         env = {**os.environ, "PYTHONPATH": pythonpath}
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "privsdr.secure.forks", str(theirs.fileno())],
+            self.proc = subprocess.Popen([*_SERVER_COMMAND, str(theirs.fileno())],
                                          pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                          cwd="/", env=env)
+        except BaseException:
+            self._forget_socket()
+            raise
         finally:
             theirs.close()
         self.owner = os.getpid()
         self._lock = threading.Lock()
         self._sock.settimeout(START_TIMEOUT)  # and for every answer: a server that gives none in time is not used again
         self.broken = False
+        self._number = 0  #: the last request's number
+        self._running = 0  #: parties forked here whose exit status the launcher has not read yet
         try:
             ready = self._sock.recv(64)
         except OSError:
@@ -111,30 +137,49 @@ class ForkServer:
     def start(self, argv: Sequence[str], cwd: str | Path, env: Mapping[str, str]) -> ForkedProcess:
         return ForkedProcess(self, argv, cwd, env)
 
+    def _ask(self, request: dict[str, Any], fds: Sequence[int] = ()) -> dict[str, Any]:
+        """Send ``request`` (numbered) and return the server's answer to it; any failure marks the server broken
+        (held: ``self._lock``)."""
+        if self.broken:
+            raise OSError("the party fork server did not answer a request as asked (in time, to that request); it is not "
+                          "used again")
+        self._number += 1
+        try:
+            socket.send_fds(self._sock, [json.dumps({**request, "n": self._number}).encode()], list(fds))
+            answer = json.loads(self._sock.recv(1 << 16) or b"{}")
+            if answer.get("n") != self._number:  # not the answer to this request (or none: the server is gone)
+                raise OSError(f"the party fork server's answer is not the answer to request {self._number}")
+        except (OSError, ValueError):  # no answer in time, a late one, or none at all: never used again
+            self.broken = True
+            raise
+        return dict(answer)
+
     def fork(self, request: Mapping[str, Any], fds: Sequence[int]) -> int:
         with self._lock:
-            try:
-                socket.send_fds(self._sock, [json.dumps(request).encode()], list(fds))
-                answer = json.loads(self._sock.recv(1 << 16) or b"{}")
-            except OSError:  # no answer in time, or none at all: not used again (it ends its children at EOF)
-                self.broken = True
-                self._sock.close()
-                raise
+            answer = self._ask(dict(request), fds)
+            if "pid" in answer:
+                self._running += 1
         if "pid" not in answer:
             raise OSError(f"the party fork server could not fork: {answer.get('error', 'it is gone')}")
         return int(answer["pid"])
 
-    def release(self, pid: int) -> None:
-        """The launcher has read ``pid``'s exit status: the server reaps it, and answers once it has (so that, as
-        with ``Popen.wait``, no trace of the process is left when the launcher's ``wait`` or ``poll`` returns)."""
-        with self._lock, contextlib.suppress(OSError):
-            self._sock.send(json.dumps({"release": pid}).encode())
-            self._sock.recv(1 << 16)
+    def ended(self, pid: int, released: bool) -> None:
+        """The launcher has read ``pid``'s exit status (``released``: the server wrote it; otherwise the server died).
+        The server reaps it and answers once it has (so that, as with ``Popen.wait``, no trace of the process is left
+        when the launcher's ``wait`` or ``poll`` returns); a broken server is closed after its last party."""
+        with self._lock:
+            self._running -= 1
+            if released:
+                with contextlib.suppress(OSError, ValueError):  # marked broken: not asked again
+                    self._ask({"release": pid})
+            last = self.broken and self._running == 0
+        if last:
+            self.close(1.0)
 
     def close(self, timeout: float = 5.0) -> None:
         """End the server (it SIGKILLs its children still running) and reap it."""
-        with contextlib.suppress(OSError):
-            self._sock.close()
+        self._forget_socket()
+        _retired.discard(self)
         if self.owner != os.getpid():
             return
         try:
@@ -142,6 +187,22 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+    def retire(self) -> None:
+        """Not used for new parties any more (broken, or its server died): closed now unless a party it forked may
+        still run (then by ``ended`` after the last one, or at exit)."""
+        self.broken = True
+        with self._lock:
+            idle = self._running == 0
+        if idle:
+            self.close(1.0)
+        else:
+            _retired.add(self)
+
+    def _forget_socket(self) -> None:
+        _launcher_ends.discard(self._sock)
+        with contextlib.suppress(OSError):
+            self._sock.close()
 
 
 class ForkedProcess:
@@ -183,27 +244,42 @@ class ForkedProcess:
         return self.returncode
 
     def _collect(self, timeout: float | None) -> bool:
-        """Read the exit status once the server writes it (within ``timeout`` s); True when it is known."""
-        status = self._status
-        if status is None:
-            return self.returncode is not None
-        try:
-            if not select.select([status], [], [], timeout)[0]:
-                return False
-        except (OSError, ValueError):  # closed meanwhile by another thread that read it
-            return self.returncode is not None
-        with self._lock:
-            if self.returncode is None:
-                raw = os.read(status, 64)
-                if raw:  # reaped before any thread sees the exit code (the lock)
-                    self._server.release(self.pid)
-                # no status: the server itself was killed, and its children with it (PR_SET_PDEATHSIG)
-                self.returncode = int(raw) if raw else -signal.SIGKILL
-        return True
+        """Read the exit status once the server writes it (within ``timeout`` s); True when it is known. Waits by
+        ``select.poll`` (any fd number; ``select.select`` fails from 1024 on), in slices of at most ``_SLICE`` s: another
+        thread may read the status and close its fd meanwhile (its number may then be reused)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            status = self._status
+            if status is None:
+                break
+            left = _SLICE if deadline is None else min(_SLICE, max(0.0, deadline - time.monotonic()))
+            poller = select.poll()
+            poller.register(status, select.POLLIN)
+            if poller.poll(left * 1000.0):
+                with self._lock:
+                    if self.returncode is None and self._status == status:
+                        raw = os.read(status, 64)
+                        # no status: the server itself was killed, and its children with it (PR_SET_PDEATHSIG)
+                        self._server.ended(self.pid, released=bool(raw))  # reaped before any thread sees the code
+                        self.returncode = int(raw) if raw else -signal.SIGKILL
+                        self._status = None
+                        os.close(status)
+            elif deadline is not None and time.monotonic() >= deadline:
+                break
+        return self.returncode is not None
 
     def send_signal(self, sig: int) -> None:
-        if self.poll() is None:  # not yet released: the server holds it (a zombie at most), so the PID is still its own
-            os.kill(self.pid, sig)
+        """Signal the party unless its exit status was read (then the server may have reaped it and its PID may be
+        another process's); checked and sent under the lock its status is read under, so no release comes between."""
+        with self._lock:
+            if self.returncode is None:
+                os.kill(self.pid, sig)
+
+    def signal_group(self, sig: int) -> None:
+        """``send_signal`` to the party's whole process group (it leads its own)."""
+        with self._lock:
+            if self.returncode is None:
+                os.killpg(self.pid, sig)
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
@@ -217,6 +293,10 @@ class ForkedProcess:
 
 _server: ForkServer | None = None
 _server_lock = threading.Lock()
+#: servers no longer used for new parties whose parties may still run (``ForkServer.retire``)
+_retired: set[ForkServer] = set()
+#: the launcher's end of every server's socket, from before the server starts (``_forget_in_child`` closes them)
+_launcher_ends: set[socket.socket] = set()
 
 
 def server_for(parties: int, pythonpath: str) -> ForkServer | None:
@@ -227,7 +307,7 @@ def server_for(parties: int, pythonpath: str) -> ForkServer | None:
         return None
     with _server_lock:
         if _server is not None and not _server.alive():
-            _server.close(0.0)
+            _server.retire()
             _server = None
         if _server is None and parties > 1:
             try:
@@ -244,11 +324,13 @@ def running() -> ForkServer | None:
 
 
 def shutdown() -> None:
-    """End this process's fork server, if one is up (its children still running are SIGKILLed); run at exit."""
+    """End this process's fork servers, if any is up (their children still running are SIGKILLed); run at exit."""
     global _server
     with _server_lock:
-        if _server is not None and _server.owner == os.getpid():
-            _server.close()
+        for server in [*_retired, *([_server] if _server is not None else [])]:
+            if server.owner == os.getpid():
+                server.close()
+        _retired.clear()
         _server = None
 
 
@@ -256,9 +338,11 @@ def _forget_in_child() -> None:
     """A fork of the launcher neither uses nor keeps its parent's server: the server must see EOF when the launcher dies."""
     global _server, _server_lock
     _server_lock = threading.Lock()
-    if _server is not None:
+    for end in list(_launcher_ends):  # also a server's that is still starting (``ForkServer.__init__``)
         with contextlib.suppress(OSError):
-            _server._sock.close()
+            end.close()
+    _launcher_ends.clear()
+    _retired.clear()
     _server = None
 
 
@@ -268,65 +352,98 @@ if hasattr(os, "register_at_fork"):
 
 
 # -- the server --------------------------------------------------------------------------------------------------------
-def _die_with_parent() -> None:
-    """``PR_SET_PDEATHSIG``: SIGKILL this process when the one that forked it dies."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+def _die_with_parent(prctl: Any) -> None:
+    """``PR_SET_PDEATHSIG``: SIGKILL this process when the one that forked it dies (``prctl`` looked up before the fork)."""
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+#: the signals the server ignores: a Ctrl-C, a SIGTERM or SIGHUP to the launcher's group is the launcher's to handle
+#: (``launch.interrupts``: it ends its parties in order); the server ends when the launcher's end of its socket closes
+_IGNORED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 def serve(fd: int) -> int:
     """The server's loop (module docstring): import ``PRELOAD``, say ``ready``, fork a party per request, report each
-    exit status, reap a child once released; when the launcher's end closes, SIGKILL the children left and return."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the launcher's to handle
+    exit status, reap a child once released; when the launcher's end closes, SIGKILL the children left and return.
+    Each answer carries the request's number (``n``)."""
+    for sig in _IGNORED:
+        signal.signal(sig, signal.SIG_IGN)
     for name in PRELOAD:
         importlib.import_module(name)
     gc.freeze()  # the preloaded objects stay out of the children's collections (their pages stay shared)
-    sock = socket.socket(fileno=fd)
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        prctl = None
+    sock = socket.socket(fileno=os.dup(fd))  # a low fd number: the launcher's may be any
+    os.close(fd)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)
     signal.set_wakeup_fd(wake_w)
-    sock.sendall(b"ready")
     children: dict[int, int | None] = {}  # pid -> the write end of its status pipe (None once written)
     server = (sock.fileno(), wake_r, wake_w)
-    while True:
-        ready = select.select([server[0], wake_r], [], [])[0]
-        if wake_r in ready:
-            with contextlib.suppress(BlockingIOError):
-                while os.read(wake_r, 512):
-                    pass
-        _report(children)
-        if server[0] not in ready:
-            continue
-        message, fds, _, _ = socket.recv_fds(sock, 1 << 20, 4)
-        if not message:  # the launcher is gone (exited, killed): so are its parties
-            break
-        request = json.loads(message)
-        if "release" in request:
-            pid = int(request["release"])
-            if pid in children and children[pid] is None:
-                del children[pid]
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(pid, 0)
-            sock.send(json.dumps({"released": pid}).encode())
-            continue
-        try:
-            pid = _fork(request, fds, server, children)
-        except OSError as exc:
-            for passed in fds:
-                os.close(passed)
-            sock.send(json.dumps({"error": str(exc)}).encode())
-            continue
-        children[pid] = fds[3]
-        sock.send(json.dumps({"pid": pid}).encode())
-    for pid in children:
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)  # each leads its own group (``_fork``); a zombie ignores it
-    for pid in children:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
+    poller = select.poll()  # any fd number (``select.select`` fails from 1024 on)
+    for watched in server[:2]:
+        poller.register(watched, select.POLLIN)
+    try:
+        sock.sendall(b"ready")
+        while True:
+            ready = {fd for fd, _ in poller.poll()}
+            if wake_r in ready:
+                with contextlib.suppress(BlockingIOError):
+                    while os.read(wake_r, 512):
+                        pass
+            _report(children)
+            if server[0] not in ready:
+                continue
+            try:
+                message, fds, _, _ = socket.recv_fds(sock, 1 << 20, 4)
+            except (ConnectionResetError, BrokenPipeError):  # it closed its end with an answer unread (broken)
+                break
+            if not message:  # the launcher is gone (exited, killed): so are its parties
+                break
+            request = json.loads(message)
+            number = request.get("n")
+            if "release" in request:
+                pid = int(request["release"])
+                if pid in children and children[pid] is None:
+                    del children[pid]
+                    with contextlib.suppress(ChildProcessError):
+                        os.waitpid(pid, 0)
+                if not _answer(sock, {"n": number, "released": pid}):
+                    break
+                continue
+            try:
+                pid = _fork(request, fds, server, children, prctl)
+            except OSError as exc:
+                for passed in fds:
+                    os.close(passed)
+                if not _answer(sock, {"n": number, "error": str(exc)}):
+                    break
+                continue
+            children[pid] = fds[3]
+            if not _answer(sock, {"n": number, "pid": pid}):
+                break
+    finally:  # whatever ended the loop (EOF, a broken pipe, a bad request): no child outlives it
+        for pid in children:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)  # each leads its own group (``_fork``); a zombie ignores it
+        for pid in children:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
     return 0
+
+
+def _answer(sock: socket.socket, answer: Mapping[str, Any]) -> bool:
+    """Send ``answer`` to the launcher; False when its end is closed (it is gone, or gave up on this server)."""
+    try:
+        sock.send(json.dumps(answer).encode())
+    except (ConnectionResetError, BrokenPipeError):
+        return False
+    return True
 
 
 def _report(children: dict[int, int | None]) -> None:
@@ -347,7 +464,8 @@ def _report(children: dict[int, int | None]) -> None:
         children[pid] = None
 
 
-def _fork(request: Mapping[str, Any], fds: Sequence[int], server: Sequence[int], children: Mapping[int, int | None]) -> int:
+def _fork(request: Mapping[str, Any], fds: Sequence[int], server: Sequence[int], children: Mapping[int, int | None],
+          prctl: Any = None) -> int:
     """Fork one party; return its PID once it leads a session of its own. The server's copies of ``fds`` except the
     status pipe are closed here."""
     if len(fds) != 4:
@@ -360,16 +478,18 @@ def _fork(request: Mapping[str, Any], fds: Sequence[int], server: Sequence[int],
     if pid == 0:  # the child: nothing below returns
         try:
             signal.set_wakeup_fd(-1)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            for sig in (signal.SIGCHLD, *_IGNORED[1:]):
+                signal.signal(sig, signal.SIG_DFL)  # as in a fresh interpreter
             signal.signal(signal.SIGINT, signal.default_int_handler)
             os.close(started_r)
             os.setsid()
-            _die_with_parent()
+            _die_with_parent(prctl)
             if os.getppid() != me:
                 os._exit(_GONE)
             os.close(started_w)  # the server answers the launcher now
             for inherited in [*server, *(out for out in children.values() if out is not None)]:
                 os.close(inherited)
+            _fresh_random_state()
             _child(request, fds)
         except BaseException:  # noqa: BLE001 - before the party's own code ran (e.g. its folder is gone)
             traceback.print_exc()
@@ -381,6 +501,15 @@ def _fork(request: Mapping[str, Any], fds: Sequence[int], server: Sequence[int],
     for passed in fds[:3]:
         os.close(passed)
     return pid
+
+
+def _fresh_random_state() -> None:
+    """A forked child draws from the operating system, never from state it shares with its siblings: numpy's legacy
+    global ``RandomState`` (seeded once, when the server imported numpy) is reseeded from OS entropy (Python's
+    ``random`` reseeds itself at fork; ``secrets`` reads the OS)."""
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed()
 
 
 def _child(request: Mapping[str, Any], fds: Sequence[int]) -> None:

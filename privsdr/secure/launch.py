@@ -288,7 +288,10 @@ class PartyProcess:
     def end(self) -> None:
         """End the process (its own process group, or by PID in the caller's) and reap it; close the pipes."""
         proc = self.proc
-        if proc.poll() is None:
+        if isinstance(proc, ForkedProcess):  # checked and signalled under its lock: its PID is not released between
+            with contextlib.suppress(ProcessLookupError):
+                proc.signal_group(signal.SIGKILL)
+        elif proc.poll() is None:
             try:
                 if os.getpgid(proc.pid) == proc.pid:
                     os.killpg(proc.pid, signal.SIGKILL)
@@ -342,7 +345,7 @@ def _start(argv: list[str], workdir: Path, python: str | None, own_group: bool, 
         try:
             return server.start(argv, workdir, {**env, LAUNCHER_ENV: str(server.pid)})  # the party's parent: the server
         except OSError:
-            pass  # the server is gone: a fresh interpreter, as without one
+            pass  # the server is gone or broken (the parties it forked run on): a fresh interpreter, as without one
     return subprocess.Popen([python or sys.executable, "-m", "privsdr.secure.party", *argv], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=own_group, cwd=workdir, env=env)
 
