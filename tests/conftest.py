@@ -202,6 +202,15 @@ def leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.rglob("*.tmp"))
 
 
+def alive(pid: int) -> bool:
+    """True while the process runs: it exists and is no zombie (one that has ended and waits to be reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):  # gone, or reaped between the open and the read (ESRCH)
+        return False
+
+
 def gone(pids) -> bool:
     """True when none of these processes exists any more (the tests that start party processes check it)."""
     import os

@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import run_cli
+from conftest import alive, run_cli
 
 from privsdr import Budget, Ledger
 from privsdr.errors import ValidationError
@@ -254,13 +254,6 @@ LAUNCHER = textwrap.dedent("""
         time.sleep(60)   # as if charging took long: the processes wait at their gate
 """)
 
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
-    except FileNotFoundError:
-        return False
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")

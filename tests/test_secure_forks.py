@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import alive
 
 from privsdr.secure import AggregationJob, NodeJob, forks, launch
 from privsdr.secure.launch import Parties
@@ -35,13 +36,6 @@ INPUTS = {"a": {"v": np.array([1.2345678901234567, -2.718281828459045, 3.1415926
 def job(parties=("s", "a", "b"), tls=False) -> AggregationJob:
     return AggregationJob(list(parties), ["a", "b"], 1, [NodeJob("v", 3, 0.5, (1, 1), 10.0)], 60.0, tls=tls).with_addresses()
 
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
-    except FileNotFoundError:
-        return False
 
 
 def parent(pid: int) -> int:
