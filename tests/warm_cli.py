@@ -190,32 +190,16 @@ def _child(request: Mapping[str, Any], fds: Sequence[int]) -> None:
     threads joined, ``atexit`` run, stdout and stderr flushed), without tearing down the preloaded modules one
     object at a time (that touches every inherited page: seconds of copy-on-write for nothing)."""
     import atexit
-    import tempfile
     import threading
-    import traceback
+
+    from privsdr.secure.forks import exit_code_of, take_request
 
     os.setsid()
-    for target, passed in zip((0, 1, 2), fds[:3], strict=True):
-        os.dup2(passed, target)
-    for passed in fds:
-        os.close(passed)
-    os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
-    tempfile.tempdir = None  # TMPDIR is read again, as a fresh process reads it
+    take_request(request, fds)
     sys.argv = ["privsdr", *request["argv"]]
     from privsdr.cli import main
 
-    try:
-        code = main(request["argv"])
-    except SystemExit as exc:
-        code = exc.code
-    except BaseException:  # noqa: BLE001 - printed and exit code 1, as the interpreter does
-        traceback.print_exc()
-        code = 1
-    if code is not None and not isinstance(code, int):
-        print(code, file=sys.stderr)
-        code = 1
+    code = exit_code_of(main, request["argv"])
     threading._shutdown()  # type: ignore[attr-defined]  # what the interpreter's exit does first
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):

@@ -65,7 +65,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -512,8 +512,10 @@ def _fresh_random_state() -> None:
         numpy.random.seed()
 
 
-def _child(request: Mapping[str, Any], fds: Sequence[int]) -> None:
-    """``python -m privsdr.secure.party ARGV`` in ``cwd`` with ``env``, from here on (module docstring)."""
+def take_request(request: Mapping[str, Any], fds: Sequence[int]) -> None:
+    """Make this forked child the process a request describes: the passed fds as its stdin, stdout and stderr (the
+    passed copies closed), the request's working directory and environment (``TMPDIR`` read again, as a fresh
+    process reads it). Also what the tests' warm CLI server does to its forked children (tests/warm_cli.py)."""
     import tempfile
 
     for target, passed in zip((0, 1, 2), fds[:3], strict=True):
@@ -523,14 +525,26 @@ def _child(request: Mapping[str, Any], fds: Sequence[int]) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    tempfile.tempdir = None  # TMPDIR is read again, as a fresh process reads it
+    tempfile.tempdir = None
+
+
+def _child(request: Mapping[str, Any], fds: Sequence[int]) -> None:
+    """``python -m privsdr.secure.party ARGV`` in ``cwd`` with ``env``, from here on (module docstring)."""
+    take_request(request, fds)
     from . import party
 
     sys.argv = [str(party.__file__), *request["argv"]]
     if sys.path:
         sys.path[0] = os.getcwd()  # as ``python -m`` puts it
+    party.exit_now(exit_code_of(party.main, request["argv"]))
+
+
+def exit_code_of(main: Callable[[list[str]], Any], argv: list[str]) -> int:
+    """``main(argv)``'s exit code as the interpreter gives a program's: its return value or ``SystemExit``'s code (a
+    code that is not an integer printed on stderr, then 1), an uncaught exception printed with code 1, and an
+    uncaught ``KeyboardInterrupt`` the end by SIGINT. Also the tests' warm CLI server's (tests/warm_cli.py)."""
     try:
-        code: Any = party.main(request["argv"])
+        code: Any = main(argv)
     except SystemExit as exc:
         code = exc.code
     except KeyboardInterrupt:
@@ -543,7 +557,7 @@ def _child(request: Mapping[str, Any], fds: Sequence[int]) -> None:
     if code is not None and not isinstance(code, int):
         print(code, file=sys.stderr)
         code = 1
-    party.exit_now(code or 0)
+    return code or 0
 
 
 if __name__ == "__main__":
