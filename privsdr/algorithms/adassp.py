@@ -42,7 +42,6 @@ from typing import Any
 
 import numpy as np
 
-from .. import core
 from .._validation import privsdr_errors
 from ..accounting import Budget, Ledger
 from ..errors import ValidationError
@@ -51,7 +50,7 @@ from ..plan import CalibratedPlan, Plan, Run
 from ..released import Released, from_run, gram, regression
 from ..released.fitted import Fitted
 from ..released.sites import SiteBlocks
-from ..released.ssp import adassp_solution, dp_means, ridge_rule
+from ..released.ssp import adassp_solution, centred_slopes_stacked, dp_means, ridge_rule
 from ._base import (
     PrivateEstimator,
     check_matrix,
@@ -111,47 +110,6 @@ def centred_solution(released: Released, failure_probability: float, bound_x: fl
     target = released["xty"].ravel() - n_t * y_bar * x_bar
     beta, ridge, lambda_lo = ridge_rule(released, metric, target, failure_probability)
     return beta, ridge, lambda_lo, x_bar, y_bar, metric + ridge * np.eye(len(beta))
-
-
-def centred_slopes_stacked(arrays: dict[str, np.ndarray], scales: Any, failure_probability: float, bound_x: float,
-                           bound_y: float) -> np.ndarray:
-    """``centred_solution``'s beta for a stack of releases (``arrays`` with a leading axis of draws: the parametric
-    bootstrap's ``regression.renoised_blocks``), one row per draw: the same DP means, centring and ridge, with the
-    linear algebra done for the whole stack at once (``ridge_rule_stacked``)."""
-    n_t = np.maximum(arrays["count"][:, 0], 1.0)
-    x_bar = core.clip_rows_l2(arrays["x_sum"] / n_t[:, None], bound_x)
-    y_bar = np.clip(arrays["y_sum"][:, 0] / n_t, -bound_y, bound_y)
-    metric = arrays["xtx"] - n_t[:, None, None] * (x_bar[:, :, None] * x_bar[:, None, :])
-    target = arrays["xty"].reshape(len(n_t), -1) - (n_t * y_bar)[:, None] * x_bar
-    return ridge_rule_stacked(arrays, scales, metric, target, failure_probability)
-
-
-#: a stacked system this well conditioned (smallest singular value over the largest) is solved by LU with the others;
-#: below it, one draw at a time by ``lstsq``, as ``ridge_rule`` does (the two agree to about cond x 1e-16)
-STACKED_SOLVE_CONDITION = 1e-8
-
-
-def ridge_rule_stacked(arrays: dict[str, np.ndarray], scales: Any, metric: np.ndarray, target: np.ndarray,
-                       failure_probability: float) -> np.ndarray:
-    """``ridge_rule``'s beta for each of a stack of (metric, target) pairs (leading axis: draws); ``arrays``: the
-    stacked release (its ``lambda_min`` when there is one), ``scales``: its public noise sds."""
-    rho = float(failure_probability)
-    reps, d = metric.shape[0], metric.shape[-1]
-    spectral = scales["xtx"] * math.sqrt(d * math.log(2.0 * d * d / rho))
-    if "lambda_min" in arrays:
-        lowered = arrays["lambda_min"].reshape(reps, -1)[:, 0] - scales["lambda_min"] * math.sqrt(2.0 * math.log(3.0 / rho))
-    else:
-        lowered = np.linalg.eigvalsh((metric + np.swapaxes(metric, -1, -2)) / 2.0)[:, 0] - spectral
-    ridge = np.maximum(0.0, spectral - np.maximum(lowered, 0.0))
-    system = metric + ridge[:, None, None] * np.eye(d)
-    singular = np.linalg.svd(system, compute_uv=False)
-    solvable = singular[:, -1] > STACKED_SOLVE_CONDITION * singular[:, 0]
-    beta = np.empty((reps, d))
-    if solvable.any():
-        beta[solvable] = np.linalg.solve(system[solvable], target[solvable][..., None])[..., 0]
-    for r in np.flatnonzero(~solvable):
-        beta[r] = np.linalg.lstsq(system[r], target[r], rcond=None)[0]
-    return beta
 
 
 def adassp_from_released(released: Released, *, bound_x: float, bound_y: float, x_center: np.ndarray, y_center: float = 0.0,
