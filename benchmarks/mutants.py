@@ -840,6 +840,7 @@ MUTANTS = (
            "            pid = os.fork()\n"
            "            if pid == 0:\n"
            "                self._sock.close()\n"
+           "                from .fork_server import serve\n"
            "                os._exit(serve(theirs.fileno()))\n"
            "            self.proc = _Forked(pid)  # type: ignore[assignment]\n",
            ("tests/test_secure_forks.py::test_forked_parties_hold_nothing_private_of_the_launcher_or_of_each_other",),

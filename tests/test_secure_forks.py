@@ -461,15 +461,15 @@ def test_a_signal_to_the_launchers_group_is_handled_by_the_launcher_not_by_its_s
 DRAWS = textwrap.dedent("""
     import os, random, secrets, sys
     import numpy as np
-    from privsdr.secure import forks
+    from privsdr.secure import fork_server
 
     def draw(request, fds):   # the party's program replaced by one that prints what it draws (fds: the launcher's pipes)
         os.write(fds[1], f"{np.random.random()!r} {random.random()!r} {secrets.token_hex(16)}".encode())
         os._exit(0)
 
     np.random.get_state()   # a preloaded module that touches numpy's global generator: its state is fixed in the server
-    forks._child = draw
-    sys.exit(forks.serve(int(sys.argv[-1])))
+    fork_server._child = draw
+    sys.exit(fork_server.serve(int(sys.argv[-1])))
 """)
 
 

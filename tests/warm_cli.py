@@ -192,7 +192,7 @@ def _child(request: Mapping[str, Any], fds: Sequence[int]) -> None:
     import atexit
     import threading
 
-    from privsdr.secure.forks import exit_code_of, take_request
+    from privsdr.secure.fork_server import exit_code_of, take_request
 
     os.setsid()
     take_request(request, fds)
