@@ -190,7 +190,7 @@ class AdvancedAccountant(Accountant):
     def _answer(self, basic: Cost, sums: np.ndarray | None) -> Cost:
         advanced = math.inf
         if sums is not None and self.slack > 0 and math.isfinite(basic.epsilon):
-            advanced = outward(min(drv_from_sums(sums[0], sums[1], self.slack), kov_from_sums(sums[0], sums[2], self.slack)))
+            advanced = outward(self._bound(sums))
         with_slack = sum_up([basic.delta, self.slack])
         if math.isinf(self.delta_cap):  # no budget: the better of the two bounds, each at its own delta
             return Cost(advanced, with_slack) if advanced < basic.epsilon else basic
@@ -198,6 +198,10 @@ class AdvancedAccountant(Accountant):
             return basic
         eps = min(basic.epsilon, advanced) if with_slack <= self.delta_cap else basic.epsilon
         return Cost(eps, self.delta_cap if self.delta_cap > 0 else basic.delta)
+
+    def _bound(self, sums: np.ndarray) -> float:
+        """The better of DRV and KOV at this accountant's slack, from ``_advanced_sums`` (not yet rounded outward)."""
+        return min(drv_from_sums(sums[0], sums[1], self.slack), kov_from_sums(sums[0], sums[2], self.slack))
 
     def _sums(self, events: Sequence[Event]) -> np.ndarray | None:
         return self._sums_of([e.basic_cost().epsilon for e in events])
@@ -717,12 +721,9 @@ class BestAccountant(Accountant):
         low = {e: scale * g for e, g in guess.items()}  # sum: target (1 + 1e-9) up to a few roundings, so >= target
         lows = [low[e] for e in events]
         for m in sharing:
-            if isinstance(m, AdvancedAccountant) and m.slack > 0 and max(lows) <= 50.0:  # beyond 50: advanced is basic
-                sq = math.fsum(x * x for x in lows)
-                bound = min(drv_from_sums(sq, math.fsum(x * math.expm1(x) for x in lows), m.slack),
-                            kov_from_sums(sq, math.fsum(x * math.tanh(x / 2.0) for x in lows), m.slack))
-                if not bound >= target:
-                    return {}
+            sums = m._sums_of(lows) if isinstance(m, AdvancedAccountant) and m.slack > 0 else None  # None beyond 50: basic
+            if isinstance(m, AdvancedAccountant) and sums is not None and not m._bound(sums) >= target:
+                return {}
         if not all(gaussian_delta_lower(e.noise_multiplier, x) > e.delta for e, x in low.items()):
             return {}
         basic_delta = sum_up([e.delta for e in events])
