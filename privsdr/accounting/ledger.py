@@ -171,8 +171,8 @@ class Ledger:
         self.report_as = ""  #: the estimator named in the entries and warnings of ``report_to``
         self.pid = os.getpid()  #: the process this account lives in (an in-memory account spends only there)
         self.tracking = False  #: the process's tracking ledger (``accounting.default``): no total, basic composition
-        self._tracked: list[Cost] = []  #: a tracking ledger's charged costs, in order
-        self._tracked_total = (ExactSum(), ExactSum())  #: their exact (eps, delta) sums, kept as they are charged
+        #: a tracking ledger's charged (eps, delta), summed exactly as they are charged (``_stepped_up`` reads them)
+        self._tracked_total = (ExactSum(), ExactSum())
         self._tracked_fits = 0  #: a tracking ledger's runs that charged anything (``tracked_fits``)
         if journal is not None:
             self._attach(journal, journal_key)
@@ -316,9 +316,8 @@ class Ledger:
         elif kind == "charge":
             run = self._runs[record["run_id"]]
             run.charged.append(record["label"])
-            if self.tracking:  # the running sums a tracking ledger reports (``_tracked_sum``)
+            if self.tracking:  # the running sums a tracking ledger reports (``_stepped_up``)
                 for cost in (e.basic_cost() for e in run.charges[record["label"]].events):
-                    self._tracked.append(cost)
                     self._tracked_total[0].add(cost.epsilon)
                     self._tracked_total[1].add(cost.delta)
                 if len(run.charged) == 1:  # its first charge: one more fit that released something
@@ -689,14 +688,18 @@ def _stepped_up(totals: tuple[ExactSum, ExactSum], extra: Cost | None = None) ->
     """``_tracked_sum`` of a tracking ledger's entries (and ``extra``) from their exact running sums: the same doubles
     (``ExactSum.value`` is ``math.fsum`` of the terms) in O(1) instead of a pass over every fit of the process."""
     eps, delta = (t.value(x) for t, x in zip(totals, extra or (0.0, 0.0), strict=True))
-    return Cost(math.nextafter(eps, math.inf) if eps else 0.0, math.nextafter(delta, math.inf) if delta else 0.0)
+    return _one_step_up(eps, delta)
 
 
 def _tracked_sum(costs: Sequence[Cost]) -> Cost:
     """Basic composition of a tracking ledger's entries: the sums of their (eps, delta), one float pass (``math.fsum``,
     correctly rounded, then one step up so the total is never below the exact sum). A tracking ledger refuses nothing,
     so the exact rational sums the budget checks use (``rounding``) are not needed, and would cost a fit O(history)."""
-    eps, delta = math.fsum(c.epsilon for c in costs), math.fsum(c.delta for c in costs)
+    return _one_step_up(math.fsum(c.epsilon for c in costs), math.fsum(c.delta for c in costs))
+
+
+def _one_step_up(eps: float, delta: float) -> Cost:
+    """Correctly rounded sums one double up (zero stays zero): never below the exact sums."""
     return Cost(math.nextafter(eps, math.inf) if eps else 0.0, math.nextafter(delta, math.inf) if delta else 0.0)
 
 
@@ -716,7 +719,7 @@ def _unpickle_ledger(state: dict[str, Any]) -> Ledger:
     ledger._lock = threading.RLock()
     ledger._runs, ledger._batches = state["runs"], state["batches"]
     ledger._applied, ledger._generation, ledger._memo, ledger._journal = 0, 0, None, None
-    ledger.report_to, ledger.report_as, ledger.tracking, ledger._tracked, ledger.pid = None, "", False, [], os.getpid()
+    ledger.report_to, ledger.report_as, ledger.tracking, ledger.pid = None, "", False, os.getpid()
     ledger._tracked_total = (ExactSum(), ExactSum())
     ledger._tracked_fits = 0
     ledger._detached = reason or "it was unpickled from an in-memory ledger (the account stays with the original)"

@@ -26,8 +26,6 @@ from typing import Any
 
 #: the public modules a party imports before it reads its stdin (never ``mpyc``: ``forks``' module docstring)
 PRELOAD = ("numpy", "gmpy2", "asyncio", "ssl", "privsdr.secure.party")
-#: exit code of a child whose server was gone before it could ask to die with it (``party.EXIT_LAUNCHER_GONE``)
-_GONE = 8
 _PR_SET_PDEATHSIG = 1
 
 
@@ -163,8 +161,10 @@ def _fork(request: Mapping[str, Any], fds: Sequence[int], server: Sequence[int],
             os.close(started_r)
             os.setsid()
             _die_with_parent(prctl)
-            if os.getppid() != me:
-                os._exit(_GONE)
+            if os.getppid() != me:  # its server was gone before it could ask to die with it
+                from .party import EXIT_LAUNCHER_GONE  # preloaded (``PRELOAD``)
+
+                os._exit(EXIT_LAUNCHER_GONE)
             os.close(started_w)  # the server answers the launcher now
             for inherited in [*server, *(out for out in children.values() if out is not None)]:
                 os.close(inherited)
